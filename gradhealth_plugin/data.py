@@ -1,0 +1,247 @@
+"""Reads runs through TensorBoard's data provider into per-layer metric tables.
+
+This is the only module that talks to TensorBoard's data. It goes through
+``context.data_provider`` (never the legacy multiplexer), so it works the same
+under the Python loader, the Rust data server and a remote gRPC data server,
+and the CLI uses it unchanged on a ``MultiplexerDataProvider``.
+
+Results are cached per run, keyed by what the provider lists for each tag
+(last step and wall time), so an unchanged run is never recomputed and a run
+whose tags grew recomputes only the tags that changed.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from tensorboard.data import provider
+
+from . import health, metadata, metrics
+from . import tags as tags_lib
+
+# Read every sample TensorBoard kept; the loader's reservoir already bounds it.
+_ALL_SAMPLES = 1_000_000
+_CACHE_RUNS = 64
+
+
+@dataclasses.dataclass
+class RoleData:
+    """One layer in one role: where it came from and its metrics per step."""
+
+    tags: List[str]
+    source: str  # "histogram", "scalar", "histogram+scalar" or "gradhealth"
+    table: metrics.MetricTable
+    health: health.CellHealth
+    histograms: Optional[metrics.Histograms] = None
+
+
+@dataclasses.dataclass
+class Layer:
+    name: str
+    group: str
+    kind: str
+    order: int
+    roles: Dict[str, RoleData]
+    order_hint: Optional[int] = None
+
+
+@dataclasses.dataclass
+class RunData:
+    run: str
+    layers: List[Layer]
+    scalars: Dict[str, List[str]]  # scalar kind -> tags
+    unclassified: List[str]
+    steps_kept: int
+    last_step: Optional[int]
+
+    def layer(self, name: str) -> Optional[Layer]:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        return None
+
+    def roles(self) -> List[str]:
+        present = {role for layer in self.layers for role in layer.roles}
+        return [role for role in tags_lib.ROLES if role in present]
+
+
+class NotFound(Exception):
+    """A run, layer or step that the data does not have."""
+
+
+class Reader:
+    """Turns a data provider's histograms and scalars into `RunData`."""
+
+    def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
+                 tag_rules: Sequence[tags_lib.UserRule] = ()) -> None:
+        self._provider = data_provider
+        self._limits = dict(limits)
+        self._tag_rules = list(tag_rules)
+        self._lock = threading.Lock()
+        self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+
+    def list_runs(self, ctx, experiment_id: str) -> List[str]:
+        """Runs with histograms, scalars or gradhealth summaries, in TensorBoard's order."""
+        seen = set()
+        for listing in self._listings(ctx, experiment_id, run=None).values():
+            seen.update(listing)
+        return sorted(seen, key=tags_lib.natural_key)
+
+    def run_data(self, ctx, experiment_id: str, run: str) -> RunData:
+        listings = self._listings(ctx, experiment_id, run=run)
+        if not any(run in listing for listing in listings.values()):
+            raise NotFound(f"no run named {run!r}")
+        key = (experiment_id, run)
+        fingerprint = tuple(
+            (plugin, tag, ts.max_step, ts.max_wall_time)
+            for plugin, listing in sorted(listings.items())
+            for tag, ts in sorted(listing.get(run, {}).items())
+        )
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None and cached[0] == fingerprint:
+                self._cache.move_to_end(key)
+                return cached[1]
+        data = self._build(ctx, experiment_id, run, listings)
+        with self._lock:
+            self._cache[key] = (fingerprint, data)
+            self._cache.move_to_end(key)
+            while len(self._cache) > _CACHE_RUNS:
+                self._cache.popitem(last=False)
+        return data
+
+    def _listings(self, ctx, experiment_id: str, run: Optional[str]) -> Dict[str, Mapping]:
+        flt = provider.RunTagFilter(runs=[run]) if run is not None else None
+        return {
+            "histograms": self._provider.list_tensors(
+                ctx, experiment_id=experiment_id, plugin_name="histograms", run_tag_filter=flt),
+            "scalars": self._provider.list_scalars(
+                ctx, experiment_id=experiment_id, plugin_name="scalars", run_tag_filter=flt),
+        }
+
+    def _build(self, ctx, experiment_id: str, run: str, listings: Mapping[str, Mapping]) -> RunData:
+        hist_tags = list(listings["histograms"].get(run, {}))
+        scalar_tags = list(listings["scalars"].get(run, {}))
+        infos: List[tags_lib.TagInfo] = []
+        unclassified: List[str] = []
+        for tag in hist_tags:
+            info = tags_lib.classify_histogram(tag, hist_tags, self._tag_rules)
+            (infos.append(info) if info else unclassified.append(tag))
+        scalars: Dict[str, List[str]] = {}
+        layer_scalars: List[tags_lib.TagInfo] = []
+        for tag in scalar_tags:
+            info = tags_lib.classify_scalar(tag, self._tag_rules)
+            if isinstance(info, tags_lib.TagInfo):
+                layer_scalars.append(info)
+            else:
+                scalars.setdefault(info.kind, []).append(tag)
+
+        histograms = self._read_histograms(ctx, experiment_id, run, [i.tag for i in infos])
+        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in layer_scalars])
+
+        grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
+        for info in infos + layer_scalars:
+            grouped[(info.layer, info.role)].append(info)
+
+        layers: Dict[str, Layer] = {}
+        for (name, role), group in grouped.items():
+            role_data = self._role_data(role, group, histograms, exact)
+            if role_data is None:
+                continue
+            first = group[0]
+            layer = layers.setdefault(name, Layer(name=name, group=first.group, kind=first.kind, order=0, roles={},
+                                                 order_hint=first.order_hint))
+            layer.roles[role] = role_data
+        self._add_update_ratios(layers.values())
+        for layer in layers.values():
+            for role, rd in layer.roles.items():
+                rd.health = health.cell_health(rd.table, role, layer.kind, self._limits)
+
+        ordered = sorted(layers.values(), key=_model_order_key)
+        for i, layer in enumerate(ordered):
+            layer.order = i
+        all_steps = [layer_role.table.steps for layer in ordered for layer_role in layer.roles.values()]
+        kept = len(np.unique(np.concatenate(all_steps))) if all_steps else 0
+        max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
+        return RunData(
+            run=run, layers=ordered, scalars=scalars, unclassified=sorted(unclassified, key=tags_lib.natural_key),
+            steps_kept=kept, last_step=max(max_steps) if max_steps else None,
+        )
+
+    def _read_histograms(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, metrics.Histograms]:
+        if not tags:
+            return {}
+        result = self._provider.read_tensors(
+            ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags),
+        ).get(run, {})
+        out = {}
+        for tag, datums in result.items():
+            datums = sorted(datums, key=lambda d: d.step)
+            out[tag] = metrics.stack_histograms(
+                [d.step for d in datums], [d.wall_time for d in datums], [d.numpy for d in datums])
+        return out
+
+    def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, tuple]:
+        if not tags:
+            return {}
+        result = self._provider.read_scalars(
+            ctx, experiment_id=experiment_id, plugin_name="scalars", downsample=_ALL_SAMPLES,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags),
+        ).get(run, {})
+        out = {}
+        for tag, datums in result.items():
+            datums = sorted(datums, key=lambda d: d.step)
+            out[tag] = (np.array([d.step for d in datums], dtype=np.int64),
+                        np.array([d.value for d in datums], dtype=np.float64))
+        return out
+
+    def _role_data(self, role: str, group: List[tags_lib.TagInfo], histograms: Mapping[str, metrics.Histograms],
+                   exact: Mapping[str, tuple]) -> Optional[RoleData]:
+        hist_infos = [i for i in group if i.metric is None and i.tag in histograms]
+        scalar_infos = [i for i in group if i.metric is not None and i.tag in exact]
+        hist = histograms[hist_infos[0].tag] if hist_infos else None
+        table = metrics.histogram_metrics(hist) if hist is not None else metrics.empty_table()
+        for info in scalar_infos:
+            steps, values = exact[info.tag]
+            table = metrics.merge_exact(table, steps, {info.metric: values})
+        if not hist_infos and not scalar_infos:
+            return None
+        source = "+".join(s for s, present in (("histogram", hist_infos), ("scalar", scalar_infos)) if present)
+        tags = [i.tag for i in hist_infos[:1] + scalar_infos]
+        empty = health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
+        return RoleData(tags=tags, source=source, table=table, health=empty, histograms=hist)
+
+    @staticmethod
+    def _add_update_ratios(layers) -> None:
+        for layer in layers:
+            weight = layer.roles.get(tags_lib.WEIGHT)
+            update = layer.roles.get(tags_lib.UPDATE)
+            if weight is None or update is None or "update_ratio" in weight.table.values:
+                continue
+            ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
+            weight.table.values["update_ratio"] = ratio
+            weight.table.quality["update_ratio"] = quality
+
+
+# Within one module: weights first, then biases, then normalisation parameters,
+# then the module's output, as a model summary lists them.
+_KIND_RANK = {tags_lib.KIND_KERNEL: 0, tags_lib.KIND_OTHER: 1, tags_lib.KIND_BIAS: 2, tags_lib.KIND_NORM: 3,
+              tags_lib.KIND_PREACTIVATION: 4, tags_lib.KIND_OUTPUT: 5}
+
+
+def _model_order_key(layer: Layer) -> tuple:
+    """Model order: the position gradhealth's own summaries record, else natural order of module names."""
+    hint = layer.order_hint if layer.order_hint is not None else float("inf")
+    return (hint, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1), tags_lib.natural_key(layer.name))
+
+
+def role_union_steps(run_data: RunData, role: str) -> np.ndarray:
+    steps = [layer.roles[role].table.steps for layer in run_data.layers if role in layer.roles]
+    if not steps:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.concatenate(steps))

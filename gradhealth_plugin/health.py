@@ -1,0 +1,117 @@
+"""Health score and status of every (layer, step) cell.
+
+A cell rule looks at one step of one tensor. Each rule that fires sets a
+status (warn or critical); the worst one wins and names the cell's rule. The
+score in [0, 1] is continuous so the heatmap shows a layer drifting toward a
+threshold before it crosses it: ok cells score in (0.6, 1], warn cells in
+(0.25, 0.6], critical cells in [0, 0.25].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Mapping, Optional
+
+import numpy as np
+
+from . import tags as tags_lib
+from .metrics import MetricTable
+
+NO_DATA = 0
+OK = 1
+WARN = 2
+CRITICAL = 3
+STATUS_NAMES = ("no_data", "ok", "warn", "critical")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellRule:
+    name: str  # the finding kind this rule belongs to
+    roles: tuple
+    metric: str
+    above: bool  # fires when the value is above (True) or below (False) the threshold
+    threshold: str  # name in rules.DEFAULTS
+    status: int
+    log: bool  # distance measured in decades (True) or linearly (False)
+    kinds: Optional[tuple] = None  # tensor kinds the rule applies to; None: all
+    use_abs: bool = False
+
+
+_PARAM_SHAPE_KINDS = (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
+
+CELL_RULES: List[CellRule] = [
+    CellRule("nonfinite", tags_lib.ROLES, "nonfinite", True, "", CRITICAL, False),
+    CellRule("exploding_gradients", (tags_lib.GRADIENT,), "max_abs", True, "exploding_max_abs", CRITICAL, True),
+    CellRule("vanishing_gradients", (tags_lib.GRADIENT,), "small_fraction", True, "vanishing_fraction", WARN, False),
+    CellRule("vanishing_gradients", (tags_lib.GRADIENT,), "mean_abs", False, "vanishing_abs", WARN, True),
+    CellRule("dead_units", (tags_lib.ACTIVATION,), "zero_fraction", True, "dead_zero_fraction", WARN, False,
+             kinds=(tags_lib.KIND_OUTPUT,)),
+    CellRule("weight_growth", (tags_lib.WEIGHT,), "std_rel_first", True, "weight_std_growth", WARN, True,
+             kinds=_PARAM_SHAPE_KINDS),
+    CellRule("weight_growth", (tags_lib.WEIGHT,), "mean", True, "weight_abs_mean", WARN, True,
+             kinds=_PARAM_SHAPE_KINDS, use_abs=True),
+    CellRule("skewed_distribution", (tags_lib.WEIGHT,), "skewness", True, "skewness", WARN, False,
+             kinds=_PARAM_SHAPE_KINDS, use_abs=True),
+    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", True, "update_ratio_high", WARN, True),
+    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", False, "update_ratio_low", WARN, True),
+]
+
+
+@dataclasses.dataclass
+class CellHealth:
+    score: np.ndarray  # (N,) float, NaN where no data
+    status: np.ndarray  # (N,) uint8 status codes
+    rule: np.ndarray  # (N,) object: rule name, "" when ok, None when no data
+
+
+def has_data(table: MetricTable) -> np.ndarray:
+    n = len(table.steps)
+    present = np.zeros(n, dtype=bool)
+    for name, values in table.values.items():
+        if name in ("nonfinite", "count"):
+            continue
+        present |= ~np.isnan(values)
+    present |= table.get("nonfinite") > 0
+    return present
+
+
+def _closeness(value: np.ndarray, threshold: float, above: bool, log: bool) -> np.ndarray:
+    """How far past (>= 1) or short of (< 1) the threshold each value is, in [0, 2]."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if log:
+            decades = np.log10(value / threshold) if above else np.log10(threshold / value)
+            # 0 two decades short of the threshold, 1 at it, 2 a decade past it.
+            return np.clip(np.where(decades < 0, 1 + decades / 2, 1 + decades), 0, 2)
+        span = abs(threshold) if threshold else 1.0
+        rel = (value - threshold) / span if above else (threshold - value) / span
+        return np.clip(1 + rel, 0, 2)
+
+
+def cell_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float]) -> CellHealth:
+    """Scores every step of one tensor's metric table."""
+    n = len(table.steps)
+    present = has_data(table)
+    level = np.where(present, OK, NO_DATA).astype(np.uint8)
+    rule = np.where(present, "", None).astype(object)
+    worst = np.zeros(n)  # closeness of the nearest-to-firing rule, for the score
+    for r in CELL_RULES:
+        if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
+            continue
+        value = table.get(r.metric)
+        if r.use_abs:
+            value = np.abs(value)
+        limit = limits.get(r.threshold, 0.0) if r.threshold else 0.0
+        known = ~np.isnan(value)
+        fired = known & ((value > limit) if r.above else (value < limit))
+        close = np.where(known, _closeness(value, limit, r.above, r.log), 0.0) if r.threshold else np.where(fired, 2.0, 0.0)
+        close = np.where(fired, np.maximum(close, 1.0), np.minimum(close, 0.999))
+        override = fired & (r.status > level)
+        level = np.where(override, r.status, level).astype(np.uint8)
+        rule = np.where(override, r.name, rule)
+        worst = np.maximum(worst, close)
+    score = np.select(
+        [level == CRITICAL, level == WARN, level == OK],
+        [0.25 * (1 - np.clip(worst - 1, 0, 1)), 0.6 - 0.35 * np.clip(worst - 1, 0, 1), 1 - 0.4 * np.clip(worst, 0, 1)],
+        default=np.nan,
+    )
+    return CellHealth(score=score, status=level, rule=rule)

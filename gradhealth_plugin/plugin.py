@@ -1,0 +1,293 @@
+"""The TensorBoard plugin: routes, argument checking and JSON; nothing else."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+from tensorboard import plugin_util
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from . import config as config_lib
+from . import data, health, metadata, metrics
+from . import tags as tags_lib
+
+logger = logging.getLogger(__name__)
+
+_STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+HEATMAP_METRICS = ("health",) + metrics.METRICS
+
+
+class BadRequest(Exception):
+    """A missing or malformed query parameter (HTTP 400)."""
+
+
+def _json_route(handler: Callable) -> Callable:
+    """Wraps a handler: JSON out, 400/404 as JSON messages, never a stack trace."""
+
+    @wrappers.Request.application
+    @functools.wraps(handler)
+    def wrapped(self, request):
+        try:
+            body = handler(self, request)
+            return http_util.Respond(request, body, "application/json")
+        except BadRequest as e:
+            return http_util.Respond(request, {"error": str(e)}, "application/json", code=400)
+        except data.NotFound as e:
+            return http_util.Respond(request, {"error": str(e)}, "application/json", code=404)
+        except Exception:  # noqa: BLE001 - a bug must not leak a trace to the client
+            logger.exception("gradhealth: %s failed", request.path)
+            return http_util.Respond(
+                request, {"error": "internal error in the gradhealth plugin; see the TensorBoard log"},
+                "application/json", code=500)
+
+    return wrapped
+
+
+def _param(request, name: str) -> str:
+    value = request.args.get(name)
+    if value is None or value == "":
+        raise BadRequest(f"missing query parameter {name!r}")
+    return value
+
+
+def _choice(request, name: str, choices, default: Optional[str] = None) -> Optional[str]:
+    value = request.args.get(name) or default
+    if value is None:
+        raise BadRequest(f"missing query parameter {name!r}")
+    if value not in choices:
+        raise BadRequest(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _int_param(request, name: str) -> int:
+    raw = _param(request, name)
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer step; got {raw!r}") from None
+
+
+def _nullable(values: np.ndarray) -> list:
+    """Float array to a JSON list, NaN and infinities as null."""
+    values = np.asarray(values, dtype=np.float64)
+    out = values.astype(object)
+    out[~np.isfinite(values)] = None
+    return out.tolist()
+
+
+class GradHealthPlugin(base_plugin.TBPlugin):
+    plugin_name = metadata.PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
+        if config is None:
+            config = config_lib.load(logdir=getattr(context, "logdir", None))
+        self._reader = data.Reader(context.data_provider, config.limits, config.tag_rules)
+
+    def get_plugin_apps(self) -> Dict[str, Callable]:
+        return {
+            "/index.js": self._serve_index_js,
+            "/runs": self._serve_runs,
+            "/heatmap": self._serve_heatmap,
+            "/cell": self._serve_cell,
+            "/series": self._serve_series,
+        }
+
+    def is_active(self) -> bool:
+        return False  # superseded by data_plugin_names
+
+    def data_plugin_names(self):
+        return metadata.DATA_PLUGIN_NAMES
+
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=metadata.TAB_NAME)
+
+    @wrappers.Request.application
+    def _serve_index_js(self, request):
+        with open(os.path.join(_STATIC_DIR, "index.js"), "rb") as f:
+            return http_util.Respond(request, f.read(), "text/javascript")
+
+    def _run(self, request) -> data.RunData:
+        ctx = plugin_util.context(request.environ)
+        eid = plugin_util.experiment_id(request.environ)
+        return self._reader.run_data(ctx, eid, _param(request, "run"))
+
+    @_json_route
+    def _serve_runs(self, request):
+        ctx = plugin_util.context(request.environ)
+        eid = plugin_util.experiment_id(request.environ)
+        runs = []
+        for run in self._reader.list_runs(ctx, eid):
+            try:
+                rd = self._reader.run_data(ctx, eid, run)
+            except data.NotFound:
+                continue  # removed between the listing and the read
+            runs.append(_run_summary(rd))
+        return {"runs": runs}
+
+    @_json_route
+    def _serve_heatmap(self, request):
+        rd = self._run(request)
+        available = rd.roles()
+        role = _choice(request, "role", tags_lib.ROLES, default=available[0] if available else tags_lib.GRADIENT)
+        metric = _choice(request, "metric", HEATMAP_METRICS, default="health")
+        return heatmap(rd, role, metric)
+
+    @_json_route
+    def _serve_cell(self, request):
+        rd = self._run(request)
+        layer_name = _param(request, "layer")
+        step = _int_param(request, "step")
+        role = request.args.get("role")
+        if role is not None:
+            _choice(request, "role", tags_lib.ROLES)
+        layer = rd.layer(layer_name)
+        if layer is None:
+            raise data.NotFound(f"run {rd.run!r} has no layer {layer_name!r}")
+        out = {}
+        for name, rdata in layer.roles.items():
+            if role is not None and name != role:
+                continue
+            hits = np.nonzero(rdata.table.steps == step)[0]
+            if len(hits):
+                out[name] = _cell(rdata, int(hits[0]), step)
+        if not out:
+            raise data.NotFound(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
+        return {"run": rd.run, "layer": layer.name, "group": layer.group, "kind": layer.kind, "step": step,
+                "roles": out}
+
+    @_json_route
+    def _serve_series(self, request):
+        rd = self._run(request)
+        layer_name = _param(request, "layer")
+        metric = _choice(request, "metric", HEATMAP_METRICS)
+        role = request.args.get("role")
+        if role is not None:
+            _choice(request, "role", tags_lib.ROLES)
+        layer = rd.layer(layer_name)
+        if layer is None:
+            raise data.NotFound(f"run {rd.run!r} has no layer {layer_name!r}")
+        series = {}
+        for name, rdata in layer.roles.items():
+            if role is not None and name != role:
+                continue
+            values = rdata.health.score if metric == "health" else rdata.table.get(metric)
+            quality = rdata.table.quality_of(metric) if metric != "health" else np.where(
+                rdata.health.status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
+            series[name] = {
+                "steps": rdata.table.steps.tolist(),
+                "values": _nullable(values),
+                "quality": [metrics.QUALITY_NAMES[q] for q in quality],
+                "status": rdata.health.status.tolist(),
+            }
+        if role is not None and not series:
+            raise data.NotFound(f"layer {layer_name!r} has no {role} data")
+        return {"run": rd.run, "layer": layer.name, "metric": metric, "series": series,
+                "status_names": list(health.STATUS_NAMES)}
+
+
+def _run_summary(rd: data.RunData) -> dict:
+    worst = 0
+    for layer in rd.layers:
+        for rdata in layer.roles.values():
+            if len(rdata.health.status):
+                worst = max(worst, int(rdata.health.status.max()))
+    return {
+        "run": rd.run,
+        "layers": [
+            {"name": layer.name, "group": layer.group, "kind": layer.kind, "order": layer.order,
+             "roles": {role: {"tags": r.tags, "source": r.source, "steps": int(len(r.table.steps))}
+                       for role, r in layer.roles.items()}}
+            for layer in rd.layers
+        ],
+        "roles": rd.roles(),
+        "scalars": rd.scalars,
+        "unclassified": rd.unclassified,
+        "steps_kept": rd.steps_kept,
+        "last_step": rd.last_step,
+        "worst_status": health.STATUS_NAMES[worst],
+    }
+
+
+def heatmap(rd: data.RunData, role: str, metric: str) -> dict:
+    """The layers x steps matrix of one role and metric, compact for the tab."""
+    steps = data.role_union_steps(rd, role)
+    layers = [layer for layer in rd.layers if role in layer.roles]
+    n_rows, n_cols = len(layers), len(steps)
+    values = np.full((n_rows, n_cols), np.nan)
+    status = np.zeros((n_rows, n_cols), dtype=np.uint8)
+    rules = np.full((n_rows, n_cols), None, dtype=object)
+    quality_codes: List[np.ndarray] = []
+    for i, layer in enumerate(layers):
+        rdata = layer.roles[role]
+        cols = np.searchsorted(steps, rdata.table.steps)
+        values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
+        status[i, cols] = rdata.health.status
+        rules[i, cols] = rdata.health.rule
+        if metric != "health":
+            quality_codes.append(rdata.table.quality_of(metric))
+    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
+    return {
+        "run": rd.run, "role": role, "metric": metric,
+        "layers": [layer.name for layer in layers],
+        "steps": steps.tolist(),
+        "values": [_nullable(row) for row in values],
+        "status": status.tolist(),
+        "rules": rules.tolist(),
+        "status_names": list(health.STATUS_NAMES),
+        "quality": "estimated" if metric == "health" else quality,
+        "scale": "log" if metric in metrics.LOG_METRICS else "linear",
+    }
+
+
+def _cell(rdata: data.RoleData, index: int, step: int) -> dict:
+    table = rdata.table
+    names = [m for m in metrics.METRICS if m in table.values]
+    out = {
+        "tags": rdata.tags,
+        "source": rdata.source,
+        "status": health.STATUS_NAMES[int(rdata.health.status[index])],
+        "score": _nullable(rdata.health.score[index:index + 1])[0],
+        "rule": rdata.health.rule[index],
+        "metrics": {
+            name: {"value": _nullable(table.values[name][index:index + 1])[0],
+                   "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
+            for name in names
+        },
+        "histogram": None,
+    }
+    h = rdata.histograms
+    if h is not None:
+        hits = np.nonzero(h.steps == step)[0]
+        if len(hits):
+            j = int(hits[0])
+            keep = h.count[j] != 0
+            buckets = np.stack([h.left[j][keep], h.right[j][keep], h.count[j][keep]], axis=1)
+            out["histogram"] = [_nullable(b) for b in buckets]
+    return out
+
+
+class GradHealthLoader(base_plugin.TBLoader):
+    """Adds the ``--gradhealth_config`` flag and builds the plugin."""
+
+    def define_flags(self, parser) -> None:
+        group = parser.add_argument_group("gradhealth")
+        group.add_argument(
+            "--gradhealth_config", metavar="PATH", type=str, default="",
+            help="JSON file with gradhealth tag rules and threshold overrides "
+                 "(default: gradhealth.json at the root of --logdir, if present)")
+
+    def load(self, context: base_plugin.TBContext) -> GradHealthPlugin:
+        flags = context.flags
+        path = getattr(flags, "gradhealth_config", "") if flags else ""
+        try:
+            cfg = config_lib.load(path=path or None, logdir=getattr(context, "logdir", None))
+        except ValueError as e:
+            logger.error("gradhealth: %s; using the defaults", e)
+            cfg = config_lib.load()
+        return GradHealthPlugin(context, cfg)

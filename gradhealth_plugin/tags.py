@@ -1,0 +1,280 @@
+"""Maps TensorBoard tag names to (layer, role).
+
+Users already log histograms and scalars under many naming conventions. This
+module turns each tag into a `TagInfo` saying which layer (parameter tensor or
+module output) it describes and in which role, so that the gradient and the
+weight of one parameter land on one heatmap row.
+
+Conventions recognised (each covered by a test on a logdir written by the real
+library):
+
+* TF2 custom loops: ``gradients/<var.name>``, ``weights/<var.name>``
+  (``dense_1/kernel:0``); seed 002's ``grad_hist/layer_<i>`` histograms and
+  ``grad_mean/layer_<i>`` / ``grad_max/layer_<i>`` scalars.
+* Keras' TensorBoard callback: ``<layer>/<w>_0`` (TF 2.1-2.2),
+  ``<layer>/<w>_0/histogram`` (TF 2.3-2.15), ``<weight.path>/histogram``
+  (Keras 3). Weights only.
+* PyTorch tutorials: ``weights/<name>``, ``grads/<name>``,
+  ``activations/<module>``; ``<name>.grad`` next to ``<name>``;
+  tensorboardX's ``<name>/grad`` next to ``<name>/data``.
+* PyTorch Lightning scalars: ``grad_2.0_norm/<param>`` and
+  ``grad_2.0_norm_total``.
+* TF1 tutorials: ``<layer>/weights/summaries/histogram`` with scalars
+  ``.../summaries/{mean,stddev,max,min}``; ``<layer>/outputs``,
+  ``<layer>/activations``; repeated name scopes (``layer1/weights/layer1/weights``).
+
+Users override or extend the mapping without code through a JSON file (see
+``docs/tag_rules.md``): its rules are tried before the built-in ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable, Mapping, Optional, Sequence
+
+GRADIENT = "gradient"
+WEIGHT = "weight"
+ACTIVATION = "activation"
+UPDATE = "update"
+ROLES = (GRADIENT, WEIGHT, ACTIVATION, UPDATE)
+
+# Kinds of tensor, used to skip rules that mean nothing for a tensor that
+# starts constant (biases, normalisation parameters) or for pre-activations.
+KIND_KERNEL = "kernel"
+KIND_BIAS = "bias"
+KIND_NORM = "norm"
+KIND_OUTPUT = "output"
+KIND_PREACTIVATION = "preactivation"
+KIND_OTHER = "other"
+
+# Run-level scalar kinds.
+SCALAR_LOSS = "loss"
+SCALAR_LR = "learning_rate"
+SCALAR_GRAD_NORM = "grad_norm_total"
+SCALAR_OTHER = "other"
+
+
+@dataclasses.dataclass(frozen=True)
+class TagInfo:
+    """What one tag describes.
+
+    `layer` is the heatmap row: a parameter tensor (``dense/kernel``,
+    ``fc1.weight``) or a module output (``relu1``). `group` is the module the
+    row belongs to. `metric` is set for per-layer scalars that carry one
+    statistic (``grad_max/layer_0`` -> ``max_abs``); None for histograms.
+    """
+
+    tag: str
+    layer: str
+    role: str
+    group: str
+    kind: str
+    metric: Optional[str] = None
+    order_hint: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarInfo:
+    """A run-level scalar (loss, learning rate, global gradient norm, ...)."""
+
+    tag: str
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class UserRule:
+    """One user-supplied rule: a regex with a named group ``layer``."""
+
+    pattern: re.Pattern
+    role: str  # a role, or "ignore"
+    metric: Optional[str] = None
+
+
+_ROLE_PREFIXES = (
+    (re.compile(r"^(?:gradients?|grads?|grad_hists?|grad_histogram|gradient_hist)/(.+)$", re.I), GRADIENT),
+    (re.compile(r"^(?:weights?|params?|parameters?|weight_hist)/(.+)$", re.I), WEIGHT),
+    (re.compile(r"^(?:activations?|acts?|activation_hist)/(.+)$", re.I), ACTIVATION),
+    (re.compile(r"^(?:updates?|deltas?)/(.+)$", re.I), UPDATE),
+)
+_ROLE_SUFFIXES = (
+    (re.compile(r"^(.+?)(?:\.grad|/grad|/grads|/gradients?|_grad)$", re.I), GRADIENT),
+    (re.compile(r"^(.+?)/data$", re.I), WEIGHT),
+    (re.compile(r"^(.+?)(?:/update|/updates|\.update)$", re.I), UPDATE),
+)
+# Per-layer scalars carrying one statistic of a gradient.
+_GRAD_SCALARS = (
+    (re.compile(r"^grad_mean/(.+)$", re.I), "mean_abs"),
+    (re.compile(r"^grad_max/(.+)$", re.I), "max_abs"),
+    (re.compile(r"^grad_2\.0_norm/(.+)$", re.I), "l2"),
+    (re.compile(r"^grad_norm/(.+)$", re.I), "l2"),
+    (re.compile(r"^grad_std/(.+)$", re.I), "std"),
+)
+# TF1 tutorial ``variable_summaries``: ``<var>/summaries/<stat>``.
+_SUMMARY_STATS = {"mean": "mean", "stddev": "std", "max": "max", "min": "min"}
+_SUMMARIES_RE = re.compile(r"^(.+)/summaries/(mean|stddev|max|min)(?:_\d+)?$", re.I)
+
+_PARAM_WORDS = {
+    "kernel": KIND_KERNEL, "weight": KIND_KERNEL, "weights": KIND_KERNEL, "w": KIND_KERNEL,
+    "embeddings": KIND_KERNEL, "depthwise_kernel": KIND_KERNEL, "pointwise_kernel": KIND_KERNEL,
+    "recurrent_kernel": KIND_KERNEL, "weight_ih": KIND_KERNEL, "weight_hh": KIND_KERNEL,
+    "bias": KIND_BIAS, "biases": KIND_BIAS, "b": KIND_BIAS, "bias_ih": KIND_BIAS, "bias_hh": KIND_BIAS,
+    "gamma": KIND_NORM, "beta": KIND_NORM, "moving_mean": KIND_NORM, "moving_variance": KIND_NORM,
+    "running_mean": KIND_NORM, "running_var": KIND_NORM, "num_batches_tracked": KIND_NORM,
+    "scale": KIND_NORM, "offset": KIND_NORM,
+}
+_ACTIVATION_WORDS = {"activations", "activation", "outputs", "output", "relu", "act", "acts"}
+_PREACTIVATION_WORDS = {"preactivate", "pre_activations", "preactivation", "pre_activation", "logits_pre"}
+_NORM_MODULE = re.compile(r"(?:^|[/._])(?:bn\d*|batch_?norm\w*|batchnorm\w*|layer_?norm\w*|ln\d*|norm\d*|group_?norm\w*)(?:$|[/._])", re.I)
+
+_LOSS_RE = re.compile(r"(?:^|[/_.])(?:loss|cost|cross_entropy|xent|nll)(?:$|[/_.\d])", re.I)
+_LR_RE = re.compile(r"(?:^|[/_.-])(?:lr|learning_rate|learning-rate)(?:$|[/_.\d-])", re.I)
+_GRAD_NORM_TOTAL_RE = re.compile(
+    r"(?:grad_2\.0_norm_total|grad_norm_total|global_grad(?:ient)?_norm|grad(?:ient)?_norm$|total_grad_norm)", re.I
+)
+
+
+def _strip_decorations(name: str) -> str:
+    """Removes what writers append to a variable name: ``:0``, ``/histogram``, ``_0``."""
+    name = re.sub(r"(?:/summaries)?/histogram$", "", name)
+    name = re.sub(r":\d+$", "", name)
+    # Keras 2's callback writes ``kernel_0`` for variable ``kernel:0``.
+    name = re.sub(r"(?<=/)(kernel|bias|gamma|beta|moving_mean|moving_variance|embeddings|"
+                  r"recurrent_kernel|depthwise_kernel|pointwise_kernel)_0$", r"\1", name)
+    return _collapse_repeats(name)
+
+
+def _collapse_repeats(name: str) -> str:
+    """Collapses repeated name scopes: ``a/b/a/b`` -> ``a/b``, ``a/a/c`` -> ``a/c``."""
+    parts = name.split("/")
+    half = len(parts) // 2
+    if len(parts) % 2 == 0 and half and parts[:half] == parts[half:]:
+        parts = parts[:half]
+    out = [p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1]]
+    return "/".join(out)
+
+
+def _split_param(layer: str) -> tuple:
+    """Splits ``dense_1/kernel`` or ``fc1.weight`` into (group, last word)."""
+    m = re.match(r"^(.*?)[/.]([^/.]+)$", layer)
+    if not m:
+        return layer, layer
+    return m.group(1), m.group(2)
+
+
+def _kind_of(layer: str, role: str) -> str:
+    group, last = _split_param(layer)
+    low = last.lower()
+    if role == ACTIVATION:
+        if low in _PREACTIVATION_WORDS or "preact" in low or "pre_act" in low:
+            return KIND_PREACTIVATION
+        return KIND_OUTPUT
+    kind = _PARAM_WORDS.get(low)
+    if kind is None:
+        kind = KIND_KERNEL if re.search(r"weight|kernel", low) else (
+            KIND_BIAS if re.search(r"bias", low) else KIND_OTHER)
+    # PyTorch names BatchNorm/LayerNorm parameters weight/bias: the module says it.
+    if kind in (KIND_KERNEL, KIND_BIAS) and _NORM_MODULE.search(group or ""):
+        return KIND_NORM
+    return kind
+
+
+def _group_of(layer: str, role: str) -> str:
+    if role == ACTIVATION:
+        return layer.split("/")[0] if _kind_of(layer, role) == KIND_PREACTIVATION else layer
+    group, last = _split_param(layer)
+    return group if group != layer else layer
+
+
+def _make(tag: str, layer: str, role: str, metric: Optional[str] = None) -> TagInfo:
+    layer = _strip_decorations(layer)
+    return TagInfo(tag=tag, layer=layer, role=role, group=_group_of(layer, role),
+                   kind=_kind_of(layer, role), metric=metric)
+
+
+def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
+    for rule in rules:
+        m = rule.pattern.search(tag)
+        if not m:
+            continue
+        if rule.role == "ignore":
+            return "ignore"
+        layer = m.groupdict().get("layer") or (m.group(1) if m.groups() else tag)
+        return _make(tag, layer, rule.role, rule.metric)
+    return None
+
+
+def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequence[UserRule] = ()) -> Optional[TagInfo]:
+    """Classifies a histogram tag, or returns None when its role is unclear.
+
+    `sibling_tags` are the other histogram tags of the run: a bare ``fc1.weight``
+    is the weight of ``fc1.weight.grad``.
+    """
+    user = _apply_user_rules(tag, rules)
+    if user == "ignore":
+        return None
+    if user is not None:
+        return user  # type: ignore[return-value]
+    for regex, role in _ROLE_PREFIXES:
+        m = regex.match(tag)
+        if m:
+            return _make(tag, m.group(1), role)
+    for regex, role in _ROLE_SUFFIXES:
+        m = regex.match(tag)
+        if m:
+            return _make(tag, m.group(1), role)
+    name = _strip_decorations(tag)
+    siblings = set(sibling_tags)
+    if any(s in siblings for s in (tag + ".grad", tag + "/grad", tag + "_grad")):
+        return _make(tag, tag, WEIGHT)
+    last = re.split(r"[/.]", name)[-1].lower()
+    if last in _ACTIVATION_WORDS or last in _PREACTIVATION_WORDS:
+        layer = name.rsplit("/", 1)[0] if "/" in name else name
+        if last in _PREACTIVATION_WORDS:
+            layer = layer.split("/")[0] + "/" + last if "/" in layer else layer + "/" + last
+        return _make(tag, layer, ACTIVATION)
+    if last in _PARAM_WORDS or re.search(r"(?:^|_)(?:weights?|kernel|bias(?:es)?)(?:_|$)", last):
+        return _make(tag, name, WEIGHT)
+    return None
+
+
+def classify_scalar(tag: str, rules: Sequence[UserRule] = ()) -> object:
+    """Classifies a scalar tag as a per-layer statistic (TagInfo) or a run-level ScalarInfo."""
+    user = _apply_user_rules(tag, rules)
+    if user == "ignore":
+        return ScalarInfo(tag, SCALAR_OTHER)
+    if isinstance(user, TagInfo) and user.metric:
+        return user
+    if _GRAD_NORM_TOTAL_RE.search(tag):
+        return ScalarInfo(tag, SCALAR_GRAD_NORM)
+    for regex, metric in _GRAD_SCALARS:
+        m = regex.match(tag)
+        if m:
+            return _make(tag, m.group(1), GRADIENT, metric)
+    m = _SUMMARIES_RE.match(tag)
+    if m:
+        return _make(tag, m.group(1), WEIGHT, _SUMMARY_STATS[m.group(2).lower()])
+    if _LR_RE.search(tag):
+        return ScalarInfo(tag, SCALAR_LR)
+    if _LOSS_RE.search(tag):
+        return ScalarInfo(tag, SCALAR_LOSS)
+    return ScalarInfo(tag, SCALAR_OTHER)
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key that puts ``layer_2`` before ``layer_10``."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", name) if t)
+
+
+def parse_user_rules(entries: Sequence[Mapping], source: str = "tag rules") -> list:
+    rules = []
+    for i, entry in enumerate(entries):
+        role = entry.get("role")
+        if role not in ROLES + ("ignore",):
+            raise ValueError(f"{source}: rule {i}: role must be one of {ROLES + ('ignore',)}, got {role!r}")
+        try:
+            pattern = re.compile(entry["pattern"])
+        except (KeyError, re.error, TypeError) as e:
+            raise ValueError(f"{source}: rule {i}: bad pattern: {e}") from e
+        rules.append(UserRule(pattern=pattern, role=role, metric=entry.get("metric")))
+    return rules

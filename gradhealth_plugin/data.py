@@ -49,7 +49,7 @@ class Layer:
     order_hint: Optional[int] = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # hashed by identity: the analysis caches per object
 class RunData:
     run: str
     layers: List[Layer]
@@ -57,6 +57,11 @@ class RunData:
     unclassified: List[str]
     steps_kept: int
     last_step: Optional[int]
+    # Run-level scalars worth diagnosing (loss, learning rate, global gradient
+    # norm): tag -> (steps, values).
+    scalar_series: Dict[str, tuple] = dataclasses.field(default_factory=dict)
+    # Step distance between logged histograms; None with fewer than two.
+    histogram_interval: Optional[float] = None
 
     def layer(self, name: str) -> Optional[Layer]:
         for layer in self.layers:
@@ -141,7 +146,10 @@ class Reader:
                 scalars.setdefault(info.kind, []).append(tag)
 
         histograms = self._read_histograms(ctx, experiment_id, run, [i.tag for i in infos])
-        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in layer_scalars])
+        diagnosed = [t for kind in (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_LR, tags_lib.SCALAR_GRAD_NORM)
+                     for t in scalars.get(kind, [])]
+        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in layer_scalars] + diagnosed)
+        scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
 
         grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
         for info in infos + layer_scalars:
@@ -170,6 +178,7 @@ class Reader:
         return RunData(
             run=run, layers=ordered, scalars=scalars, unclassified=sorted(unclassified, key=tags_lib.natural_key),
             steps_kept=kept, last_step=max(max_steps) if max_steps else None,
+            scalar_series=scalar_series, histogram_interval=_logging_interval(histograms.values()),
         )
 
     def _read_histograms(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, metrics.Histograms]:
@@ -238,6 +247,18 @@ def _model_order_key(layer: Layer) -> tuple:
     """Model order: the position gradhealth's own summaries record, else natural order of module names."""
     hint = layer.order_hint if layer.order_hint is not None else float("inf")
     return (hint, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1), tags_lib.natural_key(layer.name))
+
+
+def _logging_interval(histograms) -> Optional[float]:
+    """Smallest distance between consecutive logged histogram steps, over all tags.
+
+    Reservoir sampling only removes steps, so kept gaps are multiples of the
+    writer's interval and the smallest one is the interval itself.
+    """
+    gaps = [np.diff(h.steps) for h in histograms if len(h.steps) > 1]
+    gaps = np.concatenate(gaps) if gaps else np.zeros(0)
+    gaps = gaps[gaps > 0]
+    return float(gaps.min()) if len(gaps) else None
 
 
 def role_union_steps(run_data: RunData, role: str) -> np.ndarray:

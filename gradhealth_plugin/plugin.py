@@ -14,7 +14,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from . import config as config_lib
-from . import data, health, metadata, metrics
+from . import analysis, data, findings, health, metadata, metrics
 from . import tags as tags_lib
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
             config = config_lib.load(logdir=getattr(context, "logdir", None))
-        self._reader = data.Reader(context.data_provider, config.limits, config.tag_rules)
+        self._analyzer = analysis.Analyzer(context.data_provider, config.limits, config.tag_rules)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
@@ -96,6 +96,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/heatmap": self._serve_heatmap,
             "/cell": self._serve_cell,
             "/series": self._serve_series,
+            "/findings": self._serve_findings,
         }
 
     def is_active(self) -> bool:
@@ -112,23 +113,31 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         with open(os.path.join(_STATIC_DIR, "index.js"), "rb") as f:
             return http_util.Respond(request, f.read(), "text/javascript")
 
-    def _run(self, request) -> data.RunData:
+    def _analysis(self, request):
         ctx = plugin_util.context(request.environ)
         eid = plugin_util.experiment_id(request.environ)
-        return self._reader.run_data(ctx, eid, _param(request, "run"))
+        return self._analyzer.run(ctx, eid, _param(request, "run"))
+
+    def _run(self, request) -> data.RunData:
+        return self._analysis(request)[0]
 
     @_json_route
     def _serve_runs(self, request):
         ctx = plugin_util.context(request.environ)
         eid = plugin_util.experiment_id(request.environ)
         runs = []
-        for run in self._reader.list_runs(ctx, eid):
+        for run in self._analyzer.list_runs(ctx, eid):
             try:
-                rd = self._reader.run_data(ctx, eid, run)
+                rd, found = self._analyzer.run(ctx, eid, run)
             except data.NotFound:
                 continue  # removed between the listing and the read
-            runs.append(_run_summary(rd))
+            runs.append(_run_summary(rd, found))
         return {"runs": runs}
+
+    @_json_route
+    def _serve_findings(self, request):
+        rd, found = self._analysis(request)
+        return {"run": rd.run, "findings": [f.to_json() for f in found]}
 
     @_json_route
     def _serve_heatmap(self, request):
@@ -191,12 +200,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 "status_names": list(health.STATUS_NAMES)}
 
 
-def _run_summary(rd: data.RunData) -> dict:
-    worst = 0
-    for layer in rd.layers:
-        for rdata in layer.roles.values():
-            if len(rdata.health.status):
-                worst = max(worst, int(rdata.health.status.max()))
+def _run_summary(rd: data.RunData, found: List[findings.Finding]) -> dict:
+    worst = max((findings.SEVERITY_RANK[f.severity] for f in found), default=0)
+    has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
+    counts = {sev: sum(1 for f in found if f.severity == sev) for sev in findings.SEVERITY_RANK}
     return {
         "run": rd.run,
         "layers": [
@@ -210,7 +217,9 @@ def _run_summary(rd: data.RunData) -> dict:
         "unclassified": rd.unclassified,
         "steps_kept": rd.steps_kept,
         "last_step": rd.last_step,
-        "worst_status": health.STATUS_NAMES[worst],
+        "worst_severity": ([None] + list(findings.SEVERITY_RANK))[worst],
+        "worst_status": ("critical" if worst == 3 else "warn" if worst == 2 else "ok") if has_data else "no_data",
+        "findings": counts,
     }
 
 

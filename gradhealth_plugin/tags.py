@@ -127,8 +127,9 @@ _ACTIVATION_WORDS = {"activations", "activation", "outputs", "output", "relu", "
 _PREACTIVATION_WORDS = {"preactivate", "pre_activations", "preactivation", "pre_activation", "logits_pre"}
 _NORM_MODULE = re.compile(r"(?:^|[/._])(?:bn\d*|batch_?norm\w*|batchnorm\w*|layer_?norm\w*|ln\d*|norm\d*|group_?norm\w*)(?:$|[/._])", re.I)
 
-_LOSS_RE = re.compile(r"(?:^|[/_.])(?:loss|cost|cross_entropy|xent|nll)(?:$|[/_.\d])", re.I)
-_LR_RE = re.compile(r"(?:^|[/_.-])(?:lr|learning_rate|learning-rate)(?:$|[/_.\d-])", re.I)
+# Words may be separated by spaces too: the PyTorch TensorBoard tutorial logs "training loss".
+_LOSS_RE = re.compile(r"(?:^|[/_.\s-])(?:loss|cost|cross_entropy|xent|nll)(?:$|[/_.\d\s-])", re.I)
+_LR_RE = re.compile(r"(?:^|[/_.\s-])(?:lr|learning[_\s-]rate)(?:$|[/_.\d\s-])", re.I)
 _GRAD_NORM_TOTAL_RE = re.compile(
     r"(?:grad_2\.0_norm_total|grad_norm_total|global_grad(?:ient)?_norm|grad(?:ient)?_norm$|total_grad_norm)", re.I
 )

@@ -1,0 +1,41 @@
+"""A run's full analysis: metric tables from the data layer plus findings.
+
+The plugin routes and the CLI both go through `Analyzer`, so the tab and the
+command line always report the same findings and the heatmap's statuses are
+the ones the findings imply.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import List, Mapping, Sequence, Tuple
+
+from tensorboard.data import provider
+
+from . import data, findings
+from . import tags as tags_lib
+
+
+class Analyzer:
+    def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
+                 tag_rules: Sequence[tags_lib.UserRule] = ()) -> None:
+        self._reader = data.Reader(data_provider, limits, tag_rules)
+        self._limits = dict(limits)
+        self._lock = threading.Lock()
+        # Keyed by the RunData object the reader caches: a new object means new data.
+        self._findings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def list_runs(self, ctx, experiment_id: str) -> List[str]:
+        return self._reader.list_runs(ctx, experiment_id)
+
+    def run(self, ctx, experiment_id: str, run: str) -> Tuple[data.RunData, List[findings.Finding]]:
+        """The run's data (with finding-consistent cell statuses) and its findings."""
+        rd = self._reader.run_data(ctx, experiment_id, run)
+        with self._lock:
+            found = self._findings.get(rd)
+            if found is None:
+                found = findings.find(rd, self._limits)
+                findings.apply_to_health(rd, found)
+                self._findings[rd] = found
+        return rd, found

@@ -1,0 +1,129 @@
+"""Pure numpy helpers over one metric series: runs, rolling baselines, spikes, periods.
+
+Steps are the logged step numbers, uneven after TensorBoard's reservoir
+sampling; nothing here assumes even spacing.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+def true_runs(mask: np.ndarray, min_length: int = 1) -> List[Tuple[int, int]]:
+    """(start, end) index pairs, inclusive, of runs of True at least `min_length` long."""
+    mask = np.asarray(mask, dtype=bool)
+    if not mask.any():
+        return []
+    padded = np.concatenate([[0], mask.astype(np.int8), [0]])
+    edges = np.diff(padded)
+    starts = np.nonzero(edges == 1)[0]
+    ends = np.nonzero(edges == -1)[0] - 1
+    keep = (ends - starts + 1) >= min_length
+    return list(zip(starts[keep].tolist(), ends[keep].tolist()))
+
+
+def sustained(mask: np.ndarray, min_length: int) -> List[Tuple[int, int]]:
+    """Runs of at least `min_length` steps, or a shorter run that reaches the last step.
+
+    A condition that starts near the end of what was logged is still reported:
+    the training may have stopped because of it.
+    """
+    runs = true_runs(mask, 1)
+    n = len(mask)
+    return [(a, b) for a, b in runs if b - a + 1 >= min_length or (b == n - 1 and b - a + 1 >= min(2, n))]
+
+
+def _windows(values: np.ndarray, half: int) -> np.ndarray:
+    padded = np.concatenate([np.full(half, np.nan), values, np.full(half, np.nan)])
+    return sliding_window_view(padded, 2 * half + 1).copy()
+
+
+def centered_baseline(values: np.ndarray, half: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Rolling median and MAD of each point's neighbours, the point itself left out."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0:
+        return values.copy(), values.copy()
+    win = _windows(values, half)
+    win[:, half] = np.nan
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med = np.nanmedian(win, axis=1)
+            mad = np.nanmedian(np.abs(win - med[:, None]), axis=1)
+    return med, mad
+
+
+def trailing_median(values: np.ndarray, window: int, min_points: int = 3) -> np.ndarray:
+    """Median of the previous `window` points (NaN until `min_points` exist)."""
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    if n == 0:
+        return values.copy()
+    padded = np.concatenate([np.full(window, np.nan), values])
+    win = sliding_window_view(padded, window)[:n]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(win, axis=1)
+    enough = np.sum(~np.isnan(win), axis=1) >= min_points
+    return np.where(enough, med, np.nan)
+
+
+def spikes(values: np.ndarray, z_threshold: float, window: int, min_ratio: float = 2.0) -> np.ndarray:
+    """Indices of one-off upward outliers of a positive series (robust z on log10).
+
+    The z-score divides by a MAD floored at 0.02 decades, so a flat series
+    does not turn its smallest wiggle into a spike, and a spike must also be
+    `min_ratio` times its neighbourhood's median.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(values) & (values > 0)
+    logv = np.where(ok, np.log10(np.where(ok, values, 1.0)), np.nan)
+    med, mad = centered_baseline(logv, max(1, int(window) // 2))
+    scale = 1.4826 * np.maximum(mad, 0.02)
+    with np.errstate(invalid="ignore"):
+        z = (logv - med) / scale
+        hit = ok & np.isfinite(z) & (z > z_threshold) & (logv - med > np.log10(min_ratio))
+    return np.nonzero(hit)[0]
+
+
+def estimate_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: int = 3,
+                    min_coverage: float = 0.6) -> Optional[int]:
+    """The period, in steps, of spikes that recur regularly; None if they do not.
+
+    Works on step numbers, not indices, so uneven sampling and missing steps
+    are fine: a candidate period P is accepted when every gap between spikes is
+    a whole multiple of P, and most logged steps that fall on the grid
+    ``first_spike + k * P`` are spikes (random spikes share no such grid).
+    """
+    spike_steps = np.unique(np.asarray(spike_steps, dtype=np.int64))
+    logged = np.unique(np.asarray(logged_steps, dtype=np.int64))
+    if len(spike_steps) < min_spikes:
+        return None
+    gaps = np.diff(spike_steps)
+    smallest = int(gaps.min())
+    # Largest P dividing every gap; try the smallest gap and its divisors.
+    for divisor in range(1, 9):
+        period = smallest / divisor
+        if period < 2 or period != int(period):
+            continue
+        period = int(period)
+        if np.any(gaps % period):
+            continue
+        on_grid = logged[((logged - spike_steps[0]) % period == 0) & (logged >= spike_steps[0])
+                         & (logged <= spike_steps[-1])]
+        if len(on_grid) == 0:
+            continue
+        hits = np.isin(on_grid, spike_steps).mean()
+        # The grid must also be sparse among the logged steps, or "every step" is a period.
+        grid_share = len(on_grid) / max(1, np.sum((logged >= spike_steps[0]) & (logged <= spike_steps[-1])))
+        if hits >= min_coverage and grid_share <= 0.5:
+            return period
+        return None
+    return None

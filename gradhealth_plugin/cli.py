@@ -1,0 +1,142 @@
+"""``gradhealth``: the tab's analysis from the command line, to read or to gate CI.
+
+    gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps]
+    gradhealth check LOGDIR [--fail-on warn|critical] [--all-steps]
+
+It loads the logdir with TensorBoard's own loader and data provider (the same
+code path as the tab) and keeps the same samples TensorBoard keeps by default,
+unless ``--all-steps`` asks for every logged step.
+
+Exit codes: 0 clean (or a report printed), 1 a finding reached --fail-on,
+2 a usage error or an unreadable or empty logdir (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional, Sequence, TextIO
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str]):
+    """(runs, findings) for the logdir, through TensorBoard's data provider."""
+    from tensorboard import context as tb_context
+    from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
+
+    from . import analysis
+    from . import config as config_lib
+    from . import metadata
+
+    logdir = os.path.expanduser(logdir)
+    if not os.path.isdir(logdir):
+        raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
+    try:
+        cfg = config_lib.load(path=config_path, logdir=logdir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    guidance = dict(data_ingester.DEFAULT_TENSOR_SIZE_GUIDANCE)
+    guidance[metadata.PLUGIN_NAME] = 500
+    if all_steps:
+        guidance = {name: 0 for name in guidance}
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(
+        size_guidance=dict(data_ingester.DEFAULT_SIZE_GUIDANCE) if not all_steps else {"tensors": 0},
+        tensor_size_guidance=guidance)
+    multiplexer.AddRunsFromDirectory(logdir)
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
+    analyzer = analysis.Analyzer(provider, cfg.limits, cfg.tag_rules)
+    ctx = tb_context.RequestContext()
+    names = analyzer.list_runs(ctx, "")
+    if not names:
+        raise UsageError(f"no TensorBoard event files with histograms or scalars under {logdir!r}")
+    if run is not None:
+        if run not in names:
+            raise UsageError(f"no run named {run!r} in {logdir!r}; runs: {', '.join(names)}")
+        names = [run]
+    runs, found = [], []
+    for name in names:
+        rd, fs = analyzer.run(ctx, "", name)
+        runs.append(rd)
+        found.extend(fs)
+    return runs, found
+
+
+def _runs_json(runs) -> List[dict]:
+    return [{"run": rd.run, "layers": [layer.name for layer in rd.layers], "roles": rd.roles(),
+             "steps_kept": rd.steps_kept, "last_step": rd.last_step, "unclassified": rd.unclassified}
+            for rd in runs]
+
+
+def _write_text(runs, found, out: TextIO) -> None:
+    from . import findings as findings_lib
+
+    for rd in runs:
+        mine = [f for f in found if f.run == rd.run]
+        worst = max((findings_lib.SEVERITY_RANK[f.severity] for f in mine), default=0)
+        verdict = {0: "healthy", 1: "healthy (notes only)", 2: "WARN", 3: "CRITICAL"}[worst]
+        out.write(f"run {rd.run}: {verdict} - {len(rd.layers)} layers ({', '.join(rd.roles()) or 'no roles'}), "
+                  f"{rd.steps_kept} steps kept, last step {rd.last_step}\n")
+        if rd.unclassified:
+            out.write(f"  unclassified tags: {', '.join(rd.unclassified)}\n")
+        for f in mine:
+            out.write(f"  [{f.severity}] {f.kind}: {f.message}\n")
+            out.write(f"      advice: {f.advice}\n")
+        out.write("\n")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="gradhealth", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("report", "print the findings of every run"),
+                            ("check", "exit 1 when a finding reaches --fail-on")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("logdir")
+        p.add_argument("--run", default=None, help="only this run (as TensorBoard names it)")
+        p.add_argument("--all-steps", action="store_true",
+                       help="read every logged step instead of TensorBoard's default samples")
+        p.add_argument("--config", default=None, help="gradhealth.json with tag rules and thresholds")
+        if name == "report":
+            p.add_argument("--format", choices=("text", "json"), default="text")
+        else:
+            p.add_argument("--fail-on", choices=("warn", "critical"), default="warn")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        runs, found = _analyze(args.logdir, args.run, args.all_steps, args.config)
+    except UsageError as e:
+        print(f"gradhealth: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+    from . import findings as findings_lib
+
+    if args.command == "report":
+        if args.format == "json":
+            json.dump({"runs": _runs_json(runs), "findings": [f.to_json() for f in found]}, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            _write_text(runs, found, sys.stdout)
+        return EXIT_OK
+    level = findings_lib.SEVERITY_RANK[args.fail_on]
+    failing = [f for f in found if findings_lib.SEVERITY_RANK[f.severity] >= level]
+    for f in failing:
+        print(f"{f.run}: [{f.severity}] {f.kind}: {f.message}")
+    if failing:
+        print(f"gradhealth: {len(failing)} finding(s) at {args.fail_on} or above", file=sys.stderr)
+        return EXIT_FINDINGS
+    print(f"gradhealth: {len(runs)} run(s) checked, nothing at {args.fail_on} or above")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

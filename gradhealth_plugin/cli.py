@@ -45,7 +45,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     except ValueError as e:
         raise UsageError(str(e)) from None
     guidance = dict(data_ingester.DEFAULT_TENSOR_SIZE_GUIDANCE)
-    guidance[metadata.PLUGIN_NAME] = 500
+    guidance[metadata.PLUGIN_NAME] = metadata.DEFAULT_SAMPLES
     if all_steps:
         guidance = {name: 0 for name in guidance}
     multiplexer = plugin_event_multiplexer.EventMultiplexer(

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 from tensorboard.data import provider
 
-from . import health, metadata, metrics
+from . import health, metadata, metrics, summary
 from . import tags as tags_lib
 
 # Read every sample TensorBoard kept; the loader's reservoir already bounds it.
@@ -47,6 +47,7 @@ class Layer:
     order: int
     roles: Dict[str, RoleData]
     order_hint: Optional[int] = None
+    shape: Optional[List[int]] = None  # known from gradhealth summaries only
 
 
 @dataclasses.dataclass(eq=False)  # hashed by identity: the analysis caches per object
@@ -126,6 +127,8 @@ class Reader:
                 ctx, experiment_id=experiment_id, plugin_name="histograms", run_tag_filter=flt),
             "scalars": self._provider.list_scalars(
                 ctx, experiment_id=experiment_id, plugin_name="scalars", run_tag_filter=flt),
+            metadata.PLUGIN_NAME: self._provider.list_tensors(
+                ctx, experiment_id=experiment_id, plugin_name=metadata.PLUGIN_NAME, run_tag_filter=flt),
         }
 
     def _build(self, ctx, experiment_id: str, run: str, listings: Mapping[str, Mapping]) -> RunData:
@@ -145,6 +148,18 @@ class Reader:
             else:
                 scalars.setdefault(info.kind, []).append(tag)
 
+        own_infos, shapes = [], {}
+        for tag, ts in listings[metadata.PLUGIN_NAME].get(run, {}).items():
+            meta = summary.parse_metadata(ts.plugin_content)
+            if meta is None:
+                unclassified.append(tag)
+                continue
+            position = meta.get("position") if isinstance(meta.get("position"), int) else None
+            own_infos.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], position))
+            if isinstance(meta.get("shape"), list):
+                shapes[meta["layer"]] = meta["shape"]
+        own = self._read_own(ctx, experiment_id, run, own_infos)
+
         histograms = self._read_histograms(ctx, experiment_id, run, [i.tag for i in infos])
         diagnosed = [t for kind in (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_LR, tags_lib.SCALAR_GRAD_NORM)
                      for t in scalars.get(kind, [])]
@@ -152,17 +167,19 @@ class Reader:
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
 
         grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
-        for info in infos + layer_scalars:
+        for info in own_infos + infos + layer_scalars:
             grouped[(info.layer, info.role)].append(info)
 
         layers: Dict[str, Layer] = {}
         for (name, role), group in grouped.items():
-            role_data = self._role_data(role, group, histograms, exact)
+            role_data = self._role_data(role, group, histograms, exact, own)
             if role_data is None:
                 continue
             first = group[0]
             layer = layers.setdefault(name, Layer(name=name, group=first.group, kind=first.kind, order=0, roles={},
-                                                 order_hint=first.order_hint))
+                                                 order_hint=first.order_hint, shape=shapes.get(name)))
+            if layer.order_hint is None:
+                layer.order_hint = first.order_hint
             layer.roles[role] = role_data
         self._add_update_ratios(layers.values())
         for layer in layers.values():
@@ -195,6 +212,25 @@ class Reader:
                 [d.step for d in datums], [d.wall_time for d in datums], [d.numpy for d in datums])
         return out
 
+    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
+        """gradhealth summaries: tag -> (steps, {metric: exact values})."""
+        if not infos:
+            return {}
+        result = self._provider.read_tensors(
+            ctx, experiment_id=experiment_id, plugin_name=metadata.PLUGIN_NAME, downsample=_ALL_SAMPLES,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[i.tag for i in infos]),
+        ).get(run, {})
+        out = {}
+        for tag, datums in result.items():
+            datums = sorted(datums, key=lambda d: d.step)
+            width = len(summary.FIELDS)
+            vectors = np.full((len(datums), width), np.nan)
+            for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
+                flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
+                vectors[i, :len(flat)] = flat
+            out[tag] = (np.array([d.step for d in datums], dtype=np.int64), summary.vectors_to_table_values(vectors))
+        return out
+
     def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, tuple]:
         if not tags:
             return {}
@@ -210,18 +246,24 @@ class Reader:
         return out
 
     def _role_data(self, role: str, group: List[tags_lib.TagInfo], histograms: Mapping[str, metrics.Histograms],
-                   exact: Mapping[str, tuple]) -> Optional[RoleData]:
+                   exact: Mapping[str, tuple], own: Mapping[str, tuple]) -> Optional[RoleData]:
+        own_infos = [i for i in group if i.metric == tags_lib.OWN_SUMMARY and i.tag in own]
         hist_infos = [i for i in group if i.metric is None and i.tag in histograms]
-        scalar_infos = [i for i in group if i.metric is not None and i.tag in exact]
+        scalar_infos = [i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in exact]
         hist = histograms[hist_infos[0].tag] if hist_infos else None
         table = metrics.histogram_metrics(hist) if hist is not None else metrics.empty_table()
+        # Exact values win over bucket estimates: scalars first, then gradhealth's own summaries.
         for info in scalar_infos:
             steps, values = exact[info.tag]
             table = metrics.merge_exact(table, steps, {info.metric: values})
-        if not hist_infos and not scalar_infos:
+        for info in own_infos[:1]:
+            steps, values = own[info.tag]
+            table = metrics.merge_exact(table, steps, values)
+        if not hist_infos and not scalar_infos and not own_infos:
             return None
-        source = "+".join(s for s, present in (("histogram", hist_infos), ("scalar", scalar_infos)) if present)
-        tags = [i.tag for i in hist_infos[:1] + scalar_infos]
+        source = "+".join(s for s, present in (("gradhealth", own_infos), ("histogram", hist_infos),
+                                               ("scalar", scalar_infos)) if present)
+        tags = [i.tag for i in own_infos[:1] + hist_infos[:1] + scalar_infos]
         empty = health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
         return RoleData(tags=tags, source=source, table=table, health=empty, histograms=hist)
 

@@ -291,6 +291,16 @@ class GradHealthLoader(base_plugin.TBLoader):
             help="JSON file with gradhealth tag rules and threshold overrides "
                  "(default: gradhealth.json at the root of --logdir, if present)")
 
+    def fix_flags(self, flags) -> None:
+        """Keeps as many gradhealth summaries per tag as TensorBoard keeps histograms.
+
+        TensorBoard keeps only 10 samples per tag of a third-party plugin's
+        tensors by default; the user's own --samples_per_plugin still wins.
+        """
+        samples = getattr(flags, "samples_per_plugin", None)
+        if isinstance(samples, dict) and metadata.PLUGIN_NAME not in samples:
+            samples[metadata.PLUGIN_NAME] = metadata.DEFAULT_SAMPLES
+
     def load(self, context: base_plugin.TBContext) -> GradHealthPlugin:
         flags = context.flags
         path = getattr(flags, "gradhealth_config", "") if flags else ""

@@ -33,6 +33,8 @@ import dataclasses
 import re
 from typing import Iterable, Mapping, Optional, Sequence
 
+from .metrics import METRICS
+
 GRADIENT = "gradient"
 WEIGHT = "weight"
 ACTIVATION = "activation"
@@ -53,6 +55,9 @@ SCALAR_LOSS = "loss"
 SCALAR_LR = "learning_rate"
 SCALAR_GRAD_NORM = "grad_norm_total"
 SCALAR_OTHER = "other"
+
+# `TagInfo.metric` of a gradhealth summary: it carries every statistic at once.
+OWN_SUMMARY = "*"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,10 +192,15 @@ def _group_of(layer: str, role: str) -> str:
     return group if group != layer else layer
 
 
-def _make(tag: str, layer: str, role: str, metric: Optional[str] = None) -> TagInfo:
+def _make(tag: str, layer: str, role: str, metric: Optional[str] = None, order_hint: Optional[int] = None) -> TagInfo:
     layer = _strip_decorations(layer)
     return TagInfo(tag=tag, layer=layer, role=role, group=_group_of(layer, role),
-                   kind=_kind_of(layer, role), metric=metric)
+                   kind=_kind_of(layer, role), metric=metric, order_hint=order_hint)
+
+
+def own_summary_info(tag: str, layer: str, role: str, position: Optional[int]) -> TagInfo:
+    """TagInfo for a gradhealth summary, whose metadata names the layer and role."""
+    return _make(tag, layer, role, OWN_SUMMARY, position)
 
 
 def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
@@ -268,8 +278,13 @@ def natural_key(name: str) -> tuple:
 
 
 def parse_user_rules(entries: Sequence[Mapping], source: str = "tag rules") -> list:
+    # A JSON file can hold anything: say what is wrong instead of failing with AttributeError.
+    if not isinstance(entries, (list, tuple)):
+        raise ValueError(f"{source}: tag_rules must be a list of rules, got {type(entries).__name__}")
     rules = []
     for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{source}: rule {i}: expected an object with 'pattern' and 'role', got {entry!r}")
         role = entry.get("role")
         if role not in ROLES + ("ignore",):
             raise ValueError(f"{source}: rule {i}: role must be one of {ROLES + ('ignore',)}, got {role!r}")
@@ -277,5 +292,8 @@ def parse_user_rules(entries: Sequence[Mapping], source: str = "tag rules") -> l
             pattern = re.compile(entry["pattern"])
         except (KeyError, re.error, TypeError) as e:
             raise ValueError(f"{source}: rule {i}: bad pattern: {e}") from e
-        rules.append(UserRule(pattern=pattern, role=role, metric=entry.get("metric")))
+        metric = entry.get("metric")
+        if metric is not None and metric not in METRICS:
+            raise ValueError(f"{source}: rule {i}: metric must be one of {METRICS}, got {metric!r}")
+        rules.append(UserRule(pattern=pattern, role=role, metric=metric))
     return rules

@@ -29,6 +29,9 @@ class Analyzer:
     def list_runs(self, ctx, experiment_id: str) -> List[str]:
         return self._reader.list_runs(ctx, experiment_id)
 
+    def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int):
+        return self._reader.histogram_at(ctx, experiment_id, run, tag, step)
+
     def run(self, ctx, experiment_id: str, run: str) -> Tuple[data.RunData, List[findings.Finding]]:
         """The run's data (with finding-consistent cell statuses) and its findings."""
         rd = self._reader.run_data(ctx, experiment_id, run)

@@ -26,6 +26,55 @@ from . import tags as tags_lib
 # Read every sample TensorBoard kept; the loader's reservoir already bounds it.
 _ALL_SAMPLES = 1_000_000
 _CACHE_RUNS = 64
+# Metric tables kept per tag (a few hundred bytes per logged step each).
+_CACHE_BYTES = 256 * 1024 * 1024
+
+
+class TagCache:
+    """Per-tag results keyed by what the provider lists (last step, wall time), bounded in bytes.
+
+    A tag whose listing did not change is not read again; the least recently
+    used entries go first when the bound is reached. Thread-safe.
+    """
+
+    def __init__(self, max_bytes: int = _CACHE_BYTES) -> None:
+        self._entries: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        self._bytes = 0
+        self._max = max_bytes
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, version: tuple):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] != version:
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: tuple, version: tuple, value, nbytes: int) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            self._entries[key] = (version, value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self._max and len(self._entries) > 1:
+                _, (_, _, size) = self._entries.popitem(last=False)
+                self._bytes -= size
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+def _table_nbytes(table: metrics.MetricTable) -> int:
+    return int(table.steps.nbytes + sum(v.nbytes for v in table.values.values())
+               + sum(q.nbytes for q in table.quality.values()))
+
+
+def _copy_table(table: metrics.MetricTable) -> metrics.MetricTable:
+    """A table whose dicts can be extended without touching the cached one."""
+    return metrics.MetricTable(steps=table.steps, values=dict(table.values), quality=dict(table.quality))
 
 
 @dataclasses.dataclass
@@ -33,10 +82,11 @@ class RoleData:
     """One layer in one role: where it came from and its metrics per step."""
 
     tags: List[str]
-    source: str  # "histogram", "scalar", "histogram+scalar" or "gradhealth"
+    source: str  # "gradhealth", "histogram", "scalar", or several joined by "+"
     table: metrics.MetricTable
     health: health.CellHealth
-    histograms: Optional[metrics.Histograms] = None
+    histograms: Optional[metrics.Histograms] = None  # only where a caller built it by hand
+    histogram_tag: Optional[str] = None  # read again on demand for one cell
 
 
 @dataclasses.dataclass
@@ -89,6 +139,7 @@ class Reader:
         self._tag_rules = list(tag_rules)
         self._lock = threading.Lock()
         self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        self.tag_cache = TagCache()
 
     def list_runs(self, ctx, experiment_id: str) -> List[str]:
         """Runs with histograms, scalars or gradhealth summaries, in TensorBoard's order."""
@@ -160,7 +211,7 @@ class Reader:
                 shapes[meta["layer"]] = meta["shape"]
         own = self._read_own(ctx, experiment_id, run, own_infos)
 
-        histograms = self._read_histograms(ctx, experiment_id, run, [i.tag for i in infos])
+        histograms = self._histogram_tables(ctx, experiment_id, run, infos, listings["histograms"].get(run, {}))
         diagnosed = [t for kind in (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_LR, tags_lib.SCALAR_GRAD_NORM)
                      for t in scalars.get(kind, [])]
         exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in layer_scalars] + diagnosed)
@@ -195,22 +246,51 @@ class Reader:
         return RunData(
             run=run, layers=ordered, scalars=scalars, unclassified=sorted(unclassified, key=tags_lib.natural_key),
             steps_kept=kept, last_step=max(max_steps) if max_steps else None,
-            scalar_series=scalar_series, histogram_interval=_logging_interval(histograms.values()),
+            scalar_series=scalar_series, histogram_interval=_logging_interval(t.steps for t in histograms.values()),
         )
 
-    def _read_histograms(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, metrics.Histograms]:
-        if not tags:
-            return {}
+    def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
+                          listing: Mapping) -> Dict[str, metrics.MetricTable]:
+        """Metric tables of histogram tags, reading only the tags whose listing changed."""
+        out: Dict[str, metrics.MetricTable] = {}
+        stale: List[tags_lib.TagInfo] = []
+        for info in infos:
+            ts = listing[info.tag]
+            hit = self.tag_cache.get((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time))
+            if hit is None:
+                stale.append(info)
+            else:
+                out[info.tag] = hit
+        if not stale:
+            return out
         result = self._provider.read_tensors(
             ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
-            run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags),
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[i.tag for i in stale]),
         ).get(run, {})
-        out = {}
-        for tag, datums in result.items():
-            datums = sorted(datums, key=lambda d: d.step)
-            out[tag] = metrics.stack_histograms(
+        for info in stale:
+            datums = sorted(result.get(info.tag, []), key=lambda d: d.step)
+            h = metrics.stack_histograms(
                 [d.step for d in datums], [d.wall_time for d in datums], [d.numpy for d in datums])
+            table = metrics.histogram_metrics(h)
+            if info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER):
+                table.values["bimodal_dip"] = metrics.bimodal_dip(h)
+                table.quality["bimodal_dip"] = table.quality["std"]
+            ts = listing[info.tag]
+            self.tag_cache.put((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time),
+                               table, _table_nbytes(table))
+            out[info.tag] = table
         return out
+
+    def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
+        """The ``[k, 3]`` buckets of one histogram at one step, read on demand (not cached)."""
+        result = self._provider.read_tensors(
+            ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]),
+        ).get(run, {}).get(tag, [])
+        for datum in result:
+            if datum.step == step:
+                return np.asarray(datum.numpy, dtype=np.float64).reshape(-1, 3)
+        return None
 
     def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
         """gradhealth summaries: tag -> (steps, {metric: exact values})."""
@@ -245,13 +325,13 @@ class Reader:
                         np.array([d.value for d in datums], dtype=np.float64))
         return out
 
-    def _role_data(self, role: str, group: List[tags_lib.TagInfo], histograms: Mapping[str, metrics.Histograms],
+    def _role_data(self, role: str, group: List[tags_lib.TagInfo], histograms: Mapping[str, metrics.MetricTable],
                    exact: Mapping[str, tuple], own: Mapping[str, tuple]) -> Optional[RoleData]:
         own_infos = [i for i in group if i.metric == tags_lib.OWN_SUMMARY and i.tag in own]
         hist_infos = [i for i in group if i.metric is None and i.tag in histograms]
         scalar_infos = [i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in exact]
-        hist = histograms[hist_infos[0].tag] if hist_infos else None
-        table = metrics.histogram_metrics(hist) if hist is not None else metrics.empty_table()
+        hist_tag = hist_infos[0].tag if hist_infos else None
+        table = _copy_table(histograms[hist_tag]) if hist_tag else metrics.empty_table()
         # Exact values win over bucket estimates: scalars first, then gradhealth's own summaries.
         for info in scalar_infos:
             steps, values = exact[info.tag]
@@ -265,7 +345,7 @@ class Reader:
                                                ("scalar", scalar_infos)) if present)
         tags = [i.tag for i in own_infos[:1] + hist_infos[:1] + scalar_infos]
         empty = health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
-        return RoleData(tags=tags, source=source, table=table, health=empty, histograms=hist)
+        return RoleData(tags=tags, source=source, table=table, health=empty, histogram_tag=hist_tag)
 
     @staticmethod
     def _add_update_ratios(layers) -> None:
@@ -291,13 +371,13 @@ def _model_order_key(layer: Layer) -> tuple:
     return (hint, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1), tags_lib.natural_key(layer.name))
 
 
-def _logging_interval(histograms) -> Optional[float]:
+def _logging_interval(step_arrays) -> Optional[float]:
     """Smallest distance between consecutive logged histogram steps, over all tags.
 
     Reservoir sampling only removes steps, so kept gaps are multiples of the
     writer's interval and the smallest one is the interval itself.
     """
-    gaps = [np.diff(h.steps) for h in histograms if len(h.steps) > 1]
+    gaps = [np.diff(steps) for steps in step_arrays if len(steps) > 1]
     gaps = np.concatenate(gaps) if gaps else np.zeros(0)
     gaps = gaps[gaps > 0]
     return float(gaps.min()) if len(gaps) else None

@@ -13,7 +13,7 @@ from typing import Dict, List, Mapping, Optional
 
 import numpy as np
 
-from . import data, health
+from . import data, health, metrics
 from . import series as series_lib
 from . import tags as tags_lib
 
@@ -325,61 +325,22 @@ def _skewed(rd, limits, order) -> Optional[Finding]:
                   f"are strongly skewed (|skewness| above {limit:g})", order)
 
 
-def bimodal_dip(left: np.ndarray, right: np.ndarray, count: np.ndarray, bins: int = 24) -> np.ndarray:
-    """Per step: depth of the deepest valley between two modes, as valley / smaller peak.
-
-    Buckets are re-binned to `bins` equal bins over each step's range so that
-    30-bucket TF2 and 500-bucket PyTorch histograms are judged alike. 1 means no
-    valley (unimodal); values near 0 mean two well-separated modes.
-    """
-    n = left.shape[0]
-    if n == 0:
-        return np.ones(0)
-    valid = (count > 0) & np.isfinite(left) & np.isfinite(right) & (right >= left)
-    c = np.where(valid, count, 0.0)
-    lo = np.where(valid, left, np.inf).min(axis=1)
-    hi = np.where(valid, right, -np.inf).max(axis=1)
-    span = np.where(np.isfinite(hi - lo) & (hi > lo), hi - lo, 1.0)
-    base = np.where(np.isfinite(lo), lo, 0.0)
-    mid = np.where(valid, (left + right) / 2, 0.0)
-    idx = np.clip(((mid - base[:, None]) / span[:, None] * bins).astype(np.int64), 0, bins - 1)
-    counts = np.zeros((n, bins))
-    widths = np.zeros((n, bins))
-    rows = np.repeat(np.arange(n), left.shape[1])
-    np.add.at(counts, (rows, idx.ravel()), c.ravel())
-    np.add.at(widths, (rows, idx.ravel()), np.where(valid, right - left, 0.0).ravel())
-    # Density, not count: a bin that happens to collect two source buckets is no peak.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rebinned = np.where(widths > 0, counts / widths, counts)
-    # For every pair of bins i < j: the lowest bin between them against the lower of the two.
-    # A mode must be a real one, not a stray tail bin: at least a fifth of the tallest bin.
-    floor = 0.2 * rebinned.max(axis=1)
-    best = np.ones(n)
-    for i in range(bins):  # a fixed 24 x 24 grid; the steps axis stays vectorised
-        for j in range(i + 2, bins):
-            valley = rebinned[:, i + 1:j].min(axis=1)
-            peak = np.minimum(rebinned[:, i], rebinned[:, j])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where((peak > 0) & (peak >= floor), valley / peak, 1.0)
-            best = np.minimum(best, ratio)
-    return best
-
-
 def _bimodal(rd, limits, order) -> Optional[Finding]:
     dip = limits["bimodal_dip"]
     hits = []
     for layer, table in _role_tables(rd, tags_lib.WEIGHT, (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)):
+        ratio = table.get("bimodal_dip")
         h = layer.roles[tags_lib.WEIGHT].histograms
-        if h is None or len(h.steps) == 0:
-            continue
+        if np.all(np.isnan(ratio)) and h is not None and len(h.steps) == len(table.steps):
+            ratio = metrics.bimodal_dip(h)
         # Both modes must hold real mass: small tensors give ragged histograms.
-        enough = h.count.sum(axis=1) >= 1000
-        ratio = np.where(enough, bimodal_dip(h.left, h.right, h.count), 1.0)
-        mask = ratio < dip
+        enough = _gt(table.get("count"), 999)
+        mask = enough & _lt(ratio, dip)
         spans = series_lib.sustained(mask, 3)
         if spans:
             a, b = spans[0][0], spans[-1][1]
-            hits.append(_Hit(layer.name, int(h.steps[a]), int(h.steps[b]), float(ratio[a]), int(h.steps[a])))
+            hits.append(_Hit(layer.name, int(table.steps[a]), int(table.steps[b]), float(ratio[a]),
+                             int(table.steps[a])))
     return _group(rd.run, "bimodal_weights", INFO, tags_lib.WEIGHT, hits, dip,
                   "have two separated modes", order)
 
@@ -410,16 +371,11 @@ def _spike_series(rd):
             yield tag, None, steps, values
 
 
-def epoch_length(rd) -> Optional[int]:
-    """Steps per epoch when the run says so (a config override), else None."""
-    return None
-
-
 def _spikes(rd, limits, order) -> List[Optional[Finding]]:
     z = limits["spike_z"]
     window = int(limits["spike_window"])
     interval = rd.histogram_interval
-    epoch = int(limits.get("steps_per_epoch", 0) or 0) or epoch_length(rd)
+    epoch = int(limits.get("steps_per_epoch", 0) or 0) or None
     single: Dict[int, List[_Hit]] = {}
     periodic: Dict[tuple, List[_Hit]] = {}
     for name, role, steps, values in _spike_series(rd):

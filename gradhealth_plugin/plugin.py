@@ -164,7 +164,12 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 continue
             hits = np.nonzero(rdata.table.steps == step)[0]
             if len(hits):
-                out[name] = _cell(rdata, int(hits[0]), step)
+                buckets = None
+                if rdata.histogram_tag is not None:
+                    buckets = self._analyzer.histogram_at(
+                        plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
+                        rd.run, rdata.histogram_tag, step)
+                out[name] = _cell(rdata, int(hits[0]), buckets)
         if not out:
             raise data.NotFound(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
         return {"run": rd.run, "layer": layer.name, "group": layer.group, "kind": layer.kind, "step": step,
@@ -254,10 +259,15 @@ def heatmap(rd: data.RunData, role: str, metric: str) -> dict:
     }
 
 
-def _cell(rdata: data.RoleData, index: int, step: int) -> dict:
+def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> dict:
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
-    out = {
+    histogram = None
+    if buckets is not None:
+        # As the metrics see them: empty, padded and degenerate buckets carry no data.
+        keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
+        histogram = [_nullable(b) for b in buckets[keep]]
+    return {
         "tags": rdata.tags,
         "source": rdata.source,
         "status": health.STATUS_NAMES[int(rdata.health.status[index])],
@@ -268,17 +278,8 @@ def _cell(rdata: data.RoleData, index: int, step: int) -> dict:
                    "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
             for name in names
         },
-        "histogram": None,
+        "histogram": histogram,
     }
-    h = rdata.histograms
-    if h is not None:
-        hits = np.nonzero(h.steps == step)[0]
-        if len(hits):
-            j = int(hits[0])
-            keep = h.count[j] != 0
-            buckets = np.stack([h.left[j][keep], h.right[j][keep], h.count[j][keep]], axis=1)
-            out["histogram"] = [_nullable(b) for b in buckets]
-    return out
 
 
 class GradHealthLoader(base_plugin.TBLoader):

@@ -35,6 +35,7 @@ DEFAULTS: Dict[str, Threshold] = {
     "update_ratio_low": Threshold(1e-6, "CS231n (target about 1e-3)", "updates this small relative to the weights mean a frozen layer"),
     "spike_z": Threshold(6.0, "seed 004 (robust z-score)", "robust z-score of log-norm against a rolling median that makes a spike"),
     "spike_window": Threshold(11, "seed 004", "logged steps in the rolling median window"),
+    "steps_per_epoch": Threshold(0, "seed 000", "steps in one epoch (0: unknown); spikes with this period are a logging artefact"),
     "depth_ratio": Threshold(1e-3, "seed 003", "first layers' gradient norm below this fraction of the last layers' is depth vanishing"),
     "init_scale_factor": Threshold(3.0, "seeds 002, 003", "initial std further than this factor from both He and Glorot"),
     "bimodal_dip": Threshold(0.5, "seed 004", "valley between two weight modes below this share of the smaller peak"),

@@ -24,7 +24,7 @@ library):
   ``<layer>/activations``; repeated name scopes (``layer1/weights/layer1/weights``).
 
 Users override or extend the mapping without code through a JSON file (see
-``docs/tag_rules.md``): its rules are tried before the built-in ones.
+``docs/configuration.md``): its rules are tried before the built-in ones.
 """
 
 from __future__ import annotations

@@ -1,0 +1,190 @@
+// Pure colour helpers: value -> colour. No DOM access, so they are unit-tested in node.
+
+export type Rgb = readonly [number, number, number];
+export type Scale = "linear" | "log";
+
+// Viridis sampled at t = 0, 0.1, ..., 1. Perceptually uniform with luminance rising
+// monotonically, so brighter always means larger and it survives greyscale and
+// common colour-vision deficiencies. Linear interpolation between 11 samples stays
+// within a few units of the full 256-entry table.
+const VIRIDIS_HEX = [
+  "#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
+  "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725",
+];
+
+export function hexToRgb(hex: string): Rgb {
+  const n = parseInt(hex.slice(1), 16);
+  return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
+}
+
+export function rgbToCss(c: Rgb): string {
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+const VIRIDIS: readonly Rgb[] = VIRIDIS_HEX.map(hexToRgb);
+
+function clamp01(t: number): number {
+  return t < 0 ? 0 : t > 1 ? 1 : t;
+}
+
+function interpolate(table: readonly Rgb[], t: number): Rgb {
+  const x = clamp01(t) * (table.length - 1);
+  const i = Math.min(Math.floor(x), table.length - 2);
+  const f = x - i;
+  const a = table[i];
+  const b = table[i + 1];
+  return [
+    Math.round(a[0] + (b[0] - a[0]) * f),
+    Math.round(a[1] + (b[1] - a[1]) * f),
+    Math.round(a[2] + (b[2] - a[2]) * f),
+  ];
+}
+
+/** Viridis colour for t in [0, 1]; values outside are clamped, NaN maps to 0. */
+export function viridis(t: number): Rgb {
+  return interpolate(VIRIDIS, Number.isNaN(t) ? 0 : t);
+}
+
+/** WCAG relative luminance in [0, 1]; used by tests and to pick legible text colours. */
+export function luminance(c: Rgb): number {
+  const lin = (v: number): number => {
+    const s = v / 255;
+    return s <= 0.04045 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4);
+  };
+  return 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
+}
+
+export interface Domain {
+  min: number;
+  max: number;
+  scale: Scale;
+}
+
+function usable(v: number | null | undefined, scale: Scale): v is number {
+  return typeof v === "number" && Number.isFinite(v) && (scale === "linear" || v > 0);
+}
+
+/**
+ * Colour-map domain of a heatmap: min and max of the finite values (positive ones
+ * for a log scale). Falls back to linear when a log scale has no positive value, and
+ * returns null when there is nothing to colour at all.
+ */
+export function computeDomain(
+  values: readonly (readonly (number | null)[])[],
+  scale: Scale,
+  skip?: (row: number, col: number) => boolean,
+): Domain | null {
+  let min = Infinity;
+  let max = -Infinity;
+  values.forEach((row, i) =>
+    row.forEach((v, j) => {
+      if (!usable(v, scale) || (skip && skip(i, j))) return;
+      if (v < min) min = v;
+      if (v > max) max = v;
+    }),
+  );
+  if (min > max) return scale === "log" ? computeDomain(values, "linear", skip) : null;
+  return { min, max, scale };
+}
+
+/**
+ * Position of a value in the domain, in [0, 1]. Null for missing or non-finite
+ * values. On a log scale, non-positive values sit at the bottom of the range
+ * because they are below every representable value.
+ */
+export function normalize(v: number | null | undefined, d: Domain): number | null {
+  if (typeof v !== "number" || !Number.isFinite(v)) return null;
+  if (d.scale === "log") {
+    if (v <= 0 || d.min <= 0) return 0;
+    const lo = Math.log(d.min);
+    const hi = Math.log(d.max);
+    return hi === lo ? 0.5 : clamp01((Math.log(v) - lo) / (hi - lo));
+  }
+  return d.max === d.min ? 0.5 : clamp01((v - d.min) / (d.max - d.min));
+}
+
+/** Inverse of normalize, for legend labels. */
+export function denormalize(t: number, d: Domain): number {
+  if (d.scale === "log" && d.min > 0) {
+    return Math.exp(Math.log(d.min) + (Math.log(d.max) - Math.log(d.min)) * t);
+  }
+  return d.min + (d.max - d.min) * t;
+}
+
+// Status palette, used for the legend swatches. Hues follow the usual traffic-light
+// meaning; the green leans to teal and the three differ in luminance so they stay
+// apart for red-green colour blindness.
+export const STATUS_COLORS: Readonly<Record<string, string>> = {
+  no_data: "#9e9e9e",
+  ok: "#1a9e77",
+  warn: "#f5a623",
+  critical: "#d7263d",
+};
+
+export const NO_DATA_COLOR = STATUS_COLORS.no_data;
+
+export const STATUS_LABELS: Readonly<Record<string, string>> = {
+  no_data: "no data",
+  ok: "ok",
+  warn: "warn",
+  critical: "critical",
+};
+
+/** Name of a status code, via the API's status_names; unknown codes read as no_data. */
+export function statusName(code: number | null | undefined, names: readonly string[]): string {
+  if (typeof code !== "number" || code < 0 || code >= names.length) return "no_data";
+  return names[code];
+}
+
+export function statusColor(name: string): string {
+  return STATUS_COLORS[name] ?? NO_DATA_COLOR;
+}
+
+export interface HealthBand {
+  status: string;
+  /** Score range of the band. */
+  lo: number;
+  hi: number;
+  /** Colours at lo and hi. */
+  from: Rgb;
+  to: Rgb;
+}
+
+// Each status owns a third of the score range and its own hue, so a cell's hue
+// always agrees with the status the rules decided, whatever its score. Within a
+// band the shade shows the score: the worst and the best cells are the most
+// saturated, cells near a boundary are pale.
+export const HEALTH_BANDS: readonly HealthBand[] = [
+  { status: "critical", lo: 0, hi: 1 / 3, from: hexToRgb("#a50f15"), to: hexToRgb("#e5484d") },
+  { status: "warn", lo: 1 / 3, hi: 2 / 3, from: hexToRgb("#e8850c"), to: hexToRgb("#f9c74f") },
+  { status: "ok", lo: 2 / 3, hi: 1, from: hexToRgb("#9fd8b9"), to: hexToRgb(STATUS_COLORS.ok) },
+];
+
+/** Colour of a health cell, or null when it should be drawn as no data. */
+export function healthColor(score: number | null | undefined, status: string): Rgb | null {
+  const band = HEALTH_BANDS.find((b) => b.status === status);
+  if (!band || typeof score !== "number" || !Number.isFinite(score)) return null;
+  const t = (Math.min(Math.max(score, band.lo), band.hi) - band.lo) / (band.hi - band.lo);
+  return interpolate([band.from, band.to], t);
+}
+
+/** Colour of a metric cell, or null when it should be drawn as no data. */
+export function metricColor(v: number | null | undefined, d: Domain | null): Rgb | null {
+  if (!d) return null;
+  const t = normalize(v, d);
+  return t === null ? null : viridis(t);
+}
+
+/**
+ * Colour of one heatmap cell, or null for "draw as no data": status no_data or a
+ * null value is always grey, whatever the metric.
+ */
+export function cellColor(
+  metric: string,
+  value: number | null | undefined,
+  status: string,
+  domain: Domain | null,
+): Rgb | null {
+  if (status === "no_data" || value === null || value === undefined) return null;
+  return metric === "health" ? healthColor(value, status) : metricColor(value, domain);
+}

@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { parseHeatmap } from "../src/api";
+import { HEALTH_BANDS, rgbToCss, viridis } from "../src/colors";
+import { heatmapDomain } from "../src/heatmap";
+import { gradientCss, healthGradientCss } from "../src/legend";
+
+describe("legend gradients", () => {
+  it("samples a colour map from 0% to 100%", () => {
+    const css = gradientCss(viridis, 3);
+    expect(css).toBe(
+      `linear-gradient(to right, ${rgbToCss(viridis(0))} 0%, ${rgbToCss(viridis(0.5))} 50%, ${rgbToCss(viridis(1))} 100%)`,
+    );
+  });
+
+  it("draws the health bands with hard edges at their boundaries", () => {
+    const css = healthGradientCss();
+    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[0].to)} 33.33%, ${rgbToCss(HEALTH_BANDS[1].from)} 33.33%`);
+    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[1].to)} 66.67%, ${rgbToCss(HEALTH_BANDS[2].from)} 66.67%`);
+    expect(css.startsWith("linear-gradient(to right, ")).toBe(true);
+    expect(css.endsWith(`${rgbToCss(HEALTH_BANDS[2].to)} 100%)`)).toBe(true);
+  });
+});
+
+describe("heatmapDomain", () => {
+  const base = {
+    layers: ["a", "b"],
+    steps: [0, 1],
+    values: [[1e-3, 50], [2, null]],
+    status: [[1, 0], [3, 0]],
+    status_names: ["no_data", "ok", "warn", "critical"],
+  };
+
+  it("ignores cells whose status is no_data", () => {
+    expect(heatmapDomain(parseHeatmap({ ...base, metric: "l2", scale: "log" }))).toEqual({
+      min: 1e-3,
+      max: 2,
+      scale: "log",
+    });
+  });
+
+  it("has no domain for health, whose colours are fixed", () => {
+    expect(heatmapDomain(parseHeatmap({ ...base, metric: "health" }))).toBeNull();
+  });
+});

@@ -74,7 +74,8 @@ def _table_nbytes(table: metrics.MetricTable) -> int:
 
 def _copy_table(table: metrics.MetricTable) -> metrics.MetricTable:
     """A table whose dicts can be extended without touching the cached one."""
-    return metrics.MetricTable(steps=table.steps, values=dict(table.values), quality=dict(table.quality))
+    return metrics.MetricTable(steps=table.steps, values=dict(table.values), quality=dict(table.quality),
+                               first_wall=table.first_wall)
 
 
 @dataclasses.dataclass
@@ -87,6 +88,7 @@ class RoleData:
     health: health.CellHealth
     histograms: Optional[metrics.Histograms] = None  # only where a caller built it by hand
     histogram_tag: Optional[str] = None  # read again on demand for one cell
+    first_seen: Optional[tuple] = None  # (first step, its wall time) of the histogram, for model order
 
 
 @dataclasses.dataclass
@@ -332,6 +334,7 @@ class Reader:
         scalar_infos = [i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in exact]
         hist_tag = hist_infos[0].tag if hist_infos else None
         table = _copy_table(histograms[hist_tag]) if hist_tag else metrics.empty_table()
+        first_seen = (int(table.steps[0]), table.first_wall) if hist_tag and len(table.steps) else None
         # Exact values win over bucket estimates: scalars first, then gradhealth's own summaries.
         for info in scalar_infos:
             steps, values = exact[info.tag]
@@ -345,7 +348,8 @@ class Reader:
                                                ("scalar", scalar_infos)) if present)
         tags = [i.tag for i in own_infos[:1] + hist_infos[:1] + scalar_infos]
         empty = health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
-        return RoleData(tags=tags, source=source, table=table, health=empty, histogram_tag=hist_tag)
+        return RoleData(tags=tags, source=source, table=table, health=empty, histogram_tag=hist_tag,
+                        first_seen=first_seen)
 
     @staticmethod
     def _add_update_ratios(layers) -> None:
@@ -366,9 +370,20 @@ _KIND_RANK = {tags_lib.KIND_KERNEL: 0, tags_lib.KIND_OTHER: 1, tags_lib.KIND_BIA
 
 
 def _model_order_key(layer: Layer) -> tuple:
-    """Model order: the position gradhealth's own summaries record, else natural order of module names."""
+    """Model order, from the best evidence there is.
+
+    1. the position gradhealth's own summaries record;
+    2. the order the histograms were first written in (training loops, Keras'
+       callback and forward hooks write layer after layer), from the wall time
+       of each tag's first kept step;
+    3. natural order of the module names (``dense`` < ``dense_1`` < ``dense_10``).
+    """
     hint = layer.order_hint if layer.order_hint is not None else float("inf")
-    return (hint, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1), tags_lib.natural_key(layer.name))
+    seen = [r.first_seen for role, r in sorted(layer.roles.items(), key=lambda kv: tags_lib.ROLES.index(kv[0]))
+            if r.first_seen is not None and r.first_seen[1] is not None]
+    written = seen[0] if seen else (float("inf"), float("inf"))
+    return (hint, written, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1),
+            tags_lib.natural_key(layer.name))
 
 
 def _logging_interval(step_arrays) -> Optional[float]:

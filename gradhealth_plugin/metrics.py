@@ -58,6 +58,9 @@ class MetricTable:
     steps: np.ndarray
     values: Dict[str, np.ndarray]
     quality: Dict[str, np.ndarray]
+    # Wall time of the first kept step: tags written one after the other in a
+    # training loop carry the model's order in it.
+    first_wall: Optional[float] = None
 
     def get(self, name: str) -> np.ndarray:
         if name in self.values:
@@ -131,6 +134,15 @@ def histogram_metrics(h: Histograms) -> MetricTable:
     c = np.where(valid, h.count, 0.0)
     a = np.where(valid, h.left, 0.0)
     b = np.where(valid, h.right, 0.0)
+    # TensorBoard's TF2 histogram before its fixed-shape rewrite (late 2021) wrote
+    # a tensor whose values are all equal as the lone bucket [v - 0.5, v + 0.5].
+    # Read as a spread it invents std 0.29 and |max| 0.5, and an all-zero
+    # (vanished) gradient looks alive; it is the point mass v.
+    centre = (a + b) / 2
+    lone = valid & (valid.sum(axis=1, keepdims=True) == 1)
+    legacy_point = lone & (np.abs(b - a - 1.0) <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(centre)))
+    a = np.where(legacy_point, centre, a)
+    b = np.where(legacy_point, centre, b)
 
     total = c.sum(axis=1)
     has = total > 0
@@ -160,8 +172,8 @@ def histogram_metrics(h: Histograms) -> MetricTable:
     l2 = np.sqrt(np.maximum(raw2, 0.0))
     mean_abs = (c * _uniform_abs_mean(a, b)).sum(axis=1) / safe_total
     big = np.finfo(np.float64).max
-    vmin = np.where(valid, h.left, big).min(axis=1)
-    vmax = np.where(valid, h.right, -big).max(axis=1)
+    vmin = np.where(valid, a, big).min(axis=1)
+    vmax = np.where(valid, b, -big).max(axis=1)
     max_abs = np.maximum(np.abs(vmin), np.abs(vmax))
 
     # Zero fraction: buckets [0, 0] hold exact zeros; a bucket straddling zero bounds it.
@@ -194,7 +206,8 @@ def histogram_metrics(h: Histograms) -> MetricTable:
             values[name] = np.where(has, values[name], np.nan)
             quality[name] = np.where(has & np.isfinite(values[name]), quality[name], NO_DATA).astype(np.uint8)
     add_std_rel_first(values, quality)
-    return MetricTable(steps=h.steps, values=values, quality=quality)
+    first_wall = float(h.wall_times[0]) if len(h.wall_times) else None
+    return MetricTable(steps=h.steps, values=values, quality=quality, first_wall=first_wall)
 
 
 def add_std_rel_first(values: Dict[str, np.ndarray], quality: Dict[str, np.ndarray]) -> None:

@@ -1,0 +1,336 @@
+"""Every logging convention, on logdirs written by the real libraries, through the plugin's routes.
+
+The logdirs come from session fixtures in conftest.py (see tests/logdirs.py).
+"""
+
+import json
+import shutil
+
+import pytest
+
+from gradhealth_plugin import config as config_lib
+from tests import logdirs
+
+STEPS = logdirs.STEPS
+KERAS_DENSE = ("dense", "dense_1", "dense_2")
+KERAS_PARAMS = [f"sequential/{d}/{w}" for d in KERAS_DENSE for w in ("kernel", "bias")]
+MODULE_PARAMS = [f"{d}/{w}" for d in KERAS_DENSE for w in ("kernel", "bias")]
+TORCH_KINDS = {
+    "fc1.weight": "kernel", "fc1.bias": "bias", "bn1.weight": "norm", "bn1.bias": "norm",
+    "fc2.weight": "kernel", "fc2.bias": "bias", "fc3.weight": "kernel", "fc3.bias": "bias", "logit_scale": "other",
+}
+TORCH_PARAMS = list(TORCH_KINDS)
+TORCH_MODULES = ["fc1", "bn1", "relu1", "fc2", "relu2", "fc3"]
+# Elements per tensor: what a histogram's count must be when it holds the right tensor.
+N_IN, N_HIDDEN, N_OUT = logdirs.N_IN, logdirs.N_HIDDEN, logdirs.N_OUT
+DENSE_SIZES = {"dense/kernel": N_IN * N_HIDDEN, "dense/bias": N_HIDDEN,
+               "dense_1/kernel": N_HIDDEN * N_HIDDEN, "dense_1/bias": N_HIDDEN,
+               "dense_2/kernel": N_HIDDEN * N_OUT, "dense_2/bias": N_OUT}
+TORCH_SIZES = {"fc1.weight": N_IN * N_HIDDEN, "fc1.bias": N_HIDDEN, "bn1.weight": N_HIDDEN, "bn1.bias": N_HIDDEN,
+               "fc2.weight": N_HIDDEN * N_HIDDEN, "fc2.bias": N_HIDDEN,
+               "fc3.weight": N_HIDDEN * N_OUT, "fc3.bias": N_OUT, "logit_scale": 1}
+TORCH_PARAM_ORDER = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"]
+
+
+def runs_of(client):
+    return {r["run"]: r for r in client.ok("/runs")["runs"]}
+
+
+def only_run(client, name):
+    runs = runs_of(client)
+    assert list(runs) == [name]
+    return runs[name]
+
+
+def names(run):
+    return [layer["name"] for layer in run["layers"]]
+
+
+def by_name(run):
+    return {layer["name"]: layer for layer in run["layers"]}
+
+
+def assert_in_order(order, expected):
+    """`expected` appear in `order` in this relative order (other rows may sit between)."""
+    missing = [n for n in expected if n not in order]
+    assert not missing, (missing, order)
+    positions = [order.index(n) for n in expected]
+    assert positions == sorted(positions), [order[p] for p in sorted(positions)]
+
+
+def hist_role(tag, steps=STEPS):
+    return {"tags": [tag], "source": "histogram", "steps": steps}
+
+
+def heatmap_rows(client, run, role, metric):
+    body = client.ok("/heatmap", run=run, role=role, metric=metric)
+    return dict(zip(body["layers"], body["values"])), body
+
+
+def written_scalar(client, run, tag):
+    """The values the library wrote for a scalar tag, by step, read past the plugin."""
+    from tensorboard.util import tensor_util
+
+    return {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in client.multiplexer.Tensors(run, tag)}
+
+
+# --- gradient and weight of one parameter on one row, for every histogram convention -----------------
+
+PAIRED = [
+    # fixture, param names, gradient tag, weight tag, element counts
+    ("tf2_custom_loop_logdir", KERAS_PARAMS, "gradients/{}", "weights/{}",
+     {f"sequential/{k}": v for k, v in DENSE_SIZES.items()}),
+    ("tf2_module_loop_logdir", MODULE_PARAMS, "gradients/{}:0", "weights/{}:0", DENSE_SIZES),
+    ("torch_prefixes_logdir", TORCH_PARAMS, "grads/{}", "weights/{}", TORCH_SIZES),
+    ("torch_dot_grad_logdir", TORCH_PARAMS, "{}.grad", "{}", TORCH_SIZES),
+    ("tensorboardx_logdir", TORCH_PARAMS, "{}/grad", "{}/data", TORCH_SIZES),
+]
+
+
+@pytest.mark.parametrize("fixture, params, grad_tag, weight_tag, sizes", PAIRED, ids=[p[0] for p in PAIRED])
+def test_gradient_and_weight_of_a_parameter_share_one_row(request, plugin_client, fixture, params, grad_tag,
+                                                          weight_tag, sizes):
+    client = plugin_client(request.getfixturevalue(fixture))
+    run = only_run(client, ".")  # the libraries wrote straight into the logdir
+    layers = by_name(run)
+    for name in params:
+        assert layers[name]["roles"] == {"gradient": hist_role(grad_tag.format(name)),
+                                         "weight": hist_role(weight_tag.format(name))}, name
+    assert run["unclassified"] == []
+    assert run["last_step"] == STEPS - 1
+    grad_counts, grad_map = heatmap_rows(client, ".", "gradient", "count")
+    weight_counts, _ = heatmap_rows(client, ".", "weight", "count")
+    assert grad_map["steps"] == list(range(STEPS))
+    for name in params:
+        assert grad_counts[name] == [sizes[name]] * STEPS, name
+        assert weight_counts[name] == [sizes[name]] * STEPS, name
+
+
+@pytest.mark.parametrize("fixture, params", [("tf2_custom_loop_logdir", KERAS_PARAMS),
+                                             ("tf2_module_loop_logdir", MODULE_PARAMS)])
+def test_tf2_loops_rows_in_model_order(request, plugin_client, fixture, params):
+    run = only_run(plugin_client(request.getfixturevalue(fixture)), ".")
+    assert names(run) == params  # dense before dense_1 before dense_2, kernel before bias
+    for layer in run["layers"]:
+        group, word = layer["name"].rsplit("/", 1)
+        assert (layer["group"], layer["kind"]) == (group, word)
+    assert run["roles"] == ["gradient", "weight"]
+
+
+def test_tf2_custom_loop_loss_scalar(plugin_client, tf2_custom_loop_logdir):
+    run = only_run(plugin_client(tf2_custom_loop_logdir), ".")
+    assert run["scalars"] == {"loss": ["loss"]}
+
+
+@pytest.mark.parametrize("fixture", ["torch_prefixes_logdir", "torch_dot_grad_logdir", "tensorboardx_logdir"])
+def test_torch_parameter_kinds_and_order(request, plugin_client, fixture):
+    run = only_run(plugin_client(request.getfixturevalue(fixture)), ".")
+    layers = by_name(run)
+    for name, kind in TORCH_KINDS.items():
+        assert (layers[name]["kind"], layers[name]["group"]) == (kind, name.split(".")[0]), name
+    assert_in_order(names(run), TORCH_PARAM_ORDER)
+
+
+# --- PyTorch tutorial prefixes with activations ---------------------------------------------------------
+
+def test_torch_activations_from_forward_hooks(plugin_client, torch_prefixes_logdir):
+    client = plugin_client(torch_prefixes_logdir)
+    run = only_run(client, ".")
+    assert sorted(names(run)) == sorted(TORCH_PARAMS + TORCH_MODULES)
+    layers = by_name(run)
+    for module in TORCH_MODULES:
+        assert layers[module]["roles"] == {"activation": hist_role(f"activations/{module}")}, module
+        assert (layers[module]["kind"], layers[module]["group"]) == ("output", module)
+    # Rows follow the order the training loop wrote them in: parameters in
+    # named_parameters() order, module outputs in forward order.
+    assert_in_order(names(run), ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"])
+    # Forward order, which natural name order would break (bn1 < fc1).
+    assert_in_order(names(run), TORCH_MODULES)
+    assert run["roles"] == ["gradient", "weight", "activation"]
+    assert run["scalars"] == {"loss": ["Loss/train"]}
+    assert run["unclassified"] == []
+    counts, _ = heatmap_rows(client, ".", "activation", "count")
+    batch = logdirs.N_SAMPLES
+    assert counts == {m: [float(batch * (N_OUT if m == "fc3" else N_HIDDEN))] * STEPS for m in TORCH_MODULES}
+
+
+def test_torch_dot_grad_tutorial_loss_scalar(plugin_client, torch_dot_grad_logdir):
+    run = only_run(plugin_client(torch_dot_grad_logdir), ".")
+    assert run["scalars"] == {"loss": ["training loss"]}
+    assert sorted(names(run)) == sorted(TORCH_PARAMS)
+
+
+def test_tensorboardx_loss_scalar(plugin_client, tensorboardx_logdir):
+    run = only_run(plugin_client(tensorboardx_logdir), ".")
+    assert run["scalars"] == {"loss": ["train/loss"]}
+    assert sorted(names(run)) == sorted(TORCH_PARAMS)
+
+
+# --- seed 002: per-layer histograms and scalars merged ----------------------------------------------------
+
+SEED002_LAYERS = [f"layer_{i}" for i in range(2 * logdirs.N_SEED002_DENSE)]
+
+
+def test_seed002_layers_in_natural_order_with_scalars_merged(plugin_client, seed002_logdir):
+    run = only_run(plugin_client(seed002_logdir), ".")
+    assert len(SEED002_LAYERS) >= 11
+    assert names(run) == SEED002_LAYERS  # layer_2 before layer_10
+    for layer in run["layers"]:
+        name = layer["name"]
+        assert layer["group"] == name
+        assert layer["roles"] == {"gradient": {
+            "tags": [f"grad_hist/{name}", f"grad_mean/{name}", f"grad_max/{name}"],
+            "source": "histogram+scalar", "steps": STEPS}}, name
+    assert run["roles"] == ["gradient"]
+    assert run["scalars"] == {}
+    assert run["unclassified"] == []
+    # step=optimizer.iterations read before apply_gradients: steps start at 0.
+    assert run["last_step"] == STEPS - 1
+
+
+def test_seed002_cell_metrics_from_scalars_are_exact(plugin_client, seed002_logdir):
+    client = plugin_client(seed002_logdir)
+    cell = client.ok("/cell", run=".", layer="layer_3", step=1, role="gradient")
+    assert (cell["layer"], cell["step"]) == ("layer_3", 1)
+    gradient = cell["roles"]["gradient"]
+    assert gradient["source"] == "histogram+scalar"
+    m = gradient["metrics"]
+    assert m["max_abs"]["quality"] == "exact"
+    assert m["mean_abs"]["quality"] == "exact"
+    assert m["std"]["quality"] == "estimated"  # from the histogram only
+    assert m["max_abs"]["value"] == pytest.approx(written_scalar(client, ".", "grad_max/layer_3")[1])
+    assert m["mean_abs"]["value"] == pytest.approx(written_scalar(client, ".", "grad_mean/layer_3")[1])
+    assert gradient["histogram"]  # the grad_hist/layer_3 buckets are there too
+
+
+@pytest.mark.parametrize("metric, prefix", [("max_abs", "grad_max"), ("mean_abs", "grad_mean")])
+def test_seed002_heatmap_uses_the_written_scalars(plugin_client, seed002_logdir, metric, prefix):
+    client = plugin_client(seed002_logdir)
+    rows, body = heatmap_rows(client, ".", "gradient", metric)
+    assert body["layers"] == SEED002_LAYERS
+    assert body["quality"] == "exact"
+    for name in SEED002_LAYERS:
+        written = written_scalar(client, ".", f"{prefix}/{name}")
+        assert rows[name] == pytest.approx([written[s] for s in body["steps"]]), name
+
+
+# --- Keras 3 TensorBoard callback -----------------------------------------------------------------------
+
+KERAS_FIT_PARAMS = (
+    [f"sequential/{d}/{w}" for d in KERAS_DENSE for w in ("kernel", "bias")]
+    + [f"sequential/batch_normalization/{w}" for w in ("gamma", "beta", "moving_mean", "moving_variance")]
+)
+
+
+def test_keras_callback_runs_and_weight_histograms(plugin_client, keras_fit_logdir):
+    client = plugin_client(keras_fit_logdir)
+    runs = runs_of(client)
+    assert sorted(runs) == ["train", "validation"]
+    train = runs["train"]
+    assert sorted(names(train)) == sorted(KERAS_FIT_PARAMS)
+    for layer in train["layers"]:
+        assert layer["roles"] == {"weight": hist_role(layer["name"] + "/histogram", steps=logdirs.EPOCHS)}
+    assert train["roles"] == ["weight"]  # the callback logs no gradients
+    assert train["unclassified"] == []
+    assert train["scalars"] == {"loss": ["epoch_loss"], "learning_rate": ["epoch_learning_rate"]}
+    # Histogram steps are epochs.
+    _, body = heatmap_rows(client, "train", "weight", "count")
+    assert body["steps"] == list(range(logdirs.EPOCHS))
+
+
+def test_keras_callback_kinds_and_order(plugin_client, keras_fit_logdir):
+    train = runs_of(plugin_client(keras_fit_logdir))["train"]
+    layers = by_name(train)
+    for name in KERAS_FIT_PARAMS:
+        group, word = name.rsplit("/", 1)
+        expected_kind = "norm" if "batch_normalization" in group else word
+        assert (layers[name]["group"], layers[name]["kind"]) == (group, expected_kind), name
+    assert_in_order(names(train), KERAS_PARAMS)
+
+
+def test_keras_callback_validation_run_has_scalars_only(plugin_client, keras_fit_logdir):
+    validation = runs_of(plugin_client(keras_fit_logdir))["validation"]
+    assert validation["layers"] == []
+    assert validation["unclassified"] == []
+    assert {k: sorted(v) for k, v in validation["scalars"].items()} == {
+        "loss": ["epoch_loss", "evaluation_loss_vs_iterations"]}
+    # evaluation_*_vs_iterations is stepped by optimizer iterations, not epochs.
+    n_train = round(logdirs.N_SAMPLES * (1 - logdirs.KERAS_VALIDATION_SPLIT))
+    assert validation["last_step"] == logdirs.EPOCHS * -(-n_train // logdirs.KERAS_BATCH)
+
+
+# --- Lightning-style scalars --------------------------------------------------------------------------
+
+def test_lightning_grad_norms_are_per_layer_gradient_l2(plugin_client, lightning_logdir):
+    client = plugin_client(lightning_logdir)
+    run = only_run(client, "version_0")
+    assert sorted(names(run)) == sorted(TORCH_PARAMS)
+    for layer in run["layers"]:
+        name = layer["name"]
+        assert layer["roles"] == {"gradient": {"tags": [f"grad_2.0_norm/{name}"], "source": "scalar",
+                                               "steps": STEPS}}, name
+        assert layer["kind"] == TORCH_KINDS[name]
+    assert_in_order(names(run), TORCH_PARAM_ORDER)
+    assert run["roles"] == ["gradient"]
+    assert run["unclassified"] == []
+    assert {k: sorted(v) for k, v in run["scalars"].items()} == {
+        "grad_norm_total": ["grad_2.0_norm_total"], "loss": ["train_loss"], "learning_rate": ["lr-Adam"],
+        "other": ["epoch"]}
+
+
+def test_lightning_grad_norm_cell_is_exact(plugin_client, lightning_logdir):
+    client = plugin_client(lightning_logdir)
+    cell = client.ok("/cell", run="version_0", layer="bn1.weight", step=2)
+    assert cell["kind"] == "norm"
+    gradient = cell["roles"]["gradient"]
+    assert gradient["source"] == "scalar"
+    assert gradient["histogram"] is None
+    assert gradient["metrics"]["l2"]["quality"] == "exact"
+    assert gradient["metrics"]["l2"]["value"] == pytest.approx(
+        written_scalar(client, "version_0", "grad_2.0_norm/bn1.weight")[2])
+
+
+# --- user rule file ------------------------------------------------------------------------------------
+
+RULE_FILE = {"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+)$", "role": "gradient"}]}
+
+
+def test_without_rule_file_an_unknown_prefix_is_not_a_gradient(plugin_client, torch_custom_prefix_logdir):
+    run = only_run(plugin_client(torch_custom_prefix_logdir), ".")
+    assert "gradient" not in run["roles"]
+    assert by_name(run)["mygrads/fc1.weight"]["roles"].keys() == {"weight"}
+
+
+def test_rule_file_at_logdir_root_overrides_the_mapping(plugin_client, torch_custom_prefix_logdir, tmp_path):
+    logdir = tmp_path / "logdir"
+    shutil.copytree(torch_custom_prefix_logdir, logdir)
+    (logdir / "gradhealth.json").write_text(json.dumps(RULE_FILE))
+    run = only_run(plugin_client(logdir), ".")  # config=None: the plugin reads gradhealth.json itself
+    assert sorted(names(run)) == sorted(TORCH_PARAMS)
+    for name in TORCH_PARAMS:
+        assert by_name(run)[name]["roles"] == {"gradient": hist_role(f"mygrads/{name}"),
+                                               "weight": hist_role(f"weights/{name}")}, name
+    assert run["roles"] == ["gradient", "weight"]
+
+    cfg = config_lib.load(logdir=str(logdir))
+    assert cfg.source == str(logdir / "gradhealth.json")
+    assert [(r.pattern.pattern, r.role) for r in cfg.tag_rules] == [("^mygrads/(?P<layer>.+)$", "gradient")]
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"tag_rules": [', "not valid JSON"),
+    ('["^mygrads/"]', "expected a JSON object"),
+    ('{"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+)$", "role": "gradients"}]}', "rule 0: role must be one of"),
+    ('{"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+$", "role": "gradient"}]}', "rule 0: bad pattern"),
+    ('{"tag_rules": [{"role": "gradient"}]}', "rule 0: bad pattern"),
+    ('{"tag_rules": {"pattern": "^mygrads/(.+)$", "role": "gradient"}}', "tag_rules must be a list"),
+    ('{"tag_rules": ["^mygrads/(.+)$"]}', "rule 0: expected an object"),
+    ('{"tag_rules": [{"pattern": "^g/(.+)$", "role": "gradient", "metric": "maxabs"}]}', "rule 0: metric must be"),
+])
+def test_malformed_rule_file_is_a_clear_value_error(tmp_path, content, message):
+    path = tmp_path / "gradhealth.json"
+    path.write_text(content)
+    with pytest.raises(ValueError) as excinfo:
+        config_lib.load(logdir=str(tmp_path))
+    assert str(path) in str(excinfo.value)
+    assert message in str(excinfo.value)

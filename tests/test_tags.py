@@ -1,0 +1,218 @@
+"""Unit tests of tag classification on the names real code writes."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradhealth_plugin import tags
+from gradhealth_plugin.tags import ACTIVATION, GRADIENT, UPDATE, WEIGHT
+
+
+def info(tag, siblings=(), rules=()):
+    result = tags.classify_histogram(tag, siblings, rules)
+    assert result is not None, tag
+    return (result.layer, result.role, result.group, result.kind)
+
+
+HISTOGRAMS = [
+    # tag, siblings, (layer, role, group, kind)
+    # TF2 custom loops
+    ("gradients/dense_1/kernel:0", (), ("dense_1/kernel", GRADIENT, "dense_1", "kernel")),
+    ("weights/dense_1/kernel:0", (), ("dense_1/kernel", WEIGHT, "dense_1", "kernel")),
+    ("gradients/sequential/dense/bias", (), ("sequential/dense/bias", GRADIENT, "sequential/dense", "bias")),
+    ("grad_hist/layer_10", (), ("layer_10", GRADIENT, "layer_10", "other")),
+    # Keras callbacks: TF 2.1-2.2, TF 2.3-2.15, Keras 3
+    ("conv2d/kernel_0", (), ("conv2d/kernel", WEIGHT, "conv2d", "kernel")),
+    ("conv1/bias_0", (), ("conv1/bias", WEIGHT, "conv1", "bias")),
+    ("dense_9/kernel_0/histogram", (), ("dense_9/kernel", WEIGHT, "dense_9", "kernel")),
+    ("batch_normalization/gamma_0/histogram", (),
+     ("batch_normalization/gamma", WEIGHT, "batch_normalization", "norm")),
+    ("sequential/batch_normalization/moving_variance/histogram", (),
+     ("sequential/batch_normalization/moving_variance", WEIGHT, "sequential/batch_normalization", "norm")),
+    ("sequential/dense_2/kernel/histogram", (), ("sequential/dense_2/kernel", WEIGHT, "sequential/dense_2", "kernel")),
+    ("linear/kernel:0", (), ("linear/kernel", WEIGHT, "linear", "kernel")),
+    ("lstm/lstm_cell/recurrent_kernel_0", (), ("lstm/lstm_cell/recurrent_kernel", WEIGHT, "lstm/lstm_cell", "kernel")),
+    # PyTorch conventions
+    ("grads/fc1.weight", (), ("fc1.weight", GRADIENT, "fc1", "kernel")),
+    ("weights/bn1.weight", (), ("bn1.weight", WEIGHT, "bn1", "norm")),
+    ("activations/relu1", (), ("relu1", ACTIVATION, "relu1", "output")),
+    ("fc1.weight.grad", (), ("fc1.weight", GRADIENT, "fc1", "kernel")),
+    ("bn1.bias", ("bn1.bias.grad",), ("bn1.bias", WEIGHT, "bn1", "norm")),
+    ("encoder.alpha", ("encoder.alpha.grad",), ("encoder.alpha", WEIGHT, "encoder", "other")),
+    ("fc2.bias/data", (), ("fc2.bias", WEIGHT, "fc2", "bias")),
+    ("fc2.bias/grad", (), ("fc2.bias", GRADIENT, "fc2", "bias")),
+    ("encoder.layer_norm.weight", (), ("encoder.layer_norm.weight", WEIGHT, "encoder.layer_norm", "norm")),
+    ("rnn.weight_ih_l0", (), ("rnn.weight_ih_l0", WEIGHT, "rnn", "kernel")),
+    ("updates/fc1.weight", (), ("fc1.weight", UPDATE, "fc1", "kernel")),
+    # yunjey/pytorch-tutorial's logger: dots replaced by slashes
+    ("fc1/weight", ("fc1/weight/grad",), ("fc1/weight", WEIGHT, "fc1", "kernel")),
+    ("fc1/weight/grad", (), ("fc1/weight", GRADIENT, "fc1", "kernel")),
+    # TF1 tutorials (mnist_with_summaries and copies)
+    ("layer1/weights/summaries/histogram", (), ("layer1/weights", WEIGHT, "layer1", "kernel")),
+    ("layer1/biases/summaries/histogram", (), ("layer1/biases", WEIGHT, "layer1", "bias")),
+    ("layer1/weights/layer1/weights", (), ("layer1/weights", WEIGHT, "layer1", "kernel")),
+    ("layer1/layer1/outputs", (), ("layer1", ACTIVATION, "layer1", "output")),
+    ("layer1/activations", (), ("layer1", ACTIVATION, "layer1", "output")),
+    ("layer1/Wx_plus_b/preactivate", (), ("layer1/preactivate", ACTIVATION, "layer1", "preactivation")),
+    ("layer2/Wx_plus_b/pre_activations", (), ("layer2/pre_activations", ACTIVATION, "layer2", "preactivation")),
+    ("MyLinearLayer/Weights_Distribution", (),
+     ("MyLinearLayer/Weights_Distribution", WEIGHT, "MyLinearLayer", "kernel")),
+    ("output/Weights", (), ("output/Weights", WEIGHT, "output", "kernel")),
+]
+
+
+@pytest.mark.parametrize("tag, siblings, expected", HISTOGRAMS, ids=[h[0] for h in HISTOGRAMS])
+def test_classify_histogram_real_world_names(tag, siblings, expected):
+    assert info(tag, siblings) == expected
+
+
+@pytest.mark.parametrize("tag", ["layer1/X", "Loss", "input/images", "x", "encoder.alpha", "layer1/Wx_plus_b"])
+def test_classify_histogram_unknown_is_none(tag):
+    assert tags.classify_histogram(tag, ["fc1.weight.grad"]) is None
+
+
+def test_bare_name_is_a_weight_only_next_to_its_gradient():
+    assert tags.classify_histogram("encoder.alpha", ["encoder.alpha.grad"]).role == WEIGHT
+    assert tags.classify_histogram("encoder.alpha", ["decoder.alpha.grad"]) is None
+
+
+def test_tf1_histogram_and_summary_scalars_land_on_one_layer():
+    hist = tags.classify_histogram("layer1/weights/summaries/histogram")
+    for stat, metric in [("mean", "mean"), ("stddev", "std"), ("max", "max"), ("min", "min")]:
+        scalar = tags.classify_scalar(f"layer1/weights/summaries/{stat}")
+        assert (scalar.layer, scalar.role, scalar.metric) == (hist.layer, hist.role, metric)
+
+
+PER_LAYER_SCALARS = [
+    # tag, (layer, role, metric, kind)
+    ("grad_max/layer_3", ("layer_3", GRADIENT, "max_abs", "other")),
+    ("grad_mean/layer_10", ("layer_10", GRADIENT, "mean_abs", "other")),
+    ("grad_2.0_norm/fc1.weight", ("fc1.weight", GRADIENT, "l2", "kernel")),
+    ("grad_2.0_norm/bn1.weight", ("bn1.weight", GRADIENT, "l2", "norm")),
+    ("grad_norm/dense/kernel", ("dense/kernel", GRADIENT, "l2", "kernel")),
+    ("grad_std/fc2.bias", ("fc2.bias", GRADIENT, "std", "bias")),
+    ("layer1/weights/summaries/stddev_1", ("layer1/weights", WEIGHT, "std", "kernel")),
+    ("layer2/biases/summaries/max", ("layer2/biases", WEIGHT, "max", "bias")),
+]
+
+
+@pytest.mark.parametrize("tag, expected", PER_LAYER_SCALARS, ids=[s[0] for s in PER_LAYER_SCALARS])
+def test_classify_scalar_per_layer(tag, expected):
+    result = tags.classify_scalar(tag)
+    assert isinstance(result, tags.TagInfo)
+    assert (result.layer, result.role, result.metric, result.kind) == expected
+
+
+RUN_SCALARS = [
+    ("grad_2.0_norm_total", "grad_norm_total"),
+    ("grad_norm", "grad_norm_total"),
+    ("global_grad_norm", "grad_norm_total"),
+    ("train_loss", "loss"),
+    ("epoch_loss", "loss"),
+    ("batch_loss", "loss"),
+    ("Loss/train", "loss"),
+    ("training loss", "loss"),  # the official PyTorch TensorBoard tutorial
+    ("val_loss", "loss"),
+    ("cross_entropy_1", "loss"),
+    ("lr-Adam", "learning_rate"),
+    ("lr-SGD/pg1", "learning_rate"),
+    ("epoch_learning_rate", "learning_rate"),
+    ("learning rate", "learning_rate"),
+    ("epoch", "other"),
+    ("accuracy", "other"),
+    ("glossary", "other"),
+    ("clr", "other"),
+]
+
+
+@pytest.mark.parametrize("tag, kind", RUN_SCALARS, ids=[s[0] for s in RUN_SCALARS])
+def test_classify_scalar_run_level(tag, kind):
+    assert tags.classify_scalar(tag) == tags.ScalarInfo(tag, kind)
+
+
+def test_natural_key_orders_numbers_by_value():
+    names = ["layer_10", "layer_2", "layer_1", "layer_0", "layer_11"]
+    assert sorted(names, key=tags.natural_key) == ["layer_0", "layer_1", "layer_2", "layer_10", "layer_11"]
+    keras = ["dense_10", "dense_2", "dense", "dense_1"]
+    assert sorted(keras, key=tags.natural_key) == ["dense", "dense_1", "dense_2", "dense_10"]
+    torch = ["fc10.weight", "fc2.weight", "fc1.bias", "fc1.weight"]
+    assert sorted(torch, key=tags.natural_key) == ["fc1.bias", "fc1.weight", "fc2.weight", "fc10.weight"]
+    assert tags.natural_key("Dense_1") == tags.natural_key("dense_1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 10**6), st.sampled_from(["layer_", "dense_", "fc", "block", "h."]))
+def test_natural_key_matches_integer_order(a, b, prefix):
+    assert (tags.natural_key(f"{prefix}{a}") < tags.natural_key(f"{prefix}{b}")) == (a < b)
+
+
+_SEGMENT = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True).filter(
+    lambda s: s not in {"grad", "grads", "gradient", "gradients", "data", "update", "updates"}
+    and not s.endswith("_grad"))
+PARAM_NAMES = st.lists(_SEGMENT, min_size=1, max_size=3).map(".".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(PARAM_NAMES)
+def test_every_pairing_convention_puts_gradient_and_weight_on_one_layer(name):
+    conventions = [
+        (f"grads/{name}", f"weights/{name}"),
+        (f"gradients/{name}", f"weights/{name}"),
+        (f"{name}.grad", name),
+        (f"{name}/grad", f"{name}/data"),
+    ]
+    for grad_tag, weight_tag in conventions:
+        siblings = [grad_tag, weight_tag]
+        grad = tags.classify_histogram(grad_tag, siblings)
+        weight = tags.classify_histogram(weight_tag, siblings)
+        assert grad is not None and weight is not None, (grad_tag, weight_tag)
+        assert (grad.role, weight.role) == (GRADIENT, WEIGHT), (grad_tag, weight_tag)
+        assert grad.layer == weight.layer == name
+        assert grad.group == weight.group
+
+
+def rules(*entries):
+    return tags.parse_user_rules(list(entries))
+
+
+def test_user_rule_wins_over_built_in_rules():
+    user = rules({"pattern": r"^weights/(?P<layer>.+)$", "role": "activation"})
+    assert info("weights/fc1", rules=user)[:2] == ("fc1", ACTIVATION)
+    assert info("grads/fc1.weight", rules=user)[:2] == ("fc1.weight", GRADIENT)  # untouched by the rule
+
+
+def test_user_rule_without_layer_group_uses_first_group():
+    user = rules({"pattern": r"^g_(\w+)$", "role": "gradient"})
+    assert info("g_conv1", rules=user)[:2] == ("conv1", GRADIENT)
+
+
+def test_user_ignore_rule_hides_a_tag():
+    user = rules({"pattern": r"^grads/debug\.", "role": "ignore"})
+    assert tags.classify_histogram("grads/debug.x", (), user) is None
+    assert tags.classify_scalar("grads/debug.x", user) == tags.ScalarInfo("grads/debug.x", "other")
+    assert tags.classify_histogram("grads/fc1.weight", (), user).role == GRADIENT
+
+
+def test_user_scalar_rule_with_metric_is_per_layer():
+    user = rules({"pattern": r"^gnorm_(?P<layer>.+)$", "role": "gradient", "metric": "l2"})
+    result = tags.classify_scalar("gnorm_fc1.weight", user)
+    assert (result.layer, result.role, result.metric) == ("fc1.weight", GRADIENT, "l2")
+
+
+def test_user_scalar_rule_without_metric_falls_back_to_built_ins():
+    user = rules({"pattern": r"^(?P<layer>.+)_loss$", "role": "gradient"})
+    assert tags.classify_scalar("train_loss", user) == tags.ScalarInfo("train_loss", "loss")
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([{"pattern": "x", "role": "grad"}], "rule 0: role must be one of"),
+    ([{"pattern": "x", "role": "gradient"}, {"pattern": "(", "role": "weight"}], "rule 1: bad pattern"),
+    ([{"role": "weight"}], "rule 0: bad pattern"),
+    ([{"pattern": 3, "role": "weight"}], "rule 0: bad pattern"),
+    ([{"pattern": "x", "role": "gradient", "metric": "L2"}], "rule 0: metric must be one of"),
+    (["x"], "rule 0: expected an object"),
+    ({"pattern": "x", "role": "gradient"}, "tag_rules must be a list"),
+])
+def test_parse_user_rules_rejects_malformed_entries(entries, message):
+    with pytest.raises(ValueError, match="^my.json: .*" + message.replace("(", r"\(")):
+        tags.parse_user_rules(entries, source="my.json")

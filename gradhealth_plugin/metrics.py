@@ -73,10 +73,21 @@ class MetricTable:
         return np.zeros(len(self.steps), dtype=np.uint8)
 
 
+def _as_buckets(a) -> np.ndarray:
+    """A ``[k, 3]`` float64 array, or no buckets for anything that is not one."""
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.zeros((0, 3))
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        return np.zeros((0, 3))
+    return arr
+
+
 def stack_histograms(steps: Sequence[int], wall_times: Sequence[float], arrays: Sequence[np.ndarray]) -> Histograms:
     """Pads ragged ``[k_i, 3]`` bucket arrays into one (N, K) batch without a loop over steps."""
     n = len(arrays)
-    shaped = [np.asarray(a, dtype=np.float64).reshape(-1, 3) if np.size(a) else np.zeros((0, 3)) for a in arrays]
+    shaped = [_as_buckets(a) for a in arrays]
     lengths = np.fromiter((a.shape[0] for a in shaped), dtype=np.int64, count=n)
     k = int(lengths.max()) if n else 0
     left = np.zeros((n, max(k, 1)))

@@ -1,0 +1,409 @@
+"""Every route of the plugin through werkzeug's test client, on a logdir TF2 wrote.
+
+Run ``mlp``: a small MLP trained with a TF2 custom loop logs ``gradients/<var.name>``,
+``weights/<var.name>`` and ``activations/<layer>`` histograms every 5 steps; the
+``dense/bias`` gradient only every 10 steps (so its heatmap row has holes), one
+gradient is blown up at one step (critical), and a ReLU with a large negative
+bias is mostly dead (warn). Run ``weights_only`` has weight histograms only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gradhealth_plugin import metrics, plugin
+from gradhealth_plugin import tags as tags_lib
+
+LOGGED = (0, 5, 10, 15, 20, 25)
+BIAS_GRAD_STEPS = (0, 10, 20)
+EXPLODE_STEP = 15
+KERNELS = ("dense/kernel", "dense_1/kernel")
+PARAMS = ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")
+STATUS_NAMES = ["no_data", "ok", "warn", "critical"]
+
+
+@pytest.fixture(scope="session")
+def routes_logdir(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("routes_logdir")
+    import tensorflow as tf
+
+    tf.random.set_seed(7)
+    rng = np.random.default_rng(7)
+    x = tf.constant(rng.normal(size=(256, 4)), tf.float32)
+    y = tf.constant(rng.integers(0, 3, 256))
+    params = [
+        tf.Variable(tf.random.normal((4, 16), stddev=0.5), name="dense/kernel"),
+        tf.Variable(tf.zeros(16), name="dense/bias"),
+        tf.Variable(tf.random.normal((16, 3), stddev=0.3), name="dense_1/kernel"),
+        tf.Variable(tf.zeros(3), name="dense_1/bias"),
+    ]
+    w1, b1, w2, b2 = params
+    writer = tf.summary.create_file_writer(str(logdir / "mlp"))
+    with writer.as_default():
+        for step in range(LOGGED[-1] + 1):
+            with tf.GradientTape() as tape:
+                hidden = tf.nn.relu(x @ w1 + b1)
+                logits = hidden @ w2 + b2
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+            grads = tape.gradient(loss, params)
+            if step in LOGGED:
+                tf.summary.scalar("loss", loss, step=step)
+                for v, g in zip(params, grads):
+                    if v is w2 and step == EXPLODE_STEP:
+                        g = g * 1e7
+                    if v is not b1 or step in BIAS_GRAD_STEPS:
+                        tf.summary.histogram(f"gradients/{v.name}", g, step=step)
+                    tf.summary.histogram(f"weights/{v.name}", v, step=step)
+                tf.summary.histogram("activations/dense", hidden, step=step)
+                tf.summary.histogram("activations/dead_relu", tf.nn.relu(x @ w1 - 3.0), step=step)
+            for v, g in zip(params, grads):
+                v.assign_sub(0.1 * g)
+    writer.close()
+
+    writer = tf.summary.create_file_writer(str(logdir / "weights_only"))
+    with writer.as_default():
+        for step in range(3):
+            tf.summary.histogram("weights/w:0", rng.normal(0, 0.1, 1000), step=step)
+    writer.close()
+    return logdir
+
+
+@pytest.fixture(scope="session")
+def client(routes_logdir, plugin_client):
+    return plugin_client(routes_logdir)
+
+
+def _run(client, name):
+    return next(r for r in client.ok("/runs")["runs"] if r["run"] == name)
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+def test_runs_lists_every_run_with_layers_and_roles(client):
+    body = client.ok("/runs")
+    assert set(body) == {"runs"}
+    assert [r["run"] for r in body["runs"]] == ["mlp", "weights_only"]
+    mlp = _run(client, "mlp")
+    for key in ("layers", "roles", "scalars", "unclassified", "steps_kept", "last_step", "worst_status"):
+        assert key in mlp, key
+    assert mlp["roles"] == ["gradient", "weight", "activation"]
+    assert mlp["steps_kept"] == len(LOGGED) and mlp["last_step"] == LOGGED[-1]
+    assert mlp["unclassified"] == []
+    assert mlp["scalars"] == {"loss": ["loss"]}
+    layers = {layer["name"]: layer for layer in mlp["layers"]}
+    assert set(layers) == set(PARAMS) | {"dense", "dead_relu"}
+    for name in PARAMS:
+        assert set(layers[name]["roles"]) == {"gradient", "weight"}
+        assert layers[name]["roles"]["weight"] == {"tags": [f"weights/{name}:0"], "source": "histogram",
+                                                   "steps": len(LOGGED)}
+    assert layers["dense/bias"]["roles"]["gradient"]["steps"] == len(BIAS_GRAD_STEPS)
+    assert layers["dense/kernel"]["kind"] == "kernel" and layers["dense/bias"]["kind"] == "bias"
+    assert layers["dense/kernel"]["group"] == "dense"
+    assert set(layers["dead_relu"]["roles"]) == {"activation"} and layers["dead_relu"]["kind"] == "output"
+    assert sorted(layer["order"] for layer in mlp["layers"]) == list(range(len(layers)))
+
+
+def test_runs_worst_status(client):
+    assert _run(client, "mlp")["worst_status"] == "critical"
+    only = _run(client, "weights_only")
+    assert only["worst_status"] == "ok"
+    assert only["roles"] == ["weight"] and only["steps_kept"] == 3 and only["last_step"] == 2
+
+
+# --- heatmap ---------------------------------------------------------------------------------
+
+
+def _check_heatmap_shape(hm, run, role, metric):
+    assert hm["run"] == run and hm["role"] == role and hm["metric"] == metric
+    rows, cols = len(hm["layers"]), len(hm["steps"])
+    assert hm["steps"] == sorted(set(hm["steps"]))
+    for key in ("values", "status", "rules"):
+        assert len(hm[key]) == rows and all(len(row) == cols for row in hm[key]), key
+    assert all(v is None or (isinstance(v, float) and math.isfinite(v)) or isinstance(v, int)
+               for row in hm["values"] for v in row)
+    assert all(s in (0, 1, 2, 3) for row in hm["status"] for s in row)
+    for srow, rrow, vrow in zip(hm["status"], hm["rules"], hm["values"]):
+        for s, r, v in zip(srow, rrow, vrow):
+            assert (r is None) == (s == 0), (s, r)
+            assert (r == "") == (s == 1), (s, r)
+            if s == 0:
+                assert v is None
+    assert hm["status_names"] == STATUS_NAMES
+    assert hm["scale"] == ("log" if metric in metrics.LOG_METRICS else "linear")
+    assert hm["quality"] in (None, "exact", "estimated", "mixed", "upper_bound", "lower_bound", "no_data")
+
+
+@pytest.mark.parametrize("role", tags_lib.ROLES)
+def test_heatmap_every_role_and_metric(client, role):
+    for run in ("mlp", "weights_only"):
+        for metric in plugin.HEATMAP_METRICS:
+            hm = client.ok("/heatmap", run=run, role=role, metric=metric)
+            _check_heatmap_shape(hm, run, role, metric)
+            if role in _run(client, run)["roles"]:
+                assert hm["layers"], (run, role)
+            else:
+                assert hm["layers"] == [] and hm["values"] == []
+
+
+def test_heatmap_rows_and_columns(client):
+    hm = client.ok("/heatmap", run="mlp", role="gradient", metric="max_abs")
+    assert hm["layers"] == list(PARAMS)
+    assert hm["steps"] == list(LOGGED)
+    assert hm["quality"] == "estimated"
+    bias = hm["layers"].index("dense/bias")
+    for j, step in enumerate(LOGGED):
+        assert (hm["status"][bias][j] == 0) == (step not in BIAS_GRAD_STEPS)
+        assert (hm["values"][bias][j] is None) == (step not in BIAS_GRAD_STEPS)
+
+
+def test_heatmap_statuses_cover_every_code(client):
+    grad = client.ok("/heatmap", run="mlp", role="gradient")
+    act = client.ok("/heatmap", run="mlp", role="activation")
+    codes = {s for hm in (grad, act) for row in hm["status"] for s in row}
+    assert codes == {0, 1, 2, 3}
+    exploded = grad["layers"].index("dense_1/kernel")
+    col = grad["steps"].index(EXPLODE_STEP)
+    assert grad["status"][exploded][col] == 3 and grad["rules"][exploded][col] == "exploding_gradients"
+    assert grad["values"][exploded][col] <= 0.25
+    assert [s for j, s in enumerate(grad["status"][exploded]) if j != col] == [1] * (len(LOGGED) - 1)
+    dead = act["layers"].index("dead_relu")
+    assert act["status"][dead] == [2] * len(LOGGED) and set(act["rules"][dead]) == {"dead_units"}
+    alive = act["layers"].index("dense")
+    assert act["status"][alive] == [1] * len(LOGGED)
+    for hm in (grad, act):
+        for srow, vrow in zip(hm["status"], hm["values"]):
+            for s, v in zip(srow, vrow):
+                band = {1: (0.6, 1.0), 2: (0.25, 0.6), 3: (0.0, 0.25)}.get(s)
+                if band:
+                    assert band[0] <= v <= band[1], (s, v)
+
+
+def test_heatmap_defaults_to_first_role_and_health(client):
+    hm = client.ok("/heatmap", run="mlp")
+    assert hm["role"] == "gradient" and hm["metric"] == "health" and hm["quality"] == "estimated"
+    assert client.ok("/heatmap", run="weights_only")["role"] == "weight"
+
+
+def test_heatmap_cell_and_series_agree(client):
+    hm = client.ok("/heatmap", run="mlp", role="weight", metric="std")
+    for i, layer in enumerate(hm["layers"]):
+        series = client.ok("/series", run="mlp", layer=layer, metric="std", role="weight")["series"]["weight"]
+        assert series["steps"] == hm["steps"]
+        assert series["values"] == hm["values"][i]
+        assert series["status"] == hm["status"][i]
+        for j, step in enumerate(hm["steps"]):
+            cell = client.ok("/cell", run="mlp", layer=layer, step=step, role="weight")["roles"]["weight"]
+            assert cell["metrics"]["std"]["value"] == hm["values"][i][j]
+            assert cell["status"] == STATUS_NAMES[hm["status"][i][j]]
+
+
+# --- cell ------------------------------------------------------------------------------------
+
+
+def test_cell_shape(client):
+    body = client.ok("/cell", run="mlp", layer="dense/kernel", step=5)
+    assert {k: body[k] for k in ("run", "layer", "group", "kind", "step")} == {
+        "run": "mlp", "layer": "dense/kernel", "group": "dense", "kind": "kernel", "step": 5}
+    assert set(body["roles"]) == {"gradient", "weight"}
+    for role, cell in body["roles"].items():
+        assert cell["tags"] == [f"{'gradients' if role == 'gradient' else 'weights'}/dense/kernel:0"]
+        assert cell["source"] == "histogram"
+        assert cell["status"] in STATUS_NAMES[1:] and cell["rule"] is not None
+        assert 0.0 <= cell["score"] <= 1.0
+        for name in ("count", "mean", "std", "min", "max", "max_abs", "mean_abs", "l2", "skewness", "kurtosis",
+                     "zero_fraction", "small_fraction", "nonfinite"):
+            entry = cell["metrics"][name]
+            assert set(entry) == {"value", "quality"}
+            assert entry["quality"] in metrics.QUALITY_NAMES
+        assert cell["metrics"]["count"] == {"value": 64, "quality": "exact"}
+        buckets = cell["histogram"]
+        assert 1 <= len(buckets) <= 30 and all(len(b) == 3 for b in buckets)
+        assert sum(b[2] for b in buckets) == 64
+        assert all(b[0] <= b[1] for b in buckets)
+        assert buckets[0][0] == cell["metrics"]["min"]["value"]
+        assert buckets[-1][1] == cell["metrics"]["max"]["value"]
+
+
+def test_cell_role_filter(client):
+    body = client.ok("/cell", run="mlp", layer="dense/bias", step=5, role="weight")
+    assert set(body["roles"]) == {"weight"}
+    # dense/bias has no gradient at step 5: only its weight answers.
+    assert set(client.ok("/cell", run="mlp", layer="dense/bias", step=5)["roles"]) == {"weight"}
+    assert set(client.ok("/cell", run="mlp", layer="dense/bias", step=10)["roles"]) == {"gradient", "weight"}
+
+
+def test_cell_of_the_exploded_step(client):
+    cell = client.ok("/cell", run="mlp", layer="dense_1/kernel", step=EXPLODE_STEP, role="gradient")
+    g = cell["roles"]["gradient"]
+    assert g["status"] == "critical" and g["rule"] == "exploding_gradients"
+    assert g["metrics"]["max_abs"]["value"] > 1e3
+
+
+# --- series ----------------------------------------------------------------------------------
+
+
+def test_series_shape(client):
+    body = client.ok("/series", run="mlp", layer="dense/bias", metric="mean_abs")
+    assert body["run"] == "mlp" and body["layer"] == "dense/bias" and body["metric"] == "mean_abs"
+    assert body["status_names"] == STATUS_NAMES
+    assert set(body["series"]) == {"gradient", "weight"}
+    for role, s in body["series"].items():
+        assert set(s) == {"steps", "values", "quality", "status"}
+        n = len(s["steps"])
+        assert len(s["values"]) == len(s["quality"]) == len(s["status"]) == n
+        assert all(q in metrics.QUALITY_NAMES for q in s["quality"])
+        assert all(st_ in (0, 1, 2, 3) for st_ in s["status"])
+    assert body["series"]["gradient"]["steps"] == list(BIAS_GRAD_STEPS)
+    assert body["series"]["weight"]["steps"] == list(LOGGED)
+
+
+def test_series_role_filter_and_health(client):
+    body = client.ok("/series", run="mlp", layer="dense_1/kernel", metric="health", role="gradient")
+    assert set(body["series"]) == {"gradient"}
+    s = body["series"]["gradient"]
+    assert all(0.0 <= v <= 1.0 for v in s["values"])
+    assert s["status"][LOGGED.index(EXPLODE_STEP)] == 3
+    assert set(s["quality"]) == {"estimated"}
+
+
+def test_series_quality_labels(client):
+    s = client.ok("/series", run="mlp", layer="dense/kernel", metric="count", role="weight")["series"]["weight"]
+    assert s["quality"] == ["exact"] * len(LOGGED) and s["values"] == [64] * len(LOGGED)
+    s = client.ok("/series", run="mlp", layer="dead_relu", metric="zero_fraction")["series"]["activation"]
+    assert set(s["quality"]) == {"upper_bound"}
+
+
+# --- findings --------------------------------------------------------------------------------
+
+
+def test_findings_route(client):
+    body = client.ok("/findings", run="mlp")
+    assert body["run"] == "mlp"
+    kinds = {(f["kind"], f["severity"]) for f in body["findings"]}
+    assert ("exploding_gradients", "critical") in kinds and ("dead_units", "warn") in kinds
+    assert client.ok("/findings", run="weights_only")["findings"] == []
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+_GOOD_CELL = {"run": "mlp", "layer": "dense/kernel", "step": "5"}
+_GOOD_SERIES = {"run": "mlp", "layer": "dense/kernel", "metric": "std"}
+
+
+def _without(params, key):
+    return {k: v for k, v in params.items() if k != key}
+
+
+ERRORS = [
+    # unknown things -> 404
+    ("/heatmap", {"run": "nope"}, 404),
+    ("/cell", dict(_GOOD_CELL, run="nope"), 404),
+    ("/series", dict(_GOOD_SERIES, run="nope"), 404),
+    ("/findings", {"run": "nope"}, 404),
+    ("/cell", dict(_GOOD_CELL, layer="nope"), 404),
+    ("/series", dict(_GOOD_SERIES, layer="nope"), 404),
+    ("/cell", dict(_GOOD_CELL, step="3"), 404),
+    ("/cell", dict(_GOOD_CELL, step="-5"), 404),
+    ("/cell", dict(_GOOD_CELL, step=str(10 ** 30)), 404),
+    ("/cell", dict(_GOOD_CELL, layer="dense/bias", step="5", role="gradient"), 404),
+    ("/cell", dict(_GOOD_CELL, role="update"), 404),
+    ("/series", dict(_GOOD_SERIES, role="update"), 404),
+    ("/series", dict(_GOOD_SERIES, layer="dead_relu", role="weight"), 404),
+    # missing parameters -> 400
+    ("/heatmap", {}, 400),
+    ("/heatmap", {"run": ""}, 400),
+    ("/findings", {}, 400),
+    ("/cell", _without(_GOOD_CELL, "run"), 400),
+    ("/cell", _without(_GOOD_CELL, "layer"), 400),
+    ("/cell", dict(_GOOD_CELL, layer=""), 400),
+    ("/cell", _without(_GOOD_CELL, "step"), 400),
+    ("/series", _without(_GOOD_SERIES, "run"), 400),
+    ("/series", _without(_GOOD_SERIES, "layer"), 400),
+    ("/series", _without(_GOOD_SERIES, "metric"), 400),
+    ("/series", dict(_GOOD_SERIES, metric=""), 400),
+    # unknown role or metric -> 400
+    ("/heatmap", {"run": "mlp", "role": "gradients"}, 400),
+    ("/heatmap", {"run": "mlp", "metric": "variance"}, 400),
+    ("/heatmap", {"run": "mlp", "role": "weight", "metric": "HEALTH"}, 400),
+    ("/cell", dict(_GOOD_CELL, role="bias"), 400),
+    ("/series", dict(_GOOD_SERIES, role="Weight"), 400),
+    ("/series", dict(_GOOD_SERIES, metric="nope"), 400),
+    # steps that are not integers -> 400
+    ("/cell", dict(_GOOD_CELL, step="abc"), 400),
+    ("/cell", dict(_GOOD_CELL, step="1.5"), 400),
+    ("/cell", dict(_GOOD_CELL, step=""), 400),
+    ("/cell", dict(_GOOD_CELL, step="5.0"), 400),
+    ("/cell", dict(_GOOD_CELL, step="1e3"), 400),
+    ("/cell", dict(_GOOD_CELL, step="0x10"), 400),
+    ("/cell", dict(_GOOD_CELL, step="nan"), 400),
+]
+
+
+def _assert_json_error(response, expected):
+    codes = expected if isinstance(expected, tuple) else (expected,)
+    text = response.get_data(as_text=True)
+    assert response.status_code in codes, (response.status_code, text)
+    assert response.mimetype == "application/json"
+    body = json.loads(text)
+    assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"].strip()
+    assert "Traceback" not in text and 'File "' not in text
+    return body["error"]
+
+
+@pytest.mark.parametrize("route,params,expected", ERRORS,
+                         ids=[f"{r}-{'&'.join(f'{k}={v}' for k, v in p.items())}" for r, p, _ in ERRORS])
+def test_error_answers_are_json(client, route, params, expected):
+    _assert_json_error(client.raw(route, **params), expected)
+
+
+def test_error_messages_name_the_problem(client):
+    assert "nope" in _assert_json_error(client.raw("/heatmap", run="nope"), 404)
+    assert "'layer'" in _assert_json_error(client.raw("/cell", run="mlp", step="5"), 400)
+    assert "'abc'" in _assert_json_error(client.raw("/cell", **dict(_GOOD_CELL, step="abc")), 400)
+    assert "gradient" in _assert_json_error(client.raw("/series", **dict(_GOOD_SERIES, role="x")), 400)
+    assert "step 3" in _assert_json_error(client.raw("/cell", **dict(_GOOD_CELL, step="3")), 404)
+
+
+_ROUTE_VALUES = {
+    "run": st.sampled_from(["mlp", "weights_only", "", "nope"]),
+    "layer": st.sampled_from(list(PARAMS) + ["dense", "dead_relu", "", "nope"]),
+    "role": st.sampled_from(list(tags_lib.ROLES) + ["", "nope"]),
+    "metric": st.sampled_from(list(plugin.HEATMAP_METRICS) + ["", "nope"]),
+    "step": st.one_of(st.sampled_from([str(s) for s in LOGGED] + ["", "1.5", "-1", "abc"]),
+                      st.integers(-2 ** 70, 2 ** 70).map(str)),
+}
+_ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(route=st.sampled_from(["/heatmap", "/cell", "/series", "/findings"]),
+       params=st.dictionaries(st.sampled_from(sorted(_ROUTE_VALUES)),
+                              st.one_of(_ANY_TEXT, st.just("")), max_size=5)
+       | st.fixed_dictionaries({}, optional=_ROUTE_VALUES))
+def test_no_query_makes_a_server_error(client, route, params):
+    response = client.raw(route, **params)
+    if response.status_code == 200:
+        json.loads(response.get_data(as_text=True))
+    else:
+        _assert_json_error(response, (400, 404))
+
+
+def test_runs_ignores_query_parameters(client):
+    assert client.ok("/runs", run="nope", role="bad") == client.ok("/runs")
+
+
+# --- static ----------------------------------------------------------------------------------
+
+
+def test_index_js_is_served_as_javascript(client):
+    response = client.raw("/index.js")
+    assert response.status_code == 200
+    assert response.mimetype in ("text/javascript", "application/javascript")
+    assert len(response.get_data()) > 100

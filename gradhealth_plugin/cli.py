@@ -28,8 +28,20 @@ class UsageError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad command line in one line like every other usage error, not usage text plus a message."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str]):
     """(runs, findings) for the logdir, through TensorBoard's data provider."""
+    # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
+    logdir = os.path.expanduser(logdir)
+    if not os.path.isdir(logdir):
+        raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
+
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
@@ -37,9 +49,6 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     from . import config as config_lib
     from . import metadata
 
-    logdir = os.path.expanduser(logdir)
-    if not os.path.isdir(logdir):
-        raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
     try:
         cfg = config_lib.load(path=config_path, logdir=logdir)
     except ValueError as e:
@@ -95,7 +104,7 @@ def _write_text(runs, found, out: TextIO) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="gradhealth", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="gradhealth", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("report", "print the findings of every run"),
                             ("check", "exit 1 when a finding reaches --fail-on")):
@@ -109,9 +118,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.add_argument("--format", choices=("text", "json"), default="text")
         else:
             p.add_argument("--fail-on", choices=("warn", "critical"), default="warn")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        print(f"gradhealth: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # TensorFlow 2.21 logs its oneDNN notice to stderr whatever TF_CPP_MIN_LOG_LEVEL says, which would
+    # bury the one-line error; TensorBoard only reads files with it, so oneDNN makes no difference here.
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     try:
         runs, found = _analyze(args.logdir, args.run, args.all_steps, args.config)
     except UsageError as e:

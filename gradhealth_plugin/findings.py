@@ -9,7 +9,7 @@ triggers are the contract in DESIGN section 4; every threshold comes from
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -117,6 +117,8 @@ class _Hit:
     step: int
     detail: Dict = dataclasses.field(default_factory=dict)
     points: Optional[np.ndarray] = None
+    # The limit `value` crossed, where a finding has several triggers with their own limits.
+    threshold: Optional[float] = None
 
 
 def _group(run: str, kind: str, severity: str, role: Optional[str], hits: List[_Hit], threshold: float,
@@ -130,10 +132,11 @@ def _group(run: str, kind: str, severity: str, role: Optional[str], hits: List[_
     last = max(h.last for h in hits)
     onset = hits[0]
     evidence = {
-        "threshold": threshold,
+        "threshold": onset.threshold if onset.threshold is not None else threshold,
         "value": onset.value,
         "step": onset.step,
-        "layers": {h.layer: {"first_step": h.first, "last_step": h.last, "value": h.value, "step": h.step, **h.detail}
+        "layers": {h.layer: {"first_step": h.first, "last_step": h.last, "value": h.value, "step": h.step,
+                             **({"threshold": h.threshold} if h.threshold is not None else {}), **h.detail}
                    for h in hits},
     }
     subject = f"{_layers_text(layers)} {role + 's' if role else ''}".strip()
@@ -158,19 +161,54 @@ def _role_tables(rd: data.RunData, role: str, kinds: Optional[tuple] = None):
         yield layer, rdata.table
 
 
-def _span_hits(rd: data.RunData, role: str, mask_fn, value_fn, min_length: int, kinds=None,
-               worst=np.nanargmax) -> List[_Hit]:
+@dataclasses.dataclass(frozen=True)
+class _Test:
+    """One trigger of a span rule: a metric past a limit at a step."""
+
+    metric: str
+    limit: float
+    above: bool = True
+    inclusive: bool = False  # >= (<=) instead of > (<)
+    use_abs: bool = False
+
+    def values(self, table: metrics.MetricTable) -> np.ndarray:
+        values = table.get(self.metric)
+        return np.abs(values) if self.use_abs else values
+
+    def fired(self, values: np.ndarray) -> np.ndarray:
+        v = np.nan_to_num(values, nan=-np.inf if self.above else np.inf)
+        if self.above:
+            return v >= self.limit if self.inclusive else v > self.limit
+        return v <= self.limit if self.inclusive else v < self.limit
+
+
+def _span_hits(rd: data.RunData, role: str, tests: Sequence[_Test], min_length: int, kinds=None) -> List[_Hit]:
+    """Per layer: the spans of at least `min_length` logged steps where any of `tests` holds.
+
+    The evidence is the test that held at the onset, at its worst step inside
+    the spans, with its own limit. The hit's points are the steps inside the
+    spans only, so the heatmap keeps healthy steps between two spans healthy.
+    """
     hits = []
     for layer, table in _role_tables(rd, role, kinds):
-        mask = mask_fn(table)
-        spans = series_lib.sustained(mask, min_length)
+        values = [t.values(table) for t in tests]
+        fired = np.array([t.fired(v) for t, v in zip(tests, values)])
+        spans = series_lib.sustained(fired.any(axis=0), min_length)
         if not spans:
             continue
-        values = value_fn(table)
+        bounds = np.array(spans)
+        edges = np.zeros(len(table.steps) + 1, dtype=np.int64)
+        np.add.at(edges, bounds[:, 0], 1)
+        np.add.at(edges, bounds[:, 1] + 1, -1)
+        inside = np.cumsum(edges[:-1]) > 0
         a, b = spans[0][0], spans[-1][1]
-        seg = values[a:b + 1]
-        j = a + int(worst(np.where(mask[a:b + 1], seg, np.nan))) if np.any(mask[a:b + 1] & ~np.isnan(seg)) else a
-        hits.append(_Hit(layer.name, int(table.steps[a]), int(table.steps[b]), float(values[j]), int(table.steps[j])))
+        k = int(np.argmax(fired[:, a]))
+        test, v = tests[k], values[k]
+        worst = np.nanargmax if test.above else np.nanargmin
+        j = int(worst(np.where(inside & fired[k], v, np.nan)))
+        hits.append(_Hit(layer.name, int(table.steps[a]), int(table.steps[b]), float(v[j]), int(table.steps[j]),
+                         {"metric": f"|{test.metric}|" if test.use_abs else test.metric}, table.steps[inside],
+                         threshold=test.limit))
     return hits
 
 
@@ -242,30 +280,40 @@ def _exploding(rd, limits, order) -> Optional[Finding]:
         l2 = table.get("l2")
         baseline = series_lib.trailing_median(l2, window)
         with np.errstate(invalid="ignore", divide="ignore"):
-            jumped = _gt(l2 / baseline, jump)
-        mask = _gt(max_abs, limit) | jumped
-        if not mask.any():
+            ratio = l2 / baseline
+        over, jumped = _gt(max_abs, limit), _gt(ratio, jump)
+        idx = np.nonzero(over | jumped)[0]
+        if len(idx) == 0:
             continue
-        idx = np.nonzero(mask)[0]
-        i0 = idx[0]
-        detail = {"max_abs": float(max_abs[i0]) if np.isfinite(max_abs[i0]) else None}
-        if jumped[i0]:
-            detail.update({"l2": float(l2[i0]), "running_median_l2": float(baseline[i0]), "jump_threshold": jump})
-        hits.append(_Hit(layer.name, int(table.steps[i0]), int(table.steps[idx[-1]]),
-                         float(np.nanmax(max_abs[idx])) if np.any(np.isfinite(max_abs[idx])) else float(l2[i0]),
-                         int(table.steps[i0]), detail, table.steps[idx]))
+        j, value, threshold = _explosion_evidence(max_abs, ratio, over, jumped, limit, jump)
+        detail = {"metric": "max_abs"} if over.any() else {
+            "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
+        hits.append(_Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
+                         int(table.steps[j]), detail, table.steps[idx], threshold=threshold))
     for tag, (steps, values) in rd.scalar_series.items():
         if tags_lib.classify_scalar(tag).kind != tags_lib.SCALAR_GRAD_NORM:
             continue
         baseline = series_lib.trailing_median(values, window)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mask = _gt(values / baseline, jump) | _gt(values, limit)
-        if mask.any():
-            idx = np.nonzero(mask)[0]
-            hits.append(_Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), float(values[idx[0]]), int(steps[idx[0]]),
-                             {"source": "scalar", "running_median": float(baseline[idx[0]])}))
+            ratio = values / baseline
+        over, jumped = _gt(values, limit), _gt(ratio, jump)
+        idx = np.nonzero(over | jumped)[0]
+        if len(idx):
+            j, value, threshold = _explosion_evidence(values, ratio, over, jumped, limit, jump)
+            hits.append(_Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), value, int(steps[j]),
+                             {"source": "scalar", "norm": float(values[j]), "running_median": float(baseline[j])},
+                             threshold=threshold))
     return _group(rd.run, "exploding_gradients", CRITICAL, tags_lib.GRADIENT, hits, limit,
                   f"explode (max |g| above {limit:g} or the norm jumps {jump:g}x its running median)", order)
+
+
+def _explosion_evidence(peak, ratio, over, jumped, limit, jump) -> tuple:
+    """(index, value, threshold): the largest value past the absolute limit, else the largest jump."""
+    if over.any():
+        j = int(np.argmax(np.where(over, peak, -np.inf)))
+        return j, float(peak[j]), limit
+    j = int(np.argmax(np.where(jumped, ratio, -np.inf)))
+    return j, float(ratio[j]), jump
 
 
 def _vanishing(rd, limits, order) -> Optional[Finding]:
@@ -273,10 +321,8 @@ def _vanishing(rd, limits, order) -> Optional[Finding]:
     fraction = limits["vanishing_fraction"]
     steps_needed = int(limits["vanishing_steps"])
 
-    def mask(t):
-        return _gt(t.get("small_fraction"), fraction - 1e-12) | _lt(t.get("mean_abs"), small)
-
-    hits = _span_hits(rd, tags_lib.GRADIENT, mask, lambda t: t.get("mean_abs"), steps_needed, worst=np.nanargmin)
+    tests = (_Test("small_fraction", fraction, inclusive=True), _Test("mean_abs", small, above=False))
+    hits = _span_hits(rd, tags_lib.GRADIENT, tests, steps_needed)
     f = _group(rd.run, "vanishing_gradients", WARN, tags_lib.GRADIENT, hits, small,
                f"vanish (>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g} "
                f"for {steps_needed}+ logged steps)", order)
@@ -291,14 +337,13 @@ def _dead_units(rd, limits, order) -> List[Optional[Finding]]:
     danger = limits["dead_zero_fraction"]
     normal = limits["dead_info_zero_fraction"]
     kinds = (tags_lib.KIND_OUTPUT,)
-    zf = lambda t: t.get("zero_fraction")  # noqa: E731
-    hits = _span_hits(rd, tags_lib.ACTIVATION, lambda t: _gt(zf(t), danger), zf, 3, kinds)
+    hits = _span_hits(rd, tags_lib.ACTIVATION, [_Test("zero_fraction", danger)], 3, kinds)
     for h in hits:
         h.detail["quality"] = "upper bound from buckets" if h.value < 1 else "exact"
     warn = _group(rd.run, "dead_units", WARN, tags_lib.ACTIVATION, hits, danger,
                   f"are mostly dead (zero fraction above {danger:.0%})", order)
     warned = set(warn.layers) if warn else set()
-    info_hits = [h for h in _span_hits(rd, tags_lib.ACTIVATION, lambda t: _gt(zf(t), normal), zf, 3, kinds)
+    info_hits = [h for h in _span_hits(rd, tags_lib.ACTIVATION, [_Test("zero_fraction", normal)], 3, kinds)
                  if h.layer not in warned]
     info = _group(rd.run, "dead_units", INFO, tags_lib.ACTIVATION, info_hits, normal,
                   f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)", order)
@@ -309,18 +354,16 @@ def _weight_growth(rd, limits, order) -> Optional[Finding]:
     growth = limits["weight_std_growth"]
     abs_mean = limits["weight_abs_mean"]
     kinds = (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
-    hits = _span_hits(
-        rd, tags_lib.WEIGHT,
-        lambda t: _gt(t.get("std_rel_first"), growth) | _gt(np.abs(t.get("mean")), abs_mean),
-        lambda t: t.get("std_rel_first"), 3, kinds)
+    tests = (_Test("std_rel_first", growth), _Test("mean", abs_mean, use_abs=True))
+    hits = _span_hits(rd, tags_lib.WEIGHT, tests, 3, kinds)
     return _group(rd.run, "weight_growth", WARN, tags_lib.WEIGHT, hits, growth,
                   f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})", order)
 
 
 def _skewed(rd, limits, order) -> Optional[Finding]:
     limit = limits["skewness"]
-    hits = _span_hits(rd, tags_lib.WEIGHT, lambda t: _gt(np.abs(t.get("skewness")), limit),
-                      lambda t: np.abs(t.get("skewness")), 3, (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER))
+    hits = _span_hits(rd, tags_lib.WEIGHT, [_Test("skewness", limit, use_abs=True)], 3,
+                      (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER))
     return _group(rd.run, "skewed_distribution", WARN, tags_lib.WEIGHT, hits, limit,
                   f"are strongly skewed (|skewness| above {limit:g})", order)
 
@@ -348,9 +391,10 @@ def _bimodal(rd, limits, order) -> Optional[Finding]:
 def _update_ratio(rd, limits, order) -> List[Optional[Finding]]:
     high = limits["update_ratio_high"]
     low = limits["update_ratio_low"]
-    ur = lambda t: t.get("update_ratio")  # noqa: E731
-    too_high = _span_hits(rd, tags_lib.WEIGHT, lambda t: _gt(ur(t), high), ur, 3)
-    too_low = _span_hits(rd, tags_lib.WEIGHT, lambda t: _lt(ur(t), low), ur, 3, worst=np.nanargmin)
+    # A bias starting at zero has update/weight ratios of inf, 1, 1/2, ... over its first steps.
+    kinds = (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
+    too_high = _span_hits(rd, tags_lib.WEIGHT, [_Test("update_ratio", high)], 3, kinds)
+    too_low = _span_hits(rd, tags_lib.WEIGHT, [_Test("update_ratio", low, above=False)], 3, kinds)
     return [
         _group(rd.run, "update_ratio", WARN, tags_lib.WEIGHT, too_high, high,
                f"update too fast (update/weight ratio above {high:g}; about 1e-3 is healthy)", order),
@@ -475,7 +519,7 @@ def _init_scale(rd, limits, order) -> Optional[Finding]:
         known = np.nonzero(np.isfinite(std))[0]
         if len(known) == 0:
             continue
-        fan_in, fan_out = fans(shape)
+        fan_in, fan_out = fans(shape, channels_last=_tf_layout(layer.name))
         he = np.sqrt(2.0 / fan_in)
         glorot = np.sqrt(2.0 / (fan_in + fan_out))
         s0 = float(std[known[0]])
@@ -487,11 +531,25 @@ def _init_scale(rd, limits, order) -> Optional[Finding]:
                   f"start with a std more than {factor:g}x away from both the He and the Glorot value", order)
 
 
-def fans(shape) -> tuple:
-    """(fan_in, fan_out) of a kernel, for Dense (in, out), conv (kh, kw, in, out) and PyTorch (out, in, kh, kw) layouts."""
+def fans(shape, channels_last: bool = False) -> tuple:
+    """(fan_in, fan_out) of a kernel.
+
+    PyTorch stores (out, in, *kernel): Linear (out, in), Conv2d (out, in, kh, kw).
+    TensorFlow/Keras store (*kernel, in, out) (`channels_last`): Dense (in, out),
+    Conv2D (kh, kw, in, out).
+    """
     shape = [int(s) for s in shape]
+    if channels_last:
+        receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+        return shape[-2] * receptive, shape[-1] * receptive
     receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
     return shape[1] * receptive, shape[0] * receptive
+
+
+def _tf_layout(name: str) -> bool:
+    """TensorFlow names kernels ``.../kernel`` (``kernel:0``); PyTorch names them ``....weight``."""
+    last = name.replace(".", "/").rsplit("/", 1)[-1].split(":")[0].lower()
+    return "kernel" in last
 
 
 def _combine(findings: List[Finding]) -> None:

@@ -52,8 +52,11 @@ CELL_RULES: List[CellRule] = [
              kinds=_PARAM_SHAPE_KINDS, use_abs=True),
     CellRule("skewed_distribution", (tags_lib.WEIGHT,), "skewness", True, "skewness", WARN, False,
              kinds=_PARAM_SHAPE_KINDS, use_abs=True),
-    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", True, "update_ratio_high", WARN, True),
-    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", False, "update_ratio_low", WARN, True),
+    # Biases and normalisation parameters often start at zero or one: their ratio means little.
+    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", True, "update_ratio_high", WARN, True,
+             kinds=_PARAM_SHAPE_KINDS),
+    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", False, "update_ratio_low", WARN, True,
+             kinds=_PARAM_SHAPE_KINDS),
 ]
 
 

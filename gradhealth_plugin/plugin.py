@@ -15,6 +15,7 @@ from werkzeug import wrappers
 
 from . import config as config_lib
 from . import analysis, data, findings, health, metadata, metrics
+from . import rules as rules_lib
 from . import tags as tags_lib
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         if config is None:
             config = config_lib.load(logdir=getattr(context, "logdir", None))
         self._analyzer = analysis.Analyzer(context.data_provider, config.limits, config.tag_rules)
+        self._limits = dict(config.limits)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
@@ -152,7 +154,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         rd = self._run(request)
         layer_name = _param(request, "layer")
         step = _int_param(request, "step")
-        role = request.args.get("role")
+        role = request.args.get("role") or None  # empty means "every role", as a missing one does
         if role is not None:
             _choice(request, "role", tags_lib.ROLES)
         layer = rd.layer(layer_name)
@@ -180,7 +182,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         rd = self._run(request)
         layer_name = _param(request, "layer")
         metric = _choice(request, "metric", HEATMAP_METRICS)
-        role = request.args.get("role")
+        role = request.args.get("role") or None  # empty means "every role", as a missing one does
         if role is not None:
             _choice(request, "role", tags_lib.ROLES)
         layer = rd.layer(layer_name)
@@ -202,7 +204,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         if role is not None and not series:
             raise data.NotFound(f"layer {layer_name!r} has no {role} data")
         return {"run": rd.run, "layer": layer.name, "metric": metric, "series": series,
-                "status_names": list(health.STATUS_NAMES)}
+                "status_names": list(health.STATUS_NAMES),
+                "thresholds": {name: _thresholds(name, metric, self._limits) for name in series}}
 
 
 def _run_summary(rd: data.RunData, found: List[findings.Finding]) -> dict:
@@ -237,6 +240,7 @@ def heatmap(rd: data.RunData, role: str, metric: str) -> dict:
     status = np.zeros((n_rows, n_cols), dtype=np.uint8)
     rules = np.full((n_rows, n_cols), None, dtype=object)
     quality_codes: List[np.ndarray] = []
+    cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
     for i, layer in enumerate(layers):
         rdata = layer.roles[role]
         cols = np.searchsorted(steps, rdata.table.steps)
@@ -245,6 +249,10 @@ def heatmap(rd: data.RunData, role: str, metric: str) -> dict:
         rules[i, cols] = rdata.health.rule
         if metric != "health":
             quality_codes.append(rdata.table.quality_of(metric))
+            cell_quality[i, cols] = rdata.table.quality_of(metric)
+        else:
+            cell_quality[i, cols] = np.where(rdata.health.status == health.NO_DATA, metrics.NO_DATA,
+                                             metrics.ESTIMATED)
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
     return {
         "run": rd.run, "role": role, "metric": metric,
@@ -255,8 +263,41 @@ def heatmap(rd: data.RunData, role: str, metric: str) -> dict:
         "rules": rules.tolist(),
         "status_names": list(health.STATUS_NAMES),
         "quality": "estimated" if metric == "health" else quality,
+        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
+        "quality_cells": cell_quality.tolist(),
+        "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
     }
+
+
+# Threshold lines the tab draws on a layer's metric chart: (role or None for any role, metric)
+# -> (threshold name in rules_lib.DEFAULTS, which side is bad, mirrored at zero).
+_SERIES_THRESHOLDS = {
+    ("gradient", "max_abs"): (("exploding_max_abs", "above", False),),
+    ("gradient", "mean_abs"): (("vanishing_abs", "below", False),),
+    ("gradient", "small_fraction"): (("vanishing_fraction", "above", False),),
+    ("activation", "zero_fraction"): (("dead_zero_fraction", "above", False),
+                                      ("dead_info_zero_fraction", "above", False)),
+    ("weight", "std_rel_first"): (("weight_std_growth", "above", False),),
+    ("weight", "mean"): (("weight_abs_mean", "above", True),),
+    ("weight", "skewness"): (("skewness", "above", True),),
+    (None, "update_ratio"): (("update_ratio_high", "above", False), ("update_ratio_low", "below", False)),
+}
+
+
+def _thresholds(role: str, metric: str, limits: Dict[str, float]) -> List[dict]:
+    """The configured thresholds that apply to one role's metric series, as lines to draw."""
+    out = []
+    for key in ((role, metric), (None, metric)):
+        for name, side, mirrored in _SERIES_THRESHOLDS.get(key, ()):
+            if name not in limits:
+                continue
+            value = float(limits[name])
+            meaning = rules_lib.DEFAULTS[name].meaning if name in rules_lib.DEFAULTS else name
+            out.append({"name": name, "value": value, "side": side, "meaning": meaning})
+            if mirrored:
+                out.append({"name": name, "value": -value, "side": "below", "meaning": meaning})
+    return out
 
 
 def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> dict:

@@ -27,7 +27,6 @@ DEFAULTS: Dict[str, Threshold] = {
     "vanishing_steps": Threshold(5, "seed 003", "consecutive logged steps before vanishing is reported"),
     "dead_zero_fraction": Threshold(0.7, "seed 004", "activation zero fraction in the danger zone"),
     "dead_info_zero_fraction": Threshold(0.3, "seed 004", "activation zero fraction above 'normal'; informational only"),
-    "dead_positive_mean": Threshold(0.01, "seed 004", "mean of the activations at or below this with many zeros is dead"),
     "weight_std_growth": Threshold(3.0, "seed 004", "weight std this many times its first logged value is growth"),
     "weight_abs_mean": Threshold(1.0, "seed 004", "|mean weight| above this is weight growth"),
     "skewness": Threshold(2.0, "seed 004", "|skewness| above this is a skewed distribution"),

@@ -1,0 +1,373 @@
+"""The ``gradhealth`` command line on logdirs written with TF2 ``tf.summary``.
+
+Logdirs (written once per session):
+
+* ``main``: runs ``healthy``, ``broken/train`` (max |g| > 1e3 from step 30,
+  NaN loss from step 40), ``warn_only`` (weight std growing 5x: warn, nothing
+  critical) and ``periodic`` (a grad-norm scalar logged every step with a
+  spike every 50 steps, histograms every 50 steps: a logging artefact).
+* ``long``: one run with 600 histogram steps of a tiny tensor.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import cli
+
+FINDING_KEYS = {"run", "kind", "severity", "layers", "first_step", "last_step", "message", "advice", "evidence"}
+RUNS = {"healthy", "broken/train", "warn_only", "periodic"}
+STEPS = 60
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    return tf
+
+
+def _write(path, steps, histograms, scalars):
+    """Writes `histograms(step)` / `scalars(step)` (dicts tag -> value) at each step, with tf.summary."""
+    tf = _tf()
+
+    # Traced once per tag: an eager histogram op costs ~20 ms, a traced one ~2 ms.
+    @tf.function(reduce_retracing=True)
+    def histogram(tag, value, step):
+        tf.summary.histogram(tag, value, step=step)
+
+    path.mkdir(parents=True, exist_ok=True)
+    writer = tf.summary.create_file_writer(str(path))
+    with writer.as_default():
+        for step in steps:
+            for tag, value in histograms(step).items():
+                histogram(tag, tf.constant(value, tf.float32), tf.constant(step, tf.int64))
+            for tag, value in scalars(step).items():
+                tf.summary.scalar(tag, value, step=step)
+    writer.close()
+
+
+def _mlp_run(path, seed, grad_scale=lambda step: 1.0, weight_scale=lambda step: 1.0, loss_nan_from=None):
+    """Three dense kernels: gradients (mean |g| ~ 1e-2, slowly decaying, noisy) and weights (std 0.1)."""
+    rng = np.random.default_rng(seed)
+    base_w = [rng.normal(0.0, 0.1, (20, 20)).astype(np.float32) for _ in range(3)]
+    noise = np.exp(rng.normal(0.0, 0.2, (STEPS, 3)))
+
+    def hists(step):
+        out = {}
+        for i in range(3):
+            decay = 1.0 - 0.5 * step / STEPS
+            g = rng.normal(0.0, 1e-2 * decay * noise[step, i], (20, 20)) * grad_scale(step)
+            out[f"gradients/dense_{i}/kernel"] = g.astype(np.float32)
+            out[f"weights/dense_{i}/kernel"] = base_w[i] * weight_scale(step)
+        return out
+
+    def scalars(step):
+        loss = 2.0 * np.exp(-step / 40.0)
+        if loss_nan_from is not None and step >= loss_nan_from:
+            loss = float("nan")
+        return {"loss": loss}
+
+    _write(path, range(STEPS), hists, scalars)
+
+
+def _periodic_run(path, n=450, period=50):
+    """A global grad-norm scalar every step (10% noise, 5x spikes every `period`), histograms every `period`."""
+    rng = np.random.default_rng(7)
+    norm = np.exp(rng.normal(0.0, 0.1, n))
+    norm[(np.arange(n) % period == 0) & (np.arange(n) > 0)] *= 5.0
+    g = rng.normal(0.0, 1e-2, (20, 20)).astype(np.float32)
+    w = rng.normal(0.0, 0.1, (20, 20)).astype(np.float32)
+
+    def hists(step):
+        return {"gradients/dense/kernel": g, "weights/dense/kernel": w} if step % period == 0 else {}
+
+    _write(path, range(n), hists, lambda step: {"global_grad_norm": float(norm[step]), "loss": 1.0 / (1 + step)})
+
+
+@pytest.fixture(scope="session")
+def main_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli_main")
+    _mlp_run(root / "healthy", 0)
+    _mlp_run(root / "broken" / "train", 1, grad_scale=lambda s: 1e6 if s >= 30 else 1.0, loss_nan_from=40)
+    _mlp_run(root / "warn_only", 2, weight_scale=lambda s: 5.0 if s >= 30 else 1.0)
+    _periodic_run(root / "periodic")
+    return root
+
+
+@pytest.fixture(scope="session")
+def long_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli_long")
+    rng = np.random.default_rng(3)
+    g = rng.normal(0.0, 1e-2, 8).astype(np.float32)
+    _write(root / "run", range(600), lambda step: {"gradients/dense/kernel": g * (1 + 0.1 * np.sin(step))},
+           lambda step: {})
+    return root
+
+
+@pytest.fixture()
+def run_cli(capsys):
+    """cli.main in-process: (exit code, stdout, stderr)."""
+
+    def call(*argv):
+        code = cli.main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def _report(run_cli, *argv):
+    code, out, err = run_cli("report", "--format", "json", *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _by_run(payload, run):
+    return [f for f in payload["findings"] if f["run"] == run]
+
+
+def _kinds(findings, severity=None):
+    return {f["kind"] for f in findings if severity is None or f["severity"] == severity}
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+def test_report_json_shape(main_logdir, run_cli):
+    payload = _report(run_cli, main_logdir)
+    assert set(payload) == {"runs", "findings"}
+    assert {r["run"] for r in payload["runs"]} == RUNS  # relative to the logdir, nested runs with "/"
+    for r in payload["runs"]:
+        assert not os.path.isabs(r["run"])
+    assert payload["findings"]
+    for f in payload["findings"]:
+        assert FINDING_KEYS <= set(f), f
+        assert f["run"] in RUNS
+        assert f["severity"] in ("info", "warn", "critical")
+        assert isinstance(f["layers"], list) and f["layers"]
+        assert f["first_step"] <= f["last_step"]
+        assert f["message"] and f["advice"]
+        assert {"value", "threshold", "step"} <= set(f["evidence"])
+        if f["kind"] == "periodic_spikes":
+            assert "period" in f and "artefact" in f
+        else:
+            assert "period" not in f and "artefact" not in f
+
+
+def test_report_json_layers_and_steps(main_logdir, run_cli):
+    payload = _report(run_cli, main_logdir)
+    healthy = next(r for r in payload["runs"] if r["run"] == "healthy")
+    assert healthy["layers"] == ["dense_0/kernel", "dense_1/kernel", "dense_2/kernel"]
+    assert healthy["roles"] == ["gradient", "weight"]
+    assert healthy["steps_kept"] == STEPS and healthy["last_step"] == STEPS - 1
+
+
+def test_report_healthy_run_has_no_warning(main_logdir, run_cli):
+    found = _by_run(_report(run_cli, main_logdir), "healthy")
+    assert {f["severity"] for f in found} <= {"info"}, found
+
+
+def test_report_broken_run(main_logdir, run_cli):
+    found = _by_run(_report(run_cli, main_logdir), "broken/train")
+    exploding = [f for f in found if f["kind"] == "exploding_gradients"]
+    nan = [f for f in found if f["kind"] == "nonfinite"]
+    assert len(exploding) == 1 and len(nan) == 1
+    ex, nf = exploding[0], nan[0]
+    assert ex["severity"] == "critical" and ex["first_step"] == 30
+    assert sorted(ex["layers"]) == ["dense_0/kernel", "dense_1/kernel", "dense_2/kernel"]
+    assert ex["evidence"]["value"] > ex["evidence"]["threshold"] == 1e3
+    assert nf["layers"] == ["loss"] and nf["first_step"] == 40 and nf["severity"] == "critical"
+    assert ex["cause"] == nf["cause"] == "learning_rate_too_high"
+    assert found[0]["severity"] == "critical"  # most severe first
+
+
+def test_report_warn_only_run(main_logdir, run_cli):
+    found = _by_run(_report(run_cli, main_logdir), "warn_only")
+    assert _kinds(found, "warn") == {"weight_growth"}
+    assert _kinds(found, "critical") == set()
+    growth = next(f for f in found if f["kind"] == "weight_growth")
+    assert growth["first_step"] == 30 and growth["evidence"]["value"] == pytest.approx(5.0, rel=0.05)
+
+
+def test_report_periodic_spikes_are_a_logging_artefact(main_logdir, run_cli):
+    found = _by_run(_report(run_cli, main_logdir), "periodic")
+    periodic = [f for f in found if f["kind"] == "periodic_spikes"]
+    assert len(periodic) == 1
+    f = periodic[0]
+    assert f["period"] == 50 and f["artefact"] is True and f["severity"] == "info"
+    assert f["layers"] == ["global_grad_norm"]
+    assert {g["severity"] for g in found} <= {"info"}
+
+
+def test_report_single_run_logdir_names_it_dot(main_logdir, run_cli):
+    payload = _report(run_cli, main_logdir / "healthy")
+    assert [r["run"] for r in payload["runs"]] == ["."]
+
+
+def test_report_run_filter(main_logdir, run_cli):
+    payload = _report(run_cli, main_logdir, "--run", "broken/train")
+    assert [r["run"] for r in payload["runs"]] == ["broken/train"]
+    assert {f["run"] for f in payload["findings"]} == {"broken/train"}
+
+
+def test_report_text(main_logdir, run_cli):
+    code, out, err = run_cli("report", main_logdir)
+    assert code == 0, err
+    for run in RUNS:
+        assert f"run {run}:" in out
+    lines = out.splitlines()
+    healthy = next(line for line in lines if line.startswith("run healthy:"))
+    broken = next(line for line in lines if line.startswith("run broken/train:"))
+    warn = next(line for line in lines if line.startswith("run warn_only:"))
+    assert "healthy" in healthy.split(":", 1)[1] and "CRITICAL" not in healthy and "WARN" not in healthy
+    assert "CRITICAL" in broken and "WARN" in warn
+    assert "[critical] exploding_gradients:" in out and "[critical] nonfinite:" in out
+    assert "advice:" in out
+    assert "{" not in out  # text, not JSON
+
+
+# --- check -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("run,fail_on,code", [
+    ("healthy", "warn", 0), ("healthy", "critical", 0),
+    ("broken/train", "warn", 1), ("broken/train", "critical", 1),
+    ("warn_only", "warn", 1), ("warn_only", "critical", 0),
+    ("periodic", "warn", 0),
+])
+def test_check_exit_codes(main_logdir, run_cli, run, fail_on, code):
+    got, out, err = run_cli("check", main_logdir, "--run", run, "--fail-on", fail_on)
+    assert got == code, (out, err)
+    if code == 1:
+        assert f"{run}: [" in out
+        assert err.strip().startswith("gradhealth:")
+    else:
+        assert "nothing at" in out
+
+
+def test_check_default_fails_on_warn(main_logdir, run_cli):
+    assert run_cli("check", main_logdir, "--run", "warn_only")[0] == 1
+    assert run_cli("check", main_logdir / "healthy")[0] == 0
+
+
+def test_check_whole_logdir_fails_if_any_run_does(main_logdir, run_cli):
+    code, out, _ = run_cli("check", main_logdir, "--fail-on", "critical")
+    assert code == 1
+    assert "broken/train: [critical]" in out and "warn_only" not in out
+
+
+# --- usage errors ----------------------------------------------------------------------------------
+
+def _one_line_error(code, out, err):
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gradhealth")
+    return lines[0]
+
+
+def test_missing_logdir(tmp_path, run_cli):
+    line = _one_line_error(*run_cli("report", tmp_path / "nope"))
+    assert "nope" in line
+
+
+def test_logdir_is_a_file(tmp_path, run_cli):
+    path = tmp_path / "events.txt"
+    path.write_text("x")
+    _one_line_error(*run_cli("check", path))
+
+
+def test_empty_logdir(tmp_path, run_cli):
+    line = _one_line_error(*run_cli("check", tmp_path))
+    assert "no TensorBoard event files" in line
+
+
+def test_unknown_run(main_logdir, run_cli):
+    line = _one_line_error(*run_cli("report", main_logdir, "--run", "nope"))
+    assert "nope" in line and "healthy" in line  # names the runs there are
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["frobnicate"],
+    ["report"],
+    ["report", ".", "--format", "xml"],
+    ["check", ".", "--fail-on", "info"],
+    ["check", ".", "--bogus"],
+])
+def test_bad_arguments(argv, run_cli):
+    line = _one_line_error(*run_cli(*argv))
+    assert "usage:" not in line
+
+
+def test_bad_config(main_logdir, tmp_path, run_cli):
+    config = tmp_path / "gradhealth.json"
+    config.write_text('{"thresholds": {"no_such_threshold": 1}}')
+    line = _one_line_error(*run_cli("check", main_logdir / "healthy", "--config", config))
+    assert "no_such_threshold" in line
+
+
+def test_config_thresholds_are_honoured(main_logdir, tmp_path, run_cli):
+    # The healthy run's max |g| is about 0.05: a 0.01 limit makes it explode.
+    config = tmp_path / "gradhealth.json"
+    config.write_text('{"thresholds": {"exploding_max_abs": 0.01}}')
+    assert run_cli("check", main_logdir / "healthy", "--config", config)[0] == 1
+
+
+# --- sampling --------------------------------------------------------------------------------------
+
+def test_all_steps_reads_past_the_default_sample(long_logdir, run_cli):
+    default = _report(run_cli, long_logdir)["runs"][0]
+    every = _report(run_cli, long_logdir, "--all-steps")["runs"][0]
+    assert default["steps_kept"] == 500  # TensorBoard's default histogram sample
+    assert every["steps_kept"] == 600
+    assert default["last_step"] == every["last_step"] == 599
+
+
+# --- the tab and the CLI agree ---------------------------------------------------------------------
+
+def test_plugin_findings_route_matches_cli(main_logdir, run_cli, plugin_client):
+    payload = _report(run_cli, main_logdir)
+    client = plugin_client(main_logdir)
+    for run in RUNS:
+        route = client.ok("/findings", run=run)
+        assert route["run"] == run
+        # Through JSON both ways: the route and the CLI serialise the same findings.
+        assert json.loads(json.dumps(route["findings"])) == _by_run(payload, run), run
+
+
+# --- the installed console script ------------------------------------------------------------------
+
+def _console():
+    script = shutil.which("gradhealth", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "gradhealth_plugin.cli"]
+
+
+def _subprocess(*argv):
+    env = dict(os.environ)
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS"):  # the CLI must quiet TensorFlow itself
+        env.pop(name, None)
+    return subprocess.run(_console() + [str(a) for a in argv], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_console_script(main_logdir, run_cli):
+    proc = _subprocess("report", "--format", "json", main_logdir)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == _report(run_cli, main_logdir)
+    assert _subprocess("check", main_logdir, "--run", "broken/train", "--fail-on", "critical").returncode == 1
+
+
+@pytest.mark.parametrize("argv", [["check", "{tmp}/nope"], ["check", "{tmp}"], ["report", "{tmp}", "--fail-on", "x"]])
+def test_console_script_usage_errors_are_one_line(tmp_path, argv):
+    # A real process: nothing TensorFlow prints on import may bury the reason.
+    proc = _subprocess(*[a.format(tmp=tmp_path) for a in argv])
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gradhealth: ")

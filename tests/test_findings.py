@@ -1,0 +1,747 @@
+"""findings.py: every rule at its threshold, grouping, evidence, combined causes and the heatmap's statuses.
+
+Runs are built directly as `RunData` (one `MetricTable` per layer and role,
+cell health computed the way `data.Reader` does), so each test sets exactly
+the metric values a rule looks at.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import data, findings, health, metrics, rules
+from gradhealth_plugin import tags as T
+
+LIMITS = rules.thresholds()
+N = 40
+STEPS = np.arange(N, dtype=np.int64) * 10  # logged every 10 steps
+
+
+# --- builders --------------------------------------------------------------------------------------
+
+def table(steps=STEPS, **values):
+    """A metric table with the given values (scalars broadcast), all of exact quality."""
+    steps = np.asarray(steps, dtype=np.int64)
+    n = len(steps)
+    vals = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)).copy() for k, v in values.items()}
+    quality = {k: np.full(n, metrics.EXACT, dtype=np.uint8) for k in vals}
+    if "std" in vals and "std_rel_first" not in vals:
+        metrics.add_std_rel_first(vals, quality)
+    return metrics.MetricTable(steps=steps, values=vals, quality=quality)
+
+
+def _noise(seed, n=N, sigma=0.1):
+    return np.exp(np.random.default_rng(seed).normal(0.0, sigma, n))
+
+
+def grad(seed=0, steps=STEPS, **over):
+    """A healthy gradient: mean |g| 1e-2, max |g| 0.1, norm 1, a little noise, no vanished values."""
+    n = len(steps)
+    noise = _noise(seed, n)
+    base = dict(mean_abs=1e-2 * noise, max_abs=0.1 * noise, l2=1.0 * noise, std=1.2e-2 * noise, mean=0.0,
+                small_fraction=1e-3, zero_fraction=0.0, skewness=0.0, nonfinite=0.0, count=1000.0)
+    base.update(over)
+    return table(steps, **base)
+
+
+def weight(seed=0, steps=STEPS, **over):
+    """A healthy kernel: mean 0, std 0.1, symmetric, update ratio 1e-3."""
+    n = len(steps)
+    base = dict(mean=0.0, std=0.1 * _noise(seed, n, 0.01), skewness=0.0, max_abs=0.4, l2=3.0,
+                mean_abs=0.08, nonfinite=0.0, update_ratio=1e-3 * _noise(seed + 1, n), count=1000.0)
+    base.update(over)
+    return table(steps, **base)
+
+
+def act(seed=0, steps=STEPS, **over):
+    """A healthy ReLU output with 10% zeros."""
+    base = dict(mean=0.5, std=0.6, zero_fraction=0.1, max_abs=3.0, nonfinite=0.0, count=1000.0)
+    base.update(over)
+    return table(steps, **base)
+
+
+def layer(name, kind=T.KIND_KERNEL, shape=None, **roles):
+    group = name.rsplit("/", 1)[0]
+    rds = {role: data.RoleData(tags=[f"{role}/{name}"], source="histogram", table=t,
+                               health=health.CellHealth(np.zeros(0), np.zeros(0, np.uint8), np.zeros(0, object)))
+           for role, t in roles.items()}
+    return data.Layer(name=name, group=group, kind=kind, order=0, roles=rds, shape=shape)
+
+
+def run(*layers, scalar_series=None, histogram_interval=None, name="r", limits=LIMITS):
+    for i, lay in enumerate(layers):
+        lay.order = i
+        for role, rd in lay.roles.items():
+            rd.health = health.cell_health(rd.table, role, lay.kind, limits)
+    steps = [rd.table.steps for lay in layers for rd in lay.roles.values()]
+    allsteps = np.unique(np.concatenate(steps)) if steps else np.zeros(0)
+    return data.RunData(run=name, layers=list(layers), scalars={}, unclassified=[], steps_kept=len(allsteps),
+                        last_step=int(allsteps[-1]) if len(allsteps) else None,
+                        scalar_series=dict(scalar_series or {}), histogram_interval=histogram_interval)
+
+
+def find(rd, limits=LIMITS):
+    return findings.find(rd, limits)
+
+
+def of_kind(found, kind, severity=None):
+    return [f for f in found if f.kind == kind and (severity is None or f.severity == severity)]
+
+
+def serious(found):
+    return [f for f in found if f.severity in (findings.WARN, findings.CRITICAL)]
+
+
+def one(found, kind, severity=None):
+    hits = of_kind(found, kind, severity)
+    assert len(hits) == 1, [(f.kind, f.severity, f.message) for f in found]
+    return hits[0]
+
+
+def three_kernels(g=None, w=None):
+    """Three dense kernels with healthy gradients and weights; g/w: index -> replacement table."""
+    g, w = g or {}, w or {}
+    return [layer(f"dense_{i}/kernel", gradient=g.get(i, grad(i)), weight=w.get(i, weight(i))) for i in range(3)]
+
+
+def assert_evidence(f):
+    ev = f.evidence
+    for key in ("value", "threshold", "step"):
+        assert key in ev, (f.kind, ev)
+    assert f.first_step <= ev["step"] <= f.last_step
+    assert f.advice and f.advice == f.advice.strip()
+    assert f.layers[0] in f.message
+    json.dumps(f.to_json())  # must serialise as is
+
+
+def at(values, idx, v):
+    out = np.array(values, dtype=np.float64)
+    out[idx] = v
+    return out
+
+
+# --- a healthy run ---------------------------------------------------------------------------------
+
+def healthy_run(n=300, seed=0):
+    """Lognormal noise, slowly decaying norms, steady weights, ReLU outputs at 45% zeros, loss falling."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(n, dtype=np.int64) * 5
+    decay = np.linspace(1.0, 0.3, n)
+    layers = []
+    for i in range(4):
+        noise = np.exp(rng.normal(0.0, 0.3, n))
+        scale = 10.0 ** -(i * 0.3)  # earlier layers a little smaller, far from depth vanishing
+        g = table(steps, mean_abs=1e-2 * scale * decay * noise, max_abs=0.2 * scale * decay * noise,
+                  l2=2.0 * scale * decay * noise, std=1.3e-2 * scale * decay * noise, mean=1e-4 * rng.normal(size=n),
+                  small_fraction=2e-3, zero_fraction=0.0, skewness=0.2 * rng.normal(size=n), nonfinite=0.0)
+        std = 0.05 * (1 + 0.3 * np.linspace(0, 1, n)) * np.exp(rng.normal(0, 0.01, n))
+        w = table(steps, mean=1e-3 * rng.normal(size=n), std=std, skewness=0.1 * rng.normal(size=n),
+                  max_abs=4 * std, l2=std * 30, mean_abs=0.8 * std, nonfinite=0.0,
+                  update_ratio=1e-3 * np.exp(rng.normal(0, 0.3, n)))
+        layers.append(layer(f"dense_{i}/kernel", gradient=g, weight=w))
+        b = table(steps, mean=0.01, std=0.02 * np.linspace(0.01, 1, n), skewness=3.0, nonfinite=0.0,
+                  max_abs=0.05, l2=0.1)
+        layers.append(layer(f"dense_{i}/bias", kind=T.KIND_BIAS,
+                            gradient=table(steps, mean_abs=1e-3 * decay * noise, max_abs=1e-2 * decay * noise,
+                                           l2=1e-2 * decay * noise, small_fraction=0.0, nonfinite=0.0),
+                            weight=b))
+        layers.append(layer(f"relu_{i}", kind=T.KIND_OUTPUT,
+                            activation=table(steps, zero_fraction=0.45 + 0.03 * rng.normal(size=n), mean=0.3,
+                                             std=0.5, max_abs=4.0, nonfinite=0.0)))
+    loss = 2.0 * np.exp(-np.arange(n) / 150) * np.exp(rng.normal(0, 0.05, n))
+    gnorm = 3.0 * decay * np.exp(rng.normal(0, 0.3, n))
+    return run(*layers, scalar_series={"loss": (steps, loss), "grad_norm_total": (steps, gnorm)},
+               histogram_interval=5.0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_healthy_run_has_no_warning(seed):
+    found = find(healthy_run(seed=seed))
+    assert serious(found) == [], [(f.kind, f.message) for f in serious(found)]
+
+
+def test_healthy_run_cells_are_all_ok_after_findings():
+    rd = healthy_run()
+    found = find(rd)
+    findings.apply_to_health(rd, found)
+    for lay in rd.layers:
+        for role, r in lay.roles.items():
+            assert set(r.health.status.tolist()) == {health.OK}, (lay.name, role)
+
+
+def test_finding_kinds_are_the_contract_vocabulary():
+    assert set(findings.KINDS) == set(findings.ADVICE)
+    assert set(findings.KINDS) == {
+        "nonfinite", "exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth",
+        "skewed_distribution", "bimodal_weights", "update_ratio", "spike", "periodic_spikes",
+        "depth_vanishing", "init_scale"}
+
+
+# --- exploding_gradients ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,fires", [(0.99e3, False), (1.01e3, True)])
+def test_exploding_max_abs_threshold(value, fires):
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], 20, value)
+    found = find(run(*three_kernels(g={0: g})))
+    if not fires:
+        assert of_kind(found, "exploding_gradients") == []
+        return
+    f = one(found, "exploding_gradients")
+    assert f.severity == findings.CRITICAL
+    assert f.layers == ["dense_0/kernel"]
+    assert f.first_step == f.last_step == STEPS[20]
+    assert f.evidence["value"] == pytest.approx(value)
+    assert f.evidence["threshold"] == 1e3
+    assert f.evidence["step"] == STEPS[20]
+    assert "dense_0/kernel" in f.message and f"step {STEPS[20]}" in f.message
+    assert_evidence(f)
+
+
+@pytest.mark.parametrize("ratio,fires", [(9.0, False), (11.0, True)])
+def test_exploding_norm_jump_against_running_median(ratio, fires):
+    g = grad(0, l2=1.0)  # a flat norm: its running median is exactly 1
+    g.values["l2"] = at(g.values["l2"], 20, ratio)
+    found = find(run(*three_kernels(g={0: g})))
+    if not fires:
+        assert of_kind(found, "exploding_gradients") == []
+        return
+    f = one(found, "exploding_gradients")
+    assert f.severity == findings.CRITICAL and f.first_step == STEPS[20]
+    # The evidence must show why it fired: the jump, not a max |g| far below 1e3.
+    assert f.evidence["value"] > f.evidence["threshold"]
+    assert f.evidence["threshold"] == LIMITS["exploding_jump"]
+    assert f.evidence["step"] == STEPS[20]
+    assert_evidence(f)
+
+
+def test_exploding_jump_needs_a_baseline():
+    # The first points have no running median yet; a big first value is not a jump.
+    g = grad(0, l2=1.0)
+    g.values["l2"] = at(g.values["l2"], 0, 50.0)
+    assert of_kind(find(run(*three_kernels(g={0: g}))), "exploding_gradients") == []
+
+
+def test_exploding_in_three_layers_is_one_finding():
+    gs = {}
+    onsets = {0: 25, 1: 12, 2: 30}
+    for i, onset in onsets.items():
+        g = grad(i)
+        g.values["max_abs"] = at(g.values["max_abs"], slice(onset, onset + 3), 5e3)
+        gs[i] = g
+    f = one(find(run(*three_kernels(g=gs))), "exploding_gradients")
+    assert sorted(f.layers) == ["dense_0/kernel", "dense_1/kernel", "dense_2/kernel"]
+    assert f.layers[0] == "dense_1/kernel"  # earliest onset first
+    assert f.first_step == STEPS[12]
+    assert f.last_step == STEPS[32]
+    assert f.evidence["step"] == STEPS[12]
+    assert set(f.evidence["layers"]) == set(f.layers)
+    assert all(name in f.message for name in f.layers)
+    assert f"step {STEPS[12]}" in f.message
+    assert_evidence(f)
+
+
+def test_exploding_from_grad_norm_scalar():
+    steps = np.arange(200, dtype=np.int64)
+    values = _noise(3, 200)
+    values[150] = 20.0
+    found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, values)}))
+    f = one(found, "exploding_gradients")
+    assert f.layers == ["grad_norm_total"] and f.first_step == 150
+
+
+# --- vanishing_gradients ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("metric,bad", [("small_fraction", 0.91), ("mean_abs", 0.9e-6)])
+@pytest.mark.parametrize("length,fires", [(5, True), (4, False)])
+def test_vanishing_threshold_and_duration(metric, bad, length, fires):
+    g = grad(0)
+    g.values[metric] = at(g.values[metric], slice(10, 10 + length), bad)
+    found = find(run(*three_kernels(g={0: g})))
+    if not fires:
+        assert of_kind(found, "vanishing_gradients") == []
+        return
+    f = one(found, "vanishing_gradients")
+    assert f.severity == findings.WARN
+    assert f.layers == ["dense_0/kernel"]
+    assert (f.first_step, f.last_step) == (STEPS[10], STEPS[10 + length - 1])
+    assert f"step {STEPS[10]}" in f.message
+    assert_evidence(f)
+    # The evidence's value is the one that crossed its threshold.
+    if metric == "small_fraction":
+        assert f.evidence["value"] >= f.evidence["threshold"] == LIMITS["vanishing_fraction"]
+    else:
+        assert f.evidence["value"] < f.evidence["threshold"] == LIMITS["vanishing_abs"]
+
+
+@pytest.mark.parametrize("metric,good", [("small_fraction", 0.89), ("mean_abs", 1.1e-6)])
+def test_vanishing_just_inside_the_healthy_side_never_fires(metric, good):
+    g = grad(0)
+    g.values[metric] = at(g.values[metric], slice(5, N), good)
+    assert of_kind(find(run(*three_kernels(g={0: g}))), "vanishing_gradients") == []
+
+
+def test_vanishing_short_run_at_the_end_is_reported():
+    # Training may have stopped because of it: 3 steps at the very end are enough.
+    g = grad(0)
+    g.values["mean_abs"] = at(g.values["mean_abs"], slice(N - 3, N), 1e-8)
+    f = one(find(run(*three_kernels(g={0: g}))), "vanishing_gradients")
+    assert f.first_step == STEPS[N - 3] and f.last_step == STEPS[N - 1]
+
+
+def test_vanishing_everywhere_is_critical():
+    gs = {i: grad(i, mean_abs=1e-8, small_fraction=0.99) for i in range(3)}
+    f = one(find(run(*three_kernels(g=gs))), "vanishing_gradients")
+    assert f.severity == findings.CRITICAL and len(f.layers) == 3
+
+
+# --- dead_units ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("zf,severity", [(0.71, findings.WARN), (0.69, findings.INFO), (0.5, findings.INFO),
+                                         (0.31, findings.INFO), (0.29, None)])
+def test_dead_units_zero_fraction_bands(zf, severity):
+    a = act(0)
+    a.values["zero_fraction"] = at(a.values["zero_fraction"], slice(10, 20), zf)
+    found = find(run(*three_kernels(), layer("relu_1", kind=T.KIND_OUTPUT, activation=a)))
+    dead = of_kind(found, "dead_units")
+    if severity is None:
+        assert dead == []
+        return
+    assert [f.severity for f in dead] == [severity]
+    f = dead[0]
+    assert f.layers == ["relu_1"] and f.first_step == STEPS[10] and f.last_step == STEPS[19]
+    assert_evidence(f)
+
+
+def test_dead_units_ignores_preactivations_and_weights():
+    a = act(0, zero_fraction=0.95)
+    found = find(run(layer("dense/preactivation", kind=T.KIND_PREACTIVATION, activation=a),
+                     layer("dense/kernel", weight=weight(0, zero_fraction=0.95))))
+    assert of_kind(found, "dead_units") == []
+
+
+def test_dead_units_warn_and_info_name_different_layers():
+    found = find(run(layer("relu_1", kind=T.KIND_OUTPUT, activation=act(0, zero_fraction=0.8)),
+                     layer("relu_2", kind=T.KIND_OUTPUT, activation=act(1, zero_fraction=0.5))))
+    assert one(found, "dead_units", findings.WARN).layers == ["relu_1"]
+    assert one(found, "dead_units", findings.INFO).layers == ["relu_2"]
+
+
+# --- weight_growth ---------------------------------------------------------------------------------
+
+def _growing_std(factor):
+    std = np.full(N, 0.1)
+    std[20:] = 0.1 * factor
+    return std
+
+
+@pytest.mark.parametrize("factor,fires", [(2.9, False), (3.1, True)])
+def test_weight_growth_std_threshold(factor, fires):
+    w = weight(0, std=_growing_std(factor))
+    found = find(run(*three_kernels(w={1: w})))
+    if not fires:
+        assert of_kind(found, "weight_growth") == []
+        return
+    f = one(found, "weight_growth")
+    assert f.severity == findings.WARN and f.layers == ["dense_1/kernel"] and f.first_step == STEPS[20]
+    assert f.evidence["value"] == pytest.approx(factor)
+    assert f.evidence["threshold"] == LIMITS["weight_std_growth"]
+    assert_evidence(f)
+
+
+@pytest.mark.parametrize("mean,fires", [(0.99, False), (1.01, True), (-1.01, True)])
+def test_weight_growth_abs_mean_threshold(mean, fires):
+    w = weight(0)
+    w.values["mean"] = at(w.values["mean"], slice(20, N), mean)
+    found = find(run(*three_kernels(w={1: w})))
+    if not fires:
+        assert of_kind(found, "weight_growth") == []
+        return
+    f = one(found, "weight_growth")
+    assert f.first_step == STEPS[20]
+    # Fired by |mean|: the evidence shows |mean| against its own threshold, not the std ratio.
+    assert f.evidence["value"] == pytest.approx(abs(mean))
+    assert f.evidence["threshold"] == LIMITS["weight_abs_mean"]
+    assert_evidence(f)
+
+
+@pytest.mark.parametrize("kind", [T.KIND_BIAS, T.KIND_NORM])
+def test_weight_shape_rules_exempt_biases_and_norm_parameters(kind):
+    # They start constant (zeros, ones): growth relative to the first std and skew mean nothing.
+    w = weight(0, std=_growing_std(50.0), mean=1.5, skewness=4.0)
+    rd = run(layer("bn/gamma" if kind == T.KIND_NORM else "dense/bias", kind=kind, weight=w))
+    found = find(rd)
+    for k in ("weight_growth", "skewed_distribution", "init_scale"):
+        assert of_kind(found, k) == [], k
+    findings.apply_to_health(rd, found)
+    assert set(rd.layers[0].roles[T.WEIGHT].health.status.tolist()) == {health.OK}
+
+
+# --- skewed_distribution ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("skew,fires", [(1.9, False), (2.1, True), (-1.9, False), (-2.1, True)])
+def test_skewness_threshold(skew, fires):
+    w = weight(0)
+    w.values["skewness"] = at(w.values["skewness"], slice(15, 25), skew)
+    found = find(run(*three_kernels(w={2: w})))
+    if not fires:
+        assert of_kind(found, "skewed_distribution") == []
+        return
+    f = one(found, "skewed_distribution")
+    assert f.severity == findings.WARN and f.layers == ["dense_2/kernel"]
+    assert (f.first_step, f.last_step) == (STEPS[15], STEPS[24])
+    assert f.evidence["value"] == pytest.approx(abs(skew))
+    assert_evidence(f)
+
+
+def test_skewness_needs_three_steps():
+    w = weight(0)
+    w.values["skewness"] = at(w.values["skewness"], slice(15, 17), 5.0)
+    assert of_kind(find(run(*three_kernels(w={2: w}))), "skewed_distribution") == []
+
+
+# --- update_ratio ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ratio,fires", [(0.09, False), (0.11, True), (1.1e-6, False), (0.9e-6, True)])
+def test_update_ratio_thresholds(ratio, fires):
+    w = weight(0)
+    w.values["update_ratio"] = at(w.values["update_ratio"], slice(10, 20), ratio)
+    found = find(run(*three_kernels(w={0: w})))
+    if not fires:
+        assert of_kind(found, "update_ratio") == []
+        return
+    f = one(found, "update_ratio")
+    assert f.severity == findings.WARN and f.layers == ["dense_0/kernel"]
+    assert (f.first_step, f.last_step) == (STEPS[10], STEPS[19])
+    assert f.evidence["value"] == pytest.approx(ratio)
+    assert f.evidence["threshold"] == (LIMITS["update_ratio_high"] if ratio > 1e-3 else LIMITS["update_ratio_low"])
+    assert_evidence(f)
+
+
+def test_update_ratio_of_a_zero_initialised_bias_is_not_a_warning():
+    # A bias starting at 0 has update/weight ratios of inf, 1, 0.5, ... in its first steps: healthy.
+    ur = np.full(N, 1e-3)
+    ur[:8] = [np.inf, 1.0, 0.5, 0.33, 0.25, 0.2, 0.15, 0.12]
+    b = weight(0, mean=0.0, std=np.linspace(0.0, 0.01, N), update_ratio=ur)
+    assert of_kind(find(run(*three_kernels(), layer("dense_0/bias", kind=T.KIND_BIAS, weight=b))),
+                   "update_ratio") == []
+
+
+# --- depth_vanishing -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ratio,fires", [(1.1e-3, False), (0.9e-3, True)])
+def test_depth_vanishing_first_vs_last_layer(ratio, fires):
+    gs = {0: grad(0, mean_abs=1e-2 * ratio), 1: grad(1, mean_abs=1e-3), 2: grad(2, mean_abs=1e-2)}
+    found = find(run(*three_kernels(g=gs)))
+    assert of_kind(found, "vanishing_gradients") == []  # 1e-5 is far above 1e-6
+    if not fires:
+        assert of_kind(found, "depth_vanishing") == []
+        return
+    f = one(found, "depth_vanishing")
+    assert f.severity == findings.WARN
+    assert f.layers == ["dense_0/kernel", "dense_2/kernel"]
+    assert f.evidence["value"] == pytest.approx(ratio)
+    assert f.evidence["threshold"] == LIMITS["depth_ratio"]
+    assert_evidence(f)
+
+
+def test_depth_vanishing_needs_three_layers():
+    gs = {0: grad(0, mean_abs=1e-8), 1: grad(1, mean_abs=1e-2)}
+    layers = three_kernels(g=gs)[:2]
+    assert of_kind(find(run(*layers)), "depth_vanishing") == []
+
+
+# --- nonfinite -------------------------------------------------------------------------------------
+
+def test_nonfinite_in_a_layer():
+    g = grad(0)
+    g.values["nonfinite"] = at(g.values["nonfinite"], [25, 30], 3.0)
+    f = one(find(run(*three_kernels(g={1: g}))), "nonfinite")
+    assert f.severity == findings.CRITICAL and f.layers == ["dense_1/kernel"] and f.role == T.GRADIENT
+    assert (f.first_step, f.last_step) == (STEPS[25], STEPS[30])
+    assert f.evidence["step"] == STEPS[25]
+    assert_evidence(f)
+
+
+def test_nonfinite_loss_scalar():
+    steps = np.arange(0, 400, 10)
+    loss = np.linspace(2.0, 1.0, len(steps))
+    loss[33:] = np.nan
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "nonfinite")
+    assert f.severity == findings.CRITICAL and f.layers == ["loss"] and f.role is None
+    assert f.first_step == 330 and "loss" in f.message and "330" in f.message
+    payload = json.loads(json.dumps(f.to_json()))
+    assert payload["evidence"]["step"] == 330
+
+
+def test_infinite_scalar_is_nonfinite_too():
+    steps = np.arange(50)
+    loss = np.ones(50)
+    loss[40] = np.inf
+    f = one(find(run(*three_kernels(), scalar_series={"train/loss": (steps, loss)})), "nonfinite")
+    assert f.first_step == f.last_step == 40
+
+
+# --- init_scale ------------------------------------------------------------------------------------
+
+# PyTorch nn.Linear(100, 50).weight has shape (out, in) = (50, 100): He 0.141, Glorot 0.115.
+@pytest.mark.parametrize("std,fires", [(0.41, False), (0.44, True), (0.04, False), (0.037, True)])
+def test_init_scale_torch_layout(std, fires):
+    w = weight(0, std=std)
+    found = find(run(layer("fc1.weight", shape=[50, 100], weight=w)))
+    if not fires:
+        assert of_kind(found, "init_scale") == []
+        return
+    f = one(found, "init_scale")
+    assert f.severity == findings.WARN and f.layers == ["fc1.weight"] and f.first_step == STEPS[0]
+    assert f.evidence["layers"]["fc1.weight"]["he_std"] == pytest.approx(np.sqrt(2 / 100))
+    assert f.evidence["layers"]["fc1.weight"]["glorot_std"] == pytest.approx(np.sqrt(2 / 150))
+    assert_evidence(f)
+
+
+@pytest.mark.parametrize("shape,fan_in,fan_out", [
+    ([100, 50], 100, 50),  # Keras Dense(50) on 100 inputs: (in, out)
+    ([3, 3, 64, 128], 576, 1152),  # Keras Conv2D: (kh, kw, in, out)
+])
+def test_init_scale_keras_layout(shape, fan_in, fan_out):
+    glorot = np.sqrt(2 / (fan_in + fan_out))
+    he = np.sqrt(2 / fan_in)
+    # Keras' default glorot_uniform init is healthy.
+    assert of_kind(find(run(layer("dense/kernel", shape=shape, weight=weight(0, std=glorot)))), "init_scale") == []
+    found = find(run(layer("dense/kernel", shape=shape, weight=weight(0, std=4 * max(he, glorot)))))
+    f = one(found, "init_scale")
+    assert f.evidence["layers"]["dense/kernel"]["he_std"] == pytest.approx(he)
+    assert f.evidence["layers"]["dense/kernel"]["glorot_std"] == pytest.approx(glorot)
+
+
+def test_init_scale_torch_conv_layout():
+    # nn.Conv2d(64, 128, 3).weight: (out, in, kh, kw); fan_in 576, fan_out 1152.
+    he, glorot = np.sqrt(2 / 576), np.sqrt(2 / 1728)
+    assert of_kind(find(run(layer("conv1.weight", shape=[128, 64, 3, 3], weight=weight(0, std=he)))),
+                   "init_scale") == []
+    assert of_kind(find(run(layer("conv1.weight", shape=[128, 64, 3, 3], weight=weight(0, std=glorot / 4)))),
+                   "init_scale")
+
+
+def test_init_scale_needs_a_known_shape():
+    assert of_kind(find(run(layer("fc1.weight", weight=weight(0, std=5.0)))), "init_scale") == []
+
+
+# --- spikes and periodic spikes --------------------------------------------------------------------
+
+def _periodic_norm(period, n=1000, seed=0):
+    """A grad-norm scalar logged every step, 10% noise, 5x spikes every `period` steps."""
+    steps = np.arange(n, dtype=np.int64)
+    values = _noise(seed, n, 0.1)
+    values[(steps % period == 0) & (steps > 0)] *= 5.0
+    return steps, values
+
+
+def test_periodic_spikes_at_the_histogram_interval_are_an_artefact():
+    rd = run(*three_kernels(), scalar_series={"grad_norm_total": _periodic_norm(50)}, histogram_interval=50.0)
+    found = find(rd)
+    f = one(found, "periodic_spikes")
+    assert f.period == 50 and f.artefact is True and f.severity == findings.INFO
+    assert f.layers == ["grad_norm_total"] and f.first_step == 50
+    assert "50" in f.message and "artefact" in f.message
+    payload = f.to_json()
+    assert payload["period"] == 50 and payload["artefact"] is True
+    assert of_kind(found, "spike") == []  # the periodic ones are not also reported one by one
+    assert serious(found) == []
+
+
+def test_periodic_spikes_off_the_histogram_interval_are_a_warning():
+    rd = run(*three_kernels(), scalar_series={"grad_norm_total": _periodic_norm(37)}, histogram_interval=50.0)
+    f = one(find(rd), "periodic_spikes")
+    assert f.period == 37 and f.artefact is False and f.severity == findings.WARN
+    assert f.to_json()["artefact"] is False
+    assert "37" in f.message
+    assert_evidence(f)
+
+
+def test_periodic_spikes_at_a_multiple_of_the_interval_are_an_artefact():
+    rd = run(*three_kernels(), scalar_series={"grad_norm_total": _periodic_norm(100)}, histogram_interval=50.0)
+    f = one(find(rd), "periodic_spikes")
+    assert f.period == 100 and f.artefact is True
+
+
+def test_one_off_spike_is_info():
+    steps = np.arange(500, dtype=np.int64)
+    values = _noise(1, 500, 0.3)
+    values[250] = 10.0
+    found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, values)}))
+    f = one(found, "spike")
+    assert f.severity == findings.INFO and f.first_step == 250 and f.layers == ["grad_norm_total"]
+    assert of_kind(found, "periodic_spikes") == []
+
+
+def test_spikes_in_pure_noise_scalar_are_not_reported():
+    steps = np.arange(800, dtype=np.int64)
+    for seed in range(5):
+        found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, _noise(seed, 800, 0.3))}))
+        assert of_kind(found, "spike") == [] and of_kind(found, "periodic_spikes") == []
+
+
+# --- combined symptoms -----------------------------------------------------------------------------
+
+def test_exploding_with_nan_loss_points_to_the_learning_rate():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(20, 30), 5e4)
+    loss = np.linspace(2.0, 1.0, N)
+    loss[30:] = np.nan
+    found = find(run(*three_kernels(g={0: g}), scalar_series={"loss": (STEPS, loss)}))
+    exploding = one(found, "exploding_gradients")
+    nan = one(found, "nonfinite")
+    assert exploding.cause == nan.cause == "learning_rate_too_high"
+    assert "learning rate" in exploding.message and "learning rate" in nan.message
+    assert exploding.to_json()["cause"] == "learning_rate_too_high"
+    # Most severe first.
+    assert [f.severity for f in found][:2] == [findings.CRITICAL, findings.CRITICAL]
+
+
+def test_no_cause_without_both_symptoms():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(20, 30), 5e4)
+    found = find(run(*three_kernels(g={0: g})))
+    assert one(found, "exploding_gradients").cause is None
+    assert "cause" not in one(found, "exploding_gradients").to_json()
+
+
+def test_vanishing_with_dead_units_points_to_dying_relus():
+    g = grad(0, mean_abs=1e-8)
+    found = find(run(*three_kernels(g={0: g}),
+                     layer("relu_0", kind=T.KIND_OUTPUT, activation=act(0, zero_fraction=0.9))))
+    assert one(found, "vanishing_gradients").cause == "dead_relu"
+    assert one(found, "dead_units", findings.WARN).cause == "dead_relu"
+
+
+# --- thresholds are overridable --------------------------------------------------------------------
+
+def test_threshold_override_moves_the_boundary():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], 20, 500.0)
+    limits = rules.thresholds({"exploding_max_abs": 100})
+    assert of_kind(find(run(*three_kernels(g={0: g}), limits=limits), limits), "exploding_gradients")
+    assert of_kind(find(run(*three_kernels(g={0: g}))), "exploding_gradients") == []
+
+
+# --- apply_to_health: the tab and the findings never disagree --------------------------------------
+
+BANDS = {health.OK: (0.6, 1.0), health.WARN: (0.25, 0.6), health.CRITICAL: (0.0, 0.25)}
+
+
+def _covered(f, lay, role, steps):
+    if f.severity == findings.INFO or lay.name not in f.spans or (f.role is not None and f.role != role):
+        return np.zeros(len(steps), dtype=bool)
+    first, last = f.spans[lay.name]
+    mask = (steps >= first) & (steps <= last)
+    if lay.name in f.points:
+        mask &= np.isin(steps, f.points[lay.name])
+    return mask
+
+
+def _check_consistent(rd, found):
+    findings.apply_to_health(rd, found)
+    severity_code = {findings.WARN: health.WARN, findings.CRITICAL: health.CRITICAL}
+    for lay in rd.layers:
+        for role, r in lay.roles.items():
+            steps = r.table.steps
+            status, rule, score = r.health.status, r.health.rule, r.health.score
+            worst = np.full(len(steps), health.OK)
+            for f in found:
+                cov = _covered(f, lay, role, steps)
+                code = severity_code.get(f.severity, health.OK)
+                worst = np.where(cov & (code > worst), code, worst)
+                # Every cell a finding covers has at least that status, and a rule of a finding covering it.
+                assert np.all(status[cov] >= code), (f.kind, lay.name, role)
+            present = status != health.NO_DATA
+            assert np.array_equal(status[present], worst[present]), (lay.name, role)
+            for code, (lo, hi) in BANDS.items():
+                sel = status == code
+                assert np.all((score[sel] >= lo) & (score[sel] <= hi)), (lay.name, role, code)
+            bad = status >= health.WARN
+            kinds_here = {f.kind for f in found if np.any(_covered(f, lay, role, steps))}
+            assert set(rule[bad].tolist()) <= kinds_here
+            assert all(r == "" for r in rule[status == health.OK])
+
+
+def _troubled_run():
+    g0 = grad(0)
+    g0.values["max_abs"] = at(g0.values["max_abs"], [12, 18], 5e3)  # two explosions, healthy in between
+    g1 = grad(1)
+    g1.values["mean_abs"] = at(g1.values["mean_abs"], slice(5, 11), 1e-8)
+    g1.values["mean_abs"] = at(g1.values["mean_abs"], slice(25, 31), 1e-8)
+    g1.values["small_fraction"] = at(g1.values["small_fraction"], 20, 0.95)  # a lone step: cell rule only
+    g2 = grad(2)
+    g2.values["nonfinite"] = at(g2.values["nonfinite"], 35, 1.0)
+    w1 = weight(1, std=_growing_std(4.0))
+    w2 = weight(2)
+    w2.values["skewness"] = at(w2.values["skewness"], [3, 4], 3.0)  # two steps: cell rule only
+    a = act(0)
+    a.values["zero_fraction"] = at(a.values["zero_fraction"], slice(30, N), 0.9)
+    loss = np.linspace(2, 1, N)
+    loss[36:] = np.nan
+    return run(*three_kernels(g={0: g0, 1: g1, 2: g2}, w={1: w1, 2: w2}),
+               layer("relu_0", kind=T.KIND_OUTPUT, activation=a),
+               scalar_series={"loss": (STEPS, loss)})
+
+
+def test_apply_to_health_statuses_match_findings():
+    rd = _troubled_run()
+    found = find(rd)
+    kinds = {f.kind for f in serious(found)}
+    assert {"exploding_gradients", "vanishing_gradients", "nonfinite", "weight_growth", "dead_units"} <= kinds
+    _check_consistent(rd, found)
+
+
+def test_apply_to_health_lone_cell_rule_without_finding_is_ok():
+    rd = _troubled_run()
+    # Before: the cell rules alone flag the lone vanishing step and the two skewed steps.
+    g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
+    w2 = rd.layer("dense_2/kernel").roles[T.WEIGHT].health
+    assert g1.status[20] == health.WARN and w2.status[3] == health.WARN
+    findings.apply_to_health(rd, find(rd))
+    g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
+    w2 = rd.layer("dense_2/kernel").roles[T.WEIGHT].health
+    assert g1.status[20] == health.OK and g1.rule[20] == ""
+    assert w2.status[3] == health.OK and 0.6 < w2.score[3] <= 1.0
+
+
+def test_apply_to_health_marks_only_the_problem_steps():
+    rd = _troubled_run()
+    findings.apply_to_health(rd, find(rd))
+    g0 = rd.layer("dense_0/kernel").roles[T.GRADIENT].health
+    assert g0.status[12] == g0.status[18] == health.CRITICAL and g0.rule[12] == "exploding_gradients"
+    assert g0.status[15] == health.OK
+    # Vanishing in two separate spans: the healthy steps between them stay ok.
+    g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
+    assert np.all(g1.status[5:11] == health.WARN) and np.all(g1.status[25:31] == health.WARN)
+    assert g1.status[15] == health.OK and g1.status[20] == health.OK
+    assert g1.rule[5] == "vanishing_gradients"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_apply_to_health_random_runs(seed):
+    # Random problems in random places: whatever is found, the statuses agree with it.
+    rng = np.random.default_rng(seed)
+    gs, ws = {}, {}
+    for i in range(3):
+        g = grad(i)
+        for metric, bad in (("max_abs", 5e3), ("mean_abs", 1e-8), ("small_fraction", 0.95), ("nonfinite", 2.0)):
+            start = int(rng.integers(0, N - 1))
+            g.values[metric] = at(g.values[metric], slice(start, start + int(rng.integers(1, 8))), bad)
+        gs[i] = g
+        w = weight(i)
+        for metric, bad in (("skewness", 3.0), ("update_ratio", 0.5), ("mean", 2.0)):
+            start = int(rng.integers(0, N - 1))
+            w.values[metric] = at(w.values[metric], slice(start, start + int(rng.integers(1, 8))), bad)
+        ws[i] = w
+    rd = run(*three_kernels(g=gs, w=ws))
+    _check_consistent(rd, find(rd))
+
+
+def test_findings_are_sorted_most_severe_first():
+    found = find(_troubled_run())
+    ranks = [findings.SEVERITY_RANK[f.severity] for f in found]
+    assert ranks == sorted(ranks, reverse=True)

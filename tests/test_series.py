@@ -1,0 +1,252 @@
+"""series.py: runs, baselines, spikes and periods on noisy, unevenly logged series."""
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import rules
+from gradhealth_plugin import series
+
+Z = rules.DEFAULTS["spike_z"].value
+WINDOW = int(rules.DEFAULTS["spike_window"].value)
+# Healthy gradient norms swing about 30% from one step to the next (lognormal, sigma 0.3 in ln).
+NOISE = 0.3
+
+
+def _noise(rng, n, sigma=NOISE):
+    return np.exp(rng.normal(0.0, sigma, n))
+
+
+def _reservoir_steps(rng, n_steps, keep=0.6):
+    """Steps 0..n_steps with about 40% dropped at random, as TensorBoard's reservoir leaves them."""
+    size = int(keep * (n_steps + 1))
+    return np.sort(rng.choice(n_steps + 1, size=size, replace=False)).astype(np.int64)
+
+
+# --- true_runs / sustained ---------------------------------------------------------------------------
+
+def test_true_runs_empty_and_all_false():
+    assert series.true_runs(np.zeros(0, dtype=bool)) == []
+    assert series.true_runs(np.zeros(7, dtype=bool)) == []
+
+
+def test_true_runs_all_true_is_one_run():
+    assert series.true_runs(np.ones(5, dtype=bool)) == [(0, 4)]
+
+
+def test_true_runs_runs_touching_both_ends():
+    mask = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1], dtype=bool)
+    assert series.true_runs(mask) == [(0, 1), (3, 3), (6, 8)]
+
+
+def test_true_runs_min_length_is_inclusive():
+    mask = np.array([1, 1, 0, 1, 1, 1, 0, 1], dtype=bool)
+    assert series.true_runs(mask, min_length=3) == [(3, 5)]
+    assert series.true_runs(mask, min_length=2) == [(0, 1), (3, 5)]
+    assert series.true_runs(mask, min_length=4) == []
+
+
+def test_true_runs_accepts_ints_and_single_element():
+    assert series.true_runs(np.array([0, 2, 3, 0])) == [(1, 2)]
+    assert series.true_runs(np.array([True])) == [(0, 0)]
+
+
+def test_sustained_requires_min_length_in_the_middle():
+    mask = np.zeros(20, dtype=bool)
+    mask[5:9] = True  # 4 steps
+    assert series.sustained(mask, 5) == []
+    mask[9] = True  # 5 steps
+    assert series.sustained(mask, 5) == [(5, 9)]
+
+
+def test_sustained_keeps_a_short_run_that_reaches_the_end():
+    # Training may have stopped because of it.
+    mask = np.zeros(10, dtype=bool)
+    mask[8:] = True
+    assert series.sustained(mask, 5) == [(8, 9)]
+
+
+def test_sustained_ignores_a_single_last_step():
+    # One flagged step at the very end is not yet a condition.
+    mask = np.zeros(10, dtype=bool)
+    mask[9] = True
+    assert series.sustained(mask, 5) == []
+
+
+def test_sustained_single_step_series():
+    assert series.sustained(np.array([True]), 5) == [(0, 0)]
+    assert series.sustained(np.array([False]), 5) == []
+    assert series.sustained(np.zeros(0, dtype=bool), 5) == []
+
+
+def test_sustained_reports_every_qualifying_run():
+    mask = np.zeros(30, dtype=bool)
+    mask[2:8] = True
+    mask[10:12] = True  # too short, not at the end
+    mask[20:26] = True
+    assert series.sustained(mask, 5) == [(2, 7), (20, 25)]
+
+
+# --- baselines -------------------------------------------------------------------------------------
+
+def test_centered_baseline_leaves_the_point_out():
+    values = np.array([1.0, 1.0, 1.0, 100.0, 1.0, 1.0, 1.0])
+    med, mad = series.centered_baseline(values, 3)
+    assert med[3] == 1.0 and mad[3] == 0.0
+    assert series.centered_baseline(np.zeros(0), 3)[0].shape == (0,)
+
+
+def test_trailing_median_uses_only_past_points():
+    values = np.array([1.0, 2.0, 3.0, 100.0, 4.0])
+    med = series.trailing_median(values, window=3, min_points=3)
+    assert np.isnan(med[:3]).all()
+    assert med[3] == 2.0  # median of 1, 2, 3: the 100 itself is not in its own baseline
+    assert med[4] == 3.0  # median of 2, 3, 100
+
+
+# --- spikes ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(8))
+def test_spikes_finds_a_10x_outlier_in_noise(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(200, 1001))
+    values = _noise(rng, n)
+    i = int(rng.integers(WINDOW, n - WINDOW))
+    values[i] = 10.0  # ten times the series' noiseless level
+    assert i in series.spikes(values, Z, WINDOW).tolist()
+
+
+def test_spikes_finds_most_10x_outliers_over_many_seeds():
+    # A 10x spike is only ~7 sigma above 30% noise; the rate guards the noise estimate's steadiness.
+    found = 0
+    for seed in range(100):
+        rng = np.random.default_rng(1000 + seed)
+        n = int(rng.integers(200, 1001))
+        values = _noise(rng, n)
+        i = int(rng.integers(1, n - 1))
+        values[i] = 10.0
+        found += i in series.spikes(values, Z, WINDOW).tolist()
+    assert found >= 90
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_spikes_finds_nothing_in_pure_noise(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(200, 1001))
+    assert series.spikes(_noise(rng, n), Z, WINDOW).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("direction", ["falling", "rising"])
+def test_spikes_finds_nothing_in_a_smooth_early_trend(seed, direction):
+    # Healthy early training: the norm moves 10x over the first 100 steps, then settles.
+    rng = np.random.default_rng(seed)
+    n = 600
+    level = np.ones(n)
+    level[:100] = np.logspace(1, 0, 100) if direction == "falling" else np.logspace(-1, 0, 100)
+    assert series.spikes(level * _noise(rng, n), Z, WINDOW).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_spikes_finds_nothing_when_early_noise_settles(seed):
+    # Noise that shrinks from 40% to 10% over the first 100 steps must not make the early swings spikes.
+    rng = np.random.default_rng(seed)
+    n = 800
+    sigma = np.interp(np.arange(n), [0, 100], [0.4, 0.1])
+    level = np.ones(n)
+    level[:100] = np.logspace(1, 0, 100)
+    values = level * np.exp(rng.normal(0.0, 1.0, n) * sigma)
+    assert series.spikes(values, Z, WINDOW).tolist() == []
+
+
+def test_spikes_flat_series_and_small_wiggles():
+    assert series.spikes(np.ones(300), Z, WINDOW).tolist() == []
+    wiggle = 1.0 + 0.001 * np.sin(np.arange(300))
+    assert series.spikes(wiggle, Z, WINDOW).tolist() == []
+
+
+def test_spikes_needs_min_ratio_even_on_a_quiet_series():
+    values = np.ones(300)
+    values[150] = 1.8  # far above the noise, but less than 2x
+    assert series.spikes(values, Z, WINDOW).tolist() == []
+    values[150] = 2.5
+    assert series.spikes(values, Z, WINDOW).tolist() == [150]
+
+
+def test_spikes_ignores_dips_zeros_and_nonfinite_values():
+    rng = np.random.default_rng(3)
+    values = _noise(rng, 400)
+    values[100] = 0.01  # a dip is not a spike
+    values[200] = 0.0
+    values[250] = np.nan
+    values[300] = np.inf
+    assert series.spikes(values, Z, WINDOW).tolist() == []
+
+
+def test_spikes_empty_and_short_series():
+    assert series.spikes(np.zeros(0), Z, WINDOW).tolist() == []
+    # Too short to know the noise: whatever comes back must be the only candidate.
+    assert set(series.spikes(np.array([1.0, 50.0, 1.0]), Z, WINDOW).tolist()) <= {1}
+
+
+def test_noise_scale_estimates_the_standard_deviation_despite_outliers():
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.0, 0.2, 5000)
+    values[::50] = 5.0  # 2% outliers
+    scale = series.noise_scale(values, 50)
+    assert scale.shape == values.shape
+    assert np.median(scale) == pytest.approx(0.2, rel=0.1)
+
+
+# --- estimate_period -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("period", [7, 25, 50, 100])
+@pytest.mark.parametrize("seed", range(5))
+def test_estimate_period_recovers_the_exact_period_on_uneven_steps(period, seed):
+    rng = np.random.default_rng(seed)
+    logged = _reservoir_steps(rng, 3000)
+    offset = int(rng.integers(0, period))
+    spike_steps = logged[(logged - offset) % period == 0]
+    # About 40% of the spikes fell on dropped steps.
+    assert len(spike_steps) < 0.75 * (3000 // period)
+    assert series.estimate_period(spike_steps, logged) == period
+
+
+@pytest.mark.parametrize("period", [7, 25, 50, 100])
+@pytest.mark.parametrize("seed", range(3))
+def test_estimate_period_from_detected_spikes(period, seed):
+    # End to end: spikes found in a noisy series logged at uneven steps give the period back.
+    rng = np.random.default_rng(seed)
+    logged = _reservoir_steps(rng, 3000)
+    values = _noise(rng, len(logged))
+    values[logged % period == 0] *= 10.0
+    found = logged[series.spikes(values, Z, WINDOW)]
+    assert series.estimate_period(found, logged) == period
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_estimate_period_none_for_random_spikes(seed):
+    rng = np.random.default_rng(seed)
+    logged = _reservoir_steps(rng, 3000)
+    k = int(rng.integers(3, 40))
+    spike_steps = np.sort(rng.choice(logged, size=k, replace=False))
+    assert series.estimate_period(spike_steps, logged) is None
+
+
+def test_estimate_period_none_with_fewer_than_three_spikes():
+    logged = np.arange(1000)
+    assert series.estimate_period(np.array([], dtype=np.int64), logged) is None
+    assert series.estimate_period(np.array([100]), logged) is None
+    assert series.estimate_period(np.array([100, 150]), logged) is None
+    assert series.estimate_period(np.array([100, 150, 200]), logged) == 50
+
+
+def test_estimate_period_none_when_most_grid_steps_are_not_spikes():
+    # Gaps of 50 and 100, but most logged steps on the 50-grid are quiet: not a recurring pattern.
+    logged = np.arange(1000)
+    assert series.estimate_period(np.array([100, 150, 950]), logged) is None
+
+
+def test_estimate_period_not_every_step():
+    # Spikes on every logged step are a level shift, not a period.
+    logged = np.arange(0, 200, 2)
+    assert series.estimate_period(logged[10:20], logged) is None

@@ -49,6 +49,10 @@ class Histograms:
     left: np.ndarray
     right: np.ndarray
     count: np.ndarray
+    # Per step, the first bucket's left edge and the last bucket's right edge as
+    # written (empty buckets included): the data's min and max for v1 histograms.
+    lo: Optional[np.ndarray] = None
+    hi: Optional[np.ndarray] = None
 
 
 @dataclasses.dataclass
@@ -79,6 +83,8 @@ def _as_buckets(a) -> np.ndarray:
         arr = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError):
         return np.zeros((0, 3))
+    if arr.ndim == 1 and arr.size % 3 == 0:
+        return arr.reshape(-1, 3)
     if arr.ndim != 2 or arr.shape[1] != 3:
         return np.zeros((0, 3))
     return arr
@@ -101,11 +107,32 @@ def stack_histograms(steps: Sequence[int], wall_times: Sequence[float], arrays: 
         left[rows, cols] = flat[:, 0]
         right[rows, cols] = flat[:, 1]
         count[rows, cols] = flat[:, 2]
+    has = lengths > 0
+    lo = np.where(has, left[:, 0], np.nan)
+    hi = np.where(has, right[np.arange(n), np.maximum(lengths - 1, 0)], np.nan)
     return Histograms(
         steps=np.asarray(steps, dtype=np.int64),
         wall_times=np.asarray(wall_times, dtype=np.float64),
-        left=left, right=right, count=count,
+        left=left, right=right, count=count, lo=lo, hi=hi,
     )
+
+
+def clamp_to_range(left: np.ndarray, right: np.ndarray, lo, hi) -> tuple:
+    """Clamps bucket edges into the written range [lo, hi].
+
+    A v1 histogram (PyTorch, tensorboardX, TF1) keeps the data's exact min and
+    max on its outer edges, but the Rust loader also keeps the empty outer
+    buckets, so the first non-empty bucket starts at a grid limit below the min
+    (the Python loader trims them and puts the min back). Clamping makes both
+    loaders' buckets describe the same data.
+    """
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    usable = np.isfinite(lo) & np.isfinite(hi) & (lo <= hi)
+    lo_b = np.where(usable, lo, -np.inf)[..., None] if np.ndim(left) > np.ndim(lo) else np.where(usable, lo, -np.inf)
+    hi_b = np.where(usable, hi, np.inf)[..., None] if np.ndim(left) > np.ndim(hi) else np.where(usable, hi, np.inf)
+    with np.errstate(invalid="ignore"):
+        return np.clip(left, lo_b, hi_b), np.clip(right, lo_b, hi_b)
 
 
 def _uniform_moment(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
@@ -142,9 +169,11 @@ def histogram_metrics(h: Histograms) -> MetricTable:
     # Empty padding, zero and negative counts, and degenerate buckets (left > right,
     # as the Rust loader reports for v1 histograms) carry no data.
     valid = edges_finite & counts_ok & (h.right >= h.left)
+    left, right = (clamp_to_range(h.left, h.right, h.lo, h.hi) if h.lo is not None and h.hi is not None
+                   else (h.left, h.right))
     c = np.where(valid, h.count, 0.0)
-    a = np.where(valid, h.left, 0.0)
-    b = np.where(valid, h.right, 0.0)
+    a = np.where(valid, left, 0.0)
+    b = np.where(valid, right, 0.0)
     # TensorBoard's TF2 histogram before its fixed-shape rewrite (late 2021) wrote
     # a tensor whose values are all equal as the lone bucket [v - 0.5, v + 0.5].
     # Read as a spread it invents std 0.29 and |max| 0.5, and an all-zero

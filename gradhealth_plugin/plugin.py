@@ -307,6 +307,10 @@ def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> di
     if buckets is not None:
         # As the metrics see them: empty, padded and degenerate buckets carry no data.
         keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
+        if len(buckets):
+            # The same edges the metrics use, so both loaders draw the same histogram.
+            left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], buckets[0, 0], buckets[-1, 1])
+            buckets = np.stack([left, right, buckets[:, 2]], axis=1)
         histogram = [_nullable(b) for b in buckets[keep]]
     return {
         "tags": rdata.tags,

@@ -9,7 +9,9 @@ checked in a browser without a log directory or a running TensorBoard.
 then open http://127.0.0.1:6007/, which redirects to the page TensorBoard
 would put in its iframe.
 Run "broken" answers every heatmap request with an error; run "eval" has only
-unclassified tags.
+unclassified tags. In every heatmap, the third layer explodes late in training
+and the sixth goes quiet for a while; findings, cells (with histograms) and
+series follow the same story.
 """
 
 import argparse
@@ -53,7 +55,67 @@ CSP = ";".join(
 def load_runs(scenario):
     if scenario == "empty":
         return {"runs": []}
-    return json.loads(RUNS_FIXTURE.read_text())
+    body = json.loads(RUNS_FIXTURE.read_text())
+    for run in body["runs"]:
+        found = findings(run)
+        counts = {sev: sum(1 for f in found if f["severity"] == sev) for sev in ("info", "warn", "critical")}
+        worst = next((sev for sev in ("critical", "warn", "info") if counts[sev]), None)
+        run["findings"] = counts
+        run["worst_severity"] = worst
+        run["worst_status"] = "no_data" if not run["roles"] else {"critical": "critical", "warn": "warn"}.get(worst, "ok")
+    return body
+
+
+def role_layers(run, role):
+    return [layer["name"] for layer in run["layers"] if role in layer["roles"]]
+
+
+def findings(run):
+    """The findings the fake heatmaps show: layer 2 explodes late, layer 5 goes quiet."""
+    steps = steps_of(run)
+    layers = role_layers(run, "gradient")
+    if len(layers) < 6 or len(steps) < 10:
+        return []
+    n = len(steps)
+    late, quiet_a, quiet_b = steps[int(0.6 * n) + 1], steps[int(0.3 * n) + 1], steps[int(0.7 * n)]
+    return [
+        {"run": run["run"], "kind": "exploding_gradients", "severity": "critical", "layers": [layers[2]],
+         "first_step": late, "last_step": steps[-1], "role": "gradient",
+         "message": "%s gradients explode (max |g| above 1000) from step %d to step %d" % (layers[2], late, steps[-1]),
+         "advice": "Clip gradients by global norm, lower the learning rate.",
+         "evidence": {"threshold": 1000.0, "layers": {layers[2]: {"first_step": late, "last_step": steps[-1]}}}},
+        {"run": run["run"], "kind": "vanishing_gradients", "severity": "warn", "layers": [layers[5]],
+         "first_step": quiet_a, "last_step": quiet_b, "role": "gradient",
+         "message": "%s gradients vanish from step %d to step %d" % (layers[5], quiet_a, quiet_b),
+         "advice": "Use ReLU with He init, add normalisation and residual connections.",
+         "evidence": {"threshold": 1e-6, "layers": {layers[5]: {"first_step": quiet_a, "last_step": quiet_b}}}},
+        {"run": run["run"], "kind": "spike", "severity": "info", "layers": [layers[0]],
+         "first_step": steps[n // 2], "last_step": steps[n // 2], "role": "gradient",
+         "message": "%s gradients spike at step %d" % (layers[0], steps[n // 2]),
+         "advice": "Check that batch's data.", "evidence": {"layers": {layers[0]: {"step": steps[n // 2]}}}},
+    ]
+
+
+def cell(run, role, layer, step):
+    """One cell: the heatmap's numbers for it and a bell-shaped histogram whose width is its max |x|."""
+    layers = role_layers(run, role)
+    steps = steps_of(run)
+    if layer not in layers or step not in steps:
+        return None
+    i, j = layers.index(layer), steps.index(step)
+    health = heatmap(run, role, "health")
+    if health["status"][i][j] == 0:
+        return None
+    width = heatmap(run, role, "max_abs")["values"][i][j] or 1.0
+    edges = [width * (k / 15.0 - 1.0) for k in range(31)]
+    buckets = [[edges[k], edges[k + 1], round(400 * math.exp(-((k - 14.5) / 5.0) ** 2))] for k in range(30)]
+    metrics = {m: {"value": heatmap(run, role, m)["values"][i][j], "quality": "estimated"}
+               for m in ("mean", "std", "max_abs", "l2")}
+    return {
+        "tags": ["%s/%s" % (role, layer)], "source": "histogram", "status": STATUS_NAMES[health["status"][i][j]],
+        "score": health["values"][i][j], "rule": health["rules"][i][j], "metrics": metrics,
+        "histogram": [b for b in buckets if b[2] > 0],
+    }
 
 
 def steps_of(run):
@@ -67,7 +129,17 @@ def steps_of(run):
     return list(range(0, run["steps_kept"] * 10, 10))
 
 
+_HEATMAPS = {}
+
+
 def heatmap(run, role, metric):
+    key = (run["run"], role, metric)
+    if key not in _HEATMAPS:
+        _HEATMAPS[key] = _heatmap(run, role, metric)
+    return _HEATMAPS[key]
+
+
+def _heatmap(run, role, metric):
     rng = random.Random("%s|%s|%s" % (run["run"], role, metric))
     layers = [layer["name"] for layer in run["layers"] if role in layer["roles"]]
     steps = steps_of(run)
@@ -114,6 +186,8 @@ def heatmap(run, role, metric):
         "status": status,
         "status_names": STATUS_NAMES,
         "quality": "estimated" if run["run"] == "long_run" else "exact",
+        "quality_cells": [[0 if c == 0 else (2 if run["run"] == "long_run" else 1) for c in row] for row in status],
+        "quality_names": ["no_data", "exact", "estimated", "upper_bound", "lower_bound"],
         "scale": "log" if metric in LOG_METRICS else "linear",
         "rules": rules,
     }
@@ -163,6 +237,42 @@ class Handler(BaseHTTPRequestHandler):
                 self.json(400, {"error": "Run %r has no role %r" % (run["run"], q.get("role"))})
             else:
                 self.json(200, heatmap(run, q["role"], q.get("metric", "health")))
+        elif url.path in (prefix + "findings", prefix + "cell", prefix + "series"):
+            runs = {r["run"]: r for r in load_runs(self.scenario)["runs"]}
+            run = runs.get(q.get("run", ""))
+            route = url.path[len(prefix):]
+            if run is None:
+                self.json(404, {"error": "Unknown run: %r" % q.get("run")})
+            elif route == "findings":
+                self.json(200, {"run": run["run"], "findings": findings(run)})
+            elif route == "cell":
+                role = q.get("role", "gradient")
+                body = cell(run, role, q.get("layer", ""), int(q.get("step", "-1")))
+                if body is None:
+                    self.json(404, {"error": "layer %r has no %s data at step %s" % (q.get("layer"), role, q.get("step"))})
+                else:
+                    self.json(200, {"run": run["run"], "layer": q["layer"], "step": int(q["step"]),
+                                    "roles": {role: body}})
+            else:
+                role = q.get("role", "gradient")
+                metric = q.get("metric", "health")
+                layers = role_layers(run, role)
+                if q.get("layer") not in layers:
+                    self.json(404, {"error": "layer %r has no %s data" % (q.get("layer"), role)})
+                else:
+                    i = layers.index(q["layer"])
+                    values = heatmap(run, role, metric)
+                    health = heatmap(run, role, "health")
+                    thresholds = [{"name": "exploding_max_abs", "value": 1000.0, "side": "above",
+                                   "meaning": "max |gradient| above this means the gradients explode"}] \
+                        if (role, metric) == ("gradient", "max_abs") else []
+                    self.json(200, {
+                        "run": run["run"], "layer": q["layer"], "metric": metric,
+                        "series": {role: {"steps": values["steps"], "values": values["values"][i],
+                                          "quality": ["estimated"] * len(values["steps"]),
+                                          "status": health["status"][i]}},
+                        "status_names": STATUS_NAMES, "thresholds": {role: thresholds},
+                    })
         else:
             self.json(404, {"error": "Not found: %s" % url.path})
 

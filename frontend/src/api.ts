@@ -13,6 +13,8 @@ export interface LayerInfo {
   roles: Record<string, RoleSource>;
 }
 
+export type Severity = "info" | "warn" | "critical";
+
 export interface RunInfo {
   run: string;
   layers: LayerInfo[];
@@ -21,6 +23,12 @@ export interface RunInfo {
   unclassified: string[];
   steps_kept: number;
   last_step: number | null;
+  /** Severity of the run's worst finding; null when it has none. */
+  worst_severity: Severity | null;
+  /** ok / warn / critical / no_data, as the heatmap's statuses. */
+  worst_status: string;
+  /** Number of findings per severity. */
+  finding_counts: Record<string, number>;
 }
 
 export interface RunsResponse {
@@ -39,6 +47,79 @@ export interface Heatmap {
   quality: string;
   scale: "linear" | "log";
   rules: (string | null)[][];
+  /** Per cell, an index into quality_names; null when the server does not send it. */
+  quality_cells: number[][] | null;
+  quality_names: string[];
+}
+
+export interface Finding {
+  run: string;
+  kind: string;
+  severity: Severity;
+  layers: string[];
+  first_step: number;
+  last_step: number;
+  message: string;
+  advice: string;
+  evidence: Record<string, unknown>;
+  role: string | null;
+  period?: number | null;
+  artefact?: boolean;
+  cause?: string;
+}
+
+export interface FindingsResponse {
+  run: string;
+  findings: Finding[];
+}
+
+export interface MetricValue {
+  value: number | null;
+  quality: string;
+}
+
+/** One histogram bucket: [left edge, right edge, count]. */
+export type Bucket = [number, number, number];
+
+export interface CellRole {
+  tags: string[];
+  source: string;
+  status: string;
+  score: number | null;
+  rule: string | null;
+  metrics: Record<string, MetricValue>;
+  histogram: Bucket[] | null;
+}
+
+export interface Cell {
+  run: string;
+  layer: string;
+  step: number;
+  roles: Record<string, CellRole>;
+}
+
+export interface SeriesRole {
+  steps: number[];
+  values: (number | null)[];
+  quality: string[];
+  status: number[];
+}
+
+export interface Threshold {
+  name: string;
+  value: number;
+  /** Which side of the line is unhealthy. */
+  side: "above" | "below";
+  meaning: string;
+}
+
+export interface Series {
+  run: string;
+  layer: string;
+  metric: string;
+  series: Record<string, SeriesRole>;
+  status_names: string[];
+  thresholds: Record<string, Threshold[]>;
 }
 
 export const ROLES = ["gradient", "weight", "activation", "update"] as const;
@@ -56,6 +137,8 @@ export const METRICS = [
 ] as const;
 
 export const DEFAULT_STATUS_NAMES = ["no_data", "ok", "warn", "critical"];
+export const DEFAULT_QUALITY_NAMES = ["no_data", "exact", "estimated", "upper_bound", "lower_bound"];
+export const SEVERITIES: readonly Severity[] = ["critical", "warn", "info"];
 
 /** An error to show to the user; `status` is the HTTP status, 0 when there was none. */
 export class ApiError extends Error {
@@ -90,7 +173,7 @@ export async function getJson(
   const url = buildUrl(path, params);
   let resp: Response;
   try {
-    resp = await fetchFn(url, { headers: { Accept: "application/json" } });
+    resp = await fetchFn(url, { headers: { Accept: "application/json" }, cache: "no-store" });
   } catch (e) {
     throw new ApiError(`Could not reach the server (${String(e instanceof Error ? e.message : e)})`, 0);
   }
@@ -119,19 +202,41 @@ function stringArray(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
 }
 
+function num(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+function severity(v: unknown): Severity | null {
+  return v === "info" || v === "warn" || v === "critical" ? v : null;
+}
+
+function counts(v: unknown): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (isRecord(v)) {
+    for (const [k, n] of Object.entries(v)) if (typeof n === "number") out[k] = n;
+  }
+  return out;
+}
+
 /** Checks the parts of a runs response the page relies on; tolerates extra fields. */
 export function parseRuns(body: unknown): RunsResponse {
   if (!isRecord(body) || !Array.isArray(body.runs)) throw malformed('expected {"runs": [...]}');
   const runs = body.runs.map((r, i): RunInfo => {
     if (!isRecord(r) || typeof r.run !== "string") throw malformed(`runs[${i}] has no "run" name`);
+    const layers = Array.isArray(r.layers)
+      ? r.layers.filter((l): l is LayerInfo => isRecord(l) && typeof l.name === "string")
+      : [];
     return {
       run: r.run,
-      layers: Array.isArray(r.layers) ? (r.layers as LayerInfo[]) : [],
+      layers,
       roles: stringArray(r.roles),
       scalars: isRecord(r.scalars) ? (r.scalars as Record<string, string[]>) : {},
       unclassified: stringArray(r.unclassified),
       steps_kept: typeof r.steps_kept === "number" ? r.steps_kept : 0,
       last_step: typeof r.last_step === "number" ? r.last_step : null,
+      worst_severity: severity(r.worst_severity),
+      worst_status: typeof r.worst_status === "string" ? r.worst_status : "no_data",
+      finding_counts: counts(r.findings),
     };
   });
   return { runs };
@@ -155,29 +260,43 @@ export function parseHeatmap(body: unknown): Heatmap {
   if (!Array.isArray(steps) || !steps.every((s) => typeof s === "number")) {
     throw malformed("heatmap.steps must be a list of numbers");
   }
+  if (!steps.every((s: number, i) => i === 0 || s > (steps[i - 1] as number))) {
+    throw malformed("heatmap.steps must be strictly ascending");
+  }
   const rows = layers.length;
   const cols = steps.length;
+  // Plain loops: a large heatmap has millions of cells and this runs on every load.
   const grid = <T>(name: string, v: unknown, ok: (x: unknown) => x is T): T[][] => {
     if (!Array.isArray(v) || v.length !== rows) {
       throw malformed(`heatmap.${name} must have one row per layer (${rows})`);
     }
-    return v.map((row: unknown, i) => {
-      if (!Array.isArray(row) || row.length !== cols || !row.every(ok)) {
-        throw malformed(`heatmap.${name}[${i}] must have one entry per step (${cols})`);
+    for (let i = 0; i < rows; i++) {
+      const row: unknown = v[i];
+      let good = Array.isArray(row) && row.length === cols;
+      if (good) {
+        const r = row as unknown[];
+        for (let j = 0; j < cols && good; j++) good = ok(r[j]);
       }
-      return row as T[];
-    });
+      if (!good) throw malformed(`heatmap.${name}[${i}] must have one entry per step (${cols})`);
+    }
+    return v as T[][];
   };
+  const isNumber = (x: unknown): x is number => typeof x === "number";
   const vals = grid("values", values, isCell);
   const status =
     body.status === undefined || body.status === null
       ? vals.map((row) => row.map((v) => (v === null ? 0 : 1)))
-      : grid("status", body.status, (x): x is number => typeof x === "number");
+      : grid("status", body.status, isNumber);
   const rules =
     body.rules === undefined || body.rules === null
       ? vals.map((row) => row.map((v) => (v === null ? null : "")))
       : grid("rules", body.rules, (x): x is string | null => x === null || typeof x === "string");
+  const qualityCells =
+    body.quality_cells === undefined || body.quality_cells === null
+      ? null
+      : grid("quality_cells", body.quality_cells, isNumber);
   const names = stringArray(body.status_names);
+  const qualityNames = stringArray(body.quality_names);
   return {
     run: typeof body.run === "string" ? body.run : "",
     role: typeof body.role === "string" ? body.role : "",
@@ -190,6 +309,123 @@ export function parseHeatmap(body: unknown): Heatmap {
     quality: typeof body.quality === "string" ? body.quality : "",
     scale: body.scale === "log" ? "log" : "linear",
     rules,
+    quality_cells: qualityCells,
+    quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
+  };
+}
+
+/** Quality word of one heatmap cell ("exact", "estimated", ...), or the heatmap's summary. */
+export function cellQuality(h: Heatmap, row: number, col: number): string {
+  const code = h.quality_cells?.[row]?.[col];
+  if (typeof code === "number" && code >= 0 && code < h.quality_names.length) return h.quality_names[code];
+  return h.quality || "unknown";
+}
+
+export function parseFindings(body: unknown): FindingsResponse {
+  if (!isRecord(body) || !Array.isArray(body.findings)) throw malformed('expected {"findings": [...]}');
+  const findings = body.findings.map((f, i): Finding => {
+    if (!isRecord(f) || typeof f.kind !== "string") throw malformed(`findings[${i}] has no kind`);
+    const out: Finding = {
+      run: typeof f.run === "string" ? f.run : "",
+      kind: f.kind,
+      severity: severity(f.severity) ?? "info",
+      layers: stringArray(f.layers),
+      first_step: num(f.first_step) ?? 0,
+      last_step: num(f.last_step) ?? num(f.first_step) ?? 0,
+      message: typeof f.message === "string" ? f.message : "",
+      advice: typeof f.advice === "string" ? f.advice : "",
+      evidence: isRecord(f.evidence) ? f.evidence : {},
+      role: typeof f.role === "string" ? f.role : null,
+    };
+    if (typeof f.period === "number") out.period = f.period;
+    if (typeof f.artefact === "boolean") out.artefact = f.artefact;
+    if (typeof f.cause === "string") out.cause = f.cause;
+    return out;
+  });
+  return { run: typeof body.run === "string" ? body.run : "", findings };
+}
+
+function parseBuckets(v: unknown): Bucket[] | null {
+  if (!Array.isArray(v)) return null;
+  const out: Bucket[] = [];
+  for (const b of v) {
+    if (!Array.isArray(b) || b.length < 3) continue;
+    const [l, r, c] = [num(b[0]), num(b[1]), num(b[2])];
+    if (l === null || r === null || c === null) continue;
+    out.push([l, r, c]);
+  }
+  return out;
+}
+
+export function parseCell(body: unknown): Cell {
+  if (!isRecord(body) || !isRecord(body.roles)) throw malformed('cell: expected {"roles": {...}}');
+  const roles: Record<string, CellRole> = {};
+  for (const [name, r] of Object.entries(body.roles)) {
+    if (!isRecord(r)) continue;
+    const metrics: Record<string, MetricValue> = {};
+    if (isRecord(r.metrics)) {
+      for (const [m, mv] of Object.entries(r.metrics)) {
+        if (isRecord(mv)) {
+          metrics[m] = { value: num(mv.value), quality: typeof mv.quality === "string" ? mv.quality : "" };
+        }
+      }
+    }
+    roles[name] = {
+      tags: stringArray(r.tags),
+      source: typeof r.source === "string" ? r.source : "",
+      status: typeof r.status === "string" ? r.status : "no_data",
+      score: num(r.score),
+      rule: typeof r.rule === "string" ? r.rule : null,
+      metrics,
+      histogram: parseBuckets(r.histogram),
+    };
+  }
+  return {
+    run: typeof body.run === "string" ? body.run : "",
+    layer: typeof body.layer === "string" ? body.layer : "",
+    step: num(body.step) ?? 0,
+    roles,
+  };
+}
+
+export function parseSeries(body: unknown): Series {
+  if (!isRecord(body) || !isRecord(body.series)) throw malformed('series: expected {"series": {...}}');
+  const series: Record<string, SeriesRole> = {};
+  for (const [name, s] of Object.entries(body.series)) {
+    if (!isRecord(s) || !Array.isArray(s.steps) || !Array.isArray(s.values)) continue;
+    const n = s.steps.length;
+    if (s.values.length !== n) throw malformed(`series.${name}: steps and values differ in length`);
+    series[name] = {
+      steps: s.steps.map((x) => (typeof x === "number" ? x : 0)),
+      values: s.values.map((x) => num(x)),
+      quality: Array.isArray(s.quality) && s.quality.length === n ? stringArray(s.quality) : new Array<string>(n).fill(""),
+      status: Array.isArray(s.status) && s.status.length === n ? s.status.map((x) => (typeof x === "number" ? x : 0)) : new Array<number>(n).fill(1),
+    };
+  }
+  const thresholds: Record<string, Threshold[]> = {};
+  if (isRecord(body.thresholds)) {
+    for (const [name, list] of Object.entries(body.thresholds)) {
+      if (!Array.isArray(list)) continue;
+      thresholds[name] = list.filter(isRecord).flatMap((t): Threshold[] => {
+        const value = num(t.value);
+        if (value === null) return [];
+        return [{
+          name: typeof t.name === "string" ? t.name : "",
+          value,
+          side: t.side === "below" ? "below" : "above",
+          meaning: typeof t.meaning === "string" ? t.meaning : "",
+        }];
+      });
+    }
+  }
+  const names = stringArray(body.status_names);
+  return {
+    run: typeof body.run === "string" ? body.run : "",
+    layer: typeof body.layer === "string" ? body.layer : "",
+    metric: typeof body.metric === "string" ? body.metric : "",
+    series,
+    status_names: names.length > 0 ? names : DEFAULT_STATUS_NAMES,
+    thresholds,
   };
 }
 
@@ -204,4 +440,16 @@ export async function fetchHeatmap(
   fetchFn?: FetchLike,
 ): Promise<Heatmap> {
   return parseHeatmap(await getJson("heatmap", { run, role, metric }, fetchFn));
+}
+
+export async function fetchFindings(run: string, fetchFn?: FetchLike): Promise<FindingsResponse> {
+  return parseFindings(await getJson("findings", { run }, fetchFn));
+}
+
+export async function fetchCell(run: string, layer: string, step: number, role: string, fetchFn?: FetchLike): Promise<Cell> {
+  return parseCell(await getJson("cell", { run, layer, step: String(step), role }, fetchFn));
+}
+
+export async function fetchSeries(run: string, layer: string, metric: string, role: string, fetchFn?: FetchLike): Promise<Series> {
+  return parseSeries(await getJson("series", { run, layer, metric, role }, fetchFn));
 }

@@ -1,16 +1,9 @@
 // Pure colour helpers: value -> colour. No DOM access, so they are unit-tested in node.
 
+import { BRBG_HEX, VIRIDIS_HEX } from "./colormaps";
+
 export type Rgb = readonly [number, number, number];
 export type Scale = "linear" | "log";
-
-// Viridis sampled at t = 0, 0.1, ..., 1. Perceptually uniform with luminance rising
-// monotonically, so brighter always means larger and it survives greyscale and
-// common colour-vision deficiencies. Linear interpolation between 11 samples stays
-// within a few units of the full 256-entry table.
-const VIRIDIS_HEX = [
-  "#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
-  "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725",
-];
 
 export function hexToRgb(hex: string): Rgb {
   const n = parseInt(hex.slice(1), 16);
@@ -20,8 +13,6 @@ export function hexToRgb(hex: string): Rgb {
 export function rgbToCss(c: Rgb): string {
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
-
-const VIRIDIS: readonly Rgb[] = VIRIDIS_HEX.map(hexToRgb);
 
 function clamp01(t: number): number {
   return t < 0 ? 0 : t > 1 ? 1 : t;
@@ -40,9 +31,28 @@ function interpolate(table: readonly Rgb[], t: number): Rgb {
   ];
 }
 
+/** Colour maps are tables of LUT_SIZE colours, so drawing a cell is one array lookup. */
+export const LUT_SIZE = 256;
+
+function table(hex: string): readonly Rgb[] {
+  return Array.from({ length: hex.length / 6 }, (_, k) => hexToRgb(`#${hex.slice(k * 6, k * 6 + 6)}`));
+}
+
+// Viridis for magnitudes: perceptually uniform, luminance rising monotonically, so
+// brighter always means larger; it survives greyscale and colour-vision deficiencies.
+const VIRIDIS = table(VIRIDIS_HEX);
+// Brown-blue-green for signed values centred on zero (ColorBrewer BrBG): no red or
+// green, so it never reads as a health status.
+const DIVERGING = table(BRBG_HEX);
+
 /** Viridis colour for t in [0, 1]; values outside are clamped, NaN maps to 0. */
 export function viridis(t: number): Rgb {
-  return interpolate(VIRIDIS, Number.isNaN(t) ? 0 : t);
+  return VIRIDIS[Math.round(clamp01(Number.isNaN(t) ? 0 : t) * (LUT_SIZE - 1))];
+}
+
+/** Diverging colour for t in [0, 1], 0.5 being zero; NaN maps to the middle. */
+export function diverging(t: number): Rgb {
+  return DIVERGING[Math.round(clamp01(Number.isNaN(t) ? 0.5 : t) * (LUT_SIZE - 1))];
 }
 
 /** WCAG relative luminance in [0, 1]; used by tests and to pick legible text colours. */
@@ -58,7 +68,13 @@ export interface Domain {
   min: number;
   max: number;
   scale: Scale;
+  /** Signed values around zero: a symmetric domain drawn with the diverging map. */
+  diverging?: boolean;
 }
+
+// Metrics whose sign matters: drawn with a diverging map centred on zero when
+// their values fall on both sides of it.
+export const SIGNED_METRICS: ReadonlySet<string> = new Set(["mean", "min", "max", "skewness", "kurtosis"]);
 
 function usable(v: number | null | undefined, scale: Scale): v is number {
   return typeof v === "number" && Number.isFinite(v) && (scale === "linear" || v > 0);
@@ -85,6 +101,37 @@ export function computeDomain(
   );
   if (min > max) return scale === "log" ? computeDomain(values, "linear", skip) : null;
   return { min, max, scale };
+}
+
+/**
+ * The colour domain of a metric: log or linear as the API says; signed metrics
+ * whose values straddle zero get a domain symmetric around it.
+ */
+export function metricDomain(
+  metric: string,
+  values: readonly (readonly (number | null)[])[],
+  scale: Scale,
+  skip?: (row: number, col: number) => boolean,
+): Domain | null {
+  const d = computeDomain(values, scale, skip);
+  if (d && d.scale === "linear" && SIGNED_METRICS.has(metric) && d.min < 0 && d.max > 0) {
+    const m = Math.max(-d.min, d.max);
+    return { min: -m, max: m, scale: "linear", diverging: true };
+  }
+  return d;
+}
+
+/** One domain covering both, so two heatmaps side by side share a colour scale. */
+export function mergeDomains(a: Domain | null, b: Domain | null): Domain | null {
+  if (!a || !b) return a ?? b;
+  if (a.scale !== b.scale) return a.scale === "linear" ? a : b;
+  const min = Math.min(a.min, b.min);
+  const max = Math.max(a.max, b.max);
+  if (a.diverging || b.diverging) {
+    const m = Math.max(-min, max);
+    return { min: -m, max: m, scale: "linear", diverging: true };
+  }
+  return { min, max, scale: a.scale };
 }
 
 /**
@@ -150,14 +197,15 @@ export interface HealthBand {
   to: Rgb;
 }
 
-// Each status owns a third of the score range and its own hue, so a cell's hue
-// always agrees with the status the rules decided, whatever its score. Within a
-// band the shade shows the score: the worst and the best cells are the most
-// saturated, cells near a boundary are pale.
+// Each status owns the score band the backend gives it (health.py: critical
+// [0, 0.25], warn (0.25, 0.6], ok (0.6, 1]) and its own hue, so a cell's hue always
+// agrees with the status the rules decided, whatever its score. Within a band the
+// shade shows the score: the worst and the best cells are the most saturated,
+// cells near a boundary are pale.
 export const HEALTH_BANDS: readonly HealthBand[] = [
-  { status: "critical", lo: 0, hi: 1 / 3, from: hexToRgb("#a50f15"), to: hexToRgb("#e5484d") },
-  { status: "warn", lo: 1 / 3, hi: 2 / 3, from: hexToRgb("#e8850c"), to: hexToRgb("#f9c74f") },
-  { status: "ok", lo: 2 / 3, hi: 1, from: hexToRgb("#9fd8b9"), to: hexToRgb(STATUS_COLORS.ok) },
+  { status: "critical", lo: 0, hi: 0.25, from: hexToRgb("#a50f15"), to: hexToRgb("#e5484d") },
+  { status: "warn", lo: 0.25, hi: 0.6, from: hexToRgb("#e8850c"), to: hexToRgb("#f9c74f") },
+  { status: "ok", lo: 0.6, hi: 1, from: hexToRgb("#9fd8b9"), to: hexToRgb(STATUS_COLORS.ok) },
 ];
 
 /** Colour of a health cell, or null when it should be drawn as no data. */
@@ -172,7 +220,8 @@ export function healthColor(score: number | null | undefined, status: string): R
 export function metricColor(v: number | null | undefined, d: Domain | null): Rgb | null {
   if (!d) return null;
   const t = normalize(v, d);
-  return t === null ? null : viridis(t);
+  if (t === null) return null;
+  return d.diverging ? diverging(t) : viridis(t);
 }
 
 /**
@@ -188,3 +237,25 @@ export function cellColor(
   if (status === "no_data" || value === null || value === undefined) return null;
   return metric === "health" ? healthColor(value, status) : metricColor(value, domain);
 }
+
+/** Packs a colour as one ImageData pixel (opaque), in the machine's byte order. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+export function packRgb(c: Rgb): number {
+  return LITTLE_ENDIAN
+    ? ((255 << 24) | (c[2] << 16) | (c[1] << 8) | c[0]) >>> 0
+    : ((c[0] << 24) | (c[1] << 16) | (c[2] << 8) | 255) >>> 0;
+}
+
+export function unpackRgb(p: number): Rgb {
+  return LITTLE_ENDIAN ? [p & 255, (p >>> 8) & 255, (p >>> 16) & 255] : [p >>> 24, (p >>> 16) & 255, (p >>> 8) & 255];
+}
+
+/** Colour maps as packed pixel tables, built once. */
+export const VIRIDIS_LUT = Uint32Array.from(VIRIDIS, packRgb);
+export const DIVERGING_LUT = Uint32Array.from(DIVERGING, packRgb);
+export const HEALTH_LUTS: Readonly<Record<string, Uint32Array>> = Object.fromEntries(
+  HEALTH_BANDS.map((b) => [
+    b.status,
+    Uint32Array.from({ length: LUT_SIZE }, (_, k) => packRgb(interpolate([b.from, b.to], k / (LUT_SIZE - 1)))),
+  ]),
+);

@@ -28,6 +28,11 @@ export function formatStep(step: number): string {
   return sign + String(Math.abs(Math.trunc(step))).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
+/** "step 1,200" or "steps 1,200 to 3,400". */
+export function formatStepRange(first: number, last: number): string {
+  return first === last ? `step ${formatStep(first)}` : `steps ${formatStep(first)} to ${formatStep(last)}`;
+}
+
 /**
  * Step label for an axis whose ticks are multiples of `interval`. Every label of
  * one axis uses the same unit (k / M only when the interval is a multiple of it),
@@ -54,27 +59,7 @@ export function nextNiceInterval(interval: number): number {
   return niceIntervalAtLeast(interval * 1.5);
 }
 
-export interface StepTick {
-  step: number;
-  /** Position in column units: column c spans [c, c + 1], its centre is c + 0.5. */
-  pos: number;
-}
-
-/**
- * Round step numbers (the multiples of `interval`) within the range of `steps`,
- * each placed among the columns: on a column's centre when that step was logged,
- * interpolated between the neighbouring centres when it falls between two logged
- * steps. `steps` must be strictly ascending.
- */
-export function stepTicks(steps: readonly number[], interval: number): StepTick[] {
-  const out: StepTick[] = [];
-  const n = steps.length;
-  if (n === 0 || !(interval > 0)) return out;
-  let c = 0;
-  for (let m = Math.ceil(steps[0] / interval) * interval; m <= steps[n - 1]; m += interval) {
-    while (c < n - 1 && steps[c + 1] <= m) c++;
-    const pos = c < n - 1 ? c + 0.5 + (m - steps[c]) / (steps[c + 1] - steps[c]) : c + 0.5;
-    out.push({ step: m, pos });
-  }
-  return out;
+/** Human label of a metric or rule name: "max_abs" -> "max abs". */
+export function humanize(name: string): string {
+  return name.replace(/_/g, " ");
 }

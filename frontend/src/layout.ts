@@ -1,55 +1,34 @@
-// Pure layout: cell sizes, hit testing, which labels to draw and how to shorten them.
-// Text widths come from a `measure` callback so the same code runs against a canvas
-// in the browser and against a fixed-width estimate in tests.
+// Pure layout: where steps and rows go, hit testing, which labels to draw and how
+// to shorten them. Text widths come from a `measure` callback so the same code runs
+// against a canvas in the browser and against a fixed-width estimate in tests.
 
-import { formatStepTick, nextNiceInterval, niceIntervalAtLeast, stepTicks } from "./format";
+import { formatStepTick, nextNiceInterval, niceIntervalAtLeast } from "./format";
 
 export type Measure = (text: string) => number;
 
-export const CELL_MIN_W = 1;
-export const CELL_MAX_W = 48;
-// Rows never get shorter than a row label, so every layer keeps a readable name.
-export const CELL_MIN_H = 16;
-export const CELL_MAX_H = 28;
+// Rows shrink to fit the viewport down to this; labels are thinned below LABEL_ROW_H.
+export const ROW_MIN_H = 4;
+export const ROW_MAX_H = 28;
+export const LABEL_ROW_H = 13;
 export const AXIS_HEIGHT = 26;
 export const LABEL_GAP = 12;
 // Browsers refuse or silently blank canvases beyond these sizes.
 export const MAX_CANVAS_SIDE = 16384;
 export const MAX_CANVAS_AREA = 64 * 1024 * 1024;
 
-export interface GridInput {
-  rows: number;
-  cols: number;
-  availableWidth: number;
-  availableHeight: number;
-}
-
-export interface Grid {
-  rows: number;
-  cols: number;
-  cellW: number;
-  cellH: number;
-  /** Height of the step axis above the cells, in CSS pixels. */
-  axisH: number;
-  plotW: number;
-  plotH: number;
-}
-
 function clamp(v: number, lo: number, hi: number): number {
   return Math.min(Math.max(v, lo), hi);
 }
 
-/**
- * Cell sizes: the steps share the available width (scrolling horizontally once a
- * column would be thinner than a pixel), rows share the available height within
- * readable bounds.
- */
-export function computeGrid(input: GridInput): Grid {
-  const rows = Math.max(0, Math.floor(input.rows));
-  const cols = Math.max(0, Math.floor(input.cols));
-  const cellW = cols > 0 ? clamp(input.availableWidth / cols, CELL_MIN_W, CELL_MAX_W) : CELL_MAX_W;
-  const cellH = rows > 0 ? clamp(Math.floor(input.availableHeight / rows), CELL_MIN_H, CELL_MAX_H) : CELL_MAX_H;
-  return { rows, cols, cellW, cellH, axisH: AXIS_HEIGHT, plotW: cellW * cols, plotH: cellH * rows };
+/** Row height for `rows` layers sharing `availableHeight` CSS pixels, within readable bounds. */
+export function rowHeight(rows: number, availableHeight: number): number {
+  if (rows <= 0) return ROW_MAX_H;
+  return clamp(Math.floor(availableHeight / rows), ROW_MIN_H, ROW_MAX_H);
+}
+
+/** Label every k-th row so labels never overlap: 1 when rows are tall enough for text. */
+export function rowLabelStride(cellH: number, labelH = LABEL_ROW_H): number {
+  return cellH >= labelH ? 1 : Math.ceil(labelH / Math.max(1, cellH));
 }
 
 /**
@@ -68,13 +47,125 @@ export function edge(i: number, size: number, scale: number): number {
   return Math.round(i * size * scale);
 }
 
-/** The cell under a point given in CSS pixels relative to the canvas, if any. */
-export function cellAt(x: number, y: number, g: Grid): { row: number; col: number } | null {
-  const py = y - g.axisH;
-  if (x < 0 || py < 0 || x >= g.plotW || py >= g.plotH) return null;
-  const col = Math.min(g.cols - 1, Math.floor(x / g.cellW));
-  const row = Math.min(g.rows - 1, Math.floor(py / g.cellH));
-  return col >= 0 && row >= 0 ? { row, col } : null;
+/**
+ * Where each logged step's cell starts and ends on the step axis: cells are
+ * centred on their step and meet halfway to the neighbours, so the x axis is a
+ * true step scale and an irregular logging interval shows as wider cells. The
+ * outer cells extend half their neighbour gap. Returns n + 1 edges for n steps,
+ * which must be strictly ascending.
+ */
+export function columnEdges(steps: readonly number[]): Float64Array {
+  const n = steps.length;
+  const e = new Float64Array(n + 1);
+  if (n === 0) return e;
+  if (n === 1) {
+    e[0] = steps[0] - 0.5;
+    e[1] = steps[0] + 0.5;
+    return e;
+  }
+  e[0] = steps[0] - (steps[1] - steps[0]) / 2;
+  for (let j = 1; j < n; j++) e[j] = (steps[j - 1] + steps[j]) / 2;
+  e[n] = steps[n - 1] + (steps[n - 1] - steps[n - 2]) / 2;
+  return e;
+}
+
+/** The step range shown: a zoom window in step units. */
+export interface StepRange {
+  lo: number;
+  hi: number;
+}
+
+export function fullRange(edges: Float64Array): StepRange {
+  return { lo: edges[0], hi: edges[edges.length - 1] };
+}
+
+/** Clamps a zoom window to the data and keeps it at least one step wide. */
+export function clampRange(r: StepRange, full: StepRange): StepRange | null {
+  let lo = Math.max(full.lo, Math.min(r.lo, r.hi));
+  let hi = Math.min(full.hi, Math.max(r.lo, r.hi));
+  if (!(hi > lo)) return null;
+  if (hi - lo < 1) {
+    const mid = (lo + hi) / 2;
+    lo = Math.max(full.lo, mid - 0.5);
+    hi = Math.min(full.hi, mid + 0.5);
+  }
+  if (lo <= full.lo && hi >= full.hi) return null;
+  return { lo, hi };
+}
+
+export function xOfStep(step: number, r: StepRange, width: number): number {
+  return ((step - r.lo) / (r.hi - r.lo)) * width;
+}
+
+export function stepOfX(x: number, r: StepRange, width: number): number {
+  return r.lo + (x / width) * (r.hi - r.lo);
+}
+
+/** Index j with edges[j] <= v < edges[j + 1], or -1 outside every cell. */
+export function columnAt(edges: Float64Array, v: number): number {
+  const n = edges.length - 1;
+  if (n <= 0 || !(v >= edges[0]) || !(v < edges[n])) return -1;
+  let lo = 0;
+  let hi = n - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (edges[mid] <= v) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/** First index j with a[j] >= v, or with a[j] > v when strict. */
+function bound(edges: Float64Array, v: number, strict: boolean): number {
+  let lo = 0;
+  let hi = edges.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (edges[mid] < v || (strict && edges[mid] === v)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+export interface PixelColumns {
+  /** Per device pixel: first and last column it shows, or -1 / -2 for none. */
+  start: Int32Array;
+  end: Int32Array;
+}
+
+/**
+ * Which columns each of `width` pixels across the range shows: the column under
+ * the pixel's centre plus every column whose own centre falls inside the pixel.
+ * Every column in range is thus shown by at least one pixel: when thousands of
+ * steps share few pixels, a pixel can show the worst of them and a single
+ * critical step never disappears; when cells are wider than a pixel, each pixel
+ * shows exactly its own cell and no cell grows into its neighbour.
+ */
+export function pixelColumns(edges: Float64Array, r: StepRange, width: number): PixelColumns {
+  const w = Math.max(0, Math.floor(width));
+  const start = new Int32Array(w);
+  const end = new Int32Array(w);
+  const n = Math.max(0, edges.length - 1);
+  const mids = new Float64Array(n);
+  for (let c = 0; c < n; c++) mids[c] = (edges[c] + edges[c + 1]) / 2;
+  const span = (r.hi - r.lo) / Math.max(1, w);
+  for (let x = 0; x < w; x++) {
+    const pxLo = r.lo + x * span;
+    const pxHi = pxLo + span;
+    const c = columnAt(edges, pxLo + span / 2);
+    // Columns with their centre in [pxLo, pxHi): a contiguous run, adjacent to c.
+    const a = bound(mids, pxLo, false);
+    const b = bound(mids, pxHi, false) - 1;
+    let s = c;
+    let e = c;
+    if (a <= b) {
+      s = c < 0 ? a : Math.min(a, c);
+      e = c < 0 ? b : Math.max(b, c);
+    }
+    start[x] = s;
+    end[x] = s < 0 ? -2 : e;
+  }
+  return { start, end };
 }
 
 export interface AxisLabel {
@@ -87,14 +178,6 @@ export interface AxisLabel {
   tick: number;
 }
 
-function place(step: number, interval: number, tick: number, plotW: number, measure: Measure): AxisLabel {
-  const text = formatStepTick(step, interval);
-  const width = measure(text);
-  // Centred on the tick, but pushed inside the plot at both ends.
-  const left = Math.max(0, Math.min(tick - width / 2, plotW - width));
-  return { step, text, left, width, tick };
-}
-
 export function labelsOverlap(labels: readonly AxisLabel[], gap = LABEL_GAP): boolean {
   for (let k = 1; k < labels.length; k++) {
     const prev = labels[k - 1];
@@ -103,51 +186,31 @@ export function labelsOverlap(labels: readonly AxisLabel[], gap = LABEL_GAP): bo
   return false;
 }
 
-function greedyLabels(steps: readonly number[], cellW: number, measure: Measure, gap: number): AxisLabel[] {
-  const plotW = steps.length * cellW;
-  const out: AxisLabel[] = [];
-  let freeFrom = -Infinity;
-  steps.forEach((step, col) => {
-    const label = place(step, 1, (col + 0.5) * cellW, plotW, measure);
-    if (label.left >= freeFrom) {
-      out.push(label);
-      freeFrom = label.left + label.width + gap;
-    }
-  });
-  return out;
-}
-
 /**
- * Step-axis labels that never overlap. The axis reads as a step scale: labels are
- * round step numbers (multiples of 1, 2, 5, 10, ...) at their place among the
- * columns, using the smallest interval whose labels fit. A single step, or steps
- * out of order, get a left-to-right greedy pick of the logged steps instead.
+ * Step-axis labels that never overlap: round step numbers (multiples of 1, 2, 5,
+ * 10, ...) at their true position, with the smallest interval whose labels fit,
+ * all in one unit (no "1k, 1200").
  */
-export function chooseStepLabels(
-  steps: readonly number[],
-  cellW: number,
-  measure: Measure,
-  gap = LABEL_GAP,
-): AxisLabel[] {
-  const n = steps.length;
-  if (n === 0) return [];
-  const plotW = n * cellW;
-  const ascending = steps.every((s, i) => i === 0 || s > steps[i - 1]);
-  if (n > 1 && ascending && steps.every(Number.isInteger)) {
-    const range = steps[n - 1] - steps[0];
-    const widest = Math.max(measure(String(steps[0])), measure(String(steps[n - 1])));
-    // No interval below this can fit, and starting here bounds the tick count by
-    // the number of labels the width can hold, however the steps are spread.
-    let interval = niceIntervalAtLeast(range / Math.max(1, Math.floor(plotW / (widest + gap))));
-    for (;;) {
-      const labels = stepTicks(steps, interval).map((t) => place(t.step, interval, t.pos * cellW, plotW, measure));
-      if (labels.length === 0) break;
-      if (!labelsOverlap(labels, gap)) return labels;
-      if (labels.length === 1) break;
-      interval = nextNiceInterval(interval);
+export function stepAxisLabels(r: StepRange, width: number, measure: Measure, gap = LABEL_GAP): AxisLabel[] {
+  if (!(width > 0) || !(r.hi > r.lo)) return [];
+  const first = Math.ceil(r.lo);
+  const last = Math.floor(r.hi);
+  if (last < first) return [];
+  const widest = Math.max(measure(String(first)), measure(String(last)));
+  let interval = niceIntervalAtLeast((r.hi - r.lo) / Math.max(1, Math.floor(width / (widest + gap))));
+  for (let guard = 0; guard < 64; guard++) {
+    const labels: AxisLabel[] = [];
+    // + 0 turns -0 into 0.
+    for (let m = Math.ceil(r.lo / interval) * interval + 0; m <= r.hi; m += interval) {
+      const tick = xOfStep(m, r, width);
+      const text = formatStepTick(m, interval);
+      const w = measure(text);
+      labels.push({ step: m, text, width: w, tick, left: Math.max(0, Math.min(tick - w / 2, width - w)) });
     }
+    if (labels.length <= 1 || !labelsOverlap(labels, gap)) return labels;
+    interval = nextNiceInterval(interval);
   }
-  return greedyLabels(steps, cellW, measure, gap);
+  return [];
 }
 
 /**
@@ -174,12 +237,14 @@ export function truncateMiddle(text: string, maxWidth: number, measure: Measure)
 }
 
 export const ROW_LABEL_MIN_W = 80;
-export const ROW_LABEL_MAX_W = 280;
+export const ROW_LABEL_MAX_W = 260;
 const ROW_LABEL_PAD = 16;
 
 /** Width of the row-label column: the longest name, within fixed bounds. */
 export function rowLabelWidth(names: readonly string[], measure: Measure): number {
-  const widest = names.reduce((w, name) => Math.max(w, measure(name)), 0);
+  // Measuring thousands of names per resize is wasted work: the longest few decide.
+  const candidates = names.length > 200 ? [...names].sort((a, b) => b.length - a.length).slice(0, 50) : names;
+  const widest = candidates.reduce((w, name) => Math.max(w, measure(name)), 0);
   return Math.ceil(clamp(widest + ROW_LABEL_PAD, ROW_LABEL_MIN_W, ROW_LABEL_MAX_W));
 }
 

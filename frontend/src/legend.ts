@@ -1,10 +1,9 @@
 // Colour legend above the heatmap.
 
-import type { Heatmap } from "./api";
-import { denormalize, HEALTH_BANDS, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
+import { denormalize, diverging, HEALTH_BANDS, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
-import { formatValue } from "./format";
+import { formatValue, humanize } from "./format";
 
 /** CSS linear-gradient sampling a colour map; `stops` samples keep it smooth. */
 export function gradientCss(map: (t: number) => Rgb, stops = 11): string {
@@ -45,23 +44,62 @@ function bar(title: string, background: string, left: string, right: string, mid
   return item;
 }
 
-export function buildLegend(h: Heatmap, domain: Domain | null): HTMLElement {
+/** Legend for a metric (or health) and its colour domain; `shared` notes a scale shared by two runs. */
+export function buildLegend(metric: string, scale: "linear" | "log", domain: Domain | null, shared = false): HTMLElement {
   const legend = el("div", "gh-legend");
-  if (h.metric === "health") {
+  if (metric === "health") {
     for (const name of ["ok", "warn", "critical", "no_data"]) {
       legend.append(swatch(statusColor(name), STATUS_LABELS[name]));
     }
     legend.append(bar("score", healthGradientCss(), "0", "1"));
     return legend;
   }
-  const scale = domain?.scale ?? h.scale;
-  const title = scale === "log" ? `${h.metric} (log scale)` : h.metric;
+  const used = domain?.scale ?? scale;
+  const title = humanize(metric) + (used === "log" ? " (log scale)" : "") + (shared ? ", shared scale" : "");
   if (domain) {
-    const mid = domain.scale === "log" ? formatValue(denormalize(0.5, domain), 3) : undefined;
-    legend.append(bar(title, gradientCss(viridis), formatValue(domain.min), formatValue(domain.max), mid));
+    const map = domain.diverging ? diverging : viridis;
+    const mid = domain.scale === "log" || domain.diverging ? formatValue(denormalize(0.5, domain), 3) : undefined;
+    legend.append(bar(title, gradientCss(map), formatValue(domain.min), formatValue(domain.max), mid));
   } else {
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
   legend.append(swatch(statusColor("no_data"), STATUS_LABELS.no_data));
   return legend;
+}
+
+/** The same legend drawn on a canvas, for the PNG export; `y` is the top of a 16 px strip. */
+export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, metric: string, domain: Domain | null, fg: string): void {
+  ctx.save();
+  ctx.font = "12px Roboto, sans-serif";
+  ctx.textBaseline = "middle";
+  ctx.fillStyle = fg;
+  const text = (s: string): void => {
+    ctx.fillStyle = fg;
+    ctx.fillText(s, x, y + 8);
+    x += ctx.measureText(s).width + 8;
+  };
+  const box = (color: string): void => {
+    ctx.fillStyle = color;
+    ctx.fillRect(x, y + 2, 12, 12);
+    x += 16;
+  };
+  if (metric === "health") {
+    for (const name of ["ok", "warn", "critical", "no_data"]) {
+      box(statusColor(name));
+      text(STATUS_LABELS[name]);
+    }
+  } else if (domain) {
+    text(humanize(metric) + (domain.scale === "log" ? " (log scale)" : ""));
+    text(formatValue(domain.min));
+    const map = domain.diverging ? diverging : viridis;
+    for (let k = 0; k < 160; k++) {
+      ctx.fillStyle = rgbToCss(map(k / 159));
+      ctx.fillRect(x + k, y + 2, 1, 12);
+    }
+    x += 168;
+    text(formatValue(domain.max));
+    box(statusColor("no_data"));
+    text(STATUS_LABELS.no_data);
+  }
+  ctx.restore();
 }

@@ -1,5 +1,20 @@
 import { describe, expect, it } from "vitest";
-import { ApiError, buildUrl, fetchHeatmap, fetchRuns, getJson, orderedRoles, parseHeatmap, parseRuns } from "../src/api";
+import {
+  ApiError,
+  buildUrl,
+  cellQuality,
+  fetchCell,
+  fetchFindings,
+  fetchHeatmap,
+  fetchRuns,
+  getJson,
+  orderedRoles,
+  parseCell,
+  parseFindings,
+  parseHeatmap,
+  parseRuns,
+  parseSeries,
+} from "../src/api";
 import type { FetchLike } from "../src/api";
 
 const HEATMAP = {
@@ -107,7 +122,20 @@ describe("parseRuns", () => {
       unclassified: [],
       steps_kept: 0,
       last_step: null,
+      worst_severity: null,
+      worst_status: "no_data",
+      finding_counts: {},
     });
+  });
+
+  it("reads each run's worst finding and counts", () => {
+    const { runs } = parseRuns({
+      runs: [{ run: "a", worst_severity: "critical", worst_status: "critical", findings: { info: 6, warn: 2, critical: 1 } }],
+    });
+    expect(runs[0].worst_severity).toBe("critical");
+    expect(runs[0].worst_status).toBe("critical");
+    expect(runs[0].finding_counts).toEqual({ info: 6, warn: 2, critical: 1 });
+    expect(parseRuns({ runs: [{ run: "b", worst_severity: "bogus" }] }).runs[0].worst_severity).toBeNull();
   });
 
   it("rejects malformed responses", () => {
@@ -153,5 +181,88 @@ describe("parseHeatmap", () => {
   it("treats an unknown scale as linear", () => {
     expect(parseHeatmap({ ...HEATMAP, scale: "symlog" }).scale).toBe("linear");
     expect(parseHeatmap({ ...HEATMAP, scale: "log" }).scale).toBe("log");
+  });
+});
+
+describe("heatmap cell quality", () => {
+  it("reads the per-cell quality codes", () => {
+    const h = parseHeatmap({
+      ...HEATMAP,
+      quality: "mixed",
+      quality_cells: [[1, 0, 2], [2, 2, 1]],
+      quality_names: ["no_data", "exact", "estimated"],
+    });
+    expect(cellQuality(h, 0, 0)).toBe("exact");
+    expect(cellQuality(h, 0, 2)).toBe("estimated");
+    expect(cellQuality(h, 0, 1)).toBe("no_data");
+  });
+
+  it("falls back to the heatmap's summary without per-cell codes", () => {
+    const h = parseHeatmap(HEATMAP);
+    expect(h.quality_cells).toBeNull();
+    expect(cellQuality(h, 1, 1)).toBe("estimated");
+    expect(() => parseHeatmap({ ...HEATMAP, quality_cells: [[1]] })).toThrow(/quality_cells/);
+  });
+
+  it("rejects steps out of order, which would misplace columns", () => {
+    expect(() => parseHeatmap({ ...HEATMAP, steps: [0, 20, 10] })).toThrow(/ascending/);
+  });
+});
+
+describe("findings, cell and series", () => {
+  const FINDING = {
+    run: "R",
+    kind: "exploding_gradients",
+    severity: "critical",
+    layers: ["dense/kernel"],
+    first_step: 10,
+    last_step: 30,
+    message: "m",
+    advice: "a",
+    evidence: { threshold: 1000, layers: { "dense/kernel": { first_step: 10, last_step: 20 } } },
+    role: "gradient",
+  };
+
+  it("parses findings and keeps optional fields only when present", async () => {
+    const seen: string[] = [];
+    const body = { run: "R", findings: [FINDING, { ...FINDING, kind: "periodic_spikes", severity: "info", period: 20, artefact: true, role: null }] };
+    const f = await fetchFindings("R", respond(200, JSON.stringify(body), seen));
+    expect(seen).toEqual(["findings?run=R"]);
+    expect(f.findings[0].period).toBeUndefined();
+    expect(f.findings[1]).toMatchObject({ period: 20, artefact: true, role: null, severity: "info" });
+    expect(() => parseFindings({ findings: [{}] })).toThrow(/findings\[0\]/);
+    expect(parseFindings({ findings: [{ ...FINDING, severity: "??" }] }).findings[0].severity).toBe("info");
+  });
+
+  it("parses a cell with its histogram, dropping malformed buckets", async () => {
+    const seen: string[] = [];
+    const body = {
+      run: "R", layer: "d", step: 10,
+      roles: {
+        gradient: {
+          tags: ["g"], source: "histogram", status: "critical", score: 0, rule: "exploding_gradients",
+          metrics: { max_abs: { value: 1e5, quality: "estimated" }, mean: { value: null, quality: "no_data" } },
+          histogram: [[-1, 0, 3], [0, 1, 4], ["x", 1, 2]],
+        },
+      },
+    };
+    const c = await fetchCell("R", "d", 10, "gradient", respond(200, JSON.stringify(body), seen));
+    expect(seen).toEqual(["cell?run=R&layer=d&step=10&role=gradient"]);
+    expect(c.roles.gradient.histogram).toEqual([[-1, 0, 3], [0, 1, 4]]);
+    expect(c.roles.gradient.metrics.max_abs).toEqual({ value: 1e5, quality: "estimated" });
+    expect(c.roles.gradient.metrics.mean.value).toBeNull();
+    expect(() => parseCell({})).toThrow(ApiError);
+  });
+
+  it("parses a series with its thresholds", () => {
+    const s = parseSeries({
+      run: "R", layer: "d", metric: "max_abs",
+      series: { gradient: { steps: [0, 10], values: [1, null], quality: ["estimated", "no_data"], status: [1, 0] } },
+      thresholds: { gradient: [{ name: "exploding_max_abs", value: 1000, side: "above", meaning: "explodes" }, { value: "x" }] },
+      status_names: ["no_data", "ok", "warn", "critical"],
+    });
+    expect(s.series.gradient.values).toEqual([1, null]);
+    expect(s.thresholds.gradient).toEqual([{ name: "exploding_max_abs", value: 1000, side: "above", meaning: "explodes" }]);
+    expect(() => parseSeries({ series: { gradient: { steps: [0, 1], values: [1] } } })).toThrow(/differ in length/);
   });
 });

@@ -15,6 +15,14 @@ import {
   statusName,
   STATUS_COLORS,
   viridis,
+  diverging,
+  HEALTH_LUTS,
+  LUT_SIZE,
+  mergeDomains,
+  metricDomain,
+  packRgb,
+  unpackRgb,
+  VIRIDIS_LUT,
 } from "../src/colors";
 import type { Domain } from "../src/colors";
 
@@ -192,5 +200,63 @@ describe("status and health colours", () => {
     expect(metricColor(1e-3, log)).toEqual(viridis(0.5));
     expect(metricColor(null, log)).toBeNull();
     expect(metricColor(1, null)).toBeNull();
+  });
+});
+
+describe("diverging domains and shared scales", () => {
+  it("centres signed metrics that straddle zero", () => {
+    const d = metricDomain("mean", [[-2, 1], [0.5, null]], "linear");
+    expect(d).toEqual({ min: -2, max: 2, scale: "linear", diverging: true });
+    expect(normalize(0, d as Domain)).toBe(0.5);
+  });
+
+  it("keeps one-signed and unsigned metrics sequential", () => {
+    expect(metricDomain("mean", [[1, 2]], "linear")).toEqual({ min: 1, max: 2, scale: "linear" });
+    expect(metricDomain("zero_fraction", [[-1, 2]], "linear")?.diverging).toBeUndefined();
+    expect(metricDomain("l2", [[1e-3, 10]], "log")).toEqual({ min: 1e-3, max: 10, scale: "log" });
+  });
+
+  it("merges two domains into one covering both", () => {
+    expect(mergeDomains({ min: 1, max: 5, scale: "log" }, { min: 0.1, max: 2, scale: "log" })).toEqual({ min: 0.1, max: 5, scale: "log" });
+    expect(mergeDomains(null, { min: 1, max: 2, scale: "linear" })).toEqual({ min: 1, max: 2, scale: "linear" });
+    expect(mergeDomains({ min: -1, max: 1, scale: "linear", diverging: true }, { min: 0, max: 3, scale: "linear" })).toEqual({
+      min: -3, max: 3, scale: "linear", diverging: true,
+    });
+    expect(mergeDomains(null, null)).toBeNull();
+  });
+
+  it("draws signed values with the diverging map, pale at zero", () => {
+    const d: Domain = { min: -1, max: 1, scale: "linear", diverging: true };
+    expect(metricColor(0, d)).toEqual(diverging(0.5));
+    expect(luminance(diverging(0.5))).toBeGreaterThan(luminance(diverging(0)));
+    expect(luminance(diverging(0.5))).toBeGreaterThan(luminance(diverging(1)));
+  });
+});
+
+describe("pixel tables", () => {
+  it("packs colours as ImageData pixels and back", () => {
+    const c: [number, number, number] = [12, 200, 77];
+    expect(unpackRgb(packRgb(c))).toEqual(c);
+    const bytes = new Uint8Array(new Uint32Array([packRgb(c)]).buffer);
+    expect(Array.from(bytes)).toEqual([12, 200, 77, 255]);
+  });
+
+  it("samples viridis and the health bands at 256 levels", () => {
+    expect(VIRIDIS_LUT.length).toBe(LUT_SIZE);
+    expect(unpackRgb(VIRIDIS_LUT[0])).toEqual(viridis(0));
+    expect(unpackRgb(VIRIDIS_LUT[LUT_SIZE - 1])).toEqual(viridis(1));
+    for (const b of HEALTH_BANDS) {
+      expect(unpackRgb(HEALTH_LUTS[b.status][0])).toEqual(b.from);
+      expect(unpackRgb(HEALTH_LUTS[b.status][LUT_SIZE - 1])).toEqual(b.to);
+    }
+  });
+});
+
+describe("health bands match the backend's score bands", () => {
+  it("colours a score with its status's hue", () => {
+    expect(healthColor(0.1, "critical")).not.toBeNull();
+    expect(healthColor(0.25, "critical")).toEqual(HEALTH_BANDS[0].to);
+    expect(healthColor(0.6, "warn")).toEqual(HEALTH_BANDS[1].to);
+    expect(healthColor(1, "ok")).toEqual(HEALTH_BANDS[2].to);
   });
 });

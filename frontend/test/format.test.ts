@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import {
   formatStep,
+  formatStepRange,
   formatStepTick,
+  humanize,
   formatValue,
   nextNiceInterval,
   niceIntervalAtLeast,
-  stepTicks,
 } from "../src/format";
 
 describe("formatValue", () => {
@@ -81,38 +82,14 @@ describe("nice intervals", () => {
   });
 });
 
-describe("stepTicks", () => {
-  it("puts multiples that were logged on their column centres", () => {
-    const steps = [0, 10, 20, 30, 40, 50, 60];
-    expect(stepTicks(steps, 20)).toEqual([
-      { step: 0, pos: 0.5 },
-      { step: 20, pos: 2.5 },
-      { step: 40, pos: 4.5 },
-      { step: 60, pos: 6.5 },
-    ]);
+describe("labels", () => {
+  it("formats step ranges", () => {
+    expect(formatStepRange(1200, 1200)).toBe("step 1,200");
+    expect(formatStepRange(10, 3400)).toBe("steps 10 to 3,400");
   });
 
-  it("interpolates multiples that fall between logged steps", () => {
-    expect(stepTicks([3, 7, 12, 19, 26, 31], 10)).toEqual([
-      { step: 10, pos: 1.5 + 3 / 5 },
-      { step: 20, pos: 3.5 + 1 / 7 },
-      { step: 30, pos: 4.5 + 4 / 5 },
-    ]);
-  });
-
-  it("returns ticks in increasing position", () => {
-    let s = 0;
-    const steps = Array.from({ length: 500 }, (_, i) => (s += 1 + (i % 9)));
-    const ticks = stepTicks(steps, 50);
-    for (let k = 1; k < ticks.length; k++) expect(ticks[k].pos).toBeGreaterThan(ticks[k - 1].pos);
-    expect(ticks[0].pos).toBeGreaterThanOrEqual(0.5);
-    expect(ticks[ticks.length - 1].pos).toBeLessThanOrEqual(steps.length - 0.5);
-  });
-
-  it("handles empty input and ranges with no multiple", () => {
-    expect(stepTicks([], 5)).toEqual([]);
-    expect(stepTicks([3, 4], 10)).toEqual([]);
-    expect(stepTicks([1, 2], 0)).toEqual([]);
-    expect(stepTicks([10], 5)).toEqual([{ step: 10, pos: 0.5 }]);
+  it("humanizes metric names", () => {
+    expect(humanize("max_abs")).toBe("max abs");
+    expect(humanize("std_rel_first")).toBe("std rel first");
   });
 });

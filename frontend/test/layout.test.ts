@@ -1,23 +1,27 @@
 import { describe, expect, it } from "vitest";
 import {
-  AXIS_HEIGHT,
   backingScale,
-  CELL_MAX_H,
-  CELL_MAX_W,
-  CELL_MIN_H,
-  CELL_MIN_W,
-  cellAt,
-  chooseStepLabels,
-  computeGrid,
+  clampRange,
+  columnAt,
+  columnEdges,
   edge,
-  labelsOverlap,
+  fullRange,
   LABEL_GAP,
+  labelsOverlap,
   MAX_CANVAS_AREA,
   MAX_CANVAS_SIDE,
+  pixelColumns,
   ROW_LABEL_MAX_W,
   ROW_LABEL_MIN_W,
+  ROW_MAX_H,
+  ROW_MIN_H,
+  rowHeight,
+  rowLabelStride,
   rowLabelWidth,
+  stepAxisLabels,
+  stepOfX,
   truncateMiddle,
+  xOfStep,
 } from "../src/layout";
 import type { AxisLabel, Measure } from "../src/layout";
 
@@ -28,128 +32,176 @@ function range(n: number, start = 0, stride = 1): number[] {
   return Array.from({ length: n }, (_, i) => start + i * stride);
 }
 
-function assertReadable(labels: readonly AxisLabel[], steps: readonly number[], cellW: number, ordered = true): void {
-  const plotW = steps.length * cellW;
+function assertReadable(labels: readonly AxisLabel[], width: number): void {
   expect(labels.length).toBeGreaterThan(0);
   for (let k = 0; k < labels.length; k++) {
     const l = labels[k];
     expect(l.left).toBeGreaterThanOrEqual(0);
-    if (l.width <= plotW) expect(l.left + l.width).toBeLessThanOrEqual(plotW + 1e-9);
+    if (l.width <= width) expect(l.left + l.width).toBeLessThanOrEqual(width + 1e-9);
     if (k > 0) {
       const prev = labels[k - 1];
       expect(l.tick).toBeGreaterThan(prev.tick);
-      if (ordered) expect(l.step).toBeGreaterThan(prev.step);
+      expect(l.step).toBeGreaterThan(prev.step);
       expect(l.left).toBeGreaterThanOrEqual(prev.left + prev.width + LABEL_GAP);
     }
   }
   expect(labelsOverlap(labels)).toBe(false);
 }
 
-describe("chooseStepLabels", () => {
-  const cases: [string, number[]][] = [
-    ["10 steps", range(10)],
-    ["10 sparse steps", range(10, 0, 1000)],
-    ["1,000 steps", range(1000)],
-    ["1,000 steps from 50,000", range(1000, 50000, 7)],
-    ["5,000 steps", range(5000)],
-    ["5,000 steps of 250", range(5000, 0, 250)],
+describe("columnEdges", () => {
+  it("centres cells on their steps and meets halfway", () => {
+    expect(Array.from(columnEdges([0, 10, 20]))).toEqual([-5, 5, 15, 25]);
+    expect(Array.from(columnEdges([0, 10, 40]))).toEqual([-5, 5, 25, 55]);
+  });
+
+  it("gives a single step a cell one step wide", () => {
+    expect(Array.from(columnEdges([7]))).toEqual([6.5, 7.5]);
+    expect(Array.from(columnEdges([]))).toEqual([0]);
+  });
+
+  it("finds the column under a step", () => {
+    const e = columnEdges([0, 10, 40]);
+    expect(columnAt(e, 0)).toBe(0);
+    expect(columnAt(e, 4.9)).toBe(0);
+    expect(columnAt(e, 5)).toBe(1);
+    expect(columnAt(e, 24.9)).toBe(1);
+    expect(columnAt(e, 25)).toBe(2);
+    expect(columnAt(e, 54.9)).toBe(2);
+    expect(columnAt(e, 55)).toBe(-1);
+    expect(columnAt(e, -5.1)).toBe(-1);
+    expect(columnAt(e, Number.NaN)).toBe(-1);
+  });
+});
+
+describe("step range", () => {
+  const full = fullRange(columnEdges(range(101, 0, 10)));
+
+  it("maps steps to x and back", () => {
+    const r = { lo: 0, hi: 100 };
+    expect(xOfStep(50, r, 400)).toBe(200);
+    expect(stepOfX(100, r, 400)).toBe(25);
+  });
+
+  it("clamps a zoom window to the data and drops a window covering everything", () => {
+    expect(clampRange({ lo: 100, hi: 200 }, full)).toEqual({ lo: 100, hi: 200 });
+    expect(clampRange({ lo: 200, hi: 100 }, full)).toEqual({ lo: 100, hi: 200 });
+    expect(clampRange({ lo: -1000, hi: 5000 }, full)).toBeNull();
+    expect(clampRange({ lo: 5000, hi: 6000 }, full)).toBeNull();
+    const tiny = clampRange({ lo: 500, hi: 500.2 }, full);
+    expect(tiny).not.toBeNull();
+    expect((tiny?.hi ?? 0) - (tiny?.lo ?? 0)).toBeCloseTo(1);
+  });
+});
+
+describe("pixelColumns", () => {
+  it("shows one column per pixel when cells are wider than pixels", () => {
+    const e = columnEdges([0, 1, 2, 3]);
+    const px = pixelColumns(e, fullRange(e), 40);
+    expect(px.start.length).toBe(40);
+    for (let x = 0; x < 40; x++) {
+      expect(px.start[x]).toBe(px.end[x]);
+      expect(px.start[x]).toBe(Math.floor(x / 10));
+    }
+  });
+
+  it("covers every column when many steps share a pixel", () => {
+    const steps = range(1000);
+    const e = columnEdges(steps);
+    const px = pixelColumns(e, fullRange(e), 100);
+    const seen = new Uint8Array(1000);
+    for (let x = 0; x < 100; x++) {
+      expect(px.start[x]).toBeGreaterThanOrEqual(0);
+      for (let c = px.start[x]; c <= px.end[x]; c++) seen[c]++;
+    }
+    expect(Array.from(seen).every((n) => n >= 1)).toBe(true);
+    expect(Array.from(seen).filter((n) => n > 1).length).toBeLessThan(100);
+  });
+
+  it("keeps a narrow cell that straddles a pixel boundary", () => {
+    const e = new Float64Array([0, 9.9, 10.1, 20]);
+    for (const w of [1, 2, 3, 4, 7]) {
+      const px = pixelColumns(e, { lo: 0, hi: 20 }, w);
+      let shown = false;
+      for (let x = 0; x < w; x++) if (px.start[x] <= 1 && px.end[x] >= 1) shown = true;
+      expect(shown).toBe(true);
+    }
+  });
+
+  it("does not widen cells wider than a pixel", () => {
+    const e = columnEdges([0, 10, 20]);
+    const px = pixelColumns(e, fullRange(e), 300);
+    for (let x = 0; x < 300; x++) expect(px.end[x]).toBe(px.start[x]);
+  });
+
+  it("never reaches outside the data", () => {
+    const e = columnEdges([100, 200]);
+    const px = pixelColumns(e, { lo: 0, hi: 400 }, 8);
+    expect(px.start[0]).toBe(-1);
+    expect(px.end[0]).toBe(-2);
+    expect(px.start[1]).toBe(0);
+    expect(px.start[3]).toBe(1);
+    expect(px.start[4]).toBe(1);
+    expect(px.start[5]).toBe(-1);
+    expect(px.start[7]).toBe(-1);
+  });
+
+  it("maps a zoomed window", () => {
+    const e = columnEdges(range(100));
+    const px = pixelColumns(e, { lo: 9.5, hi: 19.5 }, 10);
+    expect(Array.from(px.start)).toEqual(range(10, 10));
+  });
+});
+
+describe("stepAxisLabels", () => {
+  const cases: [string, number, number][] = [
+    ["10 steps", -0.5, 9.5],
+    ["10 sparse steps", -500, 9500],
+    ["1,000 steps", -0.5, 999.5],
+    ["5,000 steps of 250", -125, 1_249_875],
+    ["from 50,000", 49_996, 57_000],
   ];
   for (const width of [300, 900, 1600]) {
-    for (const [name, steps] of cases) {
+    for (const [name, lo, hi] of cases) {
       it(`never overlaps: ${name} in ${width}px`, () => {
-        const grid = computeGrid({ rows: 5, cols: steps.length, availableWidth: width, availableHeight: 500 });
-        assertReadable(chooseStepLabels(steps, grid.cellW, measure), steps, grid.cellW);
+        assertReadable(stepAxisLabels({ lo, hi }, width, measure), width);
       });
     }
   }
 
-  it("never overlaps for irregular steps", () => {
-    let s = 0;
-    const steps = range(3000).map((i) => (s += 1 + ((i * 7919) % 13)));
-    for (const cellW of [0.2, 1, 3, 17]) {
-      assertReadable(chooseStepLabels(steps, cellW, measure), steps, cellW);
-    }
-  });
-
-  it("never overlaps for unordered steps", () => {
-    const steps = [5, 3, 900000, 2, 1, 77777, 12];
-    const labels = chooseStepLabels(steps, 10, measure);
-    assertReadable(labels, steps, 10, false);
-    for (const l of labels) expect(steps).toContain(l.step);
-  });
-
-  it("labels every column when there is room", () => {
-    const labels = chooseStepLabels(range(10), 40, measure);
-    expect(labels.map((l) => l.text)).toEqual(range(10).map(String));
-  });
-
-  it("prefers round steps", () => {
-    const labels = chooseStepLabels(range(1000), 1, measure);
+  it("prefers round steps in one unit", () => {
+    const labels = stepAxisLabels({ lo: -0.5, hi: 999.5 }, 600, measure);
     const interval = labels[1].step - labels[0].step;
-    expect([10, 20, 50, 100, 200, 500]).toContain(interval);
+    expect([50, 100, 200]).toContain(interval);
     for (const l of labels) expect(l.step % interval).toBe(0);
-    expect(labels.length).toBeGreaterThan(3);
+    const k = stepAxisLabels({ lo: 0, hi: 1_250_000 }, 600, measure);
+    expect(k.every((l) => l.step === 0 || l.text.endsWith("k") || l.text.endsWith("M"))).toBe(true);
   });
 
-  it("uses one unit for every label of an axis", () => {
-    const labels = chooseStepLabels(range(5000, 0, 250), 1, measure);
-    expect(labels.length).toBeGreaterThan(3);
-    const suffixed = labels.filter((l) => l.text.endsWith("k"));
-    expect(suffixed.length === 0 || suffixed.length === labels.length - 1).toBe(true);
+  it("puts ticks at the true step position", () => {
+    for (const l of stepAxisLabels({ lo: 0, hi: 1000 }, 500, measure)) expect(l.tick).toBeCloseTo(l.step / 2);
   });
 
-  it("places labels of logged steps over their columns", () => {
-    const steps = range(100, 0, 10);
-    for (const l of chooseStepLabels(steps, 9, measure)) {
-      const col = steps.indexOf(l.step);
-      expect(col).toBeGreaterThanOrEqual(0);
-      expect(l.tick).toBeCloseTo((col + 0.5) * 9);
-      expect(l.text).toBe(String(l.step));
-    }
-  });
-
-  it("labels irregular steps with round numbers between their columns", () => {
-    const steps = [0, 7, 15, 22, 31, 38, 46, 53, 61, 70, 77, 85, 93, 100];
-    const labels = chooseStepLabels(steps, 20, measure);
-    expect(labels.length).toBeGreaterThan(2);
-    for (const l of labels) {
-      expect(l.step % 10).toBe(0);
-      const after = steps.findIndex((s) => s >= l.step);
-      expect(l.tick).toBeLessThanOrEqual((after + 0.5) * 20 + 1e-9);
-      if (after > 0) expect(l.tick).toBeGreaterThan((after - 0.5) * 20);
-    }
-  });
-
-  it("returns nothing for no steps and one label for one step", () => {
-    expect(chooseStepLabels([], 10, measure)).toEqual([]);
-    expect(chooseStepLabels([42], 48, measure).map((l) => l.text)).toEqual(["42"]);
+  it("labels single steps and nothing for an empty window", () => {
+    expect(stepAxisLabels({ lo: 41.5, hi: 42.5 }, 48, measure).map((l) => l.text)).toEqual(["42"]);
+    expect(stepAxisLabels({ lo: 1, hi: 1 }, 100, measure)).toEqual([]);
+    expect(stepAxisLabels({ lo: 0, hi: 10 }, 0, measure)).toEqual([]);
   });
 });
 
-describe("computeGrid", () => {
-  it("shares the width between steps within bounds", () => {
-    expect(computeGrid({ rows: 3, cols: 10, availableWidth: 400, availableHeight: 600 }).cellW).toBe(40);
-    expect(computeGrid({ rows: 3, cols: 2, availableWidth: 400, availableHeight: 600 }).cellW).toBe(CELL_MAX_W);
-    const wide = computeGrid({ rows: 3, cols: 5000, availableWidth: 1000, availableHeight: 600 });
-    expect(wide.cellW).toBe(CELL_MIN_W);
-    expect(wide.plotW).toBe(5000);
+describe("rows", () => {
+  it("share the height within readable bounds", () => {
+    expect(rowHeight(2, 600)).toBe(ROW_MAX_H);
+    expect(rowHeight(30, 600)).toBe(20);
+    expect(rowHeight(500, 600)).toBe(ROW_MIN_H);
+    expect(rowHeight(0, 600)).toBe(ROW_MAX_H);
   });
 
-  it("keeps rows tall enough for their labels", () => {
-    const many = computeGrid({ rows: 500, cols: 10, availableWidth: 400, availableHeight: 600 });
-    expect(many.cellH).toBe(CELL_MIN_H);
-    expect(many.plotH).toBe(500 * CELL_MIN_H);
-    const few = computeGrid({ rows: 2, cols: 10, availableWidth: 400, availableHeight: 600 });
-    expect(few.cellH).toBe(CELL_MAX_H);
-    const mid = computeGrid({ rows: 30, cols: 10, availableWidth: 400, availableHeight: 600 });
-    expect(mid.cellH).toBe(20);
-    expect(mid.axisH).toBe(AXIS_HEIGHT);
-  });
-
-  it("survives empty data", () => {
-    const g = computeGrid({ rows: 0, cols: 0, availableWidth: 400, availableHeight: 600 });
-    expect(g.plotW).toBe(0);
-    expect(g.plotH).toBe(0);
+  it("thin labels on short rows so they never overlap", () => {
+    expect(rowLabelStride(16)).toBe(1);
+    expect(rowLabelStride(13)).toBe(1);
+    expect(rowLabelStride(6)).toBe(3);
+    expect(rowLabelStride(4)).toBe(4);
+    for (const h of [4, 5, 6, 7, 9, 12]) expect(rowLabelStride(h) * h).toBeGreaterThanOrEqual(13);
   });
 });
 
@@ -166,22 +218,10 @@ describe("backingScale", () => {
     expect(12000 * s).toBeLessThanOrEqual(MAX_CANVAS_SIDE);
     expect(12000 * s * 9000 * s).toBeLessThanOrEqual(MAX_CANVAS_AREA * 1.000001);
   });
-});
 
-describe("edge and cellAt", () => {
   it("rounds shared edges so adjacent cells tile exactly", () => {
     const widths = range(7).map((i) => edge(i + 1, 1.37, 1.5) - edge(i, 1.37, 1.5));
     expect(widths.reduce((a, b) => a + b, 0)).toBe(edge(7, 1.37, 1.5));
-  });
-
-  it("finds the cell under a point", () => {
-    const g = computeGrid({ rows: 4, cols: 10, availableWidth: 200, availableHeight: 80 });
-    expect(cellAt(0, g.axisH, g)).toEqual({ row: 0, col: 0 });
-    expect(cellAt(g.cellW * 3 + 1, g.axisH + g.cellH * 2 + 1, g)).toEqual({ row: 2, col: 3 });
-    expect(cellAt(g.plotW - 0.01, g.axisH + g.plotH - 0.01, g)).toEqual({ row: 3, col: 9 });
-    expect(cellAt(5, g.axisH - 1, g)).toBeNull();
-    expect(cellAt(g.plotW, g.axisH + 1, g)).toBeNull();
-    expect(cellAt(-1, g.axisH + 1, g)).toBeNull();
   });
 });
 
@@ -215,5 +255,7 @@ describe("row labels", () => {
     expect(rowLabelWidth(["a"], measure)).toBe(ROW_LABEL_MIN_W);
     expect(rowLabelWidth(["x".repeat(200)], measure)).toBe(ROW_LABEL_MAX_W);
     expect(rowLabelWidth(["dense/kernel", "conv2d_1/kernel"], measure)).toBe(Math.ceil(15 * 6.5 + 16));
+    const many = range(1000).map((i) => `layer_${i}`);
+    expect(rowLabelWidth([...many, "a_much_longer_layer_name"], measure)).toBe(Math.ceil(24 * 6.5 + 16));
   });
 });

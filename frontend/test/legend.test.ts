@@ -14,8 +14,8 @@ describe("legend gradients", () => {
 
   it("draws the health bands with hard edges at their boundaries", () => {
     const css = healthGradientCss();
-    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[0].to)} 33.33%, ${rgbToCss(HEALTH_BANDS[1].from)} 33.33%`);
-    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[1].to)} 66.67%, ${rgbToCss(HEALTH_BANDS[2].from)} 66.67%`);
+    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[0].to)} 25%, ${rgbToCss(HEALTH_BANDS[1].from)} 25%`);
+    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[1].to)} 60%, ${rgbToCss(HEALTH_BANDS[2].from)} 60%`);
     expect(css.startsWith("linear-gradient(to right, ")).toBe(true);
     expect(css.endsWith(`${rgbToCss(HEALTH_BANDS[2].to)} 100%)`)).toBe(true);
   });

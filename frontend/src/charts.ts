@@ -1,0 +1,242 @@
+// SVG charts of the detail panel: a layer's histogram at one step and its metric
+// over all steps. Every label is set with textContent.
+
+import type { Bucket, Severity, Threshold } from "./api";
+import { STATUS_COLORS } from "./colors";
+import { svg } from "./dom";
+import { formatStep, formatStepTick, formatValue, humanize } from "./format";
+import { scaleLinear, scaleLog } from "./scale";
+import type { Scale } from "./scale";
+
+const SEVERITY_COLORS: Readonly<Record<Severity, string>> = {
+  critical: STATUS_COLORS.critical,
+  warn: STATUS_COLORS.warn,
+  info: "#1e88e5",
+};
+
+export function severityColor(s: Severity): string {
+  return SEVERITY_COLORS[s] ?? SEVERITY_COLORS.info;
+}
+
+interface Margin {
+  top: number;
+  right: number;
+  bottom: number;
+  left: number;
+}
+
+const MARGIN: Margin = { top: 12, right: 14, bottom: 26, left: 58 };
+
+function axisBottom(g: SVGGElement, scale: Scale, y: number, x0: number, x1: number, format: (v: number) => string, count: number): void {
+  g.append(svg("line", { x1: x0, x2: x1, y1: y + 0.5, y2: y + 0.5, class: "gh-axis-line" }));
+  for (const t of scale.ticks(count)) {
+    const x = Math.round(scale(t)) + 0.5;
+    if (x < x0 - 1 || x > x1 + 1) continue;
+    g.append(svg("line", { x1: x, x2: x, y1: y, y2: y + 4, class: "gh-axis-line" }));
+    g.append(svg("text", { x, y: y + 15, "text-anchor": "middle", class: "gh-axis-text" }, format(t)));
+  }
+}
+
+function axisLeft(g: SVGGElement, ticks: number[], scale: (v: number) => number, x: number, x1: number, y0: number, y1: number): void {
+  g.append(svg("line", { x1: x + 0.5, x2: x + 0.5, y1: y0, y2: y1, class: "gh-axis-line" }));
+  for (const t of ticks) {
+    const y = Math.round(scale(t)) + 0.5;
+    if (y < y0 - 1 || y > y1 + 1) continue;
+    g.append(svg("line", { x1: x + 1, x2: x1, y1: y, y2: y, class: "gh-grid-line" }));
+    g.append(svg("text", { x: x - 5, y: y + 4, "text-anchor": "end", class: "gh-axis-text" }, formatValue(t, 3)));
+  }
+}
+
+export interface Span {
+  first: number;
+  last: number;
+  severity: Severity;
+  label: string;
+}
+
+export interface LineChartInput {
+  steps: readonly number[];
+  values: readonly (number | null)[];
+  /** Status name per point (ok, warn, critical, no_data). */
+  status: readonly string[];
+  quality: readonly string[];
+  log: boolean;
+  thresholds: readonly Threshold[];
+  spans: readonly Span[];
+  spikes: readonly number[];
+  selected: number | null;
+  metric: string;
+  onPick(step: number): void;
+}
+
+/** Line chart of one metric over steps, with thresholds, finding spans, spikes and the selected step. */
+export function lineChart(input: LineChartInput, width: number, height: number): SVGSVGElement {
+  const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
+  root.append(svg("title", {}, `${humanize(input.metric)} over steps`));
+  const m = MARGIN;
+  const x0 = m.left;
+  const x1 = width - m.right;
+  const y0 = m.top;
+  const y1 = height - m.bottom;
+  const { steps, values } = input;
+  const finite = values.filter((v): v is number => v !== null && Number.isFinite(v));
+  const positives = finite.filter((v) => v > 0);
+  const log = input.log && positives.length > 0;
+  const pool = log ? positives : finite;
+  const lines = input.thresholds.filter((t) => (log ? t.value > 0 : true));
+  let lo = Math.min(...pool, ...lines.map((t) => t.value));
+  let hi = Math.max(...pool, ...lines.map((t) => t.value));
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) {
+    lo = 0;
+    hi = 1;
+  }
+  if (lo === hi) {
+    lo = log ? lo / 10 : lo - 1;
+    hi = log ? hi * 10 : hi + 1;
+  }
+  const first = steps.length ? steps[0] : 0;
+  const last = steps.length ? steps[steps.length - 1] : 1;
+  const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
+  const ys = log ? scaleLog([lo, hi], [y1, y0]) : scaleLinear([lo, hi], [y1, y0]);
+  const yTicks = ys.ticks(log ? 6 : 5);
+  const y = (v: number): number => (log && v <= 0 ? y1 : ys(v));
+
+  const g = svg("g");
+  root.append(g);
+  for (const s of input.spans) {
+    const a = xs(s.first);
+    const b = xs(s.last);
+    const rect = svg("rect", {
+      x: Math.min(a, b) - 2, y: y0, width: Math.max(4, Math.abs(b - a) + 4), height: y1 - y0,
+      fill: severityColor(s.severity), "fill-opacity": 0.14, class: "gh-span",
+    });
+    rect.append(svg("title", {}, s.label));
+    g.append(rect);
+  }
+  axisLeft(g, yTicks, y, x0, x1, y0, y1);
+  axisBottom(g, xs, y1, x0, x1, (v) => (Number.isInteger(v) ? formatStepTick(v) : ""), Math.max(2, Math.floor((x1 - x0) / 70)));
+
+  for (const t of lines) {
+    const ty = Math.round(y(t.value)) + 0.5;
+    const line = svg("line", { x1: x0, x2: x1, y1: ty, y2: ty, class: "gh-threshold" });
+    line.append(svg("title", {}, `${humanize(t.name)} = ${formatValue(t.value)}: ${t.meaning}`));
+    g.append(line);
+    g.append(svg("text", { x: x1 - 2, y: ty + (t.side === "above" ? -4 : 12), "text-anchor": "end", class: "gh-threshold-text" },
+      `${t.side === "above" ? "\u2191" : "\u2193"} ${formatValue(t.value)}`));
+  }
+
+  let d = "";
+  let pen = false;
+  steps.forEach((s, i) => {
+    const v = values[i];
+    if (v === null || !Number.isFinite(v) || (log && v <= 0)) {
+      pen = false;
+      return;
+    }
+    d += `${pen ? "L" : "M"}${xs(s).toFixed(1)},${y(v).toFixed(1)}`;
+    pen = true;
+  });
+  g.append(svg("path", { d, class: "gh-series" }));
+  steps.forEach((s, i) => {
+    const v = values[i];
+    const st = input.status[i];
+    const alone = (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null;
+    if (v === null || (log && v <= 0)) return;
+    if (st === "warn" || st === "critical" || alone) {
+      g.append(svg("circle", { cx: xs(s), cy: y(v), r: st === "critical" ? 3.5 : 2.5, fill: STATUS_COLORS[st] ?? "currentColor" }));
+    }
+  });
+  for (const s of input.spikes) {
+    const x = xs(s);
+    const tri = svg("path", { d: `M${x - 4},${y0}L${x + 4},${y0}L${x},${y0 + 7}Z`, class: "gh-spike" });
+    tri.append(svg("title", {}, `spike at step ${formatStep(s)}`));
+    g.append(tri);
+  }
+  if (input.selected !== null) {
+    const x = Math.round(xs(input.selected)) + 0.5;
+    g.append(svg("line", { x1: x, x2: x, y1: y0, y2: y1, class: "gh-selected-step" }));
+  }
+
+  // Hover readout and click-to-pick over the plot area.
+  const guide = svg("line", { x1: 0, x2: 0, y1: y0, y2: y1, class: "gh-guide", visibility: "hidden" });
+  const readout = svg("text", { x: x0 + 4, y: y0 + 10, class: "gh-readout" });
+  const hit = svg("rect", { x: x0, y: y0, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0), fill: "transparent", class: "gh-hit" });
+  g.append(guide, readout, hit);
+  const nearest = (clientX: number): number => {
+    const rect = root.getBoundingClientRect();
+    const step = xs.invert(clientX - rect.left);
+    let best = 0;
+    for (let i = 1; i < steps.length; i++) if (Math.abs(steps[i] - step) < Math.abs(steps[best] - step)) best = i;
+    return best;
+  };
+  hit.addEventListener("mousemove", (e) => {
+    if (!steps.length) return;
+    const i = nearest(e.clientX);
+    const x = xs(steps[i]);
+    guide.setAttribute("x1", String(x));
+    guide.setAttribute("x2", String(x));
+    guide.setAttribute("visibility", "visible");
+    const q = input.quality[i] ? ` (${input.quality[i]})` : "";
+    readout.textContent = `step ${formatStep(steps[i])}: ${formatValue(values[i])}${q}`;
+  });
+  hit.addEventListener("mouseleave", () => {
+    guide.setAttribute("visibility", "hidden");
+    readout.textContent = "";
+  });
+  hit.addEventListener("click", (e) => {
+    if (steps.length) input.onPick(steps[nearest(e.clientX)]);
+  });
+  return root;
+}
+
+/**
+ * Histogram of one step as bars, with an optional second histogram (a
+ * neighbouring step) drawn as an outline for comparison.
+ */
+export function histogramChart(buckets: readonly Bucket[], ghost: readonly Bucket[] | null, width: number, height: number): SVGSVGElement {
+  const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
+  root.append(svg("title", {}, "histogram"));
+  const m = { ...MARGIN, left: 48 };
+  const x0 = m.left;
+  const x1 = width - m.right;
+  const y0 = m.top;
+  const y1 = height - m.bottom;
+  const all = ghost ? [...buckets, ...ghost] : [...buckets];
+  let lo = Math.min(...all.map((b) => Math.min(b[0], b[1])));
+  let hi = Math.max(...all.map((b) => Math.max(b[0], b[1])));
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) {
+    lo = 0;
+    hi = 1;
+  }
+  if (lo === hi) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  const top = Math.max(1, ...all.map((b) => b[2]));
+  const xs = scaleLinear([lo, hi], [x0, x1]);
+  const ys = scaleLinear([0, top], [y1, y0]);
+  const g = svg("g");
+  root.append(g);
+  axisLeft(g, ys.ticks(4), ys, x0, x1, y0, y1);
+  axisBottom(g, xs, y1, x0, x1, (v) => formatValue(v, 3), Math.max(2, Math.floor((x1 - x0) / 80)));
+  const [dlo, dhi] = xs.domain;
+  if (dlo < 0 && dhi > 0) {
+    g.append(svg("line", { x1: xs(0), x2: xs(0), y1: y0, y2: y1, class: "gh-zero-line" }));
+  }
+  for (const [l, r, c] of buckets) {
+    const a = xs(Math.min(l, r));
+    const b = xs(Math.max(l, r));
+    const bar = svg("rect", { x: a, y: ys(c), width: Math.max(1, b - a - (b - a > 3 ? 1 : 0)), height: Math.max(0, y1 - ys(c)), class: "gh-bar" });
+    bar.append(svg("title", {}, `[${formatValue(l)}, ${formatValue(r)}): ${formatValue(c)}`));
+    g.append(bar);
+  }
+  if (ghost && ghost.length) {
+    const sorted = [...ghost].sort((p, q) => p[0] - q[0]);
+    let d = "";
+    for (const [l, r, c] of sorted) {
+      d += `M${xs(l).toFixed(1)},${y1}V${ys(c).toFixed(1)}H${xs(r).toFixed(1)}V${y1}`;
+    }
+    g.append(svg("path", { d, class: "gh-ghost" }));
+  }
+  return root;
+}

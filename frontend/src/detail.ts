@@ -1,0 +1,367 @@
+// Detail panel for one layer: its histogram at the selected step (with the
+// neighbouring logged steps a click away), its metrics at that step, a metric
+// over all steps with thresholds, spikes and findings marked, and the findings.
+
+import { ApiError, fetchCell, fetchSeries, METRICS } from "./api";
+import type { Cell, CellRole, Finding, Series } from "./api";
+import { histogramChart, lineChart, severityColor } from "./charts";
+import type { Span } from "./charts";
+import { STATUS_LABELS, statusName } from "./colors";
+import { button, el, setOptions } from "./dom";
+import { findingsFor, findingSpans, kindLabel, kindMetric, spikeSteps } from "./findings";
+import { formatStep, formatStepRange, formatValue, humanize } from "./format";
+
+const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
+
+export interface DetailTarget {
+  run: string;
+  layer: string;
+  role: string;
+  step: number;
+  /** Steps at which this layer has data in the heatmap, ascending. */
+  steps: number[];
+  /** The heatmap's metric; health picks a metric that fits the cell's rule. */
+  metric: string;
+  rule: string | null;
+  findings: Finding[];
+}
+
+export interface DetailEvents {
+  step(step: number): void;
+  close(): void;
+}
+
+function errorText(e: unknown): string {
+  return e instanceof ApiError ? e.message : `Unexpected error: ${e instanceof Error ? e.message : String(e)}`;
+}
+
+export class DetailPanel {
+  readonly root = el("section", "gh-detail");
+  private readonly title = el("h2", "gh-detail-title");
+  private readonly subtitle = el("div", "gh-detail-sub");
+  private readonly status = el("div", "gh-detail-status");
+  private readonly histTitle = el("h3", "", "Histogram");
+  private readonly histNote = el("div", "gh-note");
+  private readonly histBox = el("div", "gh-chart-box");
+  private readonly prev: HTMLButtonElement;
+  private readonly next: HTMLButtonElement;
+  private readonly ghost = el("input");
+  private readonly metricsBox = el("div", "gh-metrics");
+  private readonly seriesSelect = el("select");
+  private readonly seriesNote = el("div", "gh-note");
+  private readonly seriesBox = el("div", "gh-chart-box");
+  private readonly findingsBox = el("div", "gh-detail-findings");
+  private target: DetailTarget | null = null;
+  private seriesMetric = "";
+  private cells = new Map<string, Promise<Cell>>();
+  private series = new Map<string, Promise<Series>>();
+  private token = 0;
+  private lastSeries: Series | null = null;
+  private lastCell: Cell | null = null;
+  private lastGhost: Cell | null = null;
+
+  constructor(private readonly events: DetailEvents) {
+    this.root.hidden = true;
+    this.root.setAttribute("aria-label", "Layer detail");
+    const close = button("\u00d7", () => this.events.close(), "gh-icon-button", "Close the detail panel");
+    close.setAttribute("aria-label", "Close");
+    const head = el("div", "gh-detail-head");
+    const titles = el("div");
+    titles.append(this.title, this.subtitle, this.status);
+    head.append(titles, close);
+
+    this.prev = button("\u2190 prev step", () => this.move(-1), "gh-button", "Previous logged step");
+    this.next = button("next step \u2192", () => this.move(1), "gh-button", "Next logged step");
+    this.ghost.type = "checkbox";
+    this.ghost.checked = true;
+    this.ghost.addEventListener("change", () => this.drawHistogram());
+    const ghostLabel = el("label", "gh-check");
+    ghostLabel.append(this.ghost, el("span", "", "outline the previous step"));
+    const histHead = el("div", "gh-section-head");
+    histHead.append(this.histTitle, this.prev, this.next, ghostLabel);
+
+    setOptions(this.seriesSelect, METRICS.map((m) => ({ value: m, text: humanize(m) })), ["max_abs"]);
+    this.seriesSelect.addEventListener("change", () => {
+      this.seriesMetric = this.seriesSelect.value;
+      void this.loadSeries();
+    });
+    const seriesHead = el("div", "gh-section-head");
+    this.seriesSelect.setAttribute("aria-label", "Metric to chart over steps");
+    seriesHead.append(el("h3", "", "Over all steps"), this.seriesSelect);
+
+    const left = el("div", "gh-detail-col");
+    left.append(histHead, this.histNote, this.histBox, el("h3", "", "At this step"), this.metricsBox);
+    const right = el("div", "gh-detail-col");
+    right.append(seriesHead, this.seriesNote, this.seriesBox, el("h3", "", "Findings for this layer"), this.findingsBox);
+    const cols = el("div", "gh-detail-cols");
+    cols.append(left, right);
+    this.root.append(head, cols);
+    this.root.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") this.events.close();
+    });
+  }
+
+  get isOpen(): boolean {
+    return !this.root.hidden;
+  }
+
+  /** Forgets cached responses: the data was reloaded. */
+  invalidate(): void {
+    this.cells.clear();
+    this.series.clear();
+  }
+
+  close(): void {
+    this.root.hidden = true;
+    this.target = null;
+    this.token++;
+  }
+
+  open(t: DetailTarget): void {
+    const same = this.target && this.target.run === t.run && this.target.layer === t.layer && this.target.role === t.role;
+    if (!same || !this.seriesMetric) {
+      this.seriesMetric = t.metric !== "health" ? t.metric : kindMetric(t.rule, t.role);
+    }
+    this.target = t;
+    this.root.hidden = false;
+    this.title.textContent = t.layer;
+    this.subtitle.textContent = `${t.role} \u00b7 run ${t.run}`;
+    this.seriesSelect.value = this.seriesMetric;
+    this.drawFindings();
+    this.updateButtons();
+    void this.loadCell();
+    if (!same || !this.lastSeries) void this.loadSeries();
+    else this.drawSeries();
+  }
+
+  /** Redraws charts for a new width. */
+  relayout(): void {
+    if (!this.isOpen) return;
+    this.drawHistogram();
+    this.drawSeries();
+  }
+
+  private neighbours(): { prev: number | null; next: number | null } {
+    const t = this.target;
+    if (!t) return { prev: null, next: null };
+    let prev: number | null = null;
+    let next: number | null = null;
+    for (const s of t.steps) {
+      if (s < t.step) prev = s;
+      else if (s > t.step) {
+        next = s;
+        break;
+      }
+    }
+    return { prev, next };
+  }
+
+  private updateButtons(): void {
+    const { prev, next } = this.neighbours();
+    this.prev.disabled = prev === null;
+    this.next.disabled = next === null;
+    this.prev.title = prev === null ? "No earlier logged step" : `Step ${formatStep(prev)}`;
+    this.next.title = next === null ? "No later logged step" : `Step ${formatStep(next)}`;
+  }
+
+  private move(dir: -1 | 1): void {
+    const { prev, next } = this.neighbours();
+    const s = dir < 0 ? prev : next;
+    if (s !== null) this.events.step(s);
+  }
+
+  private cell(step: number): Promise<Cell> {
+    const t = this.target as DetailTarget;
+    const key = `${t.run}\u0000${t.layer}\u0000${t.role}\u0000${step}`;
+    let p = this.cells.get(key);
+    if (!p) {
+      p = fetchCell(t.run, t.layer, step, t.role);
+      p.catch(() => this.cells.delete(key));
+      this.cells.set(key, p);
+    }
+    return p;
+  }
+
+  private async loadCell(): Promise<void> {
+    const t = this.target;
+    if (!t) return;
+    const id = ++this.token;
+    this.histTitle.textContent = `Histogram at step ${formatStep(t.step)}`;
+    this.histNote.textContent = "Loading\u2026";
+    this.histNote.className = "gh-note";
+    if (!t.steps.includes(t.step)) {
+      // Not an error: this layer was not logged at that step (the cell is grey).
+      this.lastCell = null;
+      this.histNote.textContent = `No ${t.role} data logged for this layer at step ${formatStep(t.step)}.`;
+      this.histBox.replaceChildren();
+      this.metricsBox.replaceChildren();
+      this.status.replaceChildren();
+      return;
+    }
+    const { prev } = this.neighbours();
+    const ghost = prev !== null ? this.cell(prev).catch(() => null) : Promise.resolve(null);
+    let cell: Cell;
+    try {
+      cell = await this.cell(t.step);
+    } catch (e) {
+      if (id !== this.token) return;
+      this.lastCell = null;
+      this.histNote.textContent = errorText(e);
+      this.histNote.className = "gh-note gh-error-text";
+      this.histBox.replaceChildren();
+      this.metricsBox.replaceChildren();
+      this.status.replaceChildren();
+      return;
+    }
+    const g = await ghost;
+    if (id !== this.token) return;
+    this.lastCell = cell;
+    this.lastGhost = g;
+    this.histNote.textContent = "";
+    this.drawStatus(cell.roles[t.role]);
+    this.drawHistogram();
+    this.drawMetrics(cell.roles[t.role]);
+  }
+
+  private drawStatus(r: CellRole | undefined): void {
+    if (!r) {
+      this.status.replaceChildren();
+      return;
+    }
+    const badge = el("span", `gh-badge gh-status-${r.status}`, STATUS_LABELS[r.status] ?? r.status);
+    const parts: (string | Node)[] = [badge];
+    if (r.rule) parts.push(` ${humanize(r.rule)}`);
+    if (r.score !== null) parts.push(` \u00b7 score ${formatValue(r.score, 3)}`);
+    parts.push(` \u00b7 ${r.source}: ${r.tags.join(", ")}`);
+    this.status.replaceChildren(...parts);
+  }
+
+  private drawHistogram(): void {
+    const t = this.target;
+    const cell = this.lastCell;
+    if (!t || !cell) return;
+    const r = cell.roles[t.role];
+    const buckets = r?.histogram ?? null;
+    if (!buckets || buckets.length === 0) {
+      this.histBox.replaceChildren();
+      this.histNote.textContent = r
+        ? "No histogram for this tensor at this step: it was logged as exact statistics only."
+        : `No ${t.role} data at this step.`;
+      return;
+    }
+    const { prev } = this.neighbours();
+    const ghostRole = this.ghost.checked && this.lastGhost ? this.lastGhost.roles[t.role] : undefined;
+    const ghost = ghostRole?.histogram ?? null;
+    const width = Math.max(260, this.histBox.clientWidth || 420);
+    this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190));
+    this.histNote.textContent = ghost && prev !== null ? `Outline: step ${formatStep(prev)}.` : "";
+  }
+
+  private drawMetrics(r: CellRole | undefined): void {
+    if (!r) {
+      this.metricsBox.replaceChildren();
+      return;
+    }
+    const table = el("table", "gh-metric-table");
+    const rows = Object.entries(r.metrics).map(([name, mv]) => {
+      const tr = el("tr");
+      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", mv.quality));
+      return tr;
+    });
+    table.append(...rows);
+    this.metricsBox.replaceChildren(table);
+  }
+
+  private async loadSeries(): Promise<void> {
+    const t = this.target;
+    if (!t) return;
+    const metric = this.seriesMetric;
+    const key = `${t.run}\u0000${t.layer}\u0000${t.role}\u0000${metric}`;
+    let p = this.series.get(key);
+    if (!p) {
+      p = fetchSeries(t.run, t.layer, metric, t.role);
+      p.catch(() => this.series.delete(key));
+      this.series.set(key, p);
+    }
+    this.seriesNote.textContent = "Loading\u2026";
+    this.seriesNote.className = "gh-note";
+    try {
+      const s = await p;
+      if (this.target !== t || this.seriesMetric !== metric) return;
+      this.lastSeries = s;
+      this.seriesNote.textContent = "";
+      this.drawSeries();
+    } catch (e) {
+      if (this.target !== t || this.seriesMetric !== metric) return;
+      this.lastSeries = null;
+      this.seriesBox.replaceChildren();
+      this.seriesNote.textContent = errorText(e);
+      this.seriesNote.className = "gh-note gh-error-text";
+    }
+  }
+
+  private drawSeries(): void {
+    const t = this.target;
+    const s = this.lastSeries;
+    if (!t || !s || s.layer !== t.layer || s.metric !== this.seriesMetric) return;
+    const data = s.series[t.role];
+    if (!data) {
+      this.seriesBox.replaceChildren();
+      this.seriesNote.textContent = `No ${t.role} series for this layer.`;
+      return;
+    }
+    const mine = findingsFor(t.findings, t.layer, t.role);
+    const spans: Span[] = mine.flatMap((f) => {
+      const span = findingSpans(f).get(t.layer);
+      return span ? [{ first: span[0], last: span[1], severity: f.severity, label: `${kindLabel(f.kind)}: ${formatStepRange(span[0], span[1])}` }] : [];
+    });
+    const spikes = mine.flatMap((f) => spikeSteps(f, t.layer));
+    const width = Math.max(300, this.seriesBox.clientWidth || 520);
+    this.seriesBox.replaceChildren(
+      lineChart(
+        {
+          steps: data.steps,
+          values: data.values,
+          status: data.status.map((c) => statusName(c, s.status_names)),
+          quality: data.quality,
+          log: LOG_METRICS.has(s.metric),
+          thresholds: s.thresholds[t.role] ?? [],
+          spans,
+          spikes,
+          selected: t.step,
+          metric: s.metric,
+          onPick: (step) => this.events.step(step),
+        },
+        width,
+        210,
+      ),
+    );
+    const th = s.thresholds[t.role] ?? [];
+    this.seriesNote.textContent = th.length
+      ? `Dashed: ${th.map((x) => `${humanize(x.name)} ${formatValue(x.value)}`).join(", ")}. Click the chart to pick a step.`
+      : "Click the chart to pick a step.";
+  }
+
+  private drawFindings(): void {
+    const t = this.target;
+    if (!t) return;
+    const mine = findingsFor(t.findings, t.layer, t.role);
+    if (mine.length === 0) {
+      this.findingsBox.replaceChildren(el("p", "gh-note", "No findings for this layer."));
+      return;
+    }
+    this.findingsBox.replaceChildren(
+      ...mine.map((f) => {
+        const item = el("div", "gh-detail-finding");
+        const head = el("div", "gh-finding-head");
+        const badge = el("span", `gh-badge gh-sev-${f.severity}`, f.severity);
+        badge.style.borderColor = severityColor(f.severity);
+        head.append(badge, el("strong", "", kindLabel(f.kind)), el("span", "gh-muted", ` ${formatStepRange(f.first_step, f.last_step)}`));
+        item.append(head, el("p", "", f.message));
+        if (f.cause) item.append(el("p", "gh-cause", `Likely cause: ${f.cause}`));
+        item.append(el("p", "gh-advice", f.advice));
+        return item;
+      }),
+    );
+  }
+}

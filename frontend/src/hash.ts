@@ -1,0 +1,107 @@
+// Pure view state <-> URL parameters, so a link reopens the same run, role,
+// metric, zoom and selection.
+
+import { METRICS } from "./api";
+import { SORT_KEYS } from "./rows";
+import type { SortKey } from "./rows";
+
+export interface ViewState {
+  run: string;
+  /** Second run shown side by side; "" for none. */
+  compare: string;
+  role: string;
+  metric: string;
+  filter: string;
+  sort: SortKey;
+  /** Step window of the heatmap; null shows every step. */
+  zoom: [number, number] | null;
+  /** Selected cell: layer and step; "" / null for none. */
+  layer: string;
+  step: number | null;
+  /** Selected finding's id (findingId); "" for none. */
+  finding: string;
+}
+
+export const DEFAULT_STATE: Readonly<ViewState> = {
+  run: "",
+  compare: "",
+  role: "",
+  metric: "health",
+  filter: "",
+  sort: "model",
+  zoom: null,
+  layer: "",
+  step: null,
+  finding: "",
+};
+
+/** Parameter names; short because they end up in a shared URL. */
+export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding"] as const;
+export type Key = (typeof KEYS)[number];
+
+/** The state as URL parameters; values equal to the defaults are left out. */
+export function encodeState(s: ViewState): Partial<Record<Key, string>> {
+  const out: Partial<Record<Key, string>> = {};
+  if (s.run) out.run = s.run;
+  if (s.compare) out.cmp = s.compare;
+  if (s.role) out.role = s.role;
+  if (s.metric && s.metric !== DEFAULT_STATE.metric) out.metric = s.metric;
+  if (s.filter) out.filter = s.filter;
+  if (s.sort !== DEFAULT_STATE.sort) out.sort = s.sort;
+  if (s.zoom) out.zoom = `${s.zoom[0]}~${s.zoom[1]}`;
+  if (s.layer) out.layer = s.layer;
+  if (s.step !== null) out.step = String(s.step);
+  if (s.finding) out.finding = s.finding;
+  return out;
+}
+
+function finite(text: string | undefined): number | null {
+  if (text === undefined || text.trim() === "") return null;
+  const v = Number(text);
+  return Number.isFinite(v) ? v : null;
+}
+
+/** Reads URL parameters back; anything malformed falls back to its default. */
+export function decodeState(p: Partial<Record<string, string>>): ViewState {
+  const s: ViewState = { ...DEFAULT_STATE };
+  s.run = p.run ?? "";
+  s.compare = p.cmp ?? "";
+  s.role = p.role ?? "";
+  if (p.metric && (METRICS as readonly string[]).includes(p.metric)) s.metric = p.metric;
+  s.filter = p.filter ?? "";
+  if (p.sort && (SORT_KEYS as readonly string[]).includes(p.sort)) s.sort = p.sort as SortKey;
+  if (p.zoom) {
+    const [a, b] = p.zoom.split("~").map((x) => finite(x));
+    if (a !== null && a !== undefined && b !== null && b !== undefined && b > a) s.zoom = [a, b];
+  }
+  s.layer = p.layer ?? "";
+  const step = finite(p.step);
+  s.step = step !== null && Number.isInteger(step) ? step : null;
+  s.finding = p.finding ?? "";
+  if (!s.layer) s.step = null;
+  return s;
+}
+
+/** "run=a&role=gradient" for a URL fragment; every value percent-encoded. */
+export function toFragment(s: ViewState): string {
+  return Object.entries(encodeState(s))
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v as string)}`)
+    .join("&");
+}
+
+/** Parses a fragment ("#run=a&role=b" or without the #) into a state. */
+export function fromFragment(fragment: string): ViewState {
+  const text = fragment.startsWith("#") ? fragment.slice(1) : fragment;
+  const p: Record<string, string> = {};
+  for (const part of text.split("&")) {
+    if (!part) continue;
+    const eq = part.indexOf("=");
+    if (eq <= 0) continue;
+    try {
+      p[decodeURIComponent(part.slice(0, eq))] = decodeURIComponent(part.slice(eq + 1));
+    } catch {
+      // A malformed escape in a hand-edited URL: skip that parameter only.
+    }
+  }
+  return decodeState(p);
+}

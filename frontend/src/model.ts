@@ -1,0 +1,177 @@
+// Pure cell colouring: one packed pixel and one priority per heatmap cell, computed
+// once per heatmap so drawing, zooming and scrolling only copy numbers.
+
+import type { Heatmap } from "./api";
+import { DIVERGING_LUT, HEALTH_BANDS, HEALTH_LUTS, hexToRgb, LUT_SIZE, NO_DATA_COLOR, packRgb, VIRIDIS_LUT } from "./colors";
+import type { Domain } from "./colors";
+import type { PixelColumns } from "./layout";
+
+export const NO_DATA_PIXEL = packRgb(hexToRgb(NO_DATA_COLOR));
+
+const RANKS: Readonly<Record<string, number>> = { no_data: 0, ok: 1, warn: 2, critical: 3 };
+
+/** How bad a status is: 0 no data, 1 ok, 2 warn, 3 critical; unknown names count as no data. */
+export function statusRank(name: string): number {
+  return RANKS[name] ?? 0;
+}
+
+export interface CellModel {
+  rows: number;
+  cols: number;
+  /** Packed ImageData pixel per cell, row-major. */
+  colors: Uint32Array;
+  /**
+   * Which cell a pixel shows when it covers several steps: the worst status
+   * first, then the lowest health score (health view) or the most extreme value
+   * (metric views).
+   */
+  priority: Uint16Array;
+}
+
+interface RowContext {
+  colors: Uint32Array;
+  priority: Uint16Array;
+  /** Rank per status code, and how many codes there are. */
+  rankOf: Uint8Array;
+  codes: number;
+  /** Health: per rank, the band's start, scale to LUT positions and table. */
+  bandLo: Float64Array;
+  bandScale: Float64Array;
+  bandLut: Uint32Array[];
+  /** Metrics: the colour table and t = (f(v) - lo) * k, f = log on a log domain. */
+  lut: Uint32Array;
+  log: boolean;
+  lo: number;
+  k: number;
+  flat: boolean;
+  diverging: boolean;
+}
+
+const TOP = LUT_SIZE - 1;
+
+// One row per call: small monomorphic functions that the JIT optimises after a
+// few rows, where one big loop over millions of cells would run unoptimised for long.
+function healthRow(c: RowContext, values: readonly (number | null)[], status: readonly number[], base: number): void {
+  const { colors, priority, rankOf, codes, bandLo, bandScale, bandLut } = c;
+  const n = values.length;
+  for (let j = 0; j < n; j++) {
+    const code = status[j];
+    const rank = code >= 0 && code < codes ? rankOf[code] : 0;
+    const v = values[j];
+    if (rank === 0 || v === null || !Number.isFinite(v)) {
+      colors[base + j] = NO_DATA_PIXEL;
+      priority[base + j] = rank << 9;
+      continue;
+    }
+    let x = (v - bandLo[rank]) * bandScale[rank];
+    x = x < 0 ? 0 : x > TOP ? TOP : x;
+    const idx = Math.round(x);
+    colors[base + j] = bandLut[rank][idx];
+    priority[base + j] = (rank << 9) | (TOP - idx);
+  }
+}
+
+function metricRow(c: RowContext, values: readonly (number | null)[], status: readonly number[], base: number): void {
+  const { colors, priority, rankOf, codes, lut, log, lo, k, flat, diverging } = c;
+  const n = values.length;
+  for (let j = 0; j < n; j++) {
+    const code = status[j];
+    const rank = code >= 0 && code < codes ? rankOf[code] : 0;
+    const v = values[j];
+    if (rank === 0 || v === null || !Number.isFinite(v)) {
+      colors[base + j] = NO_DATA_PIXEL;
+      priority[base + j] = rank << 9;
+      continue;
+    }
+    let x = flat ? TOP / 2 : log ? (v > 0 ? (Math.log(v) - lo) * k : 0) : (v - lo) * k;
+    x = x < 0 ? 0 : x > TOP ? TOP : x;
+    const idx = Math.round(x);
+    colors[base + j] = lut[idx];
+    priority[base + j] = (rank << 9) | (diverging ? Math.abs(2 * idx - TOP) >> 1 : idx);
+  }
+}
+
+/** Colours and priorities of every cell; `reuse` lends its buffers when they are big enough. */
+export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel | null): CellModel {
+  const rows = h.layers.length;
+  const cols = h.steps.length;
+  // Reusing buffers spares the garbage collector tens of MB per redraw of a large heatmap.
+  const fits = reuse && reuse.colors.length >= rows * cols;
+  const colors = fits ? reuse.colors.subarray(0, rows * cols) : new Uint32Array(rows * cols);
+  const priority = fits ? reuse.priority.subarray(0, rows * cols) : new Uint16Array(rows * cols);
+  const codes = h.status_names.length;
+  const rankOf = new Uint8Array(Math.max(4, codes));
+  h.status_names.forEach((name, code) => (rankOf[code] = statusRank(name)));
+  const bandLo = new Float64Array(4);
+  const bandScale = new Float64Array(4);
+  const bandLut: Uint32Array[] = [HEALTH_LUTS.ok, HEALTH_LUTS.ok, HEALTH_LUTS.warn, HEALTH_LUTS.critical];
+  for (const b of HEALTH_BANDS) {
+    const r = statusRank(b.status);
+    bandLo[r] = b.lo;
+    bandScale[r] = TOP / (b.hi - b.lo);
+  }
+  const log = domain?.scale === "log";
+  let lo = 0;
+  let k = 0;
+  if (domain) {
+    lo = log ? (domain.min > 0 ? Math.log(domain.min) : 0) : domain.min;
+    const hi = log ? (domain.max > 0 ? Math.log(domain.max) : 0) : domain.max;
+    k = hi === lo ? 0 : TOP / (hi - lo);
+  }
+  const ctx: RowContext = {
+    colors, priority, rankOf, codes, bandLo, bandScale, bandLut,
+    lut: domain?.diverging ? DIVERGING_LUT : VIRIDIS_LUT,
+    log, lo, k, flat: k === 0, diverging: domain?.diverging === true,
+  };
+  const health = h.metric === "health";
+  for (let i = 0; i < rows; i++) {
+    if (health) healthRow(ctx, h.values[i], h.status[i], i * cols);
+    else if (domain) metricRow(ctx, h.values[i], h.status[i], i * cols);
+    else {
+      for (let j = 0; j < cols; j++) priority[i * cols + j] = (rankOf[h.status[i][j]] ?? 0) << 9;
+      colors.fill(NO_DATA_PIXEL, i * cols, (i + 1) * cols);
+    }
+  }
+  return { rows, cols, colors, priority };
+}
+
+function rasterRow(m: CellModel, row: number, px: PixelColumns, out: Uint32Array, o: number, background: number): void {
+  const { start, end } = px;
+  const { colors, priority } = m;
+  const base = row * m.cols;
+  const width = start.length;
+  for (let x = 0; x < width; x++) {
+    const s = start[x];
+    const e = end[x];
+    if (s < 0) {
+      out[o + x] = background;
+    } else if (s === e) {
+      out[o + x] = colors[base + s];
+    } else {
+      let best = base + s;
+      let bp = priority[best];
+      for (let c = base + s + 1; c <= base + e; c++) {
+        if (priority[c] > bp) {
+          bp = priority[c];
+          best = c;
+        }
+      }
+      out[o + x] = colors[best];
+    }
+  }
+}
+
+/**
+ * Paints the rows `order` into `out`, one pixel row per layer and one pixel per
+ * entry of `px`; pixels that show no column get `background`.
+ */
+export function rasterize(
+  m: CellModel,
+  order: readonly number[],
+  px: PixelColumns,
+  out: Uint32Array,
+  background: number,
+): void {
+  const width = px.start.length;
+  for (let k = 0; k < order.length; k++) rasterRow(m, order[k], px, out, k * width, background);
+}

@@ -1,0 +1,160 @@
+// The run list (left) and the findings list (right).
+
+import type { Finding, RunInfo } from "./api";
+import { button, el } from "./dom";
+import { findingId, kindLabel } from "./findings";
+import { formatStep, formatStepRange } from "./format";
+import { matchesFilter } from "./rows";
+
+/** Worst finding of a run as one word and a rank (higher is worse) for sorting. */
+export function runBadge(r: Pick<RunInfo, "worst_severity" | "worst_status">): { text: string; cls: string; rank: number } {
+  if (r.worst_severity === "critical") return { text: "critical", cls: "gh-sev-critical", rank: 4 };
+  if (r.worst_severity === "warn") return { text: "warn", cls: "gh-sev-warn", rank: 3 };
+  if (r.worst_severity === "info") return { text: "info", cls: "gh-sev-info", rank: 2 };
+  if (r.worst_status === "no_data") return { text: "no data", cls: "gh-status-no_data", rank: 0 };
+  return { text: "healthy", cls: "gh-status-ok", rank: 1 };
+}
+
+/** The run to open first: the one with the worst finding, the first listed among equals. */
+export function worstRun(runs: readonly RunInfo[]): RunInfo | undefined {
+  let best: RunInfo | undefined;
+  for (const r of runs) if (!best || runBadge(r).rank > runBadge(best).rank) best = r;
+  return best;
+}
+
+export function countsText(counts: Record<string, number>): string {
+  const parts = ["critical", "warn", "info"].filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
+  return parts.length ? parts.join(", ") : "no findings";
+}
+
+export class RunList {
+  readonly root = el("aside", "gh-runs");
+  private readonly list = el("ul");
+  private readonly filter = el("input");
+  private readonly sort = el("select");
+  private runs: RunInfo[] = [];
+  private selected = "";
+  private compared = "";
+
+  constructor(private readonly onSelect: (run: string) => void) {
+    const title = el("h2", "gh-side-title", "Runs");
+    this.sort.append(new Option("by name", "name"), new Option("worst first", "worst"));
+    this.sort.title = "Order of the runs";
+    this.sort.addEventListener("change", () => this.draw());
+    title.append(this.sort);
+    this.filter.type = "search";
+    this.filter.placeholder = "Filter runs";
+    this.filter.setAttribute("aria-label", "Filter runs");
+    this.filter.addEventListener("input", () => this.draw());
+    this.list.setAttribute("role", "listbox");
+    this.list.setAttribute("aria-label", "Runs");
+    this.root.append(title, this.filter, this.list);
+  }
+
+  set(runs: RunInfo[], selected: string, compared: string): void {
+    this.runs = runs;
+    this.selected = selected;
+    this.compared = compared;
+    this.filter.hidden = runs.length <= 8;
+    this.draw();
+  }
+
+  private draw(): void {
+    let shown = this.runs.filter((r) => matchesFilter(r.run, this.filter.hidden ? "" : this.filter.value));
+    if (this.sort.value === "worst") {
+      shown = shown
+        .map((r, i) => ({ r, i, rank: runBadge(r).rank }))
+        .sort((a, b) => b.rank - a.rank || (b.r.finding_counts[b.r.worst_severity ?? ""] ?? 0) - (a.r.finding_counts[a.r.worst_severity ?? ""] ?? 0) || a.i - b.i)
+        .map(({ r }) => r);
+    }
+    this.list.replaceChildren(
+      ...shown.map((r) => {
+        const li = el("li", "gh-run");
+        li.setAttribute("role", "option");
+        li.setAttribute("aria-selected", String(r.run === this.selected));
+        if (r.run === this.compared) li.classList.add("gh-compared");
+        li.dataset.run = r.run;
+        const badge = runBadge(r);
+        li.title = `${r.run}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}`;
+        li.append(el("span", "gh-run-name", r.run), el("span", `gh-badge ${badge.cls}`, badge.text));
+        li.addEventListener("click", () => this.onSelect(r.run));
+        return li;
+      }),
+    );
+    if (shown.length === 0) this.list.append(el("li", "gh-muted", "No run matches."));
+  }
+}
+
+export interface FindingsEvents {
+  select(f: Finding | null): void;
+  exportCsv(): void;
+  exportJson(): void;
+}
+
+export class FindingsList {
+  readonly root = el("aside", "gh-findings");
+  private readonly title = el("h2", "gh-side-title", "Findings");
+  private readonly body = el("div");
+  private readonly csv: HTMLButtonElement;
+  private readonly json: HTMLButtonElement;
+
+  constructor(private readonly events: FindingsEvents) {
+    this.csv = button("CSV", () => this.events.exportCsv(), "gh-button", "Download the findings as CSV");
+    this.json = button("JSON", () => this.events.exportJson(), "gh-button", "Download the findings as JSON");
+    const head = el("div", "gh-side-title");
+    head.append(this.title, el("span", "gh-spacer"), this.csv, this.json);
+    this.title.style.margin = "0";
+    this.root.append(head, this.body);
+  }
+
+  loading(): void {
+    this.body.replaceChildren(el("p", "gh-note", "Loading findings\u2026"));
+  }
+
+  error(message: string): void {
+    this.title.textContent = "Findings";
+    this.csv.disabled = this.json.disabled = true;
+    this.body.replaceChildren(el("p", "gh-error-text", message));
+  }
+
+  set(findings: readonly Finding[], selectedId: string): void {
+    this.title.textContent = `Findings (${findings.length})`;
+    this.csv.disabled = this.json.disabled = findings.length === 0;
+    if (findings.length === 0) {
+      this.body.replaceChildren(el("p", "gh-note", "No findings: nothing in this run crosses a threshold."));
+      return;
+    }
+    const list = el("ul");
+    list.setAttribute("role", "listbox");
+    list.setAttribute("aria-label", "Findings, most severe first");
+    list.append(
+      ...findings.map((f) => {
+        const id = findingId(f);
+        const li = el("li", `gh-finding gh-sev-border-${f.severity}`);
+        li.setAttribute("role", "option");
+        li.tabIndex = 0;
+        li.dataset.finding = id;
+        li.setAttribute("aria-selected", String(id === selectedId));
+        const head = el("div", "gh-finding-head");
+        head.append(
+          el("span", `gh-badge gh-sev-${f.severity}`, f.severity),
+          el("strong", "", kindLabel(f.kind)),
+          el("span", "gh-muted", formatStepRange(f.first_step, f.last_step)),
+        );
+        li.append(head, el("p", "", f.message));
+        if (f.cause) li.append(el("p", "gh-cause", `Likely cause: ${f.cause}`));
+        li.append(el("p", "gh-advice", f.advice));
+        const pick = (): void => this.events.select(id === selectedId ? null : f);
+        li.addEventListener("click", pick);
+        li.addEventListener("keydown", (e) => {
+          if (e.key === "Enter" || e.key === " ") {
+            e.preventDefault();
+            pick();
+          }
+        });
+        return li;
+      }),
+    );
+    this.body.replaceChildren(list);
+  }
+}

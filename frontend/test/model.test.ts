@@ -1,0 +1,91 @@
+import { describe, expect, it } from "vitest";
+import { parseHeatmap } from "../src/api";
+import { HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
+import { columnEdges, fullRange, pixelColumns } from "../src/layout";
+import { buildCells, NO_DATA_PIXEL, rasterize, statusRank } from "../src/model";
+import { NO_DATA_COLOR } from "../src/colors";
+
+const NAMES = ["no_data", "ok", "warn", "critical"];
+
+function heatmap(values: (number | null)[][], status: number[][], metric = "health", scale = "linear"): ReturnType<typeof parseHeatmap> {
+  return parseHeatmap({
+    layers: values.map((_, i) => `l${i}`),
+    steps: values[0].map((_, j) => j * 10),
+    values,
+    status,
+    status_names: NAMES,
+    metric,
+    scale,
+  });
+}
+
+describe("buildCells", () => {
+  it("colours health cells by status band and missing cells grey", () => {
+    const h = heatmap([[1, 0, null]], [[1, 3, 0]]);
+    const m = buildCells(h, null);
+    expect(m.colors[0]).toBe(HEALTH_LUTS.ok[LUT_SIZE - 1]);
+    expect(m.colors[1]).toBe(HEALTH_LUTS.critical[0]);
+    expect(m.colors[2]).toBe(NO_DATA_PIXEL);
+    expect(NO_DATA_PIXEL).toBe(packRgb(hexToRgb(NO_DATA_COLOR)));
+  });
+
+  it("ranks worse statuses and lower scores higher", () => {
+    const h = heatmap([[0.9, 0.7, 0.5, 0.3, 0.1, null]], [[1, 1, 2, 2, 3, 0]]);
+    const p = Array.from(buildCells(h, null).priority);
+    expect(p[1]).toBeGreaterThan(p[0]);
+    expect(p[2]).toBeGreaterThan(p[1]);
+    expect(p[3]).toBeGreaterThan(p[2]);
+    expect(p[4]).toBeGreaterThan(p[3]);
+    expect(p[5]).toBe(0);
+  });
+
+  it("colours metric cells through the domain", () => {
+    const h = heatmap([[1, 100, 10000]], [[1, 1, 3]], "l2", "log");
+    const m = buildCells(h, { min: 1, max: 10000, scale: "log" });
+    expect(m.colors[0]).toBe(VIRIDIS_LUT[0]);
+    expect(m.colors[1]).toBe(VIRIDIS_LUT[128]);
+    expect(m.colors[2]).toBe(VIRIDIS_LUT[LUT_SIZE - 1]);
+    expect(m.priority[2]).toBeGreaterThan(m.priority[1]);
+  });
+
+  it("knows the status ranks", () => {
+    expect(NAMES.map(statusRank)).toEqual([0, 1, 2, 3]);
+    expect(statusRank("weird")).toBe(0);
+  });
+});
+
+describe("rasterize", () => {
+  it("paints one pixel row per layer in the given order", () => {
+    const h = heatmap([[1, 1], [0, 0]], [[1, 1], [3, 3]]);
+    const m = buildCells(h, null);
+    const e = columnEdges(h.steps);
+    const px = pixelColumns(e, fullRange(e), 4);
+    const out = new Uint32Array(8);
+    rasterize(m, [1, 0], px, out, 0);
+    expect(Array.from(out.slice(0, 4))).toEqual(new Array(4).fill(m.colors[2]));
+    expect(Array.from(out.slice(4))).toEqual(new Array(4).fill(m.colors[0]));
+  });
+
+  it("keeps a single critical step visible when many steps share a pixel", () => {
+    const n = 1000;
+    const values = [Array.from({ length: n }, (_, j) => (j === 537 ? 0.05 : 0.95))];
+    const status = [Array.from({ length: n }, (_, j) => (j === 537 ? 3 : 1))];
+    const h = heatmap(values, status);
+    const m = buildCells(h, null);
+    const e = columnEdges(h.steps);
+    const px = pixelColumns(e, fullRange(e), 50);
+    const out = new Uint32Array(50);
+    rasterize(m, [0], px, out, 0);
+    const critical = Array.from(out).filter((c) => c === m.colors[537]);
+    expect(critical.length).toBe(1);
+  });
+
+  it("leaves pixels without a column to the background", () => {
+    const h = heatmap([[1]], [[1]]);
+    const m = buildCells(h, null);
+    const px = pixelColumns(columnEdges(h.steps), { lo: -10, hi: 10 }, 4);
+    const out = new Uint32Array(4);
+    rasterize(m, [0], px, out, 7);
+    expect(Array.from(out)).toEqual([7, 7, m.colors[0], 7]);
+  });
+});

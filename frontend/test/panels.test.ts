@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { countsText, runBadge, worstRun } from "../src/panels";
+
+const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
+  run: name, worst_severity: worst, worst_status: status,
+});
+
+describe("run badges", () => {
+  it("names each run's worst finding", () => {
+    expect(runBadge(run("a", "critical")).text).toBe("critical");
+    expect(runBadge(run("a", null)).text).toBe("healthy");
+    expect(runBadge(run("a", null, "no_data")).text).toBe("no data");
+    expect(runBadge(run("a", "warn")).rank).toBeGreaterThan(runBadge(run("a", "info")).rank);
+  });
+
+  it("opens the sickest run first", () => {
+    const runs = [run("a", null), run("b", "warn"), run("c", "critical"), run("d", "critical")];
+    expect(worstRun(runs as never)?.run).toBe("c");
+    expect(worstRun([])).toBeUndefined();
+  });
+
+  it("summarises finding counts", () => {
+    expect(countsText({ critical: 1, warn: 0, info: 6 })).toBe("1 critical, 6 info");
+    expect(countsText({})).toBe("no findings");
+  });
+});

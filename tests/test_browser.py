@@ -1,0 +1,396 @@
+"""The Gradient Health tab in headless Chromium inside a real TensorBoard.
+
+One TensorBoard process (the venv's ``tensorboard``) serves a logdir written here
+with TF2 ``tf.summary.histogram``: run ``train`` has a healthy layer, one whose
+gradients explode (max |g| > 1e3) from step ``BREAK_STEP`` on and one whose
+gradients vanish from ``QUIET_STEP`` on; a second run is named, and has a layer
+named, like an XSS payload. Debian's /usr/bin/chromium is
+driven by Playwright; nothing downloads a browser.
+
+Screenshots for the README land in $GRADHEALTH_SCREENSHOTS (docs/screenshots/ when refreshing them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import numpy as np
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# GRADHEALTH_SCREENSHOTS=docs/screenshots refreshes the README's pictures; by
+# default they go to a scratch folder so a test run leaves the tree clean.
+SCREENSHOTS = pathlib.Path(os.environ.get("GRADHEALTH_SCREENSHOTS") or tempfile.mkdtemp(prefix="gradhealth-shots-"))
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+RUN = "train"
+HEALTHY = "dense/kernel"
+BROKEN = "dense_1/kernel"
+QUIET = "dense_2/kernel"
+STEPS = list(range(0, 200, 10))
+BREAK_STEP = 60
+QUIET_STEP = 120
+XSS_RUN = "<img src=x onerror=alert(1)>"
+XSS_LAYER = "<img src=x onerror=window.__xss=1>"
+FRAME = "iframe[src*='plugin_entry.html']"
+
+
+def _write_logdir(root: pathlib.Path) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    rng = np.random.default_rng(7)
+    shapes = {HEALTHY: (32, 16), "dense/bias": (16,), BROKEN: (16, 8), "dense_1/bias": (8,),
+              QUIET: (8, 4), "dense_2/bias": (4,)}
+    writer = tf.summary.create_file_writer(str(root / RUN))
+    with writer.as_default():
+        for step in STEPS:
+            for name, shape in shapes.items():
+                grad = rng.normal(0.0, 1e-2, size=shape)
+                if name == BROKEN and step >= BREAK_STEP:
+                    grad = grad * 5e5
+                if name == QUIET and step >= QUIET_STEP:
+                    grad = grad * 1e-6
+                tf.summary.histogram(f"gradients/{name}", grad, step=step)
+                tf.summary.histogram(f"weights/{name}", rng.normal(0.0, 0.1, size=shape), step=step)
+    writer.close()
+    writer = tf.summary.create_file_writer(str(root / XSS_RUN))
+    with writer.as_default():
+        for step in STEPS[:6]:
+            tf.summary.histogram(f"gradients/{XSS_LAYER}", rng.normal(0.0, 1e-2, size=(8, 8)), step=step)
+    writer.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+@pytest.fixture(scope="module")
+def server_logdir(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("browser_logdir")
+    _write_logdir(logdir)
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def server(server_logdir):
+    logdir = server_logdir
+    port = _free_port()
+    exe = pathlib.Path(sys.executable).with_name("tensorboard")
+    log = open(logdir.parent / "tensorboard.log", "wb")
+    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"tensorboard exited with {proc.returncode}; see {log.name}")
+            try:
+                listing = _get(f"{base}/data/plugins_listing")
+                runs = {r["run"]: r for r in _get(f"{base}/data/plugin/gradhealth/runs")["runs"]}
+                if "gradhealth" in listing and runs.get(RUN, {}).get("steps_kept") == len(STEPS) and XSS_RUN in runs:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("tensorboard did not serve the logdir within 60 s")
+            time.sleep(0.25)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Tab:
+    """The TensorBoard page with the tab open, plus every console error and dialog seen."""
+
+    def __init__(self, page, base):
+        self.page = page
+        self.base = base
+        self.errors = []
+        self.dialogs = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+
+        def on_dialog(d):
+            self.dialogs.append(d.message)
+            d.dismiss()
+
+        page.on("dialog", on_dialog)
+
+    def open(self, hash_="gradhealth"):
+        self.page.goto(f"{self.base}/#{hash_}")
+        self.page.wait_for_selector(FRAME, timeout=30_000)
+        self.frame.wait_for_function("Number(document.documentElement.dataset.ghDrawn || 0) > 0", timeout=30_000)
+
+    @property
+    def frame(self):
+        for f in self.page.frames:
+            if "plugin_entry.html" in f.url:
+                return f
+        raise AssertionError(f"the tab's iframe is not loaded; frames: {[f.url for f in self.page.frames]}")
+
+    @property
+    def ui(self):
+        return self.page.frame_locator(FRAME)
+
+    def drawn(self) -> int:
+        return int(self.frame.evaluate("Number(document.documentElement.dataset.ghDrawn || 0)"))
+
+    def wait_redraw(self, before: int):
+        self.frame.wait_for_function(f"Number(document.documentElement.dataset.ghDrawn || 0) > {before}", timeout=20_000)
+
+    def cell_point(self, layer, step):
+        """Page coordinates of a heatmap cell's centre."""
+        c = self.frame.evaluate("([l, s]) => window.__gradhealth.cellCenter(l, s)", [layer, step])
+        assert c is not None, (layer, step)
+        box = self.page.locator(FRAME).bounding_box()
+        return box["x"] + c["x"], box["y"] + c["y"]
+
+    def pixel(self, selector, layer, step):
+        """RGBA of a canvas (body or overlay) at a cell's centre, read from the canvas itself."""
+        return self.frame.evaluate(
+            """([sel, l, s]) => {
+                const c = window.__gradhealth.cellCenter(l, s);
+                const canvas = document.querySelector(sel);
+                const r = canvas.getBoundingClientRect();
+                const k = canvas.width / r.width;
+                const x = Math.floor((c.x - r.left) * k), y = Math.floor((c.y - r.top) * k);
+                return Array.from(canvas.getContext("2d").getImageData(x, y, 1, 1).data);
+            }""",
+            [selector, layer, step])
+
+    def set_metric(self, metric):
+        before = self.drawn()
+        self.ui.locator("select").nth(1).select_option(metric)
+        self.wait_redraw(before)
+
+
+@pytest.fixture(scope="module")
+def tab(server, browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    t = Tab(page, server)
+    t.open()
+    yield t
+    page.close()
+
+
+def _cell(base, run, layer, step, role="gradient"):
+    q = urllib.parse.urlencode({"run": run, "layer": layer, "step": step, "role": role})
+    return _get(f"{base}/data/plugin/gradhealth/cell?{q}")["roles"][role]
+
+
+def test_tab_appears(tab):
+    assert tab.page.get_by_text("Gradient Health", exact=False).first.is_visible()
+    assert tab.ui.locator(".gh-hm-body").first.is_visible()
+    # The sick run is marked in the run list.
+    badge = tab.ui.locator("li.gh-run", has_text=RUN).locator(".gh-badge")
+    assert badge.text_content() == "critical"
+
+
+def test_heatmap_is_drawn_and_shows_the_broken_layer(tab):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    healthy = tab.pixel(".gh-hm-body", HEALTHY, 100)
+    broken = tab.pixel(".gh-hm-body", BROKEN, 100)
+    before_break = tab.pixel(".gh-hm-body", BROKEN, 0)
+    assert healthy[3] == 255 and broken[3] == 255, "cells are not painted"
+    # Health view: the exploding cells are red, the healthy ones green, and the
+    # broken layer looked healthy before it broke.
+    assert broken[0] > broken[1] + 60, broken
+    assert healthy[1] > healthy[0] + 60, healthy
+    assert sum(abs(a - b) for a, b in zip(healthy[:3], broken[:3])) > 150
+    assert sum(abs(a - b) for a, b in zip(healthy[:3], before_break[:3])) < 90
+    tab.page.screenshot(path=str(SCREENSHOTS / "heatmap.png"))
+    with tab.page.expect_download() as dl:
+        tab.ui.get_by_role("button", name="PNG").click()
+    png = pathlib.Path(dl.value.path()).read_bytes()
+    assert dl.value.suggested_filename == "gradhealth-train-gradient-health.png"
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width > 300 and height > 100
+
+
+def test_hover_shows_the_cell_numbers(tab):
+    tab.set_metric("max_abs")
+    expected = _cell(tab.base, RUN, BROKEN, 100)["metrics"]["max_abs"]
+    x, y = tab.cell_point(BROKEN, 100)
+    t0 = time.perf_counter()
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    assert time.perf_counter() - t0 < 2
+    lines = dict(
+        (line.locator(".gh-tip-key").text_content(), line.locator(".gh-tip-value").text_content())
+        for line in tip.locator(".gh-tip-line").all()
+    )
+    assert lines["layer"] == BROKEN
+    assert lines["step"] == "100"
+    value, quality = lines["max abs"].split(" ", 1)
+    assert float(value) == pytest.approx(expected["value"], rel=1e-3)
+    assert quality == f"({expected['quality']})"
+    assert float(value) > 1e3
+    assert lines["status"].startswith("critical") and "exploding gradients" in lines["status"]
+    tab.page.mouse.move(5, 5)
+    tab.set_metric("health")
+
+
+def test_click_opens_the_detail_panel(tab):
+    x, y = tab.cell_point(BROKEN, 100)
+    tab.page.mouse.click(x, y)
+    detail = tab.ui.locator(".gh-detail")
+    detail.wait_for(state="visible", timeout=5000)
+    assert detail.locator(".gh-detail-title").text_content() == BROKEN
+    histogram = _cell(tab.base, RUN, BROKEN, 100)["histogram"]
+    bars = detail.locator("rect.gh-bar")
+    bars.first.wait_for(timeout=5000)
+    assert bars.count() == len(histogram)
+    assert "Histogram at step 100" in detail.locator("h3").first.text_content()
+    # The metric over all steps, with the explosion threshold and the finding's span.
+    detail.locator("path.gh-series").wait_for(timeout=5000)
+    assert detail.locator("line.gh-threshold").count() >= 1
+    assert detail.locator("rect.gh-span").count() >= 1
+    assert "Exploding gradients" in detail.locator(".gh-detail-findings").text_content()
+    # The neighbouring logged step is one click away.
+    detail.get_by_role("button", name="next step").click()
+    tab.ui.locator(".gh-detail h3", has_text="Histogram at step 110").wait_for(timeout=5000)
+    # The selection is in TensorBoard's URL, so the link can be shared.
+    hash_ = urllib.parse.unquote(tab.page.url.split("#", 1)[1])
+    assert "p.gradhealth.run=train" in hash_ and f"p.gradhealth.layer={BROKEN}" in hash_
+    assert "p.gradhealth.step=110" in hash_
+    detail.scroll_into_view_if_needed()
+    tab.page.screenshot(path=str(SCREENSHOTS / "detail.png"), full_page=False)
+
+
+def test_shared_link_restores_the_selection(tab, browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    other = Tab(page, tab.base)
+    try:
+        other.open(tab.page.url.split("#", 1)[1])
+        title = other.ui.locator(".gh-detail .gh-detail-title")
+        title.wait_for(timeout=10_000)
+        assert title.text_content() == BROKEN
+        assert "Histogram at step 110" in other.ui.locator(".gh-detail h3").first.text_content()
+        assert other.errors == []
+    finally:
+        page.close()
+
+
+def test_selecting_a_finding_outlines_its_cells(tab):
+    tab.ui.locator(".gh-detail button[aria-label='Close']").click()
+    overlay = ".gh-hm-overlay"
+    assert tab.pixel(overlay, HEALTHY, 100)[3] == 0
+    finding = tab.ui.locator("li.gh-finding", has_text="Exploding gradients")
+    assert finding.locator(".gh-badge").text_content() == "critical"
+    # Most severe first.
+    assert tab.ui.locator("li.gh-finding").first.locator(".gh-badge").text_content() == "critical"
+    finding.click()
+    tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') !== null")
+    # Everything but the finding's cells is veiled; its cells stay clear inside an outline.
+    assert tab.pixel(overlay, HEALTHY, 100)[3] > 0
+    assert tab.pixel(overlay, BROKEN, 100)[3] == 0
+    assert tab.pixel(overlay, BROKEN, 0)[3] > 0
+    assert "Clip gradients" in finding.text_content()
+    with tab.page.expect_download() as dl:
+        tab.ui.get_by_role("button", name="CSV").click()
+    csv_text = pathlib.Path(dl.value.path()).read_text()
+    assert csv_text.startswith("run,severity,kind,") and "exploding_gradients" in csv_text
+    with tab.page.expect_download() as dl:
+        tab.ui.get_by_role("button", name="JSON").click()
+    exported = json.loads(pathlib.Path(dl.value.path()).read_text())
+    served = _get(f"{tab.base}/data/plugin/gradhealth/findings?run={RUN}")["findings"]
+    assert exported["run"] == RUN
+    assert sorted(f["kind"] for f in exported["findings"]) == sorted(f["kind"] for f in served)
+    tab.page.screenshot(path=str(SCREENSHOTS / "findings.png"))
+
+
+def test_new_steps_appear_on_reload_and_the_selection_stays(tab, server_logdir):
+    import tensorflow as tf
+
+    selected = "li.gh-finding[aria-selected=true]"
+    assert tab.ui.locator(selected).count() == 1
+    rng = np.random.default_rng(11)
+    new_steps = [200, 210, 220, 230, 240]
+    writer = tf.summary.create_file_writer(str(server_logdir / RUN), filename_suffix=".more")
+    with writer.as_default():
+        for step in new_steps:
+            for name, shape in ((HEALTHY, (32, 16)), (BROKEN, (16, 8))):
+                scale = 5e3 if name == BROKEN else 1e-2
+                tf.summary.histogram(f"gradients/{name}", rng.normal(0.0, scale, size=shape), step=step)
+    writer.close()
+    deadline = time.monotonic() + 30
+    def last_step():
+        return {r["run"]: r for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]}[RUN]["last_step"]
+
+    while last_step() != new_steps[-1]:
+        assert time.monotonic() < deadline, "TensorBoard did not pick up the new steps"
+        time.sleep(0.5)
+    before = tab.drawn()
+    reloads = tab.frame.evaluate("Number(document.documentElement.dataset.ghHostReloads || 0)")
+    # TensorBoard's own reload button: the tab hears it through the host's DataReloaded message.
+    tab.page.locator("app-header-reload button").click()
+    tab.wait_redraw(before)
+    assert tab.frame.evaluate("Number(document.documentElement.dataset.ghHostReloads || 0)") > reloads
+    assert "25 steps" in tab.ui.locator(".gh-summary").text_content()
+    assert tab.ui.locator(selected).count() == 1
+    assert tab.pixel(".gh-hm-overlay", BROKEN, 240)[3] == 0
+    assert tab.pixel(".gh-hm-overlay", HEALTHY, 240)[3] > 0
+
+
+def test_names_are_text_never_markup(tab):
+    before = tab.drawn()
+    tab.ui.locator("li.gh-run", has_text="onerror").click()
+    tab.wait_redraw(before)
+    assert tab.ui.locator("li.gh-run .gh-run-name", has_text="onerror").text_content() == XSS_RUN
+    x, y = tab.cell_point(XSS_LAYER, 20)
+    tab.page.mouse.move(x, y)
+    tab.ui.locator(".gh-tooltip").wait_for(state="visible")
+    assert XSS_LAYER in tab.ui.locator(".gh-tooltip").text_content()
+    tab.page.mouse.click(x, y)
+    tab.ui.locator(".gh-detail .gh-detail-title").wait_for()
+    assert tab.ui.locator(".gh-detail .gh-detail-title").text_content() == XSS_LAYER
+    time.sleep(0.5)
+    assert tab.ui.locator("img").count() == 0
+    assert tab.frame.evaluate("typeof window.__xss") == "undefined"
+    assert tab.page.evaluate("typeof window.__xss") == "undefined"
+    assert tab.dialogs == []
+
+
+def test_no_console_errors(tab):
+    assert tab.errors == []

@@ -237,10 +237,34 @@ def find(rd: data.RunData, limits: Mapping[str, float]) -> List[Finding]:
     out += _spikes(rd, limits, order)
     out.append(_depth_vanishing(rd, limits))
     out.append(_init_scale(rd, limits, order))
-    findings = [f for f in out if f is not None]
+    findings = _drop_explained_spikes([f for f in out if f is not None])
     _combine(findings)
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.first_step, KINDS.index(f.kind)))
     return findings
+
+
+def _drop_explained_spikes(findings: List[Finding]) -> List[Finding]:
+    """Drops a one-off spike at a step where the same series already explodes or turns non-finite."""
+    explained: Dict[str, set] = {}
+    for f in findings:
+        if f.kind in ("exploding_gradients", "nonfinite"):
+            for layer in f.layers:
+                steps = f.points.get(layer)
+                explained.setdefault(layer, set()).update(
+                    steps.tolist() if steps is not None else range(f.spans[layer][0], f.spans[layer][1] + 1))
+    kept = []
+    for f in findings:
+        if f.kind == "spike":
+            layers = [layer for layer in f.layers if f.first_step not in explained.get(layer, ())]
+            if not layers:
+                continue
+            if len(layers) < len(f.layers):
+                f.layers = layers
+                f.spans = {layer: f.spans[layer] for layer in layers}
+                f.points = {layer: p for layer, p in f.points.items() if layer in layers}
+                f.evidence["layers"] = {k: v for k, v in f.evidence["layers"].items() if k in layers}
+        kept.append(f)
+    return kept
 
 
 def _nonfinite(rd, order) -> List[Optional[Finding]]:

@@ -568,12 +568,21 @@ def test_periodic_spikes_at_a_multiple_of_the_interval_are_an_artefact():
 
 def test_one_off_spike_is_info():
     steps = np.arange(500, dtype=np.int64)
-    values = _noise(1, 500, 0.3)
-    values[250] = 10.0
+    values = _noise(1, 500, 0.1)
+    values[250] = 5.0  # below the 10x jump that would make it an explosion
     found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, values)}))
     f = one(found, "spike")
     assert f.severity == findings.INFO and f.first_step == 250 and f.layers == ["grad_norm_total"]
-    assert of_kind(found, "periodic_spikes") == []
+    assert of_kind(found, "periodic_spikes") == [] and of_kind(found, "exploding_gradients") == []
+
+
+def test_spike_that_is_an_explosion_is_reported_once():
+    steps = np.arange(500, dtype=np.int64)
+    values = _noise(1, 500, 0.3)
+    values[250] = 30.0
+    found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, values)}))
+    assert one(found, "exploding_gradients").first_step == 250
+    assert of_kind(found, "spike") == []
 
 
 def test_spikes_in_pure_noise_scalar_are_not_reported():

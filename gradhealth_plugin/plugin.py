@@ -154,16 +154,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         rd = self._run(request)
         layer_name = _param(request, "layer")
         step = _int_param(request, "step")
-        role = request.args.get("role") or None  # empty means "every role", as a missing one does
-        if role is not None:
-            _choice(request, "role", tags_lib.ROLES)
-        layer = rd.layer(layer_name)
-        if layer is None:
-            raise data.NotFound(f"run {rd.run!r} has no layer {layer_name!r}")
+        layer, roles = _layer_roles(request, rd, layer_name)
         out = {}
-        for name, rdata in layer.roles.items():
-            if role is not None and name != role:
-                continue
+        for name, rdata in roles.items():
             hits = np.nonzero(rdata.table.steps == step)[0]
             if len(hits):
                 buckets = None
@@ -182,16 +175,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         rd = self._run(request)
         layer_name = _param(request, "layer")
         metric = _choice(request, "metric", HEATMAP_METRICS)
-        role = request.args.get("role") or None  # empty means "every role", as a missing one does
-        if role is not None:
-            _choice(request, "role", tags_lib.ROLES)
-        layer = rd.layer(layer_name)
-        if layer is None:
-            raise data.NotFound(f"run {rd.run!r} has no layer {layer_name!r}")
+        layer, roles = _layer_roles(request, rd, layer_name)
+        role = request.args.get("role") or None
         series = {}
-        for name, rdata in layer.roles.items():
-            if role is not None and name != role:
-                continue
+        for name, rdata in roles.items():
             values = rdata.health.score if metric == "health" else rdata.table.get(metric)
             quality = rdata.table.quality_of(metric) if metric != "health" else np.where(
                 rdata.health.status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
@@ -206,6 +193,17 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return {"run": rd.run, "layer": layer.name, "metric": metric, "series": series,
                 "status_names": list(health.STATUS_NAMES),
                 "thresholds": {name: _thresholds(name, metric, self._limits) for name in series}}
+
+
+def _layer_roles(request, rd: data.RunData, layer_name: str):
+    """The layer and its roles, narrowed to ``role=`` when given (empty means every role)."""
+    role = request.args.get("role") or None
+    if role is not None:
+        _choice(request, "role", tags_lib.ROLES)
+    layer = rd.layer(layer_name)
+    if layer is None:
+        raise data.NotFound(f"run {rd.run!r} has no layer {layer_name!r}")
+    return layer, {name: r for name, r in layer.roles.items() if role is None or name == role}
 
 
 def _run_summary(rd: data.RunData, found: List[findings.Finding]) -> dict:

@@ -26,7 +26,7 @@ setuptools.setup(
     install_requires=["tensorboard>=2.12", "numpy>=1.21", "werkzeug>=1.0.1"],
     extras_require={
         "tf": ["tensorflow>=2.12"],
-        "torch": ["torch>=2.0"],
+        "torch": ["torch>=2.1"],
     },
     entry_points={
         "tensorboard_plugins": ["gradhealth = gradhealth_plugin.plugin:GradHealthLoader"],

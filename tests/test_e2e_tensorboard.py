@@ -3,7 +3,7 @@
 TensorBoard 2.21 reads a logdir with either its Python loader
 (``--load_fast=false``) or its Rust data server (``--load_fast=true``). The
 tab reads only through the data provider, so both must give the same answers.
-The logdir holds the bundled TF2 sample runs (``demo/runs/sample``: TF2
+The logdir holds the bundled TF2 exploding demo (``demo/runs/exploding``: TF2
 histograms, float64, 30 buckets) and a tensorboardX run (v1 HistogramProto,
 whose low end the two loaders convert differently; see the note above ``FAMILIES``). Each run has
 fewer than 100 logged steps per tag, the Rust loader's default histogram
@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "demo" / "runs" / "sample"
+SAMPLE = REPO / "demo" / "runs" / "exploding"
 TENSORBOARD = pathlib.Path(sys.executable).with_name("tensorboard")
 HOST = "127.0.0.1"
 READY_TIMEOUT = 60.0
@@ -82,7 +82,7 @@ def _last_steps(logdir: pathlib.Path) -> dict:
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory) -> pathlib.Path:
-    assert any(SAMPLE.rglob("*tfevents*")), f"no sample runs in {SAMPLE}: run demo/make_sample.py"
+    assert any(SAMPLE.rglob("*tfevents*")), f"no sample runs in {SAMPLE}: run demo/make_runs.py"
     root = tmp_path_factory.mktemp("e2e_logdir")
     shutil.copytree(SAMPLE, root / "tf2")
     _write_tbx_run(root / TBX_RUN)
@@ -237,7 +237,7 @@ def test_tab_is_listed_and_its_module_served(servers, load_fast):
 
 def test_both_loaders_list_the_same_runs_and_layers(servers):
     python_runs, rust_runs = (_runs(servers[lf]) for lf in LOADERS)
-    assert sorted(python_runs) == [TBX_RUN, "tf2/exploding", "tf2/healthy"]
+    assert sorted(python_runs) == [TBX_RUN, "tf2/clipped", "tf2/unclipped"]
     for run in python_runs:
         assert python_runs[run]["layers"], f"{run}: no layers recognised"
     _assert_same(python_runs, rust_runs, "/runs")
@@ -293,7 +293,7 @@ def test_both_loaders_give_the_same_cells(servers, family):
 
 @pytest.mark.parametrize("load_fast", LOADERS)
 def test_exploding_sample_run_is_critical(servers, load_fast):
-    heatmap = servers[load_fast].gh("heatmap", run="tf2/exploding", role="gradient", metric="max_abs")
+    heatmap = servers[load_fast].gh("heatmap", run="tf2/unclipped", role="gradient", metric="max_abs")
     critical = heatmap["status_names"].index("critical")
     exploded = [(layer, step)
                 for layer, values, statuses in zip(heatmap["layers"], heatmap["values"], heatmap["status"])

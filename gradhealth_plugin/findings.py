@@ -583,6 +583,8 @@ def _combine(findings: List[Finding]) -> None:
         cause = "learning_rate_too_high"
         growth = "weight_growth" in kinds
         for f in findings:
+            if f.severity == INFO:
+                continue
             if f.kind in ("exploding_gradients", "nonfinite") or (growth and f.kind == "weight_growth"):
                 f.cause = cause
                 f.message += ("; together with " + ("exploding gradients" if f.kind != "exploding_gradients"
@@ -590,7 +592,7 @@ def _combine(findings: List[Finding]) -> None:
                               + " this points to a learning rate that is too high")
     elif "vanishing_gradients" in kinds and "dead_units" in kinds:
         for f in findings:
-            if f.kind in ("vanishing_gradients", "dead_units"):
+            if f.severity != INFO and f.kind in ("vanishing_gradients", "dead_units"):
                 f.cause = "dead_relu"
                 f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
 

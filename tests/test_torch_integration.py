@@ -9,7 +9,6 @@ import errno
 import logging
 import os
 import pathlib
-import socket
 import struct
 import subprocess
 import sys
@@ -418,10 +417,11 @@ def test_real_ddp_uses_the_wrapped_module_names(tmp_path):
 
     if not dist.is_available() or dist.is_initialized():
         pytest.skip("torch.distributed unavailable or already initialised")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    import datetime
+
+    # A file store, not a TCP port picked in advance: no port race, and a bounded wait.
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'ddp_store'}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=60))
     try:
         torch.manual_seed(3)
         model = Net()

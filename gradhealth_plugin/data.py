@@ -7,7 +7,8 @@ and the CLI uses it unchanged on a ``MultiplexerDataProvider``.
 
 Results are cached per run, keyed by what the provider lists for each tag
 (last step and wall time), so an unchanged run is never recomputed and a run
-whose tags grew recomputes only the tags that changed.
+whose tags grew reads only the tags that changed and computes metrics only
+for their new steps.
 """
 
 from __future__ import annotations
@@ -28,6 +29,24 @@ _ALL_SAMPLES = 1_000_000
 _CACHE_RUNS = 64
 # Metric tables kept per tag (a few hundred bytes per logged step each).
 _CACHE_BYTES = 256 * 1024 * 1024
+# Buckets of the tags whose cells were asked for lately.
+_BUCKET_CACHE_BYTES = 64 * 1024 * 1024
+# How much to read per read_tensors call, in bucket values (3 per bucket):
+# one call for a whole run would hold all of its decoded histograms at once
+# (as much memory again as TensorBoard keeps for them) and, from a gRPC data
+# server, can pass the 256 MB message limit. About 4 MB of float64 per call
+# keeps the server's peak memory within a few tens of MB of its resting size
+# and costs nothing in speed. The first call reads _FIRST_READ_TAGS tags (their
+# size is unknown until then); later ones as many as this budget allows.
+_READ_VALUES = 500_000
+_FIRST_READ_TAGS = 8
+_MAX_READ_TAGS = 4096
+# Tags with fewer new rows than this have their metrics computed together, up
+# to _BATCH_ROWS rows at a time: a run of thousands of tags with a few steps
+# each would otherwise pay numpy's per-call overhead thousands of times. Tags
+# with more rows go alone (large arrays spill the CPU cache; nothing to gain).
+_BATCH_ROWS = 4096
+_ALONE_ROWS = 256
 
 
 class TagCache:
@@ -51,6 +70,12 @@ class TagCache:
             self._entries.move_to_end(key)
             return entry[1]
 
+    def peek(self, key: tuple):
+        """The value stored for `key` whatever its version (None if there is none)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return None if entry is None else entry[1]
+
     def put(self, key: tuple, version: tuple, value, nbytes: int) -> None:
         with self._lock:
             old = self._entries.pop(key, None)
@@ -70,6 +95,147 @@ class TagCache:
 def _table_nbytes(table: metrics.MetricTable) -> int:
     return int(table.steps.nbytes + sum(v.nbytes for v in table.values.values())
                + sum(q.nbytes for q in table.quality.values()))
+
+
+@dataclasses.dataclass
+class _TagMetrics:
+    """One histogram tag's metric table and the wall time of each of its rows."""
+
+    table: metrics.MetricTable
+    wall_times: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return _table_nbytes(self.table) + int(self.wall_times.nbytes)
+
+
+@dataclasses.dataclass
+class _Pending:
+    """One histogram tag just read: its kept rows, which of them need metrics, where the others come from."""
+
+    key: tuple
+    version: tuple
+    bimodal: bool
+    steps: np.ndarray
+    walls: np.ndarray
+    fresh: np.ndarray  # rows to compute
+    arrays: list  # their bucket arrays
+    source: np.ndarray  # per row: the row of `previous` to reuse, or -1
+    previous: Optional[_TagMetrics]
+    width: int  # most buckets in one fresh row
+
+
+def _pending(key: tuple, version: tuple, bimodal: bool, datums: Sequence, previous: Optional[_TagMetrics]) -> _Pending:
+    """Sorts a tag's datums by step and finds the rows an earlier result already has.
+
+    A row is reused when its step and wall time are both still there: when a run
+    grows, the loaders keep most old samples, and only new steps need their
+    buckets turned into metrics.
+    """
+    n = len(datums)
+    steps = np.array([d.step for d in datums], dtype=np.int64)
+    walls = np.array([d.wall_time for d in datums], dtype=np.float64)
+    if n > 1 and np.any(np.diff(steps) < 0):
+        order = np.argsort(steps, kind="stable")
+        datums = [datums[i] for i in order]
+        steps, walls = steps[order], walls[order]
+    source = np.full(n, -1, dtype=np.int64)
+    if previous is not None and ("bimodal_dip" in previous.table.values) != bimodal:
+        previous = None
+    if previous is not None and len(previous.table.steps) and n:
+        old_steps = previous.table.steps
+        at = np.minimum(np.searchsorted(old_steps, steps), len(old_steps) - 1)
+        same = (old_steps[at] == steps) & (previous.wall_times[at] == walls)
+        source = np.where(same, at, -1)
+    fresh = np.flatnonzero(source < 0)
+    arrays = [datums[i].numpy for i in fresh]
+    shapes = {getattr(a, "shape", ()) for a in arrays}
+    width = max((shape[0] for shape in shapes if len(shape)), default=0)
+    return _Pending(key=key, version=version, bimodal=bimodal, steps=steps, walls=walls, fresh=fresh, arrays=arrays,
+                    source=source, previous=previous, width=width)
+
+
+def _select_rows(h: metrics.Histograms, rows: np.ndarray) -> metrics.Histograms:
+    return dataclasses.replace(h, **{f.name: getattr(h, f.name)[rows] for f in dataclasses.fields(h)
+                                     if getattr(h, f.name) is not None})
+
+
+def _fresh_tables(parts: List[_Pending]) -> List[metrics.MetricTable]:
+    """Metrics of the fresh rows of several tags, computed in one pass and split per tag."""
+    lengths = np.array([len(p.fresh) for p in parts], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    h = metrics.stack_histograms(np.concatenate([p.steps[p.fresh] for p in parts]),
+                                 np.concatenate([p.walls[p.fresh] for p in parts]),
+                                 [a for p in parts for a in p.arrays])
+    table = metrics.histogram_metrics(h)
+    dip = None
+    if any(p.bimodal for p in parts):
+        rows = np.concatenate([np.arange(s, e) for s, e, p in zip(starts, ends, parts) if p.bimodal])
+        dip = np.full(len(h.steps), np.nan)
+        dip[rows] = metrics.bimodal_dip(_select_rows(h, rows))
+    if len(parts) == 1:
+        if dip is not None:
+            table.values["bimodal_dip"] = dip
+            table.quality["bimodal_dip"] = table.quality["std"]
+        return [table]
+    out = []
+    for s, e, p in zip(starts, ends, parts):
+        # Copies: a cached tag must not keep the whole batch alive.
+        values = {name: v[s:e].copy() for name, v in table.values.items()}
+        quality = {name: q[s:e].copy() for name, q in table.quality.items()}
+        metrics.add_std_rel_first(values, quality)  # relative to this tag's first step, not the batch's
+        if p.bimodal:
+            values["bimodal_dip"] = dip[s:e].copy()
+            quality["bimodal_dip"] = quality["std"]
+        out.append(metrics.MetricTable(steps=h.steps[s:e].copy(), values=values, quality=quality,
+                                       first_wall=float(h.wall_times[s]) if e > s else None))
+    return out
+
+
+def _assemble(p: _Pending, fresh: metrics.MetricTable) -> _TagMetrics:
+    """The tag's full table: the fresh rows' metrics with the reused rows of its previous table."""
+    n = len(p.steps)
+    if len(p.fresh) == n:
+        return _TagMetrics(table=fresh, wall_times=p.walls)
+    old = p.previous.table
+    kept = np.flatnonzero(p.source >= 0)
+    values, quality = {}, {}
+    for name, v_new in fresh.values.items():
+        if name == "std_rel_first":
+            continue
+        v = np.empty(n, dtype=v_new.dtype)
+        v[p.fresh], v[kept] = v_new, old.values[name][p.source[kept]]
+        q = np.empty(n, dtype=np.uint8)
+        q[p.fresh], q[kept] = fresh.quality[name], old.quality[name][p.source[kept]]
+        values[name], quality[name] = v, q
+    metrics.add_std_rel_first(values, quality)
+    table = metrics.MetricTable(steps=p.steps, values=values, quality=quality, first_wall=float(p.walls[0]))
+    return _TagMetrics(table=table, wall_times=p.walls)
+
+
+def _compute(pending: List[_Pending]) -> List[_TagMetrics]:
+    """Every pending tag's full table; tags with few new rows are computed in batches."""
+    fresh: List[Optional[metrics.MetricTable]] = [None] * len(pending)
+    by_width: Dict[int, List[int]] = collections.defaultdict(list)
+    for i, p in enumerate(pending):
+        if len(p.fresh) >= _ALONE_ROWS:
+            fresh[i] = _fresh_tables([p])[0]
+        else:
+            # Batch-mates padded to a similar bucket count: at most twice the work of their own.
+            by_width[max(p.width, 1).bit_length()].append(i)
+    for members in by_width.values():
+        batch: List[int] = []
+        rows = 0
+        for i in members + [None]:
+            if i is None or (batch and rows + len(pending[i].fresh) > _BATCH_ROWS):
+                for j, table in zip(batch, _fresh_tables([pending[j] for j in batch])):
+                    fresh[j] = table
+                batch, rows = [], 0
+            if i is not None:
+                batch.append(i)
+                rows += len(pending[i].fresh)
+    return [_assemble(p, table) for p, table in zip(pending, fresh)]
 
 
 def _copy_table(table: metrics.MetricTable) -> metrics.MetricTable:
@@ -142,6 +308,7 @@ class Reader:
         self._lock = threading.Lock()
         self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         self.tag_cache = TagCache()
+        self.bucket_cache = TagCache(_BUCKET_CACHE_BYTES)
 
     def list_runs(self, ctx, experiment_id: str) -> List[str]:
         """Runs with histograms, scalars or gradhealth summaries, in TensorBoard's order."""
@@ -185,12 +352,20 @@ class Reader:
         }
 
     def _build(self, ctx, experiment_id: str, run: str, listings: Mapping[str, Mapping]) -> RunData:
-        hist_tags = list(listings["histograms"].get(run, {}))
-        scalar_tags = list(listings["scalars"].get(run, {}))
+        # The Python loader lists tags in the order they were first written, the Rust data
+        # server alphabetically; answers must not depend on which one TensorBoard uses.
+        # Ordering by last write keeps the writer's order for tags written every step.
+        hist_tags = _write_order(listings["histograms"].get(run, {}))
+        scalar_tags = _write_order(listings["scalars"].get(run, {}))
         infos: List[tags_lib.TagInfo] = []
         unclassified: List[str] = []
+        hist_set = set(hist_tags)
         for tag in hist_tags:
-            info = tags_lib.classify_histogram(tag, hist_tags, self._tag_rules)
+            # classify_histogram looks among the siblings for the tag's own gradient
+            # (tag + ".grad", ...) and copies what it is given into a set: handing
+            # it every tag made classifying a run quadratic in its number of tags.
+            siblings = [t for t in (tag + ".grad", tag + "/grad", tag + "_grad") if t in hist_set]
+            info = tags_lib.classify_histogram(tag, siblings, self._tag_rules)
             (infos.append(info) if info else unclassified.append(tag))
         scalars: Dict[str, List[str]] = {}
         layer_scalars: List[tags_lib.TagInfo] = []
@@ -202,7 +377,9 @@ class Reader:
                 scalars.setdefault(info.kind, []).append(tag)
 
         own_infos, shapes = [], {}
-        for tag, ts in listings[metadata.PLUGIN_NAME].get(run, {}).items():
+        own_listing = listings[metadata.PLUGIN_NAME].get(run, {})
+        for tag in _write_order(own_listing):
+            ts = own_listing[tag]
             meta = summary.parse_metadata(ts.plugin_content)
             if meta is None:
                 unclassified.append(tag)
@@ -262,37 +439,59 @@ class Reader:
             if hit is None:
                 stale.append(info)
             else:
-                out[info.tag] = hit
-        if not stale:
-            return out
-        result = self._provider.read_tensors(
-            ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
-            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[i.tag for i in stale]),
-        ).get(run, {})
-        for info in stale:
-            datums = sorted(result.get(info.tag, []), key=lambda d: d.step)
-            h = metrics.stack_histograms(
-                [d.step for d in datums], [d.wall_time for d in datums], [d.numpy for d in datums])
-            table = metrics.histogram_metrics(h)
-            if info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER):
-                table.values["bimodal_dip"] = metrics.bimodal_dip(h)
-                table.quality["bimodal_dip"] = table.quality["std"]
-            ts = listing[info.tag]
-            self.tag_cache.put((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time),
-                               table, _table_nbytes(table))
-            out[info.tag] = table
+                out[info.tag] = hit.table
+        size = _FIRST_READ_TAGS
+        while stale:
+            chunk, stale = stale[:size], stale[size:]
+            result = self._provider.read_tensors(
+                ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
+                run_tag_filter=provider.RunTagFilter(runs=[run], tags=[i.tag for i in chunk]),
+            ).get(run, {})
+            pending, values_read = [], 0
+            for info in chunk:
+                key = (experiment_id, run, "histograms", info.tag)
+                ts = listing[info.tag]
+                datums = result.pop(info.tag, [])
+                if datums:
+                    values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+                bimodal = info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
+                pending.append(_pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums,
+                                        self.tag_cache.peek(key)))
+            del result
+            for p, entry in zip(pending, _compute(pending)):
+                self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
+                out[p.key[-1]] = entry.table
+            del pending
+            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
         return out
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
-        """The ``[k, 3]`` buckets of one histogram at one step, read on demand (not cached)."""
-        result = self._provider.read_tensors(
-            ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
+        """The ``[k, 3]`` buckets of one histogram at one step (None if the tag has no such step).
+
+        A tag's buckets stay cached, keyed like the metric tables, after one of
+        its cells was asked for: the next cells of the layer cost no read.
+        """
+        listing = self._provider.list_tensors(
+            ctx, experiment_id=experiment_id, plugin_name="histograms",
             run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]),
-        ).get(run, {}).get(tag, [])
-        for datum in result:
-            if datum.step == step:
-                return np.asarray(datum.numpy, dtype=np.float64).reshape(-1, 3)
-        return None
+        ).get(run, {}).get(tag)
+        if listing is None:
+            return None
+        key = (experiment_id, run, "buckets", tag)
+        version = (listing.max_step, listing.max_wall_time)
+        by_step = self.bucket_cache.get(key, version)
+        if by_step is None:
+            result = self._provider.read_tensors(
+                ctx, experiment_id=experiment_id, plugin_name="histograms", downsample=_ALL_SAMPLES,
+                run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]),
+            ).get(run, {}).get(tag, [])
+            by_step = {}
+            for datum in result:
+                by_step.setdefault(datum.step, datum.numpy)
+            self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))
+        buckets = by_step.get(step)
+        # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
+        return None if buckets is None else metrics.as_buckets(buckets).copy()
 
     def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
         """gradhealth summaries: tag -> (steps, {metric: exact values})."""
@@ -331,7 +530,9 @@ class Reader:
                    exact: Mapping[str, tuple], own: Mapping[str, tuple]) -> Optional[RoleData]:
         own_infos = [i for i in group if i.metric == tags_lib.OWN_SUMMARY and i.tag in own]
         hist_infos = [i for i in group if i.metric is None and i.tag in histograms]
-        scalar_infos = [i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in exact]
+        scalar_infos = sorted(
+            (i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in exact),
+            key=lambda i: (_SCALAR_ORDER.get(i.metric, len(_SCALAR_ORDER)), tags_lib.natural_key(i.tag)))
         hist_tag = hist_infos[0].tag if hist_infos else None
         table = _copy_table(histograms[hist_tag]) if hist_tag else metrics.empty_table()
         first_seen = (int(table.steps[0]), table.first_wall) if hist_tag and len(table.steps) else None
@@ -384,6 +585,21 @@ def _model_order_key(layer: Layer) -> tuple:
     written = seen[0] if seen else (float("inf"), float("inf"))
     return (hint, written, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1),
             tags_lib.natural_key(layer.name))
+
+
+# Per-layer statistic scalars of one role, in the order their conventions list them (seed 002's
+# grad_mean before grad_max; TF1's variable_summaries mean, stddev, max, min): the loaders
+# do not agree on any order of their own.
+_SCALAR_ORDER = {name: i for i, name in enumerate(("mean_abs", "max_abs", "l2", "mean", "std", "max", "min"))}
+
+
+def _write_order(listing: Mapping) -> List[str]:
+    """Tags by the wall time of their last value, then by name: the same under both loaders."""
+    def key(tag):
+        wall = listing[tag].max_wall_time
+        return (wall if wall is not None else float("-inf"), tags_lib.natural_key(tag))
+
+    return sorted(listing, key=key)
 
 
 def _logging_interval(step_arrays) -> Optional[float]:

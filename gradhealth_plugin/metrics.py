@@ -90,31 +90,64 @@ def _as_buckets(a) -> np.ndarray:
     return arr
 
 
+as_buckets = _as_buckets  # for the cell route's buckets, read the same way as the metrics read them
+
+
 def stack_histograms(steps: Sequence[int], wall_times: Sequence[float], arrays: Sequence[np.ndarray]) -> Histograms:
-    """Pads ragged ``[k_i, 3]`` bucket arrays into one (N, K) batch without a loop over steps."""
+    """Pads ragged ``[k_i, 3]`` bucket arrays into one (N, K) batch; anything else reads as no buckets."""
     n = len(arrays)
+    shapes = {getattr(a, "shape", None) for a in arrays}
+    if len(shapes) == 1:
+        (shape,) = shapes
+        if shape is not None and len(shape) == 2 and shape[0] > 0 and shape[1] == 3:
+            # Every step has the same [k, 3] buckets (TF2 always does): one copy, no padding.
+            planes = np.moveaxis(np.asarray(arrays, dtype=np.float64), 2, 0).copy()
+            lo, hi = written_range(planes[0], planes[1])
+            return Histograms(
+                steps=np.asarray(steps, dtype=np.int64),
+                wall_times=np.asarray(wall_times, dtype=np.float64),
+                left=planes[0], right=planes[1], count=planes[2], lo=lo, hi=hi,
+            )
     shaped = [_as_buckets(a) for a in arrays]
     lengths = np.fromiter((a.shape[0] for a in shaped), dtype=np.int64, count=n)
     k = int(lengths.max()) if n else 0
-    left = np.zeros((n, max(k, 1)))
-    right = np.zeros((n, max(k, 1)))
-    count = np.zeros((n, max(k, 1)))
-    if n and k:
-        flat = np.concatenate(shaped, axis=0)
-        rows = np.repeat(np.arange(n), lengths)
-        starts = np.cumsum(lengths) - lengths
-        cols = np.arange(flat.shape[0]) - np.repeat(starts, lengths)
-        left[rows, cols] = flat[:, 0]
-        right[rows, cols] = flat[:, 1]
-        count[rows, cols] = flat[:, 2]
-    has = lengths > 0
-    lo = np.where(has, left[:, 0], np.nan)
-    hi = np.where(has, right[np.arange(n), np.maximum(lengths - 1, 0)], np.nan)
+    padded = np.zeros((n, max(k, 1), 3))
+    for i, a in enumerate(shaped):  # one block copy per step: cheaper than scattering every bucket
+        padded[i, :len(a)] = a
+    left, right, count = np.moveaxis(padded, 2, 0).copy()
+    lo, hi = written_range(left, right, np.arange(left.shape[1]) < lengths[:, None])
     return Histograms(
         steps=np.asarray(steps, dtype=np.int64),
         wall_times=np.asarray(wall_times, dtype=np.float64),
         left=left, right=right, count=count, lo=lo, hi=hi,
     )
+
+
+def written_range(left: np.ndarray, right: np.ndarray, real: Optional[np.ndarray] = None) -> tuple:
+    """Per row, the range the writer put its values in: (lo, hi), NaN without a finite bucket.
+
+    lo is the left edge of the bucket with the lowest right edge, hi the right
+    edge of the bucket with the highest left edge: the first and the last
+    bucket of a sorted histogram, found without relying on the order. For a v1
+    histogram the Rust loader starts with a degenerate bucket [min, limit_0]
+    (left > right) and ends with [limit, max], so these are the data's min and
+    max. `real` masks out padding.
+    """
+    if real is None and left.size and np.isfinite(left[:, 0]).all() and np.isfinite(right[:, -1]).all():
+        # Every writer's usual output, sorted buckets between finite ends, in two passes.
+        with np.errstate(invalid="ignore"):
+            ordered = (left <= right).all() and (right[:, :-1] <= left[:, 1:]).all()
+        if ordered:
+            return left[:, 0].copy(), right[:, -1].copy()
+    finite = np.isfinite(left) & np.isfinite(right)
+    if real is not None:
+        finite &= real
+    low_right = np.where(finite, right, np.inf).min(axis=1, keepdims=True)
+    high_left = np.where(finite, left, -np.inf).max(axis=1, keepdims=True)
+    lo = np.where(finite & (right == low_right), left, np.inf).min(axis=1)
+    hi = np.where(finite & (left == high_left), right, -np.inf).max(axis=1)
+    has = finite.any(axis=1)
+    return np.where(has, lo, np.nan), np.where(has, hi, np.nan)
 
 
 def clamp_to_range(left: np.ndarray, right: np.ndarray, lo, hi) -> tuple:
@@ -135,20 +168,39 @@ def clamp_to_range(left: np.ndarray, right: np.ndarray, lo, hi) -> tuple:
         return np.clip(left, lo_b, hi_b), np.clip(right, lo_b, hi_b)
 
 
-def _uniform_moment(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
-    """E[x^k] for x uniform on [a, b]; a point mass where a == b."""
-    # (b^(k+1) - a^(k+1)) / ((k+1)(b-a)) with the division done algebraically: v1
-    # grids put 1e-12-wide buckets next to zero, and far from the mean the
-    # difference of powers cancels to noise (std off by 2% at mean 1e4).
-    return sum(a ** j * b ** (k - j) for j in range(k + 1)) / (k + 1)
+def _uniform_power_sums(a: np.ndarray, b: np.ndarray, kmax: int) -> list:
+    """[h_1, ..., h_kmax] with h_k = sum_j a^j b^(k-j), so that E[x^k] = h_k / (k + 1) for x uniform on [a, b].
+
+    This is (b^(k+1) - a^(k+1)) / (b - a) with the division done algebraically:
+    v1 grids put 1e-12-wide buckets next to zero, and far from the mean the
+    difference of powers cancels to noise (std off by 2% at mean 1e4). Built as
+    h_k = b^k + a h_(k-1): a few multiplications per order, where a power
+    function per term costs several times more on large runs. A point mass
+    where a == b.
+    """
+    h = a + b
+    out = [h]
+    b_k = b
+    for _ in range(kmax - 1):
+        b_k = b_k * b
+        h = b_k + a * h
+        out.append(h)
+    return out
 
 
-def _uniform_abs_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """E[|x|] for x uniform on [a, b]."""
-    width = b - a
-    with np.errstate(divide="ignore", invalid="ignore"):
-        straddle = (a * a + b * b) / (2 * width)
-    return np.where(a >= 0, (a + b) / 2, np.where(b <= 0, -(a + b) / 2, np.where(width > 0, straddle, 0.0)))
+def _compact_buckets(valid: np.ndarray, kept: np.ndarray, *arrays: np.ndarray) -> tuple:
+    """Moves each row's valid buckets to the front and drops the columns no row uses.
+
+    v1 histograms (PyTorch, tensorboardX) come on a fixed exponential grid of
+    several hundred buckets, most of them empty, and every metric costs per
+    bucket. `kept` is the number of valid buckets per row; invalid buckets must
+    already carry zero count and edges.
+    """
+    width = int(kept.max()) if kept.size else 0
+    if width >= 0.75 * valid.shape[1]:
+        return (valid,) + arrays
+    order = np.argsort(~valid, axis=1, kind="stable")[:, :max(width, 1)]
+    return tuple(np.take_along_axis(x, order, axis=1) for x in (valid,) + arrays)
 
 
 def _overlap_fraction(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -161,70 +213,110 @@ def _overlap_fraction(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.
     return np.where(width > 0, share, point)
 
 
+def _row_sums(n: int, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return np.bincount(rows, weights=weights, minlength=n)[:n].astype(np.float64)
+
+
 def histogram_metrics(h: Histograms) -> MetricTable:
-    """Estimates every metric at every step of `h` from its buckets."""
+    """Estimates every metric at every step of `h` from its buckets.
+
+    Large runs have hundreds of tags x hundreds of steps x 30-500 buckets, so
+    the work per bucket is kept to a few dozen array passes: the rare cases
+    (non-finite values, legacy point masses, buckets at zero or within 1e-6 of
+    it) are computed on just the buckets they concern.
+
+    A value that overflows (edges near 1e308) is no estimate: it becomes NaN
+    with quality ``no_data``, so every value is finite or NaN.
+    """
+    # Overflow and 0/0 are expected on hostile buckets and handled below, not reported.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        return _histogram_metrics(h)
+
+
+def _histogram_metrics(h: Histograms) -> MetricTable:
     n = len(h.steps)
-    edges_finite = np.isfinite(h.left) & np.isfinite(h.right)
-    counts_ok = np.isfinite(h.count) & (h.count > 0)
+    left_finite = np.isfinite(h.left)
+    right_finite = np.isfinite(h.right)
+    count_finite = np.isfinite(h.count)
+    edges_finite = left_finite & right_finite
     # Empty padding, zero and negative counts, and degenerate buckets (left > right,
     # as the Rust loader reports for v1 histograms) carry no data.
-    valid = edges_finite & counts_ok & (h.right >= h.left)
+    valid = edges_finite & count_finite & (h.count > 0) & (h.right >= h.left)
     left, right = (clamp_to_range(h.left, h.right, h.lo, h.hi) if h.lo is not None and h.hi is not None
                    else (h.left, h.right))
     c = np.where(valid, h.count, 0.0)
     a = np.where(valid, left, 0.0)
     b = np.where(valid, right, 0.0)
+    kept = valid.sum(axis=1)
+    valid, c, a, b = _compact_buckets(valid, kept, c, a, b)
     # TensorBoard's TF2 histogram before its fixed-shape rewrite (late 2021) wrote
     # a tensor whose values are all equal as the lone bucket [v - 0.5, v + 0.5].
     # Read as a spread it invents std 0.29 and |max| 0.5, and an all-zero
     # (vanished) gradient looks alive; it is the point mass v.
-    centre = (a + b) / 2
-    lone = valid & (valid.sum(axis=1, keepdims=True) == 1)
-    legacy_point = lone & (np.abs(b - a - 1.0) <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(centre)))
-    a = np.where(legacy_point, centre, a)
-    b = np.where(legacy_point, centre, b)
+    lone_rows = np.flatnonzero(kept == 1)
+    if len(lone_rows):
+        la, lb, lv = a[lone_rows], b[lone_rows], valid[lone_rows]
+        centre = (la + lb) / 2
+        legacy = lv & (np.abs(lb - la - 1.0) <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(centre)))
+        a[lone_rows] = np.where(legacy, centre, la)
+        b[lone_rows] = np.where(legacy, centre, lb)
 
     total = c.sum(axis=1)
     has = total > 0
     safe_total = np.where(has, total, 1.0)
     # A non-finite edge means the writer saw NaN or Inf. TF2 then writes NaN
     # edges with zero counts, so the number of such values is only bounded below.
-    nonfinite_rows = (~edges_finite).any(axis=1)
-    # Only a bucket with no finite edge can count non-finite values: one finite
-    # edge ([min, inf] from TF2 or the v1 migration) holds the finite values the
-    # writer could bin, with the infinite ones left out.
-    no_finite_edge = ~np.isfinite(h.left) & ~np.isfinite(h.right)
-    nonfinite_counted = np.where(no_finite_edge & np.isfinite(h.count) & (h.count > 0), h.count, 0.0).sum(axis=1)
+    nonfinite_rows = ~edges_finite.all(axis=1)
+    if nonfinite_rows.any():
+        # Only a bucket with no finite edge can count non-finite values: one finite
+        # edge ([min, inf] from TF2 or the v1 migration) holds the finite values the
+        # writer could bin, with the infinite ones left out.
+        no_finite_edge = ~(left_finite | right_finite)
+        nonfinite_counted = np.where(no_finite_edge & count_finite & (h.count > 0), h.count, 0.0).sum(axis=1)
+    else:
+        nonfinite_counted = np.zeros(n)
     nonfinite = np.where(nonfinite_rows, np.maximum(nonfinite_counted, 1.0), 0.0)
 
-    mean = (c * (a + b) / 2).sum(axis=1) / safe_total
+    raw1, raw2 = _uniform_power_sums(a, b, 2)
+    mean = (c * raw1).sum(axis=1) / 2 / safe_total
     da = a - mean[:, None]
     db = b - mean[:, None]
-    m2 = (c * _uniform_moment(da, db, 2)).sum(axis=1) / safe_total
-    m3 = (c * _uniform_moment(da, db, 3)).sum(axis=1) / safe_total
-    m4 = (c * _uniform_moment(da, db, 4)).sum(axis=1) / safe_total
+    h2, h3, h4 = _uniform_power_sums(da, db, 4)[1:]
+    m2 = (c * h2).sum(axis=1) / 3 / safe_total
+    m3 = (c * h3).sum(axis=1) / 4 / safe_total
+    m4 = (c * h4).sum(axis=1) / 5 / safe_total
     var = np.maximum(m2, 0.0)
     std = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
         skew = np.where(var > 0, m3 / var ** 1.5, np.nan)
         kurt = np.where(var > 0, m4 / var ** 2 - 3.0, np.nan)
-    raw2 = (c * _uniform_moment(a, b, 2)).sum(axis=1)
-    l2 = np.sqrt(np.maximum(raw2, 0.0))
-    mean_abs = (c * _uniform_abs_mean(a, b)).sum(axis=1) / safe_total
+    l2 = np.sqrt(np.maximum((c * raw2).sum(axis=1) / 3, 0.0))
     big = np.finfo(np.float64).max
     vmin = np.where(valid, a, big).min(axis=1)
     vmax = np.where(valid, b, -big).max(axis=1)
     max_abs = np.maximum(np.abs(vmin), np.abs(vmax))
 
+    # E|x| is |centre| for a bucket on one side of zero; the (at most few)
+    # buckets containing zero are corrected below.
+    abs_sum = (c * np.abs(raw1)).sum(axis=1) / 2
     # Zero fraction: buckets [0, 0] hold exact zeros; a bucket straddling zero bounds it.
-    exact_zero = (c * ((a == 0) & (b == 0))).sum(axis=1)
-    straddle_zero = (c * ((a <= 0) & (b >= 0))).sum(axis=1)
+    zr, zc = np.nonzero(valid & (a <= 0) & (b >= 0))
+    za, zb, zw = a[zr, zc], b[zr, zc], c[zr, zc]
+    straddle_zero = _row_sums(n, zr, zw)
+    exact_zero = _row_sums(n, zr, zw * ((za == 0) & (zb == 0)))
+    inside = (za < 0) & (zb > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e_abs = np.where(inside, (za * za + zb * zb) / (2 * (zb - za)), 0.0)
+    abs_sum += _row_sums(n, zr, zw * np.where(inside, e_abs - np.abs(za + zb) / 2, 0.0))
+    mean_abs = abs_sum / safe_total
     zero_fraction = straddle_zero / safe_total
     zero_quality = np.where(straddle_zero == exact_zero, EXACT, UPPER_BOUND).astype(np.uint8)
 
-    small_est = (c * _overlap_fraction(a, b, -SMALL, SMALL)).sum(axis=1) / safe_total
-    fully_in = (c * ((a >= -SMALL) & (b <= SMALL))).sum(axis=1)
-    touching = (c * ((b >= -SMALL) & (a <= SMALL))).sum(axis=1)
+    sr, sc = np.nonzero(valid & (b >= -SMALL) & (a <= SMALL))
+    sa, sb, sw = a[sr, sc], b[sr, sc], c[sr, sc]
+    small_est = _row_sums(n, sr, sw * _overlap_fraction(sa, sb, -SMALL, SMALL)) / safe_total
+    fully_in = _row_sums(n, sr, sw * ((sa >= -SMALL) & (sb <= SMALL)))
+    touching = _row_sums(n, sr, sw)
     small_quality = np.where(fully_in == touching, EXACT, ESTIMATED).astype(np.uint8)
 
     values = {
@@ -242,9 +334,9 @@ def histogram_metrics(h: Histograms) -> MetricTable:
     quality["nonfinite"] = np.where(nonfinite_counted > 0, EXACT, LOWER_BOUND).astype(np.uint8)
     quality["nonfinite"] = np.where(nonfinite_rows, quality["nonfinite"], EXACT).astype(np.uint8)
     for name in values:
-        if name not in ("count", "nonfinite"):
-            values[name] = np.where(has, values[name], np.nan)
-            quality[name] = np.where(has & np.isfinite(values[name]), quality[name], NO_DATA).astype(np.uint8)
+        known = np.isfinite(values[name]) if name in ("count", "nonfinite") else has & np.isfinite(values[name])
+        values[name] = np.where(known, values[name], np.nan)
+        quality[name] = np.where(known, quality[name], NO_DATA).astype(np.uint8)
     add_std_rel_first(values, quality)
     first_wall = float(h.wall_times[0]) if len(h.wall_times) else None
     return MetricTable(steps=h.steps, values=values, quality=quality, first_wall=first_wall)
@@ -261,8 +353,11 @@ def add_std_rel_first(values: Dict[str, np.ndarray], quality: Dict[str, np.ndarr
         quality["std_rel_first"] = np.zeros(len(std), dtype=np.uint8)
         return
     first = std[np.argmax(ok)]
-    values["std_rel_first"] = std / first
-    quality["std_rel_first"] = np.where(np.isfinite(std), quality["std"], NO_DATA).astype(np.uint8)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rel = std / first
+    known = np.isfinite(rel)
+    values["std_rel_first"] = np.where(known, rel, np.nan)
+    quality["std_rel_first"] = np.where(known, quality["std"], NO_DATA).astype(np.uint8)
 
 
 def update_ratio_from_histograms(update: MetricTable, weight: MetricTable) -> tuple:
@@ -327,9 +422,14 @@ def bimodal_dip(h: Histograms, bins: int = 24) -> np.ndarray:
     Buckets are re-binned to `bins` equal bins over each step's range so that
     30-bucket TF2 and 500-bucket PyTorch histograms are judged alike, as
     densities so that a bin collecting two source buckets is no peak. 1 means
-    unimodal; near 0, two well-separated modes. A mode must reach a fifth of
-    the tallest bin, so a stray tail bin is no mode.
+    unimodal; near 0, two well-separated modes; NaN, no valid bucket. A mode
+    must reach a fifth of the tallest bin, so a stray tail bin is no mode.
     """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        return _bimodal_dip(h, bins)
+
+
+def _bimodal_dip(h: Histograms, bins: int) -> np.ndarray:
     n = h.left.shape[0]
     if n == 0:
         return np.ones(0)
@@ -340,24 +440,21 @@ def bimodal_dip(h: Histograms, bins: int = 24) -> np.ndarray:
     span = np.where(np.isfinite(hi - lo) & (hi > lo), hi - lo, 1.0)
     base = np.where(np.isfinite(lo), lo, 0.0)
     mid = np.where(valid, (h.left + h.right) / 2, 0.0)
-    idx = np.clip(((mid - base[:, None]) / span[:, None] * bins).astype(np.int64), 0, bins - 1)
-    rows = np.repeat(np.arange(n), h.left.shape[1])
-    counts = np.zeros((n, bins))
-    widths = np.zeros((n, bins))
-    np.add.at(counts, (rows, idx.ravel()), c.ravel())
-    np.add.at(widths, (rows, idx.ravel()), np.where(valid, h.right - h.left, 0.0).ravel())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        density = np.where(widths > 0, counts / widths, counts)
+    position = np.nan_to_num((mid - base[:, None]) / span[:, None] * bins, nan=0.0, posinf=bins - 1, neginf=0.0)
+    idx = np.clip(position, 0, bins - 1).astype(np.int64)
+    flat = (np.arange(n)[:, None] * bins + idx).ravel()
+    counts = np.bincount(flat, weights=c.ravel(), minlength=n * bins).reshape(n, bins)
+    widths = np.bincount(flat, weights=np.where(valid, h.right - h.left, 0.0).ravel(),
+                         minlength=n * bins).reshape(n, bins)
+    density = np.where(widths > 0, counts / widths, counts)
     floor = 0.2 * density.max(axis=1, keepdims=True)
-    peak_ok = (density > 0) & (density >= floor)
-    best = np.ones(n)
-    for i in range(bins - 2):  # a fixed number of bins; every step at once
-        # valley[:, k] = lowest bin strictly between i and j = i + 2 + k
-        valley = np.minimum.accumulate(density[:, i + 1:bins - 1], axis=1)
-        right = density[:, i + 2:]
-        peak = np.minimum(density[:, i:i + 1], right)
-        ok = peak_ok[:, i:i + 1] & peak_ok[:, i + 2:]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(ok, valley / peak, 1.0)
-        best = np.minimum(best, ratio.min(axis=1))
-    return best
+    modes = np.where((density > 0) & (density >= floor), density, 0.0)
+    # Over all pairs of modes i < j, the lowest bin m between them over the lower
+    # mode: for each valley bin m that is its density over the lower of the
+    # tallest mode left of it and the tallest mode right of it.
+    left = np.maximum.accumulate(modes, axis=1)[:, :-2]
+    right = np.maximum.accumulate(modes[:, ::-1], axis=1)[:, ::-1][:, 2:]
+    peak = np.minimum(left, right)
+    ratio = np.where(peak > 0, density[:, 1:-1] / peak, 1.0)
+    # No valid bucket, no verdict: 1 ("unimodal") would count as data and make an empty histogram look healthy.
+    return np.where(valid.any(axis=1), np.minimum(ratio.min(axis=1), 1.0), np.nan)

@@ -307,7 +307,8 @@ def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> di
         keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
         if len(buckets):
             # The same edges the metrics use, so both loaders draw the same histogram.
-            left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], buckets[0, 0], buckets[-1, 1])
+            lo, hi = metrics.written_range(buckets[None, :, 0], buckets[None, :, 1])
+            left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], lo[0], hi[0])
             buckets = np.stack([left, right, buckets[:, 2]], axis=1)
         histogram = [_nullable(b) for b in buckets[keep]]
     return {

@@ -1,0 +1,468 @@
+"""Bad logdirs and bad requests: every route answers JSON with 200, 400 or 404, never 500.
+
+Each logdir below is written with TensorBoard's own protos and record writer,
+loaded by TensorBoard's Python loader in-process (``conftest.PluginClient``),
+and every route is asked about it: ``runs``, ``heatmap`` for every role and a
+few metrics, ``cell``, ``series`` and ``findings``. Bad data must show as a
+clear status (``no_data`` cells, a ``nonfinite`` finding), not as numbers the
+buckets do not support. Each request runs under a timeout so a hang fails
+the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import json
+import os
+import pathlib
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+
+REQUEST_TIMEOUT = 60.0
+ROLES = ("gradient", "weight", "activation", "update")
+SOME_METRICS = ("health", "mean", "std", "max_abs", "zero_fraction", "nonfinite", "count")
+NO_DATA = 0  # index of "no_data" in status_names
+CRITICAL = 3
+HTML = "<img src=x onerror=alert(1)>"
+
+_file_ids = itertools.count()
+
+
+# --------------------------------------------------------------------------- writing event files
+
+def hist_value(tag: str, buckets, dtype=np.float64):
+    """A TF2-style histogram summary value: a tensor under the histograms plugin, whatever its shape."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.histogram import metadata as hist_metadata
+    from tensorboard.util import tensor_util
+
+    array = np.asarray(buckets) if dtype is None else np.asarray(buckets, dtype=dtype)
+    value = summary_pb2.Summary.Value(tag=tag, tensor=tensor_util.make_tensor_proto(array))
+    value.metadata.CopyFrom(hist_metadata.create_summary_metadata(display_name="", description=""))
+    return value
+
+
+def scalar_value(tag: str, x: float):
+    from tensorboard.compat.proto import summary_pb2
+
+    return summary_pb2.Summary.Value(tag=tag, simple_value=float(x))
+
+
+def event(step: int, *values, wall_time=None):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    return event_pb2.Event(step=step, wall_time=1_000_000.0 + step if wall_time is None else wall_time,
+                           summary=summary_pb2.Summary(value=list(values)))
+
+
+def new_event_file(run_dir: pathlib.Path) -> pathlib.Path:
+    """An empty event file (version header only), named as TensorBoard's writers name them."""
+    from tensorboard.compat.proto import event_pb2
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / f"events.out.tfevents.{1_700_000_000 + next(_file_ids)}.test.{os.getpid()}.0.v2"
+    append_events(path, [event_pb2.Event(wall_time=1_000_000.0, file_version="brain.Event:2")])
+    return path
+
+
+def append_events(path: pathlib.Path, events) -> None:
+    """Appends whole TFRecord-framed events (TensorBoard's RecordWriter) to a file."""
+    from tensorboard.summary.writer import record_writer
+
+    with open(path, "ab") as f:
+        writer = record_writer.RecordWriter(f)
+        for e in events:
+            writer.write(e.SerializeToString())
+
+
+def write_run(run_dir: pathlib.Path, events) -> pathlib.Path:
+    path = new_event_file(run_dir)
+    append_events(path, events)
+    return path
+
+
+def normal_buckets(rng, scale=1e-2, n=1000, k=30):
+    x = rng.normal(size=n) * scale
+    edges = np.linspace(x.min(), x.max(), k + 1)
+    counts, _ = np.histogram(x, edges)
+    return np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], axis=1)
+
+
+# --------------------------------------------------------------------------- calling the routes
+
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="bad-input")
+
+
+def call(client, route: str, **params):
+    """(status, JSON body) of one request, or a test failure if it takes longer than REQUEST_TIMEOUT."""
+    future = _POOL.submit(client.raw, route, **params)
+    try:
+        response = future.result(timeout=REQUEST_TIMEOUT)
+    except concurrent.futures.TimeoutError:
+        pytest.fail(f"{route} {params} did not answer within {REQUEST_TIMEOUT:.0f} s")
+    text = response.get_data(as_text=True)
+    assert response.status_code in (200, 400, 404), (route, params, response.status_code, text[:500])
+    assert response.mimetype == "application/json", (route, params, response.mimetype)
+    assert "Traceback" not in text, (route, params, text[:500])
+    return response.status_code, json.loads(text)
+
+
+def sweep(client) -> dict:
+    """Asks every route about every run, role, layer and a few metrics; returns what it saw per run."""
+    status, body = call(client, "/runs")
+    assert status == 200
+    seen = {}
+    for summary in body["runs"]:
+        run = summary["run"]
+        seen[run] = {"summary": summary, "heatmaps": {}}
+        for role in ROLES:
+            for metric in SOME_METRICS:
+                status, hm = call(client, "/heatmap", run=run, role=role, metric=metric)
+                assert status == 200, (run, role, metric, hm)
+                check_heatmap_shape(hm)
+                seen[run]["heatmaps"][(role, metric)] = hm
+        status, found = call(client, "/findings", run=run)
+        assert status == 200
+        seen[run]["findings"] = found["findings"]
+        for layer in summary["layers"][:20]:
+            for role in layer["roles"]:
+                status, series = call(client, "/series", run=run, layer=layer["name"], metric="mean", role=role)
+                assert status == 200, series
+                s = series["series"][role]
+                assert len(s["steps"]) == len(s["values"]) == len(s["quality"]) == len(s["status"])
+                for step in s["steps"][:3] + s["steps"][-1:]:
+                    status, cell = call(client, "/cell", run=run, layer=layer["name"], step=step, role=role)
+                    assert status == 200, cell
+                    check_cell(cell)
+            status, _ = call(client, "/series", run=run, layer=layer["name"], metric="health")
+            assert status == 200
+    return seen
+
+
+def check_heatmap_shape(hm: dict) -> None:
+    rows, cols = len(hm["layers"]), len(hm["steps"])
+    for key in ("values", "status", "rules", "quality_cells"):
+        assert len(hm[key]) == rows, key
+        assert all(len(row) == cols for row in hm[key]), key
+    assert hm["steps"] == sorted(set(hm["steps"]))
+    for values, statuses in zip(hm["values"], hm["status"]):
+        for v, s in zip(values, statuses):
+            assert v is None or np.isfinite(v)
+            if s == NO_DATA and hm["metric"] == "health":
+                assert v is None, "a no-data cell must not carry a score"
+
+
+def check_cell(cell: dict) -> None:
+    for role in cell["roles"].values():
+        for metric in role["metrics"].values():
+            assert metric["value"] is None or np.isfinite(metric["value"])
+            if metric["quality"] == "no_data":
+                assert metric["value"] is None
+
+
+def cells(seen_run: dict, role: str, metric: str = "health") -> dict:
+    """(layer, step) -> (value, status, rule) of one heatmap."""
+    hm = seen_run["heatmaps"][(role, metric)]
+    return {(layer, step): (hm["values"][i][j], hm["status"][i][j], hm["rules"][i][j])
+            for i, layer in enumerate(hm["layers"]) for j, step in enumerate(hm["steps"])
+            if hm["quality_cells"][i][j] != NO_DATA or hm["status"][i][j] != NO_DATA}
+
+
+def layer_cells(seen_run: dict, role: str, layer: str, metric: str = "health") -> list:
+    hm = seen_run["heatmaps"][(role, metric)]
+    i = hm["layers"].index(layer)
+    return list(zip(hm["steps"], hm["values"][i], hm["status"][i], hm["rules"][i]))
+
+
+# --------------------------------------------------------------------------- the corpus
+
+GOOD = "gradients/good/kernel"
+
+
+def _good_events(rng, steps=range(5)):
+    return [event(s, hist_value(GOOD, normal_buckets(rng))) for s in steps]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def test_empty_histograms_are_no_data(tmp_path, plugin_client, rng):
+    # TF2 writes an all-zero [30, 3] tensor for an empty tensor; a [0, 3] tensor has no buckets at all.
+    write_run(tmp_path / "run", _good_events(rng) + [
+        event(s, hist_value("gradients/empty/kernel", np.zeros((30, 3))),
+              hist_value("weights/none/kernel", np.zeros((0, 3)))) for s in range(5)])
+    seen = sweep(plugin_client(tmp_path))["run"]
+    assert all(status == NO_DATA and value is None
+               for _, value, status, _ in layer_cells(seen, "gradient", "empty/kernel"))
+    assert all(status == NO_DATA for _, _, status, _ in layer_cells(seen, "weight", "none/kernel"))
+    assert all(value is None for _, value, _, _ in layer_cells(seen, "gradient", "empty/kernel", "mean"))
+    assert all(status != NO_DATA for _, _, status, _ in layer_cells(seen, "gradient", "good/kernel"))
+    assert not [f for f in seen["findings"] if "empty/kernel" in f["layers"]]
+
+
+def test_single_bucket_and_point_masses(tmp_path, plugin_client, rng):
+    write_run(tmp_path / "run", _good_events(rng) + [
+        event(s, hist_value("gradients/one/kernel", [[1.0, 2.0, 10.0]]),
+              # All values equal: TF2 now writes equal edges, before late 2021 one bucket [v - 0.5, v + 0.5].
+              hist_value("weights/const/kernel", [[0.25, 0.25, 0.0]] * 29 + [[0.25, 0.25, 64.0]]),
+              hist_value("weights/legacy/kernel", [[-0.5, 0.5, 64.0]])) for s in range(5)])
+    client = plugin_client(tmp_path)
+    seen = sweep(client)["run"]
+    mean = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
+    assert mean["one/kernel"] == pytest.approx(1.5)
+    std = cells(seen, "weight", "std")
+    assert all(v == 0 for (layer, _), (v, _, _) in std.items() if layer in ("const/kernel", "legacy/kernel"))
+    _, cell = call(client, "/cell", run="run", layer="legacy/kernel", step=0, role="weight")
+    assert cell["roles"]["weight"]["metrics"]["max_abs"]["value"] == 0.0
+
+
+def test_zero_and_negative_counts(tmp_path, plugin_client, rng):
+    edges = np.linspace(-1, 1, 31)
+    zero = np.stack([edges[:-1], edges[1:], np.zeros(30)], axis=1)
+    negative = np.stack([edges[:-1], edges[1:], -np.ones(30)], axis=1)
+    mixed = np.stack([edges[:-1], edges[1:], np.where(np.arange(30) < 15, -5.0, 2.0)], axis=1)
+    write_run(tmp_path / "run", _good_events(rng) + [
+        event(s, hist_value("gradients/zero/kernel", zero), hist_value("gradients/negative/kernel", negative),
+              hist_value("gradients/mixed/kernel", mixed)) for s in range(5)])
+    seen = sweep(plugin_client(tmp_path))["run"]
+    for layer in ("zero/kernel", "negative/kernel"):
+        assert all(status == NO_DATA and value is None for _, value, status, _ in layer_cells(seen, "gradient", layer))
+    counts = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "count").items()}
+    assert counts["mixed/kernel"] == 30.0  # only the 15 positive buckets of 2 count
+    means = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
+    assert means["mixed/kernel"] > 0  # the negative-count buckets are all below zero and were left out
+
+
+def test_nan_and_inf_show_as_nonfinite(tmp_path, plugin_client, rng):
+    edges = np.linspace(-1, 1, 31)
+    ok_counts = np.full(30, 3.0)
+    # TF2 writes NaN edges and zero counts when the tensor holds a NaN.
+    nan_edges = np.stack([np.full(30, np.nan), np.full(30, np.nan), np.zeros(30)], axis=1)
+    inf_edge = np.stack([edges[:-1], edges[1:], ok_counts], axis=1)
+    inf_edge[-1, 1] = np.inf
+    nan_count = np.stack([edges[:-1], edges[1:], ok_counts], axis=1)
+    nan_count[3, 2] = np.nan
+    inf_count = np.stack([edges[:-1], edges[1:], ok_counts], axis=1)
+    inf_count[4, 2] = np.inf
+    bad_later = [normal_buckets(rng) for _ in range(3)] + [nan_edges, nan_edges]
+    write_run(tmp_path / "run", _good_events(rng) + [
+        event(s, hist_value("gradients/nan/kernel", bad_later[s]), hist_value("gradients/inf_edge/kernel", inf_edge),
+              hist_value("gradients/nan_count/kernel", nan_count), hist_value("gradients/inf_count/kernel", inf_count),
+              hist_value("weights/all_nan/kernel", np.full((30, 3), np.nan)))
+        for s in range(5)])
+    seen = sweep(plugin_client(tmp_path))["run"]
+    nonfinite = [f for f in seen["findings"] if f["kind"] == "nonfinite"]
+    flagged = {layer for f in nonfinite for layer in f["layers"]}
+    assert {"nan/kernel", "inf_edge/kernel", "all_nan/kernel"} <= flagged
+    nan_cells = layer_cells(seen, "gradient", "nan/kernel")
+    assert [status for _, _, status, _ in nan_cells] == [1, 1, 1, CRITICAL, CRITICAL]
+    assert [rule for _, _, _, rule in nan_cells][3:] == ["nonfinite", "nonfinite"]
+    assert min(f["first_step"] for f in nonfinite if "nan/kernel" in f["layers"]) <= 3
+    # A NaN or infinite count is no count: the other buckets still describe the data.
+    means = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
+    assert means["nan_count/kernel"] == pytest.approx(0.0, abs=0.05)
+    assert means["inf_count/kernel"] == pytest.approx(0.0, abs=0.05)
+
+
+def test_left_greater_than_right_buckets_are_ignored(tmp_path, plugin_client, rng):
+    swapped = np.array([[1.0, -1.0, 50.0], [2.0, 1.0, 50.0]])  # every bucket degenerate
+    partly = np.array([[0.0, 1.0, 10.0], [3.0, 2.0, 50.0], [1.0, 2.0, 10.0]])
+    write_run(tmp_path / "run", _good_events(rng) + [
+        event(s, hist_value("gradients/swapped/kernel", swapped), hist_value("gradients/partly/kernel", partly))
+        for s in range(5)])
+    seen = sweep(plugin_client(tmp_path))["run"]
+    assert all(status == NO_DATA for _, _, status, _ in layer_cells(seen, "gradient", "swapped/kernel"))
+    means = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
+    assert means["partly/kernel"] == pytest.approx(1.0)
+    counts = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "count").items()}
+    assert counts["partly/kernel"] == 20.0
+
+
+def test_histogram_tensors_of_the_wrong_shape(tmp_path, plugin_client, rng):
+    write_run(tmp_path / "run", _good_events(rng) + [
+        event(s, hist_value("gradients/flat5/kernel", np.arange(5.0)),
+              hist_value("gradients/pairs/kernel", np.ones((4, 2))),
+              hist_value("gradients/cube/kernel", np.ones((2, 2, 3))),
+              hist_value("gradients/scalar/kernel", 3.0),
+              hist_value("gradients/text/kernel", np.array([b"a", b"b", b"c"], dtype=object), dtype=None))
+        for s in range(5)])
+    seen = sweep(plugin_client(tmp_path))["run"]
+    for layer in ("flat5/kernel", "pairs/kernel", "cube/kernel", "scalar/kernel", "text/kernel"):
+        assert all(status == NO_DATA and value is None for _, value, status, _ in layer_cells(seen, "gradient", layer))
+
+
+def test_ten_thousand_tags_in_one_run(tmp_path, plugin_client):
+    buckets = [[-1.0, 0.0, 5.0], [0.0, 1.0, 5.0]]
+    values = [hist_value(f"gradients/layer_{i}/kernel", buckets) for i in range(5000)]
+    values += [hist_value(f"misc_{i}", buckets) for i in range(5000)]  # no role: listed as unclassified
+    write_run(tmp_path / "run", [event(0, v) for v in values])
+    client = plugin_client(tmp_path)
+    status, body = call(client, "/runs")
+    assert status == 200
+    (summary,) = body["runs"]
+    assert len(summary["layers"]) == 5000 and len(summary["unclassified"]) == 5000
+    status, hm = call(client, "/heatmap", run="run", role="gradient", metric="mean")
+    assert status == 200 and len(hm["layers"]) == 5000 and hm["steps"] == [0]
+    check_heatmap_shape(hm)
+    assert call(client, "/findings", run="run")[0] == 200
+    assert call(client, "/cell", run="run", layer="layer_4999/kernel", step=0)[0] == 200
+    assert call(client, "/series", run="run", layer="layer_0/kernel", metric="l2")[0] == 200
+
+
+def test_long_unicode_and_html_tag_names(tmp_path, plugin_client, rng):
+    long_name = "x" * 2000
+    names = [f"gradients/{long_name}/kernel", "gradients/слой_1/kernel", "weights/层/偏置",
+             "gradients/🔥emoji🔥/kernel", f"gradients/{HTML}/kernel", f"activations/{HTML}",
+             "gradients/a&b\"c'd/kernel", "gradients/ spaces and\ttab /kernel"]
+    write_run(tmp_path / ("run " + HTML), [event(s, *[hist_value(n, normal_buckets(rng)) for n in names])
+                                         for s in range(3)])
+    client = plugin_client(tmp_path)
+    seen = sweep(client)
+    (run,) = seen
+    assert run == "run " + HTML
+    layers = {layer["name"] for layer in seen[run]["summary"]["layers"]}
+    assert {f"{long_name}/kernel", "слой_1/kernel", "层/偏置", f"{HTML}/kernel", HTML} <= layers
+    for layer in (f"{long_name}/kernel", f"{HTML}/kernel", "🔥emoji🔥/kernel"):
+        status, cell = call(client, "/cell", run=run, layer=layer, step=2)
+        assert status == 200 and cell["layer"] == layer
+    response = client.raw("/heatmap", run=run, role="activation")
+    # Served as JSON, never as something a browser would render.
+    assert response.mimetype == "application/json"
+    assert json.loads(response.get_data(as_text=True))["layers"] == [HTML]
+
+
+def test_truncated_event_file(tmp_path, plugin_client, rng):
+    path = write_run(tmp_path / "run", _good_events(rng, range(10)))
+    size = path.stat().st_size
+    last = len(event(9, hist_value(GOOD, normal_buckets(rng))).SerializeToString()) + 16
+    with open(path, "r+b") as f:
+        f.truncate(size - last // 2)  # the last record is cut in the middle of its data
+    seen = sweep(plugin_client(tmp_path))["run"]
+    steps = seen["heatmaps"][("gradient", "health")]["steps"]
+    assert steps == list(range(9))
+
+
+def test_truncated_event_file_that_grows_again(tmp_path, plugin_client, rng):
+    """A writer mid-record: the loader waits for the rest of the record and then reads it."""
+    path = write_run(tmp_path / "run", _good_events(rng, range(5)))
+    record = bytearray()
+    from tensorboard.summary.writer import record_writer
+
+    class Buf:
+        def write(self, b):
+            record.extend(b)
+
+    record_writer.RecordWriter(Buf()).write(event(5, hist_value(GOOD, normal_buckets(rng))).SerializeToString())
+    with open(path, "ab") as f:
+        f.write(record[:len(record) // 2])
+    client = plugin_client(tmp_path)
+    assert sweep(client)["run"]["heatmaps"][("gradient", "health")]["steps"] == list(range(5))
+    with open(path, "ab") as f:
+        f.write(record[len(record) // 2:])
+    client.reload()
+    assert sweep(client)["run"]["heatmaps"][("gradient", "health")]["steps"] == list(range(6))
+
+
+def test_run_deleted_between_reload_and_request(tmp_path, plugin_client, rng):
+    write_run(tmp_path / "gone", _good_events(rng))
+    write_run(tmp_path / "kept", _good_events(rng))
+    client = plugin_client(tmp_path)
+    shutil.rmtree(tmp_path / "gone")
+    sweep(client)  # TensorBoard still holds what it loaded: answered from memory
+    client.reload()
+    sweep(client)
+    for route, params in (("/heatmap", {"role": "gradient"}), ("/findings", {}),
+                          ("/series", {"layer": "good/kernel", "metric": "l2"}),
+                          ("/cell", {"layer": "good/kernel", "step": 1})):
+        status, _ = call(client, route, run="gone", **params)
+        assert status in (200, 404)
+
+
+def test_file_appended_while_the_multiplexer_reloads(tmp_path, plugin_client, rng):
+    path = write_run(tmp_path / "run", _good_events(rng, range(3)))
+    client = plugin_client(tmp_path)
+    payloads = [event(s, hist_value(GOOD, normal_buckets(rng)), scalar_value("loss", 1.0 / (s + 1))).SerializeToString()
+                for s in range(3, 203)]
+    done = threading.Event()
+
+    def writer():
+        from tensorboard.summary.writer import record_writer
+
+        with open(path, "ab") as f:
+            w = record_writer.RecordWriter(f)
+            for i, p in enumerate(payloads):
+                w.write(p)
+                if i % 10 == 0:
+                    f.flush()
+                    time.sleep(0.001)
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    previous = []
+    try:
+        while True:
+            finished = done.is_set()
+            client.reload()
+            status, hm = call(client, "/heatmap", run="run", role="gradient", metric="l2")
+            assert status == 200
+            check_heatmap_shape(hm)
+            assert hm["steps"][:len(previous)] == previous, "a run's steps must only grow"
+            previous = hm["steps"]
+            assert call(client, "/findings", run="run")[0] == 200
+            if finished:
+                break
+    finally:
+        thread.join(timeout=REQUEST_TIMEOUT)
+    assert previous == list(range(203))
+
+
+# --------------------------------------------------------------------------- bad requests
+
+@pytest.fixture(scope="module")
+def good_client(tmp_path_factory, plugin_client):
+    root = tmp_path_factory.mktemp("good")
+    write_run(root / "run", _good_events(np.random.default_rng(1)))
+    return plugin_client(root)
+
+
+@pytest.mark.parametrize("route, params, expected", [
+    ("/heatmap", {}, 400),
+    ("/heatmap", {"run": ""}, 400),
+    ("/heatmap", {"run": "nope"}, 404),
+    ("/heatmap", {"run": "run", "role": "bogus"}, 400),
+    ("/heatmap", {"run": "run", "metric": "bogus"}, 400),
+    ("/heatmap", {"run": "run", "role": HTML}, 400),
+    ("/heatmap", {"run": HTML}, 404),
+    ("/heatmap", {"run": "x" * 5000}, 404),
+    ("/heatmap", {"run": "run", "role": "update"}, 200),  # a role the run does not have: an empty matrix
+    ("/findings", {}, 400),
+    ("/findings", {"run": "\u0000\ud7ff\uffff"}, 404),
+    ("/cell", {"run": "run"}, 400),
+    ("/cell", {"run": "run", "layer": "good/kernel"}, 400),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": "abc"}, 400),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": "1.5"}, 400),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": str(10 ** 30)}, 404),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": "-1"}, 404),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": "99"}, 404),
+    ("/cell", {"run": "run", "layer": "nope", "step": "1"}, 404),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": "1", "role": "bogus"}, 400),
+    ("/cell", {"run": "run", "layer": "good/kernel", "step": "1", "role": "weight"}, 404),
+    ("/series", {"run": "run", "layer": "good/kernel"}, 400),
+    ("/series", {"run": "run", "layer": "good/kernel", "metric": "bogus"}, 400),
+    ("/series", {"run": "run", "layer": "nope", "metric": "l2"}, 404),
+    ("/series", {"run": "run", "layer": "good/kernel", "metric": "l2", "role": "weight"}, 404),
+    ("/series", {"run": "run", "layer": "good/kernel", "metric": "l2", "role": HTML}, 400),
+])
+def test_bad_requests_get_json_errors(good_client, route, params, expected):
+    status, body = call(good_client, route, **params)
+    assert status == expected, body
+    if status != 200:
+        assert isinstance(body.get("error"), str) and body["error"]

@@ -179,6 +179,21 @@ class EventFile:
         self._records.close()
 
 
+def report_failure(owner, what: str, error: BaseException) -> None:
+    """Counts a logging failure on `owner` (``errors``) and warns about the first one only.
+
+    The integrations must never raise into training, and a failure that
+    repeats every step must not flood the log either.
+    """
+    owner.errors += 1
+    if not owner._warned:
+        owner._warned = True
+        logger.warning("gradhealth: could not %s (%s); training continues, further errors are not shown",
+                       what, error)
+    else:
+        logger.debug("gradhealth: could not %s: %s", what, error)
+
+
 class SummaryFileWriter:
     """Writes gradhealth summaries to an event file without TensorFlow.
 
@@ -196,13 +211,7 @@ class SummaryFileWriter:
         self.errors = 0
 
     def _fail(self, what: str, error: BaseException) -> None:
-        self.errors += 1
-        if not self._warned:
-            self._warned = True
-            logger.warning("gradhealth: could not %s (%s); training continues, further errors are not shown",
-                           what, error)
-        else:
-            logger.debug("gradhealth: could not %s: %s", what, error)
+        report_failure(self, what, error)
 
     def _ensure(self):
         if self._writer is None:

@@ -361,13 +361,7 @@ class GradientHealthLogger:
         return self._writer is not None
 
     def _fail(self, what: str, error: BaseException) -> None:
-        self.errors += 1
-        if not self._warned:
-            self._warned = True
-            logger.warning("gradhealth: could not %s (%s); training continues, further errors are not shown",
-                           what, error)
-        else:
-            logger.debug("gradhealth: could not %s: %s", what, error)
+        summary.report_failure(self, what, error)
 
     # -- public API ---------------------------------------------------------
 

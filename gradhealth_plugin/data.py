@@ -534,8 +534,12 @@ class Reader:
             (i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in exact),
             key=lambda i: (_SCALAR_ORDER.get(i.metric, len(_SCALAR_ORDER)), tags_lib.natural_key(i.tag)))
         hist_tag = hist_infos[0].tag if hist_infos else None
-        table = _copy_table(histograms[hist_tag]) if hist_tag else metrics.empty_table()
-        first_seen = (int(table.steps[0]), table.first_wall) if hist_tag and len(table.steps) else None
+        hist_table = histograms[hist_tag] if hist_tag else metrics.empty_table()
+        first_seen = (int(hist_table.steps[0]), hist_table.first_wall) if hist_tag and len(hist_table.steps) else None
+        # With gradhealth's exact summaries, bucket estimates add nothing but a second step axis
+        # (Keras' own callback logs histograms per epoch, the integrations per optimizer step):
+        # the histogram then serves only the cell's bucket view.
+        table = _copy_table(hist_table) if hist_tag and not own_infos else metrics.empty_table()
         # Exact values win over bucket estimates: scalars first, then gradhealth's own summaries.
         for info in scalar_infos:
             steps, values = exact[info.tag]

@@ -6,6 +6,8 @@ sampling; nothing here assumes even spacing.
 
 from __future__ import annotations
 
+import warnings
+
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -48,13 +50,11 @@ def centered_baseline(values: np.ndarray, half: int) -> Tuple[np.ndarray, np.nda
         return values.copy(), values.copy()
     win = _windows(values, half)
     win[:, half] = np.nan
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            med = np.nanmedian(win, axis=1)
-            mad = np.nanmedian(np.abs(win - med[:, None]), axis=1)
+    # All-NaN windows (edges, gaps) are expected: their median is NaN, no warning wanted.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(win, axis=1)
+        mad = np.nanmedian(np.abs(win - med[:, None]), axis=1)
     return med, mad
 
 
@@ -66,8 +66,6 @@ def trailing_median(values: np.ndarray, window: int, min_points: int = 3) -> np.
         return values.copy()
     padded = np.concatenate([np.full(window, np.nan), values])
     win = sliding_window_view(padded, window)[:n]
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         med = np.nanmedian(win, axis=1)
@@ -93,8 +91,6 @@ def noise_scale(values: np.ndarray, half: int) -> np.ndarray:
     padded = np.concatenate([np.full(half, np.nan), values, np.full(half, np.nan)])
     centres = np.minimum(np.arange(0, n, stride) + stride // 2, n - 1)
     win = np.abs(sliding_window_view(padded, 2 * half + 1)[centres])
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mad = 1.4826 * np.nanmedian(win, axis=1)

@@ -30,7 +30,6 @@ import itertools
 import logging
 import math
 import os
-import socket
 import threading
 import time
 import weakref

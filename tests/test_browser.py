@@ -16,7 +16,6 @@ import json
 import os
 import pathlib
 import tempfile
-import shutil
 import socket
 import struct
 import subprocess

@@ -96,6 +96,15 @@ def batch_indices(seed: int, n: int, batch: int, steps: int) -> np.ndarray:
     return order[: steps * batch].reshape(steps, batch)
 
 
+def log_seed004_histograms(writer, model, outputs: Dict[str, object], step: int) -> None:
+    """Seed 004's PyTorch logging: every parameter and its gradient, plus the hooked module outputs."""
+    for name, param in model.named_parameters():
+        writer.add_histogram(f"weights/{name}", param.data, step)
+        writer.add_histogram(f"grads/{name}", param.grad, step)
+    for name, output in outputs.items():
+        writer.add_histogram(f"activations/{name}", output, step)
+
+
 def cli(main: Callable[[pathlib.Path], Dict[str, dict]], doc: str) -> None:
     """``python demo/<story>.py [--out DIR]``: writes the story's runs under DIR/<story>/."""
     parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])

@@ -69,11 +69,7 @@ def train(out: pathlib.Path, run: str, leaky: bool) -> dict:
         loss.backward()
         writer.add_scalar("loss", loss.item(), step)
         if step % EVERY == 0:
-            for name, param in model.named_parameters():
-                writer.add_histogram(f"weights/{name}", param.data, step)
-                writer.add_histogram(f"grads/{name}", param.grad, step)
-            for name, output in outputs.items():
-                writer.add_histogram(f"activations/{name}", output, step)
+            common.log_seed004_histograms(writer, model, outputs, step)
         optimizer.step()
     with torch.no_grad():
         model(x)  # the hooks record every unit's output on the whole data set

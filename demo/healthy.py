@@ -86,12 +86,7 @@ def train_torch(out: pathlib.Path) -> dict:
         loss.backward()
         writer.add_scalar("loss", loss.item(), step)
         if step % TORCH_EVERY == 0:
-            # Seed 004's logging: weights and their gradients, plus the ReLU outputs.
-            for name, param in model.named_parameters():
-                writer.add_histogram(f"weights/{name}", param.data, step)
-                writer.add_histogram(f"grads/{name}", param.grad, step)
-            for name, output in outputs.items():
-                writer.add_histogram(f"activations/{name}", output, step)
+            common.log_seed004_histograms(writer, model, outputs, step)
         optimizer.step()
     writer.close()
     return {"final loss": loss.item()}

@@ -173,12 +173,10 @@ class Server:
         return f"tensorboard --load_fast={self.load_fast} on port {self.port}"
 
 
-@pytest.fixture(scope="module")
-def servers(logdir, tmp_path_factory):
-    """Both loaders' servers on the same logdir, started together once for the module."""
+def both_loaders(logdir: pathlib.Path, logs: pathlib.Path):
+    """Both loaders' servers on one logdir, started together, each ready; stopped on exit."""
     assert TENSORBOARD.exists(), f"{TENSORBOARD} missing: install tensorboard into this interpreter's environment"
     expected = _last_steps(logdir)
-    logs = tmp_path_factory.mktemp("tensorboard_logs")
     started = {}
     try:
         for load_fast in LOADERS:
@@ -189,6 +187,12 @@ def servers(logdir, tmp_path_factory):
     finally:
         for server in started.values():
             server.stop()
+
+
+@pytest.fixture(scope="module")
+def servers(logdir, tmp_path_factory):
+    """Both loaders' servers on the same logdir, once for the module."""
+    yield from both_loaders(logdir, tmp_path_factory.mktemp("tensorboard_logs"))
 
 
 def _runs(server) -> dict:

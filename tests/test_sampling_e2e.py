@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin import summary
-from tests.test_e2e_tensorboard import LOADERS, Server, _last_steps
+from tests.test_e2e_tensorboard import LOADERS, both_loaders
 
 STEPS = 150
 LAYER = "fc0.weight"
@@ -42,18 +42,7 @@ def _write_run(run_dir: pathlib.Path) -> None:
 def servers(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("sampling_logdir")
     _write_run(logdir / "run")
-    expected = _last_steps(logdir)
-    logs = tmp_path_factory.mktemp("sampling_tensorboard_logs")
-    started = {}
-    try:
-        for load_fast in LOADERS:
-            started[load_fast] = Server(logdir, load_fast, logs / f"load_fast_{load_fast}.log")
-        for server in started.values():
-            server.wait_ready(expected)
-        yield started
-    finally:
-        for server in started.values():
-            server.stop()
+    yield from both_loaders(logdir, tmp_path_factory.mktemp("sampling_tensorboard_logs"))
 
 
 @pytest.mark.parametrize("load_fast", LOADERS)

@@ -482,7 +482,8 @@ def _children(pid: int) -> List[int]:
 class Server:
     """One TensorBoard process on 127.0.0.1, launched by this script, stopped by its pid."""
 
-    def __init__(self, logdir: pathlib.Path, load_fast: str, with_plugin: bool, log_path: pathlib.Path):
+    def __init__(self, logdir: pathlib.Path, load_fast: str, with_plugin: bool, log_path: pathlib.Path,
+                 extra_flags: List[str] = ()):
         self.load_fast, self.with_plugin = load_fast, with_plugin
         self.port = _free_port()
         self.log_path = log_path
@@ -490,7 +491,8 @@ class Server:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO))
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "_serve",
                "--with" if with_plugin else "--without", "--",
-               "--logdir", str(logdir), "--host", HOST, "--port", str(self.port), f"--load_fast={load_fast}"]
+               "--logdir", str(logdir), "--host", HOST, "--port", str(self.port), f"--load_fast={load_fast}",
+               *extra_flags]
         self.started = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env)

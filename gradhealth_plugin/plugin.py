@@ -88,7 +88,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
             config = config_lib.load(logdir=getattr(context, "logdir", None))
-        self._analyzer = analysis.Analyzer(context.data_provider, config.limits, config.tag_rules)
+        self._analyzer = analysis.Analyzer(context.data_provider, config.limits, config.tag_rules,
+                                           loader_samples(context))
         self._limits = dict(config.limits)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
@@ -214,7 +215,11 @@ def _run_summary(rd: data.RunData, found: List[findings.Finding]) -> dict:
         "run": rd.run,
         "layers": [
             {"name": layer.name, "group": layer.group, "kind": layer.kind, "order": layer.order,
-             "roles": {role: {"tags": r.tags, "source": r.source, "steps": int(len(r.table.steps))}
+             "roles": {role: {"tags": r.tags, "source": r.source, "steps": int(len(r.table.steps)),
+                              # Logged against kept: they differ where TensorBoard's sampling dropped steps.
+                              "steps_logged": int(r.steps_logged if r.steps_logged is not None else len(r.table.steps)),
+                              "steps_logged_at_least": bool(r.logged_at_least),
+                              "dropped_by": list(r.dropped_by)}
                        for role, r in layer.roles.items()}}
             for layer in rd.layers
         ],
@@ -222,6 +227,8 @@ def _run_summary(rd: data.RunData, found: List[findings.Finding]) -> dict:
         "scalars": rd.scalars,
         "unclassified": rd.unclassified,
         "steps_kept": rd.steps_kept,
+        "steps_logged": rd.steps_logged,
+        "sampling": rd.sampling,
         "last_step": rd.last_step,
         "worst_severity": ([None] + list(findings.SEVERITY_RANK))[worst],
         "worst_status": ("critical" if worst == 3 else "warn" if worst == 2 else "ok") if has_data else "no_data",
@@ -326,6 +333,25 @@ def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> di
     }
 
 
+def loader_samples(context: base_plugin.TBContext) -> Optional[Dict[str, int]]:
+    """Samples per tag TensorBoard's loader keeps, by plugin, where this process knows them.
+
+    They come from the flags (after `GradHealthLoader.fix_flags`), and scalars
+    keep 1,000 under both loaders unless a flag says otherwise. A data server
+    TensorBoard did not start (``--grpc_data_provider``) keeps its own: unknown.
+    """
+    flags = getattr(context, "flags", None)
+    if flags is None or getattr(flags, "grpc_data_provider", ""):
+        return None
+    hints = dict(getattr(context, "sampling_hints", None) or getattr(flags, "samples_per_plugin", None) or {})
+    hints.setdefault("scalars", _TENSORBOARD_SCALAR_SAMPLES)
+    return {name: int(count) for name, count in hints.items() if isinstance(count, int)}
+
+
+# TensorBoard's default samples per scalar tag, under both loaders.
+_TENSORBOARD_SCALAR_SAMPLES = 1000
+
+
 class GradHealthLoader(base_plugin.TBLoader):
     """Adds the ``--gradhealth_config`` flag and builds the plugin."""
 
@@ -337,14 +363,20 @@ class GradHealthLoader(base_plugin.TBLoader):
                  "(default: gradhealth.json at the root of --logdir, if present)")
 
     def fix_flags(self, flags) -> None:
-        """Keeps as many gradhealth summaries per tag as TensorBoard keeps histograms.
+        """Keeps enough samples per tag of gradhealth summaries and of histograms.
 
         TensorBoard keeps only 10 samples per tag of a third-party plugin's
-        tensors by default; the user's own --samples_per_plugin still wins.
+        tensors by default (the Rust data server 100), and the Rust data server,
+        which ``--load_fast=auto`` picks wherever it runs, keeps 100 random
+        samples per histogram tag where the Python loader keeps 500: a period or
+        an onset cannot be read from 100 random steps of a long run. Both are
+        raised to the Python loader's histogram default under both loaders; the
+        user's own ``--samples_per_plugin`` entries still win.
         """
         samples = getattr(flags, "samples_per_plugin", None)
-        if isinstance(samples, dict) and metadata.PLUGIN_NAME not in samples:
-            samples[metadata.PLUGIN_NAME] = metadata.DEFAULT_SAMPLES
+        if isinstance(samples, dict):
+            for plugin_name, count in metadata.DEFAULT_SAMPLES_PER_PLUGIN.items():
+                samples.setdefault(plugin_name, count)
 
     def load(self, context: base_plugin.TBContext) -> GradHealthPlugin:
         flags = context.flags

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import List, Mapping, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from tensorboard.data import provider
 
@@ -19,8 +19,9 @@ from . import tags as tags_lib
 
 class Analyzer:
     def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
-                 tag_rules: Sequence[tags_lib.UserRule] = ()) -> None:
-        self._reader = data.Reader(data_provider, limits, tag_rules)
+                 tag_rules: Sequence[tags_lib.UserRule] = (),
+                 samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
+        self._reader = data.Reader(data_provider, limits, tag_rules, samples)
         self._limits = dict(limits)
         self._lock = threading.Lock()
         # Keyed by the RunData object the reader caches: a new object means new data.

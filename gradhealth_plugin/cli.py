@@ -63,7 +63,8 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     multiplexer.AddRunsFromDirectory(logdir)
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
-    analyzer = analysis.Analyzer(provider, cfg.limits, cfg.tag_rules)
+    # What the loader keeps per tag, so a run whose tags hold fewer steps is known to be whole.
+    analyzer = analysis.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance))
     ctx = tb_context.RequestContext()
     names = analyzer.list_runs(ctx, "")
     if not names:
@@ -82,8 +83,22 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
 
 def _runs_json(runs) -> List[dict]:
     return [{"run": rd.run, "layers": [layer.name for layer in rd.layers], "roles": rd.roles(),
-             "steps_kept": rd.steps_kept, "last_step": rd.last_step, "unclassified": rd.unclassified}
+             "steps_kept": rd.steps_kept, "steps_logged": rd.steps_logged, "last_step": rd.last_step,
+             "sampling": _cli_sampling(rd.sampling), "unclassified": rd.unclassified}
             for rd in runs]
+
+
+def _cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
+    """The run's sampling note, with the flag that keeps every step here (``--all-steps``) as well."""
+    if sampling is None:
+        return None
+    lo, hi = sampling["kept_min"], sampling["kept_max"]
+    kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+    logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
+    rows = sampling["rows"]
+    message = (f"TensorBoard's sampling kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''}"
+               f"; --all-steps reads every step (tensorboard: {sampling['flag']})")
+    return dict(sampling, cli_flag="--all-steps", message=message)
 
 
 def _write_text(runs, found, out: TextIO) -> None:
@@ -95,6 +110,9 @@ def _write_text(runs, found, out: TextIO) -> None:
         verdict = {0: "healthy", 1: "healthy (notes only)", 2: "WARN", 3: "CRITICAL"}[worst]
         out.write(f"run {rd.run}: {verdict} - {len(rd.layers)} layers ({', '.join(rd.roles()) or 'no roles'}), "
                   f"{rd.steps_kept} steps kept, last step {rd.last_step}\n")
+        sampling = _cli_sampling(rd.sampling)
+        if sampling is not None:
+            out.write(f"  {sampling['message']}\n")
         if rd.unclassified:
             out.write(f"  unclassified tags: {', '.join(rd.unclassified)}\n")
         for f in mine:

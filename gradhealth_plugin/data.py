@@ -22,6 +22,7 @@ import numpy as np
 from tensorboard.data import provider
 
 from . import health, metadata, metrics, summary
+from . import series as series_lib
 from . import tags as tags_lib
 
 # Read every sample TensorBoard kept; the loader's reservoir already bounds it.
@@ -255,6 +256,13 @@ class RoleData:
     histograms: Optional[metrics.Histograms] = None  # only where a caller built it by hand
     histogram_tag: Optional[str] = None  # read again on demand for one cell
     first_seen: Optional[tuple] = None  # (first step, its wall time) of the histogram, for model order
+    # Steps the writer logged for this row (see `series.logged_steps`); more than
+    # len(table.steps) when TensorBoard's sampling dropped some, then `dropped_by`
+    # names the plugins whose samples were cut and `logged_at_least` says whether
+    # the count is only a lower bound.
+    steps_logged: Optional[int] = None
+    dropped_by: List[str] = dataclasses.field(default_factory=list)
+    logged_at_least: bool = False
 
 
 @dataclasses.dataclass
@@ -281,6 +289,10 @@ class RunData:
     scalar_series: Dict[str, tuple] = dataclasses.field(default_factory=dict)
     # Step distance between logged histograms; None with fewer than two.
     histogram_interval: Optional[float] = None
+    # Steps logged (largest over the rows) and what TensorBoard's sampling dropped:
+    # None when every logged step was kept, else a dict (see `_run_sampling`).
+    steps_logged: Optional[int] = None
+    sampling: Optional[dict] = None
 
     def layer(self, name: str) -> Optional[Layer]:
         for layer in self.layers:
@@ -301,10 +313,15 @@ class Reader:
     """Turns a data provider's histograms and scalars into `RunData`."""
 
     def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
-                 tag_rules: Sequence[tags_lib.UserRule] = ()) -> None:
+                 tag_rules: Sequence[tags_lib.UserRule] = (),
+                 samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
+        """``samples``: samples per tag the loader keeps, by plugin name, where it is known
+        (0 for every sample); it rules out sampling for tags holding fewer steps."""
         self._provider = data_provider
         self._limits = dict(limits)
         self._tag_rules = list(tag_rules)
+        self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
+                         if count is not None}
         self._lock = threading.Lock()
         self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         self.tag_cache = TagCache()
@@ -367,6 +384,7 @@ class Reader:
             siblings = [t for t in (tag + ".grad", tag + "/grad", tag + "_grad") if t in hist_set]
             info = tags_lib.classify_histogram(tag, siblings, self._tag_rules)
             (infos.append(info) if info else unclassified.append(tag))
+        infos = tags_lib.separate_shared_rows(infos)
         scalars: Dict[str, List[str]] = {}
         layer_scalars: List[tags_lib.TagInfo] = []
         for tag in scalar_tags:
@@ -396,13 +414,19 @@ class Reader:
         exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in layer_scalars] + diagnosed)
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
 
+        kept_steps = {("histograms", tag): table.steps for tag, table in histograms.items()}
+        kept_steps.update({(metadata.PLUGIN_NAME, tag): steps for tag, (steps, _) in own.items()})
+        kept_steps.update({("scalars", tag): steps for tag, (steps, _) in exact.items()})
+        kept_steps.update({("scalars", tag): steps for tag, (steps, _) in scalar_series.items()})
+        sampling = self._tag_sampling(run, listings, kept_steps)
+
         grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
         for info in own_infos + infos + layer_scalars:
             grouped[(info.layer, info.role)].append(info)
 
         layers: Dict[str, Layer] = {}
         for (name, role), group in grouped.items():
-            role_data = self._role_data(role, group, histograms, exact, own)
+            role_data = self._role_data(role, group, histograms, exact, own, sampling)
             if role_data is None:
                 continue
             first = group[0]
@@ -422,11 +446,32 @@ class Reader:
         all_steps = [layer_role.table.steps for layer in ordered for layer_role in layer.roles.values()]
         kept = len(np.unique(np.concatenate(all_steps))) if all_steps else 0
         max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
+        rows = [r for layer in ordered for r in layer.roles.values()]
         return RunData(
             run=run, layers=ordered, scalars=scalars, unclassified=sorted(unclassified, key=tags_lib.natural_key),
             steps_kept=kept, last_step=max(max_steps) if max_steps else None,
             scalar_series=scalar_series, histogram_interval=_logging_interval(t.steps for t in histograms.values()),
+            steps_logged=max((r.steps_logged or 0 for r in rows), default=0) or kept,
+            sampling=_run_sampling(rows),
         )
+
+    def _tag_sampling(self, run: str, listings: Mapping[str, Mapping], kept_steps: Mapping[tuple, np.ndarray]
+                      ) -> Dict[tuple, tuple]:
+        """(plugin, tag) -> (steps logged, dropped, lower bound) for every tag read.
+
+        The run's first step comes from the series TensorBoard kept whole (a loss
+        scalar usually is: 1,000 samples per tag), so that the count of a sampled
+        series starts where the run started, not at its own first kept step.
+        """
+        def max_step(plugin: str, tag: str) -> Optional[int]:
+            ts = listings.get(plugin, {}).get(run, {}).get(tag)
+            return None if ts is None else ts.max_step
+
+        whole = [steps for (plugin, tag), steps in kept_steps.items() if len(steps) and not series_lib.logged_steps(
+            steps, max_step(plugin, tag), self._samples.get(plugin))[1]]
+        first = int(min(int(steps[0]) for steps in whole)) if whole else None
+        return {(plugin, tag): series_lib.logged_steps(steps, max_step(plugin, tag), self._samples.get(plugin), first)
+                for (plugin, tag), steps in kept_steps.items()}
 
     def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
                           listing: Mapping) -> Dict[str, metrics.MetricTable]:
@@ -527,7 +572,8 @@ class Reader:
         return out
 
     def _role_data(self, role: str, group: List[tags_lib.TagInfo], histograms: Mapping[str, metrics.MetricTable],
-                   exact: Mapping[str, tuple], own: Mapping[str, tuple]) -> Optional[RoleData]:
+                   exact: Mapping[str, tuple], own: Mapping[str, tuple],
+                   sampling: Mapping[tuple, tuple]) -> Optional[RoleData]:
         own_infos = [i for i in group if i.metric == tags_lib.OWN_SUMMARY and i.tag in own]
         hist_infos = [i for i in group if i.metric is None and i.tag in histograms]
         scalar_infos = sorted(
@@ -553,8 +599,16 @@ class Reader:
                                                ("scalar", scalar_infos)) if present)
         tags = [i.tag for i in own_infos[:1] + hist_infos[:1] + scalar_infos]
         empty = health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
+        # The tags whose steps make up the row: the histogram's only without gradhealth summaries.
+        step_tags = ([(metadata.PLUGIN_NAME, i.tag) for i in own_infos[:1]]
+                     + [("histograms", i.tag) for i in hist_infos[:1] if not own_infos]
+                     + [("scalars", i.tag) for i in scalar_infos])
+        estimates = [(plugin, sampling[(plugin, tag)]) for plugin, tag in step_tags if (plugin, tag) in sampling]
+        logged = max([est[0] for _, est in estimates] + [len(table.steps)])
+        dropped = sorted({plugin for plugin, est in estimates if est[1]})
         return RoleData(tags=tags, source=source, table=table, health=empty, histogram_tag=hist_tag,
-                        first_seen=first_seen)
+                        first_seen=first_seen, steps_logged=int(logged), dropped_by=dropped,
+                        logged_at_least=any(est[1] and est[2] for _, est in estimates))
 
     @staticmethod
     def _add_update_ratios(layers) -> None:
@@ -607,15 +661,53 @@ def _write_order(listing: Mapping) -> List[str]:
 
 
 def _logging_interval(step_arrays) -> Optional[float]:
-    """Smallest distance between consecutive logged histogram steps, over all tags.
+    """The histogram writer's step interval, over all tags.
 
     Reservoir sampling only removes steps, so kept gaps are multiples of the
-    writer's interval and the smallest one is the interval itself.
+    writer's interval; their common divisor is the interval itself (the
+    smallest gap is not, once steps were dropped).
     """
     gaps = [np.diff(steps) for steps in step_arrays if len(steps) > 1]
-    gaps = np.concatenate(gaps) if gaps else np.zeros(0)
-    gaps = gaps[gaps > 0]
-    return float(gaps.min()) if len(gaps) else None
+    gaps = np.concatenate(gaps) if gaps else np.zeros(0, dtype=np.int64)
+    gaps = gaps[gaps > 0].astype(np.int64)
+    return float(np.gcd.reduce(gaps)) if len(gaps) else None
+
+
+# What keeps every sample, per plugin whose samples TensorBoard cut. A
+# `tensorboard` flag: 0 means all (a data server started by hand says "all").
+def keep_all_flag(plugins: Sequence[str]) -> str:
+    """The ``tensorboard`` flag that keeps every logged step of these plugins' tags."""
+    return "--samples_per_plugin=" + ",".join(f"{name}=0" for name in plugins)
+
+
+def _run_sampling(rows: Sequence[RoleData]) -> Optional[dict]:
+    """What TensorBoard's sampling dropped in a run's rows; None when it dropped nothing."""
+    cut = [r for r in rows if r.dropped_by]
+    if not cut:
+        return None
+    plugins = sorted({p for r in cut for p in r.dropped_by})
+    kept = [len(r.table.steps) for r in cut]
+    logged = max(r.steps_logged for r in cut)
+    out = {
+        "rows": len(cut),
+        "kept_min": int(min(kept)), "kept_max": int(max(kept)),
+        "logged": int(logged),
+        "logged_at_least": any(r.logged_at_least for r in cut),
+        "plugins": plugins,
+        "flag": keep_all_flag(plugins),
+    }
+    out["message"] = sampling_message(out)
+    return out
+
+
+def sampling_message(sampling: Mapping) -> str:
+    """One sentence for the tab and the CLI: kept against logged, and the flag that keeps them all."""
+    lo, hi = sampling["kept_min"], sampling["kept_max"]
+    kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+    logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
+    rows = sampling["rows"]
+    return (f"TensorBoard kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''} "
+            f"(random samples); {sampling['flag']} keeps every step")
 
 
 def role_union_steps(run_data: RunData, role: str) -> np.ndarray:

@@ -157,3 +157,47 @@ def estimate_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spike
             return period
         return None
     return None
+
+
+def logging_interval(steps: np.ndarray) -> Optional[int]:
+    """The writer's step interval: the greatest common divisor of the gaps between kept steps.
+
+    TensorBoard's reservoir only removes steps, so every kept gap is a whole
+    multiple of the writer's interval; the smallest gap need not be the
+    interval once steps were dropped, their common divisor is.
+    """
+    steps = np.unique(np.asarray(steps, dtype=np.int64))
+    gaps = np.diff(steps)
+    return int(np.gcd.reduce(gaps)) if len(gaps) else None
+
+
+def logged_steps(kept_steps: np.ndarray, max_step: Optional[int], capacity: Optional[float] = None,
+                 first_step: Optional[int] = None) -> Tuple[int, bool, bool]:
+    """(steps the writer logged, whether TensorBoard dropped some, whether the count is only a lower bound).
+
+    Nothing was dropped when the kept steps are evenly spaced up to the last
+    logged step (``max_step``; both loaders always keep the last one), or when
+    fewer steps were kept than the loader's reservoir holds (``capacity``; None
+    when it is not known). Otherwise the writer logged every
+    ``logging_interval`` steps up to ``max_step`` from its first step. The
+    reservoir drops the first steps as readily as any other, so the first
+    kept step is not the first logged one: ``first_step`` is the run's first
+    step where a series that lost nothing shows it (its loss, say); without
+    it the count starts at the first kept step and is a lower bound.
+    """
+    steps = np.unique(np.asarray(kept_steps, dtype=np.int64))
+    n = len(steps)
+    if n == 0:
+        return 0, False, False
+    last = int(steps[-1]) if max_step is None else max(int(max_step), int(steps[-1]))
+    interval = logging_interval(steps)
+    if interval is None or (capacity is not None and n < capacity):
+        return n, False, False
+    if last == steps[-1] and np.all(np.diff(steps) == interval):
+        return n, False, False
+    first, bound = int(steps[0]), True
+    if first_step is not None and first_step <= first:
+        # The first step on this series' grid at or after the run's first step.
+        first, bound = first - (first - int(first_step)) // interval * interval, False
+    logged = max((last - first) // interval + 1, n)
+    return int(logged), logged > n, bound

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, List, Mapping, Optional, Sequence
 
 from .metrics import METRICS
 
@@ -247,6 +247,25 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
     if last in _PARAM_WORDS or re.search(r"(?:^|_)(?:weights?|kernel|bias(?:es)?)(?:_|$)", last):
         return _make(tag, name, WEIGHT)
     return None
+
+
+def separate_shared_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
+    """Gives each histogram its own row where two would claim one (layer, role).
+
+    TF1 tutorials log ``fc1/activations`` and ``fc1/relu`` in one name scope: both
+    read as fc1's activation, and one row can show only one histogram, so the other
+    would vanish. The first keeps the layer; each later one is named by its own tag.
+    """
+    taken = set()
+    out = []
+    for info in infos:
+        if info.metric is None and (info.layer, info.role) in taken:
+            info = _make(info.tag, info.tag, info.role)
+            if (info.layer, info.role) in taken:
+                info = dataclasses.replace(info, layer=info.tag)
+        taken.add((info.layer, info.role))
+        out.append(info)
+    return out
 
 
 def classify_scalar(tag: str, rules: Sequence[UserRule] = ()) -> object:

@@ -216,3 +216,12 @@ def test_user_scalar_rule_without_metric_falls_back_to_built_ins():
 def test_parse_user_rules_rejects_malformed_entries(entries, message):
     with pytest.raises(ValueError, match="^my.json: .*" + message.replace("(", r"\(")):
         tags.parse_user_rules(entries, source="my.json")
+
+
+def test_two_histograms_of_one_layer_and_role_get_a_row_each():
+    # A TF1 scope logging fc1/activations and fc1/relu: both read as fc1's activation.
+    infos = [tags.classify_histogram(t) for t in ("fc1/activations", "fc1/relu", "fc1/weights")]
+    assert [(i.layer, i.role) for i in infos[:2]] == [("fc1", ACTIVATION), ("fc1", ACTIVATION)]
+    separated = tags.separate_shared_rows(infos)
+    assert [(i.tag, i.layer, i.role) for i in separated] == [
+        ("fc1/activations", "fc1", ACTIVATION), ("fc1/relu", "fc1/relu", ACTIVATION), ("fc1/weights", "fc1/weights", WEIGHT)]

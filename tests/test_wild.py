@@ -1,15 +1,17 @@
 """The real-world corpus: event files public projects committed (``shared/wild/README.md``).
 
 Many TensorFlow, Keras and PyTorch versions wrote these. Every run must be
-served, every histogram tag must land on a layer in the role its folder's
-writer meant (or be listed as unclassified), every route must answer, and no
-status may claim a problem the data does not show.
+served, every histogram tag must land on a layer in the role its writer meant
+(``labels.tsv``; a tag not recognised yet stays unclassified, never in a wrong
+role), every route must answer, and no warning may claim a problem that an
+independent reading of the raw histograms does not show.
 """
 
 from __future__ import annotations
 
+import csv
 import math
-import re
+import pathlib
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -22,47 +24,35 @@ from tests.conftest import WILD
 pytestmark = pytest.mark.skipif(not WILD.is_dir(), reason=f"real-world event-file corpus not found at {WILD}")
 
 W, A = tags_lib.WEIGHT, tags_lib.ACTIVATION
-_KERAS_V1 = [(r"^(\w+)/kernel_0$", W, r"\1/kernel", "kernel"), (r"^(\w+)/bias_0$", W, r"\1/bias", "bias")]
-# folder -> [(tag pattern, role or None for unclassified, expected layer, expected kind)]
-FOLDER_RULES: Dict[str, List[tuple]] = {
-    "TheCodeheadMT__TensorBoard-Tutorial": [
-        (r"^(\w+)/kernel_0/histogram$", W, r"\1/kernel", "kernel"),
-        (r"^(\w+)/bias_0/histogram$", W, r"\1/bias", "bias")],
-    "ZeroToMax-ZYZ__study_tensorboard": [
-        (r"^MyLinearLayer/Weights_Distribution$", W, "MyLinearLayer/Weights_Distribution", "kernel")],
-    "MorvanZhou__tutorials": [
-        (r"^(layer\d)/weights/\1/weights$", W, r"\1/weights", "kernel"),
-        (r"^(layer\d)/biases/\1/biases$", W, r"\1/biases", "bias"),
-        (r"^(layer\d)/\1/outputs$", A, r"\1", "output")],
-    "golbin__TensorFlow-Tutorials": [
-        (r"^(layer\d|output)/Weights$", W, r"\1/Weights", "kernel"),
-        (r"^(?:layer1/X|output/Model)$", None, None, None)],
-    "Alwaysproblem__tensorboard-review": _KERAS_V1 + [
-        (r"^(\w+)/kernel:0$", W, r"\1/kernel", "kernel"), (r"^(\w+)/bias:0$", W, r"\1/bias", "bias")],
-    "juniorliu95__tensorboatdtest": [
-        (r"^(layer\d)/weights/summaries/histogram$", W, r"\1/weights", "kernel"),
-        (r"^(layer\d)/bias/summaries/histogram$", W, r"\1/bias", "bias"),
-        (r"^(layer\d)/Wx_plus_b/preactivate$", A, r"\1/preactivate", "preactivation"),
-        (r"^(layer\d)/activations$", A, r"\1", "output")],
-    "motokimura__pytorch_tensorboard": [
-        (r"^(\w+)/weight$", W, r"\1/weight", "kernel"), (r"^(\w+)/bias$", W, r"\1/bias", "bias")],
-    "Nivesara__project_fashion_mnist": _KERAS_V1,
-    "congvmit__model_investigation": [
-        (r"^(h\d|logits)/weights$", W, r"\1/weights", "kernel"), (r"^(h\d|logits)/bias$", W, r"\1/bias", "bias")],
-}
-# Keras' TensorBoard callback logs weights only; Alwaysproblem's logs_grad holds weights despite its name.
-WEIGHT_ONLY_FOLDERS = ("TheCodeheadMT__TensorBoard-Tutorial", "Alwaysproblem__tensorboard-review",
-                       "Nivesara__project_fashion_mnist", "ZeroToMax-ZYZ__study_tensorboard",
-                       "motokimura__pytorch_tensorboard", "congvmit__model_investigation", "golbin__TensorFlow-Tutorials")
+OTHER = "other"
+# Labels: each histogram tag's true role, from the code of the repository that wrote it.
+# The corpus's own labels.tsv covers the repositories added last; tests/data/wild_labels.tsv
+# covers the first ones in the same columns, with exact layer names and kinds where the
+# writer's code fixes them. Tests read the labels, never a list of folders or name patterns:
+# a repository added to the corpus is tested by what its labels say.
+OWN_LABELS = pathlib.Path(__file__).parent / "data" / "wild_labels.tsv"
+# Fraction of labelled tags whose served role matches the label. Open-world role
+# inference must raise it; nothing may lower it.
+ROLE_RECALL_FLOOR = 0.90
 
 RMSPROP = "congvmit__model_investigation/tensorboard/v8"
 SGD = "congvmit__model_investigation/tensorboard/v0"
-# The only warnings the corpus earns: under RMSprop the weight std of every kernel
-# ends 3.3-3.5x its first logged value (the same net under SGD stays below 3x).
-EXPECTED_WARNINGS = {(RMSPROP, W, layer, "weight_growth") for layer in ("h1/weights", "h2/weights", "logits/weights")}
 JUNIOR = ("juniorliu95__tensorboatdtest/logstrain", "juniorliu95__tensorboatdtest/logstest")
 SUMMARY_STATS = {"mean": "mean", "stddev_1": "std", "max": "max", "min": "min"}
 EDGE_RTOL = 2.5e-7
+
+
+def _read_labels(path: pathlib.Path) -> Dict[Tuple[str, str], dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return {(row["run_dir"], row["tag"]): row for row in csv.DictReader(f, delimiter="\t")}
+
+
+@pytest.fixture(scope="session")
+def labels() -> Dict[Tuple[str, str], dict]:
+    shared = _read_labels(WILD / "labels.tsv") if (WILD / "labels.tsv").is_file() else {}
+    own = _read_labels(OWN_LABELS)
+    assert not set(shared) & set(own), "a tag is labelled twice"
+    return {**shared, **own}
 
 
 @pytest.fixture(scope="session")
@@ -73,10 +63,6 @@ def wild(plugin_client):
 @pytest.fixture(scope="session")
 def wild_runs(wild) -> Dict[str, dict]:
     return {r["run"]: r for r in wild.ok("/runs")["runs"]}
-
-
-def _folder(run: str) -> str:
-    return run.split("/")[0]
 
 
 def _raw_tensors(wild, run: str, tag: str) -> Tuple[np.ndarray, List[np.ndarray]]:
@@ -90,13 +76,29 @@ def _histogram_tags(wild, run: str) -> List[str]:
     return sorted(wild.multiplexer.PluginRunToTagToContent("histograms").get(run, {}))
 
 
+def _served(summary: dict) -> Dict[str, Tuple[str, str, str]]:
+    """tag -> (layer, role, kind) as the runs route serves it; unclassified tags have role "other"."""
+    served = {tag: (layer["name"], role, layer["kind"])
+              for layer in summary["layers"] for role, r in layer["roles"].items() for tag in r["tags"]}
+    served.update({tag: ("", OTHER, "") for tag in summary["unclassified"]})
+    return served
+
+
 def test_every_run_is_served(wild_runs):
     on_disk = {p.parent.relative_to(WILD).as_posix() for p in WILD.rglob("events.out.tfevents.*")}
     assert set(wild_runs) == on_disk
-    assert {_folder(r) for r in wild_runs} == set(FOLDER_RULES)
     for run, summary in wild_runs.items():
-        assert summary["layers"], run
-        assert summary["steps_kept"] > 0 and summary["last_step"] is not None, run
+        assert summary["last_step"] is not None, run
+        assert (summary["steps_kept"] > 0) == bool(summary["layers"]), run
+
+
+def test_labels_name_tags_the_corpus_holds(wild, labels):
+    # A label file out of step with the event files would make every test below vacuous.
+    runs = {run for run, _ in labels}
+    assert runs, "no labels read"
+    for run in runs:
+        assert {tag for r, tag in labels if r == run} <= set(_histogram_tags(wild, run)), run
+    assert {row["role"] for row in labels.values()} <= set(tags_lib.ROLES) | {OTHER}
 
 
 def test_every_histogram_tag_is_on_one_layer_or_unclassified(wild, wild_runs):
@@ -108,28 +110,46 @@ def test_every_histogram_tag_is_on_one_layer_or_unclassified(wild, wild_runs):
         assert sorted(hist_placed + summary["unclassified"]) == _histogram_tags(wild, run), run
 
 
-def test_each_folder_gets_the_roles_its_writer_meant(wild, wild_runs):
-    for run, summary in wild_runs.items():
-        by_tag = {r["tags"][0]: (layer["name"], role, layer["kind"])
-                  for layer in summary["layers"] for role, r in layer["roles"].items()}
-        for tag in _histogram_tags(wild, run):
-            rules = [(m, rule) for rule in FOLDER_RULES[_folder(run)] for m in [re.match(rule[0], tag)] if m]
-            assert len(rules) == 1, (run, tag, "matches no expectation" if not rules else "matches several")
-            m, (_, role, layer, kind) = rules[0]
-            if role is None:
-                assert tag in summary["unclassified"], (run, tag)
-            else:
-                assert by_tag.get(tag) == (m.expand(layer), role, kind), (run, tag)
-        expected_unclassified = ["layer1/X", "output/Model"] if _folder(run) == "golbin__TensorFlow-Tutorials" else []
-        assert summary["unclassified"] == expected_unclassified, run
+def test_a_recognised_role_is_the_writers_role(wild_runs, labels):
+    # Recognition may still miss a tag (it then stays "other"), but never gives it a wrong role.
+    for (run, tag), label in labels.items():
+        _, role, _ = _served(wild_runs[run])[tag]
+        assert role in (label["role"], OTHER), (run, tag, label["role"], role)
 
 
-def test_weight_only_writers_give_weight_only_runs(wild_runs):
+def test_role_recall_does_not_fall(wild_runs, labels):
+    missed = [(run, tag, label["role"]) for (run, tag), label in labels.items()
+              if _served(wild_runs[run])[tag][1] != label["role"]]
+    recall = 1 - len(missed) / len(labels)
+    assert recall >= ROLE_RECALL_FLOOR, (recall, missed)
+
+
+def test_exact_labels_give_layer_and_kind(wild_runs, labels):
+    exact = {key: label for key, label in labels.items() if label.get("kind")}
+    assert exact
+    for (run, tag), label in exact.items():
+        assert _served(wild_runs[run])[tag] == (label["layer"], label["role"], label["kind"]), (run, tag)
+
+
+@pytest.mark.xfail(strict=True, reason="TF1 appends _1 to a summary op named like its variable "
+                                       "(conv1/weights_1 next to conv1/weights/gradients): not paired yet")
+def test_gradient_and_weight_of_one_parameter_share_a_row(wild_runs, labels):
+    by_layer: Dict[Tuple[str, str], Dict[str, str]] = {}
+    for (run, tag), label in labels.items():
+        if label["role"] in (tags_lib.GRADIENT, W, tags_lib.UPDATE):
+            by_layer.setdefault((run, label["layer"]), {})[label["role"]] = tag
+    pairs = [(run, tags) for (run, _), tags in by_layer.items() if len(tags) > 1]
+    assert pairs
+    for run, tags in pairs:
+        served = _served(wild_runs[run])
+        assert len({served[tag][0] for tag in tags.values()}) == 1, (run, tags)
+
+
+def test_served_roles_are_labelled_roles(wild_runs, labels):
     for run, summary in wild_runs.items():
-        if _folder(run) in WEIGHT_ONLY_FOLDERS:
-            assert summary["roles"] == [W], run
-        else:
-            assert summary["roles"] == [W, A], run
+        labelled = {label["role"] for (r, _), label in labels.items() if r == run}
+        if labelled:
+            assert set(summary["roles"]) <= labelled, run
 
 
 def test_tf1_variable_summaries_merge_as_exact_weight_metrics(wild, wild_runs):
@@ -217,8 +237,9 @@ def test_no_run_is_critical(wild, wild_runs):
         assert all(f["severity"] != "critical" for f in wild.ok("/findings", run=run)["findings"]), run
 
 
-def _warned_cells(wild, wild_runs):
-    cells = {}
+def _warned_cells(wild, wild_runs) -> Dict[Tuple[str, str, str, str], List[int]]:
+    """(run, role, layer, rule) -> the steps where the heatmap says warn."""
+    cells: Dict[Tuple[str, str, str, str], List[int]] = {}
     for run, summary in wild_runs.items():
         for role in summary["roles"]:
             hm = wild.ok("/heatmap", run=run, role=role)
@@ -227,13 +248,6 @@ def _warned_cells(wild, wild_runs):
                     if s == 2:
                         cells.setdefault((run, role, layer, hm["rules"][i][j]), []).append(hm["steps"][j])
     return cells
-
-
-def test_only_the_expected_warnings(wild, wild_runs):
-    cells = _warned_cells(wild, wild_runs)
-    assert set(cells) == EXPECTED_WARNINGS
-    for run, summary in wild_runs.items():
-        assert summary["worst_status"] == ("warn" if run == RMSPROP else "ok"), run
 
 
 def _sheppard_std(arrays: List[np.ndarray]) -> np.ndarray:
@@ -247,19 +261,63 @@ def _sheppard_std(arrays: List[np.ndarray]) -> np.ndarray:
     return np.array(out)
 
 
-def test_weight_growth_warning_is_supported_by_the_data(wild, wild_runs):
+def _grows(arrays: List[np.ndarray]) -> np.ndarray:
+    # The rule's own 3x std and |mean| > 1, with the 30-bucket estimate's ~1% slack at the threshold.
+    ratio = _sheppard_std(arrays) / _sheppard_std(arrays[:1])[0]
+    mean = np.array([(b[:, 2] * (b[:, 0] + b[:, 1]) / 2).sum() / b[:, 2].sum() for b in arrays])
+    return (ratio > 3 * 0.99) | (np.abs(mean) > 0.99)
+
+
+def _mostly_zero(arrays: List[np.ndarray]) -> np.ndarray:
+    # Counts in buckets lying wholly within |x| <= 1e-6 are certainly near zero: a lower bound
+    # of the zero fraction, so a warning above 70% must show here as well.
+    near = [b[:, 2][(np.abs(b[:, 0]) <= 1e-6) & (np.abs(b[:, 1]) <= 1e-6)].sum() / b[:, 2].sum() for b in arrays]
+    return np.array(near) > 0.7
+
+
+# Rule of a warned cell -> an independent check on the raw histograms of its row.
+DATA_PROOFS = {"weight_growth": _grows, "dead_units": _mostly_zero}
+
+
+def _row_histogram(wild, summary: dict, layer: str, role: str) -> Tuple[np.ndarray, List[np.ndarray]]:
+    row = next(entry for entry in summary["layers"] if entry["name"] == layer)
+    hist_tags = set(_histogram_tags(wild, summary["run"]))
+    return _raw_tensors(wild, summary["run"], next(t for t in row["roles"][role]["tags"] if t in hist_tags))
+
+
+def test_every_warning_is_supported_by_the_data(wild, wild_runs):
     cells = _warned_cells(wild, wild_runs)
+    assert cells, "the corpus holds runs that earn warnings (RMSprop's weight growth among them)"
+    for (run, role, layer, rule), warned_steps in cells.items():
+        assert rule in DATA_PROOFS, (run, layer, f"no independent check for a {rule} warning")
+        steps, arrays = _row_histogram(wild, wild_runs[run], layer, role)
+        proven = DATA_PROOFS[rule](arrays)
+        assert proven[np.isin(steps, warned_steps)].all(), (run, layer, rule)
+    for run, summary in wild_runs.items():
+        if summary["roles"]:
+            warned = any(key[0] == run for key in cells)
+            assert summary["worst_status"] == ("warn" if warned else "ok"), run
+
+
+def test_rmsprop_weights_grow_and_sgd_weights_do_not(wild, wild_runs):
+    # One net, two optimizers: under RMSprop every kernel's std ends 3.3-3.5x its first
+    # logged value; under SGD it stays below 3x.
+    cells = _warned_cells(wild, wild_runs)
+    kernels = ("h1/weights", "h2/weights", "logits/weights")
+    assert {(layer, rule) for (run, _, layer, rule) in cells if run == RMSPROP} == {
+        (layer, "weight_growth") for layer in kernels}
+    assert not [key for key in cells if key[0] == SGD]
     for (run, _, layer, _), warned_steps in cells.items():
+        if run != RMSPROP:
+            continue
         steps, arrays = _raw_tensors(wild, run, layer)
         ratio = _sheppard_std(arrays) / _sheppard_std(arrays[:1])[0]
-        # The onset sits within the 30-bucket estimate's ~1% of the threshold; the end does not.
-        assert (ratio[np.isin(steps, warned_steps)] > 3 * 0.99).all(), (layer, ratio)
         assert ratio[-1] > 3.2, layer
         assert (np.diff(ratio[np.searchsorted(steps, warned_steps[0]):]) > 0).all(), layer
         # TF2 writes the data's range on the outer edges: exact evidence of the spread.
         span = np.array([a[-1, 1] - a[0, 0] for a in arrays])
         assert span[-1] > 3 * span[0], layer
-    for layer in ("h1/weights", "h2/weights", "logits/weights"):
+    for layer in kernels:
         _, arrays = _raw_tensors(wild, SGD, layer)
         ratio = _sheppard_std(arrays) / _sheppard_std(arrays[:1])[0]
         assert (ratio < 3).all(), layer

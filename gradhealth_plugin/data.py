@@ -385,7 +385,6 @@ class Reader:
             info = tags_lib.classify_histogram(tag, siblings, self._tag_rules)
             (infos.append(info) if info else unclassified.append(tag))
         infos = tags_lib.separate_shared_rows(infos)
-        infos = tags_lib.separate_shared_rows(infos)
         scalars: Dict[str, List[str]] = {}
         layer_scalars: List[tags_lib.TagInfo] = []
         for tag in scalar_tags:

@@ -13,6 +13,7 @@ Screenshots for the README land in $GRADHEALTH_SCREENSHOTS (docs/screenshots/ wh
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import tempfile
@@ -244,6 +245,51 @@ def test_heatmap_is_drawn_and_shows_the_broken_layer(tab):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width > 300 and height > 100
+
+
+# The status colours, pinned (frontend/src/colors.ts): the swatches and badges, and the two
+# ends of each status's score band, between which a health cell's shade is interpolated.
+STATUS_RGB = {"ok": (0x1a, 0x9e, 0x77), "warn": (0xf5, 0xa6, 0x23), "critical": (0xd7, 0x26, 0x3d)}
+BAND_RGB = {"critical": (0.0, 0.25, (0xa5, 0x0f, 0x15), (0xe5, 0x48, 0x4d)),
+            "warn": (0.25, 0.6, (0xe8, 0x85, 0x0c), (0xf9, 0xc7, 0x4f)),
+            "ok": (0.6, 1.0, (0x9f, 0xd8, 0xb9), (0x1a, 0x9e, 0x77))}
+
+
+def _js_round(x):
+    return math.floor(x + 0.5)
+
+
+def _health_rgb(status, score):
+    """A health cell's colour: the score's place in its band, on a 256-step table between the band's ends."""
+    lo, hi, a, b = BAND_RGB[status]
+    idx = _js_round(min(max((score - lo) * (255 / (hi - lo)), 0.0), 255.0))
+    t = idx / 255
+    return [_js_round(ca + (cb - ca) * t) for ca, cb in zip(a, b)]
+
+
+def _css_rgb(rgb):
+    return "rgb({}, {}, {})".format(*rgb)
+
+
+def test_status_colours_are_painted_exactly(tab):
+    served = _get(f"{tab.base}/data/plugin/gradhealth/heatmap?run={RUN}&role=gradient&metric=health")
+    names = served["status_names"]
+    expected_status = {(BROKEN, 100): "critical", (QUIET, 150): "warn", (HEALTHY, 100): "ok"}
+    for (layer, step), status in expected_status.items():
+        i, j = served["layers"].index(layer), served["steps"].index(step)
+        assert names[served["status"][i][j]] == status, (layer, step)
+        score = served["values"][i][j]
+        painted = tab.pixel(".gh-hm-body", layer, step)
+        assert painted == _health_rgb(status, score) + [255], (layer, step, status, score, painted)
+    # The legend's swatches and the badges carry the status colours themselves.
+    for status in ("ok", "warn", "critical"):
+        swatch = tab.ui.locator(".gh-legend-item", has_text=status).first.locator(".gh-swatch")
+        assert swatch.evaluate("e => getComputedStyle(e).backgroundColor") == _css_rgb(STATUS_RGB[status]), status
+    badge = tab.ui.locator("li.gh-run", has_text=RUN).locator(".gh-badge")
+    assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == _css_rgb(STATUS_RGB["critical"])
+    warn_badge = tab.ui.locator("li.gh-finding", has_text="Vanishing gradients").first.locator(".gh-badge")
+    assert warn_badge.text_content() == "warn"
+    assert warn_badge.evaluate("e => getComputedStyle(e).backgroundColor") == _css_rgb(STATUS_RGB["warn"])
 
 
 def test_hover_shows_the_cell_numbers(tab):

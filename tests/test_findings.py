@@ -251,6 +251,47 @@ def test_exploding_from_grad_norm_scalar():
     assert f.layers == ["grad_norm_total"] and f.first_step == 150
 
 
+def test_exploding_grad_norm_scalar_rising_steadily_past_the_limit():
+    # 3% more every step: never near a 10x jump over the running median, but past
+    # the absolute limit (1e3) from step 102 on, and never past ten times it.
+    steps = np.arange(150, dtype=np.int64)
+    values = 50.0 * 1.03 ** steps
+    limit = LIMITS["exploding_max_abs"]
+    crossing = int(np.argmax(values > limit))
+    assert 0 < crossing and values.max() < 10 * limit
+    found = find(run(*three_kernels(), scalar_series={"grad_norm": (steps, values)}))
+    f = one(found, "exploding_gradients")
+    assert f.layers == ["grad_norm"]
+    assert f.first_step == crossing and f.last_step == steps[-1]
+    assert f.evidence["threshold"] == limit and f.evidence["value"] == pytest.approx(values.max())
+    ev = f.evidence["layers"]["grad_norm"]
+    assert ev["source"] == "scalar" and ev["threshold"] == limit
+    assert ev["norm"] / ev["running_median"] < LIMITS["exploding_jump"]
+
+
+def test_exploding_grad_norm_scalar_rising_steadily_through_the_routes(tmp_path, plugin_client):
+    """The same steady rise logged as PyTorch users log a clipped norm, read back by the findings route."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    model = torch.nn.Linear(4, 1)
+    steps = range(150)
+    writer = SummaryWriter(str(tmp_path / "rising"))
+    for step in steps:
+        for p in model.parameters():
+            p.grad = torch.full_like(p, 50.0 * 1.03 ** step / 5 ** 0.5)  # total norm 50 * 1.03^step
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=float("inf"))
+        writer.add_scalar("train/grad_norm", norm.item(), step)
+    writer.close()
+    limit = LIMITS["exploding_max_abs"]
+    crossing = next(s for s in steps if 50.0 * 1.03 ** s > limit)
+    client = plugin_client(tmp_path)
+    found = [f for f in client.ok("/findings", run="rising")["findings"] if f["kind"] == "exploding_gradients"]
+    assert len(found) == 1, found
+    assert found[0]["layers"] == ["train/grad_norm"] and found[0]["first_step"] == crossing
+    assert found[0]["severity"] == "critical" and found[0]["evidence"]["threshold"] == limit
+
+
 # --- vanishing_gradients ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("metric,bad", [("small_fraction", 0.91), ("mean_abs", 0.9e-6)])
@@ -675,7 +716,7 @@ def _check_consistent(rd, found):
             assert all(r == "" for r in rule[status == health.OK])
 
 
-def _troubled_run():
+def _troubled_run(*extra_layers):
     g0 = grad(0)
     g0.values["max_abs"] = at(g0.values["max_abs"], [12, 18], 5e3)  # two explosions, healthy in between
     g1 = grad(1)
@@ -692,7 +733,7 @@ def _troubled_run():
     loss = np.linspace(2, 1, N)
     loss[36:] = np.nan
     return run(*three_kernels(g={0: g0, 1: g1, 2: g2}, w={1: w1, 2: w2}),
-               layer("relu_0", kind=T.KIND_OUTPUT, activation=a),
+               layer("relu_0", kind=T.KIND_OUTPUT, activation=a), *extra_layers,
                scalar_series={"loss": (STEPS, loss)})
 
 
@@ -751,6 +792,15 @@ def test_apply_to_health_random_runs(seed):
 
 
 def test_findings_are_sorted_most_severe_first():
-    found = find(_troubled_run())
+    # A ReLU at 50% zeros from the first step: an info finding that starts before every other,
+    # so the three severities come out of the rules in an order the sort has to change.
+    found = find(_troubled_run(layer("relu_1", kind=T.KIND_OUTPUT, activation=act(1, zero_fraction=0.5))))
+    assert {f.severity for f in found} == {findings.INFO, findings.WARN, findings.CRITICAL}
+    by_start = sorted(found, key=lambda f: f.first_step)
+    assert by_start[0].severity == findings.INFO and by_start[1].severity == findings.WARN
     ranks = [findings.SEVERITY_RANK[f.severity] for f in found]
     assert ranks == sorted(ranks, reverse=True)
+    # Within a severity, earliest first.
+    for severity in (findings.INFO, findings.WARN, findings.CRITICAL):
+        starts = [f.first_step for f in found if f.severity == severity]
+        assert starts == sorted(starts)

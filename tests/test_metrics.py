@@ -683,3 +683,72 @@ def test_measured_error_report(comparisons, capsys):
                          + f"{max(used for _, used in cells):>12.1%}")
     with capsys.disabled():
         print("\n".join(lines))
+
+
+# --- update-to-weight ratio from update histograms -------------------------------------------------
+
+UPDATE_STEPS = (0, 1, 2)
+UPDATE_PARAMS = ("fc.weight", "fc.bias")
+
+
+@pytest.fixture(scope="session")
+def update_run(tmp_path_factory):
+    """nn.Linear(100, 100) trained with SGD; each step logs ``weights/<name>`` (before the step) and
+    ``updates/<name>`` (after - before), through TF2's ``tf.summary.histogram`` (run ``tf2``) and
+    PyTorch's ``SummaryWriter.add_histogram`` (run ``torch``). Returns (logdir, {(name, step): (w, u)})."""
+    import tensorflow as tf
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    logdir = tmp_path_factory.mktemp("update_logdir")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential()
+    model.add_module("fc", torch.nn.Linear(100, 100))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    truth = {}
+    for step in UPDATE_STEPS:
+        x, y = torch.randn(64, 100, generator=g), torch.randn(64, 100, generator=g)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        before = {n: p.detach().clone().numpy() for n, p in model.named_parameters()}
+        optimizer.step()
+        for n, p in model.named_parameters():
+            truth[(n, step)] = (before[n], p.detach().numpy() - before[n])
+    tf_writer = tf.summary.create_file_writer(str(logdir / "tf2"))
+    with tf_writer.as_default():
+        for (name, step), (w, u) in truth.items():
+            tf.summary.histogram(f"weights/{name}", tf.constant(w), step=step)
+            tf.summary.histogram(f"updates/{name}", tf.constant(u), step=step)
+    tf_writer.close()
+    torch_writer = SummaryWriter(str(logdir / "torch"))
+    for (name, step), (w, u) in truth.items():
+        torch_writer.add_histogram(f"weights/{name}", torch.from_numpy(w), global_step=step)
+        torch_writer.add_histogram(f"updates/{name}", torch.from_numpy(u), global_step=step)
+    torch_writer.close()
+    return logdir, truth
+
+
+@pytest.mark.parametrize("writer", ["tf2", "torch"])
+def test_update_ratio_from_update_and_weight_histograms(update_run, plugin_client, writer):
+    """||u|| / ||w|| from the two histograms' L2 norms, within what their buckets can resolve."""
+    logdir, truth = update_run
+    client = plugin_client(logdir)
+    for (name, step), (w, u) in truth.items():
+        roles = client.ok("/cell", run=writer, layer=name, step=step)["roles"]
+        assert set(roles) >= {"weight", "update"}, roles.keys()
+        ratio = roles["weight"]["metrics"]["update_ratio"]
+        assert ratio["quality"] == "estimated", (name, step, ratio)
+        # The L2 norm of each histogram is off by at most its bucket-width bound.
+        bounds = []
+        for x, role in ((u, "update"), (w, "weight")):
+            buckets = np.array(roles[role]["histogram"], dtype=np.float64).reshape(-1, 3)
+            norm = true_metrics(x)["l2"]
+            err = derived_bounds(x, buckets)["l2"]
+            assert err < 0.5 * norm, (role, norm, err)  # the histograms resolve the norms at all
+            bounds.append((norm - err, norm + err))
+        (u_lo, u_hi), (w_lo, w_hi) = bounds
+        exact = float(np.linalg.norm(u) / np.linalg.norm(w))
+        assert 1e-3 < exact < 0.1  # SGD on this layer: far from 1, so the inverse is far off too
+        assert u_lo / w_hi <= ratio["value"] <= u_hi / w_lo, (name, step, ratio["value"], exact)
+        assert ratio["value"] == pytest.approx(exact, rel=0.1), (name, step, ratio["value"], exact)

@@ -277,6 +277,67 @@ def test_accelerator_path_gives_the_same_exact_values(tmp_path, monkeypatch):
     assert s["gradhealth/gradient/net.0.bias"][0][0][FIELD["inf_count"]] == 1
 
 
+def _accelerator_update_ratios(tmp_path, monkeypatch, model, chunk=None):
+    """Trains `model` with SGD for 3 steps on the bucketed path forced on the CPU.
+
+    Returns [(logged weight vector, reference before, reference after)] per parameter and logged step.
+    """
+    monkeypatch.setattr(ghtorch, "_CPU_BRANCHING", False)
+    if chunk is not None:
+        monkeypatch.setattr(ghtorch, "_CHUNK", chunk)
+    ghtorch._LAYOUTS.clear()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    recorder = Recorder(model, [])
+    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=1)
+    try:
+        for x, y in batches(3, features=100, classes=100):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            recorder.before_step(model)
+            optimizer.step()
+            recorder.after_step(model)
+    finally:
+        unwatch(handle)
+        recorder.remove()
+        ghtorch._LAYOUTS.clear()
+    s, ref = read_summaries(tmp_path), recorder.steps
+    out = []
+    for step in range(3):
+        for name, _ in model.named_parameters():
+            out.append((s[f"gradhealth/weight/{name}"][step][0], ref[step]["weight"][name], ref[step]["after"][name]))
+    return out
+
+
+def test_accelerator_path_update_ratio_of_tensors_larger_than_a_bucket(tmp_path, monkeypatch):
+    """On an accelerator one large tensor fills a bucket by itself: its snapshot must be a copy."""
+    torch.manual_seed(0)
+    model = nn.Linear(100, 100)
+    chunk = 1000  # the weight (10000 values) fills ten buckets alone, the bias one more
+    assert model.weight.numel() > chunk
+    results = _accelerator_update_ratios(tmp_path, monkeypatch, model, chunk)
+    assert len(results) == 6
+    for logged, before, after in results:
+        expected = summary.update_ratio_numpy(before, after)
+        assert expected > 1e-4
+        np.testing.assert_allclose(logged[FIELD["update_ratio"]], expected, rtol=1e-9)
+        assert_stats(logged, summary.stats_numpy(before), "weight")
+
+
+def test_accelerator_path_update_ratio_of_a_single_parameter(tmp_path, monkeypatch):
+    """A model with one parameter: one bucket holding one tensor, at the default chunk size."""
+    torch.manual_seed(0)
+    model = nn.Linear(100, 100, bias=False)
+    assert len(list(model.parameters())) == 1 and model.weight.numel() <= ghtorch._CHUNK
+    results = _accelerator_update_ratios(tmp_path, monkeypatch, model)
+    assert len(results) == 3
+    for logged, before, after in results:
+        expected = summary.update_ratio_numpy(before, after)
+        assert expected > 1e-4
+        np.testing.assert_allclose(logged[FIELD["update_ratio"]], expected, rtol=1e-9)
+        assert_stats(logged, summary.stats_numpy(before), "weight")
+
+
 # ---------------------------------------------------------------------------
 # Without an optimizer: backward passes are the steps, a manual SGD update.
 

@@ -119,6 +119,18 @@ class _Hit:
     points: Optional[np.ndarray] = None
     # The limit `value` crossed, where a finding has several triggers with their own limits.
     threshold: Optional[float] = None
+    # The kept step before `first` when steps in between were dropped by TensorBoard's
+    # sampling: the problem began after it, at `first` at the latest.
+    after: Optional[int] = None
+
+
+def _kept_before(steps: np.ndarray, i: int) -> Optional[int]:
+    """The kept step before index i if the writer logged steps between them that were not kept."""
+    if i <= 0:
+        return None
+    interval = series_lib.logging_interval(steps)
+    gap = int(steps[i] - steps[i - 1])
+    return int(steps[i - 1]) if interval is not None and gap > interval else None
 
 
 def _group(run: str, kind: str, severity: str, role: Optional[str], hits: List[_Hit], threshold: float,
@@ -144,6 +156,10 @@ def _group(run: str, kind: str, severity: str, role: Optional[str], hits: List[_
         when = f"at step {first}"
     else:
         when = f"from step {first} to step {last}"
+    if onset.after is not None and onset.first == first:
+        # Sampled logs: the onset is only known to lie between two kept steps.
+        when += f" (it began after step {onset.after}: the steps in between were not kept)"
+        evidence["onset_after"] = onset.after
     message = f"{subject} {what} {when}"
     return Finding(run=run, kind=kind, severity=severity, layers=layers, first_step=first, last_step=last,
                    evidence=evidence, message=message, advice=ADVICE[kind], role=role,
@@ -208,7 +224,7 @@ def _span_hits(rd: data.RunData, role: str, tests: Sequence[_Test], min_length: 
         j = int(worst(np.where(inside & fired[k], v, np.nan)))
         hits.append(_Hit(layer.name, int(table.steps[a]), int(table.steps[b]), float(v[j]), int(table.steps[j]),
                          {"metric": f"|{test.metric}|" if test.use_abs else test.metric}, table.steps[inside],
-                         threshold=test.limit))
+                         threshold=test.limit, after=_kept_before(table.steps, a)))
     return hits
 
 
@@ -278,7 +294,7 @@ def _nonfinite(rd, order) -> List[Optional[Finding]]:
                 idx = np.nonzero(mask)[0]
                 hits.append(_Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]),
                                  float(nonfinite[idx[0]]), int(table.steps[idx[0]]), {"steps_with_nonfinite": len(idx)},
-                                 table.steps[idx]))
+                                 table.steps[idx], after=_kept_before(table.steps, int(idx[0]))))
         out.append(_group(rd.run, "nonfinite", CRITICAL, role, hits, 0, "contain NaN or Inf values", order))
     hits = []
     for tag, (steps, values) in rd.scalar_series.items():
@@ -313,7 +329,8 @@ def _exploding(rd, limits, order) -> Optional[Finding]:
         detail = {"metric": "max_abs"} if over.any() else {
             "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
         hits.append(_Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
-                         int(table.steps[j]), detail, table.steps[idx], threshold=threshold))
+                         int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
+                         after=_kept_before(table.steps, int(idx[0]))))
     for tag, (steps, values) in rd.scalar_series.items():
         if tags_lib.classify_scalar(tag).kind != tags_lib.SCALAR_GRAD_NORM:
             continue
@@ -446,6 +463,7 @@ def _spikes(rd, limits, order) -> List[Optional[Finding]]:
     epoch = int(limits.get("steps_per_epoch", 0) or 0) or None
     single: Dict[int, List[_Hit]] = {}
     periodic: Dict[tuple, List[_Hit]] = {}
+    unjudged: Dict[Optional[str], List[_Hit]] = {}
     for name, role, steps, values in _spike_series(rd):
         if len(steps) < window:
             continue
@@ -455,9 +473,15 @@ def _spikes(rd, limits, order) -> List[Optional[Finding]]:
         if len(idx) == 0:
             continue
         spike_steps = steps[idx]
-        period = series_lib.estimate_period(spike_steps, steps)
+        period, reason = series_lib.judge_period(spike_steps, steps)
+        if period is None and reason is not None:
+            # The spikes share a grid, but the kept steps cannot tell its period: say so, guess nothing.
+            unjudged.setdefault(role, []).append(
+                _Hit(name, int(spike_steps[0]), int(spike_steps[-1]), float(values[idx[0]]), int(spike_steps[0]),
+                     {"spike_steps": spike_steps.tolist()[:50], "why": reason}, spike_steps))
+            continue
         if period is not None:
-            own_interval = float(np.min(np.diff(steps))) if len(steps) > 1 else None
+            own_interval = series_lib.logging_interval(steps)
             artefact, why = _is_artefact(period, own_interval, interval, epoch)
             hit = _Hit(name, int(spike_steps[0]), int(spike_steps[-1]), float(values[idx[0]]), int(spike_steps[0]),
                        {"spike_steps": spike_steps.tolist()[:50], "why": why}, spike_steps)
@@ -481,6 +505,18 @@ def _spikes(rd, limits, order) -> List[Optional[Finding]]:
                         "is computed (seed 000). Log histograms less often or on a fixed batch to confirm.")
         else:
             f.message += f"; {why}, so look for a cause that repeats every {period} steps"
+        out.append(f)
+    for role, hits in unjudged.items():
+        f = _group(rd.run, "periodic_spikes", INFO, role, hits, z, "spike repeatedly", order)
+        flag = rd.sampling["flag"] if rd.sampling else None
+        hint = f"TensorBoard kept too few of the logged steps; {flag} keeps every step" if flag else \
+            "the logged steps are too irregular"
+        f.message += f"; {series_lib.TOO_FEW_REGULAR} ({hint})"
+        f.evidence["period"] = None
+        f.evidence["histogram_interval"] = interval
+        f.evidence["why"] = series_lib.TOO_FEW_REGULAR
+        f.advice = (f"Keep every logged step ({flag}) and look again: " if flag else "Log at regular steps: ") + \
+            "the spikes recur, but their period cannot be read from these samples."
         out.append(f)
     for (step, role), hits in sorted(single.items(), key=lambda kv: kv[0][0]):
         out.append(_group(rd.run, "spike", INFO, role, hits, z,

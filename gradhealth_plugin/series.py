@@ -123,21 +123,40 @@ def spikes(values: np.ndarray, z_threshold: float, window: int, min_ratio: float
     return np.nonzero(hit)[0]
 
 
+TOO_FEW_REGULAR = "too few regular samples to judge a period"
+
+
 def estimate_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: int = 3,
                     min_coverage: float = 0.6) -> Optional[int]:
-    """The period, in steps, of spikes that recur regularly; None if they do not.
+    """The period, in steps, of spikes that recur regularly; None if they do not (see `judge_period`)."""
+    return judge_period(spike_steps, logged_steps, min_spikes, min_coverage)[0]
+
+
+def judge_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: int = 3,
+                 min_coverage: float = 0.6, min_refuting: int = 2) -> Tuple[Optional[int], Optional[str]]:
+    """(period, None) for spikes that recur regularly; (None, reason) when they recur but
+    the kept steps cannot tell the period; (None, None) when they do not recur.
 
     Works on step numbers, not indices, so uneven sampling and missing steps
     are fine: a candidate period P is accepted when every gap between spikes is
     a whole multiple of P, and most logged steps that fall on the grid
     ``first_spike + k * P`` are spikes (random spikes share no such grid).
+
+    After TensorBoard's random sampling, spikes every P steps can all be kept
+    at multiples of 2P or 3P. A period P is therefore only stated when, for
+    each prime q dividing P / (the writer's interval), at least `min_refuting`
+    kept steps lie on the finer grid of P / q but off the grid of P and are
+    not spikes: they show the spikes do not recur every P / q steps. Without
+    them the period could be any such divisor, and the answer is the reason.
     """
     spike_steps = np.unique(np.asarray(spike_steps, dtype=np.int64))
     logged = np.unique(np.asarray(logged_steps, dtype=np.int64))
     if len(spike_steps) < min_spikes:
-        return None
+        return None, None
     gaps = np.diff(spike_steps)
     smallest = int(gaps.min())
+    interval = logging_interval(logged) or 1
+    span = logged[(logged >= spike_steps[0]) & (logged <= spike_steps[-1])]
     # Largest P dividing every gap; try the smallest gap and its divisors.
     for divisor in range(1, 9):
         period = smallest / divisor
@@ -146,17 +165,37 @@ def estimate_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spike
         period = int(period)
         if np.any(gaps % period):
             continue
-        on_grid = logged[((logged - spike_steps[0]) % period == 0) & (logged >= spike_steps[0])
-                         & (logged <= spike_steps[-1])]
+        offset = span - spike_steps[0]
+        on_grid = span[offset % period == 0]
         if len(on_grid) == 0:
             continue
         hits = np.isin(on_grid, spike_steps).mean()
         # The grid must also be sparse among the logged steps, or "every step" is a period.
-        grid_share = len(on_grid) / max(1, np.sum((logged >= spike_steps[0]) & (logged <= spike_steps[-1])))
-        if hits >= min_coverage and grid_share <= 0.5:
-            return period
-        return None
-    return None
+        grid_share = len(on_grid) / max(1, len(span))
+        if hits < min_coverage or grid_share > 0.5:
+            return None, None
+        if period % interval == 0:
+            for q in _primes(period // interval):
+                finer = period // q
+                refuting = np.count_nonzero((offset % finer == 0) & (offset % period != 0))
+                if refuting < min_refuting:
+                    return None, TOO_FEW_REGULAR
+        return period, None
+    return None, None
+
+
+def _primes(n: int) -> List[int]:
+    """The distinct prime factors of n (n >= 1)."""
+    out, p = [], 2
+    while p * p <= n:
+        if n % p == 0:
+            out.append(p)
+            while n % p == 0:
+                n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
 
 
 def logging_interval(steps: np.ndarray) -> Optional[int]:

@@ -98,7 +98,7 @@ def _free_port() -> int:
 class Server:
     """One ``tensorboard`` process on the loopback interface."""
 
-    def __init__(self, logdir: pathlib.Path, load_fast: str, log_path: pathlib.Path) -> None:
+    def __init__(self, logdir: pathlib.Path, load_fast: str, log_path: pathlib.Path, extra_flags=()) -> None:
         self.load_fast = load_fast
         self.log_path = log_path
         self.port = _free_port()
@@ -106,7 +106,7 @@ class Server:
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
             [str(TENSORBOARD), "--logdir", str(logdir), "--host", HOST, "--port", str(self.port),
-             f"--load_fast={load_fast}"],
+             f"--load_fast={load_fast}", *extra_flags],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
     @property

@@ -330,6 +330,10 @@ def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> di
             for name in names
         },
         "histogram": histogram,
+        # The row's kept steps against its writer's logged steps (they differ after sampling).
+        "steps_kept": int(len(table.steps)),
+        "steps_logged": int(rdata.steps_logged if rdata.steps_logged is not None else len(table.steps)),
+        "steps_logged_at_least": bool(rdata.logged_at_least),
     }
 
 

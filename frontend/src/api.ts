@@ -23,12 +23,27 @@ export interface RunInfo {
   unclassified: string[];
   steps_kept: number;
   last_step: number | null;
+  /** Steps the writers logged (largest over the rows); more than kept when TensorBoard sampled. */
+  steps_logged: number | null;
+  /** What TensorBoard's sampling dropped in this run; null when it kept every logged step. */
+  sampling: Sampling | null;
   /** Severity of the run's worst finding; null when it has none. */
   worst_severity: Severity | null;
   /** ok / warn / critical / no_data, as the heatmap's statuses. */
   worst_status: string;
   /** Number of findings per severity. */
   finding_counts: Record<string, number>;
+}
+
+/** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */
+export interface Sampling {
+  /** One sentence, written by the server: kept against logged, and the flag that keeps every step. */
+  message: string;
+  flag: string;
+  kept_min: number;
+  kept_max: number;
+  logged: number;
+  logged_at_least: boolean;
 }
 
 export interface RunsResponse {
@@ -89,6 +104,10 @@ export interface CellRole {
   rule: string | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
+  /** Steps of this row kept by TensorBoard and logged by the writer; null when the server does not say. */
+  steps_kept: number | null;
+  steps_logged: number | null;
+  steps_logged_at_least: boolean;
 }
 
 export interface Cell {
@@ -218,6 +237,19 @@ function counts(v: unknown): Record<string, number> {
   return out;
 }
 
+function parseSampling(v: unknown): Sampling | null {
+  if (!isRecord(v) || typeof v.message !== "string") return null;
+  const n = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0);
+  return {
+    message: v.message,
+    flag: typeof v.flag === "string" ? v.flag : "",
+    kept_min: n(v.kept_min),
+    kept_max: n(v.kept_max),
+    logged: n(v.logged),
+    logged_at_least: v.logged_at_least === true,
+  };
+}
+
 /** Checks the parts of a runs response the page relies on; tolerates extra fields. */
 export function parseRuns(body: unknown): RunsResponse {
   if (!isRecord(body) || !Array.isArray(body.runs)) throw malformed('expected {"runs": [...]}');
@@ -234,6 +266,8 @@ export function parseRuns(body: unknown): RunsResponse {
       unclassified: stringArray(r.unclassified),
       steps_kept: typeof r.steps_kept === "number" ? r.steps_kept : 0,
       last_step: typeof r.last_step === "number" ? r.last_step : null,
+      steps_logged: typeof r.steps_logged === "number" ? r.steps_logged : null,
+      sampling: parseSampling(r.sampling),
       worst_severity: severity(r.worst_severity),
       worst_status: typeof r.worst_status === "string" ? r.worst_status : "no_data",
       finding_counts: counts(r.findings),
@@ -378,6 +412,9 @@ export function parseCell(body: unknown): Cell {
       rule: typeof r.rule === "string" ? r.rule : null,
       metrics,
       histogram: parseBuckets(r.histogram),
+      steps_kept: num(r.steps_kept),
+      steps_logged: num(r.steps_logged),
+      steps_logged_at_least: r.steps_logged_at_least === true,
     };
   }
   return {

@@ -233,6 +233,11 @@ export class DetailPanel {
     if (r.rule) parts.push(` ${humanize(r.rule)}`);
     if (r.score !== null) parts.push(` \u00b7 score ${formatValue(r.score, 3)}`);
     parts.push(` \u00b7 ${r.source}: ${r.tags.join(", ")}`);
+    // TensorBoard's sampling: the row shows fewer steps than its writer logged.
+    if (r.steps_kept !== null && r.steps_logged !== null && r.steps_logged > r.steps_kept) {
+      const logged = `${r.steps_logged_at_least ? "at least " : ""}${formatStep(r.steps_logged)}`;
+      parts.push(el("span", "gh-sampled", ` \u00b7 ${formatStep(r.steps_kept)} of ${logged} logged steps kept`));
+    }
     this.status.replaceChildren(...parts);
   }
 

@@ -114,6 +114,8 @@ class App {
   private readonly reloadButton: HTMLButtonElement;
   private readonly pngButton: HTMLButtonElement;
   private readonly summary = el("span", "gh-summary");
+  /** What TensorBoard's sampling dropped in the run shown, in the server's words. */
+  private readonly samplingNote = el("div", "gh-sampling-note");
   // Everything in the toolbar but Reload is about a run; hidden while there is none.
   private readonly controls = el("div", "gh-controls");
   // Messages about the whole log directory go above everything; about one run, in the centre.
@@ -193,7 +195,8 @@ class App {
     const center = el("div", "gh-center");
     const head = el("div", "gh-center-head");
     head.append(this.legendSlot, this.summary);
-    center.append(this.message, head, this.hint, this.heatmapBox, this.detail.root);
+    center.append(this.message, head, this.samplingNote, this.hint, this.heatmapBox, this.detail.root);
+    this.samplingNote.hidden = true;
     this.main.append(this.runList.root, center, this.findingsList.root);
     this.main.hidden = true;
     app.append(toolbar, this.globalMessage, this.main);
@@ -405,6 +408,8 @@ class App {
     const run = this.currentRun();
     const id = ++this.requestId;
     if (!run) return;
+    this.samplingNote.hidden = run.sampling === null;
+    this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
     this.drawRunPickers();
     const { role, metric, compare } = this.state;
     if (!role) {

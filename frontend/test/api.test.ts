@@ -122,10 +122,22 @@ describe("parseRuns", () => {
       unclassified: [],
       steps_kept: 0,
       last_step: null,
+      steps_logged: null,
+      sampling: null,
       worst_severity: null,
       worst_status: "no_data",
       finding_counts: {},
     });
+  });
+
+  it("reads what TensorBoard's sampling dropped, in the server's words", () => {
+    const sampling = { message: "TensorBoard kept 100 of 1,000 logged steps in 2 rows", flag: "--samples_per_plugin=histograms=0",
+      kept_min: 100, kept_max: 100, logged: 1000, logged_at_least: false, rows: 2, plugins: ["histograms"] };
+    const { runs } = parseRuns({ runs: [{ run: "a", steps_kept: 100, steps_logged: 1000, sampling }, { run: "b", sampling: {} }] });
+    expect(runs[0].steps_logged).toBe(1000);
+    expect(runs[0].sampling).toEqual({ message: sampling.message, flag: sampling.flag, kept_min: 100, kept_max: 100,
+      logged: 1000, logged_at_least: false });
+    expect(runs[1].sampling).toBeNull();
   });
 
   it("reads each run's worst finding and counts", () => {

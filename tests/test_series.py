@@ -250,3 +250,30 @@ def test_estimate_period_not_every_step():
     # Spikes on every logged step are a level shift, not a period.
     logged = np.arange(0, 200, 2)
     assert series.estimate_period(logged[10:20], logged) is None
+
+
+# --- reading sampled steps ----------------------------------------------------------------------
+
+def test_logged_steps_counts_the_writer_grid_when_samples_were_dropped():
+    rng = np.random.default_rng(5)
+    for interval in (1, 10):
+        logged = np.arange(0, 1000 * interval, interval)
+        kept = np.sort(rng.choice(logged[1:-1], 99, replace=False))
+        kept = np.append(kept, logged[-1])  # the loaders always keep the last step
+        assert series.logged_steps(kept, int(logged[-1]), first_step=0) == (1000, True, False)
+        count, dropped, at_least = series.logged_steps(kept, int(logged[-1]))
+        assert dropped and at_least and count == (logged[-1] - kept[0]) // interval + 1
+        # Fewer kept than the reservoir holds: nothing can have been dropped, whatever the spacing.
+        assert series.logged_steps(kept, int(logged[-1]), capacity=500) == (100, False, False)
+    assert series.logged_steps(np.arange(0, 300, 3), 297) == (100, False, False)
+
+
+def test_a_period_hidden_by_sampling_is_not_guessed():
+    # Spikes every 45 steps, kept only at 90, 630 and 900: every gap is also a multiple of 270.
+    kept = np.array([14, 25, 90, 107, 164, 301, 341, 400, 499, 630, 690, 777, 900, 999])
+    assert series.judge_period([90, 630, 900], kept) == (None, series.TOO_FEW_REGULAR)
+    # With the steps between kept (non-spikes on the grids of 135, 90 and 54), the period is readable.
+    full = np.arange(0, 1000)
+    spikes = np.arange(90, 1000, 270)
+    assert series.judge_period(spikes, full) == (270, None)
+    assert series.judge_period(np.arange(45, 1000, 45), full) == (45, None)

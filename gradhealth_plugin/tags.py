@@ -132,6 +132,25 @@ _ACTIVATION_WORDS = {"activations", "activation", "outputs", "output", "relu", "
 _PREACTIVATION_WORDS = {"preactivate", "pre_activations", "preactivation", "pre_activation", "logits_pre"}
 _NORM_MODULE = re.compile(r"(?:^|[/._])(?:bn\d*|batch_?norm\w*|batchnorm\w*|layer_?norm\w*|ln\d*|norm\d*|group_?norm\w*)(?:$|[/._])", re.I)
 
+# Name tokens: the last resort before "unknown". A name is split into words on
+# ``/ . _ - :``, digits and camelCase; the role word nearest the end of the name decides
+# (``output/Weights`` is a weight, ``output_layer/logits`` an activation).
+_TOKEN_ROLES = {
+    GRADIENT: {"grad", "grads", "gradient", "gradients"},
+    UPDATE: {"update", "updates", "delta", "deltas"},
+    WEIGHT: {"weight", "weights", "kernel", "kernels", "bias", "biases", "biase", "embedding", "embeddings",
+             "gamma", "beta", "variable", "variables", "param", "params", "parameters"},
+    ACTIVATION: {"act", "acts", "activation", "activations", "out", "output", "outputs", "relu", "sigmoid",
+                 "tanh", "softmax", "logits", "hidden", "pool", "dropout"},
+}
+_TOKEN_KINDS = {"bias": KIND_BIAS, "biases": KIND_BIAS, "biase": KIND_BIAS, "b": KIND_BIAS,
+                "gamma": KIND_NORM, "beta": KIND_NORM}
+# Words that say which statistic or plot was logged, not what was measured.
+_DECORATIONS = {"stddev", "std", "mean", "max", "min", "summ", "summary", "summaries", "histogram",
+                "histograms", "hist", "distribution", "distributions", "values"}
+_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+
+
 # Words may be separated by spaces too: the PyTorch TensorBoard tutorial logs "training loss".
 _LOSS_RE = re.compile(r"(?:^|[/_.\s-])(?:loss|cost|cross_entropy|xent|nll)(?:$|[/_.\d\s-])", re.I)
 _LR_RE = re.compile(r"(?:^|[/_.\s-])(?:lr|learning[_\s-]rate)(?:$|[/_.\d\s-])", re.I)
@@ -215,6 +234,53 @@ def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
     return None
 
 
+def _name_words(segment: str) -> list:
+    """(word, first piece of its segment?) in reading order; a piece that is a word whole stays whole."""
+    words = []
+    for i, piece in enumerate(p for p in re.split(r"[._\-\s:]+", segment) if p):
+        bare = piece.rstrip("0123456789")
+        if bare.lower() in _DECORATIONS or any(bare.lower() in v for v in _TOKEN_ROLES.values()):
+            words.append((bare, i == 0))
+        else:
+            words.extend((w, i == 0 and j == 0) for j, w in enumerate(_WORD_RE.findall(bare)))
+    return words
+
+
+def _role_from_words(name: str) -> Optional[tuple]:
+    """(role, kind or None) from the role word nearest the end of `name`, or None."""
+    for segment in reversed(name.split("/")):
+        if re.match(r"^d_.", segment) or segment.startswith("dW"):
+            return GRADIENT, None  # numpy-style dW, d_conv1
+        for word, leads in reversed(_name_words(segment)):
+            low = word.lower()
+            # Single letters name a tensor only where they lead a segment: W_conv1, b_fc1, fc1/W
+            # (not the b of Wx_plus_b, an expression).
+            if word in ("W", "w", "b") and leads and word == segment.split("_")[0].rstrip("0123456789"):
+                return WEIGHT, _TOKEN_KINDS.get(word, KIND_KERNEL)
+            for role, vocabulary in _TOKEN_ROLES.items():
+                if low in vocabulary:
+                    return role, _TOKEN_KINDS.get(low, KIND_KERNEL if role == WEIGHT else None)
+    return None
+
+
+def _without_decorations(name: str) -> str:
+    """``layer1/weights/stddev/histogram`` -> ``layer1/weights``; ``w1_summ`` -> ``w1``."""
+    parts = name.split("/")
+    while len(parts) > 1 and parts[-1].lower() in _DECORATIONS:
+        parts.pop()
+    parts[-1] = re.sub(r"(?<=.)[_\-](?:%s)$" % "|".join(sorted(_DECORATIONS)), "", parts[-1], flags=re.I)
+    return "/".join(parts)
+
+
+def _from_name_words(tag: str, name: str) -> Optional[TagInfo]:
+    found = _role_from_words(name)
+    if found is None:
+        return None
+    role, kind = found
+    info = _make(tag, _without_decorations(name), role)
+    return dataclasses.replace(info, kind=kind) if kind and role != ACTIVATION and info.kind == KIND_OTHER else info
+
+
 def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequence[UserRule] = ()) -> Optional[TagInfo]:
     """Classifies a histogram tag, or returns None when its role is unclear.
 
@@ -246,7 +312,7 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
         return _make(tag, layer, ACTIVATION)
     if last in _PARAM_WORDS or re.search(r"(?:^|_)(?:weights?|kernel|bias(?:es)?)(?:_|$)", last):
         return _make(tag, name, WEIGHT)
-    return None
+    return _from_name_words(tag, name)
 
 
 def separate_shared_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:

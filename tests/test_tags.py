@@ -225,3 +225,39 @@ def test_two_histograms_of_one_layer_and_role_get_a_row_each():
     separated = tags.separate_shared_rows(infos)
     assert [(i.tag, i.layer, i.role) for i in separated] == [
         ("fc1/activations", "fc1", ACTIVATION), ("fc1/relu", "fc1/relu", ACTIVATION), ("fc1/weights", "fc1/weights", WEIGHT)]
+
+
+NAME_WORDS = [
+    # tag, (layer, role, kind): no convention matches; the role word nearest the end decides.
+    ("W_conv1", ("W_conv1", WEIGHT, "kernel")),
+    ("b_fc1", ("b_fc1", WEIGHT, "bias")),
+    ("fc1/W_fc1:0", ("fc1/W_fc1", WEIGHT, "kernel")),
+    ("w1_summ", ("w1", WEIGHT, "kernel")),
+    ("word_embeddings", ("word_embeddings", WEIGHT, "kernel")),
+    ("layer_2/Weight/layer1Weights", ("layer_2/Weight/layer1Weights", WEIGHT, "kernel")),
+    ("variables", ("variables", WEIGHT, "kernel")),
+    ("layer1/weights/stddev/histogram", ("layer1/weights", WEIGHT, "kernel")),
+    ("dnn/hiddenlayer_0_activation", ("dnn/hiddenlayer_0_activation", ACTIVATION, "output")),
+    ("embed_out", ("embed_out", ACTIVATION, "output")),
+    ("conv1d_out", ("conv1d_out", ACTIVATION, "output")),
+    ("output_layer/logits", ("output_layer/logits", ACTIVATION, "output")),
+    ("fc2/drop_out1", ("fc2/drop_out1", ACTIVATION, "output")),
+    ("activation_summary/prob_car", ("activation_summary/prob_car", ACTIVATION, "output")),
+    ("ReLU_3", ("ReLU_3", ACTIVATION, "output")),
+    ("d_conv1", ("d_conv1", GRADIENT, "other")),
+    ("conv1/dW", ("conv1/dW", GRADIENT, "other")),
+    ("block2/delta", ("block2/delta", UPDATE, "other")),
+]
+
+
+@pytest.mark.parametrize("tag, expected", NAME_WORDS, ids=[n[0] for n in NAME_WORDS])
+def test_name_words_give_a_role_where_no_convention_matches(tag, expected):
+    result = tags.classify_histogram(tag)
+    assert result is not None, tag
+    assert (result.layer, result.role, result.kind) == expected
+
+
+@pytest.mark.parametrize("tag", ["layer1/Wx_plus_b", "hist-numpy", "input/images", "Model", "logit_a_plus_b"])
+def test_a_single_letter_names_a_tensor_only_where_it_leads_a_name(tag):
+    # The b of Wx_plus_b is a term of an expression, not a bias.
+    assert tags.classify_histogram(tag) is None

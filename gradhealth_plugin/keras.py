@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from . import summary
-from .tf import _read, _with_ratio, stats_many_tf, update_ratio_many_tf, variable_name
+from .writing.failures import report_failure
+from .writing.names import unique_names, variable_name
+from .writing.tf_stats import read_variable, stats_many_tf, update_ratio_many_tf, with_update_ratio
+from .writing.tf_write import write_rows
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ class GradientHealthCallback(keras.callbacks.Callback):
 
     Every ``every_n_steps`` training steps (counted like
     ``model.optimizer.iterations``, so a resumed ``fit`` continues the count)
-    it writes gradhealth summaries (`summary.FIELDS`: count, mean, std, min,
+    it writes gradhealth summaries (`writing.format.FIELDS`: count, mean, std, min,
     max, L2 norm, zero and near-zero fractions, NaN and Inf counts, skewness,
     kurtosis, mean and max |x|, update ratio) for:
 
@@ -148,7 +150,7 @@ class GradientHealthCallback(keras.callbacks.Callback):
                 self._writer_failed = True
                 self._fail(f"open an event file in {os.path.join(self.log_dir, self.run)!r}; nothing is logged", e)
         try:
-            base = int(np.asarray(_read(self.model.optimizer.iterations)))
+            base = int(np.asarray(read_variable(self.model.optimizer.iterations)))
         except Exception:  # noqa: BLE001 - an optimizer without `iterations` starts at 0
             base = 0
         self._epoch_start = base
@@ -208,7 +210,7 @@ class GradientHealthCallback(keras.callbacks.Callback):
     # -- helpers ------------------------------------------------------------------
 
     def _fail(self, what: str, error: BaseException) -> None:
-        summary.report_failure(self, what, error)
+        report_failure(self, what, error)
 
     def _finish_pending(self) -> None:
         if self._pending is None:
@@ -248,11 +250,7 @@ class _Passes:
         self._weights = weights
         self._variables = list(model.trainable_variables)
         self._key = _probe_key(model, probe)
-        names = [variable_name(v) for v in self._variables]
-        counts: Dict[str, int] = {}
-        for n in names:
-            counts[n] = counts.get(n, 0) + 1
-        self._names = [f"{n}_{i}" if counts[n] > 1 else n for i, n in enumerate(names)]
+        self._names = unique_names([variable_name(v) for v in self._variables])
         self._shapes = [_shape(v) for v in self._variables]
         self._state = _dedupe(list(model.non_trainable_variables) + list(getattr(model, "metrics_variables", [])))
         self._forward = None
@@ -302,7 +300,7 @@ class _Passes:
         written = []
         before = None
         if self._weights and self._variables:
-            values = [tf.identity(_read(v)) for v in self._variables]
+            values = [tf.identity(read_variable(v)) for v in self._variables]
             before = (values, stats_many_tf(values))
         if self._gradients or self._activations:
             written = self._probe_pass(step, x, y, sw)
@@ -315,7 +313,7 @@ class _Passes:
         # tf.function may trace this more than once: each trace starts afresh.
         self.graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self.captured, self.seen = [], set()
-        saved = [tf.identity(_read(v)) for v in self._state]
+        saved = [tf.identity(read_variable(v)) for v in self._state]
         with tf.GradientTape() as tape:
             if self._forward is not None:
                 y_pred, acts = self._forward(x)
@@ -333,13 +331,13 @@ class _Passes:
             present = [i for i, g in enumerate(grads) if g is not None]
             rows = stats_many_tf([grads[i] for i in present])
             var_positions = self._positions[0]
-            written += self._write(step, "gradient", [(self._names[i], var_positions[i], self._shapes[i])
-                                                      for i in present], rows)
+            entries = [(self._names[i], var_positions[i], self._shapes[i]) for i in present]
+            written += write_rows(self._writer, step, "gradient", entries, rows)
         if self._activations and captured:
             rows = stats_many_tf([a for _, a in captured])
             act_positions = self._positions[1]
-            written += self._write(step, "activation", [(name, act_positions[j], None)
-                                                        for j, (name, _) in enumerate(captured)], rows)
+            entries = [(name, act_positions[j], None) for j, (name, _) in enumerate(captured)]
+            written += write_rows(self._writer, step, "activation", entries, rows)
         # Restored after the statistics, so the pass leaves BatchNorm statistics,
         # dropout seeds and loss metrics exactly as training left them.
         with tf.control_dependencies(written):
@@ -348,19 +346,11 @@ class _Passes:
         return written
 
     def _end_body(self, step, values, before_stats):
-        ratios = update_ratio_many_tf(values, [_read(v) for v in self._variables], before_stats)
-        rows = _with_ratio(before_stats, ratios)
+        ratios = update_ratio_many_tf(values, [read_variable(v) for v in self._variables], before_stats)
+        rows = with_update_ratio(before_stats, ratios)
         entries = list(zip(self._names, self._positions[0], self._shapes))
-        with tf.control_dependencies(self._write(step, "weight", entries, rows)):
+        with tf.control_dependencies(write_rows(self._writer, step, "weight", entries, rows)):
             return tf.constant(True)
-
-    def _write(self, step, role: str, entries: List[tuple], rows) -> list:
-        ops = []
-        with self._writer.as_default():
-            for j, (layer, position, shape) in enumerate(entries):
-                meta = summary.summary_metadata(role, layer, position, shape).SerializeToString()
-                ops.append(tf.summary.write(summary.tag_for(role, layer), rows[j], step=step, metadata=meta))
-        return ops
 
 
 def _submodel_forward(model):

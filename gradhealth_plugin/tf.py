@@ -16,7 +16,7 @@ One line in a ``tf.GradientTape`` loop, eager or inside ``tf.function``::
         return loss
 
 Every ``every_n_steps`` steps this writes, per variable, the exact statistics
-(`summary.FIELDS`) of its gradient and of its value before the update (the
+(`writing.format.FIELDS`) of its gradient and of its value before the update (the
 values the gradient was computed at), with the update-to-weight ratio of
 exactly that optimizer step. On other steps it costs two ``tf.cond`` ops
 that take the empty branch (eagerly: one Python modulo). ``gh.log(step,
@@ -30,279 +30,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
-from . import summary
+from .writing.failures import report_failure
+from .writing.names import unique_names, variable_name
+from .writing.tf_stats import (plain, read_variable, stats_many_tf, stats_tf, update_ratio_many_tf, update_ratio_tf,
+                               weight_stats_many_tf, weight_stats_tf)
+from .writing.tf_write import write_rows
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["stats_tf", "weight_stats_tf", "stats_many_tf", "weight_stats_many_tf", "update_ratio_tf",
            "update_ratio_many_tf", "GradientHealthLogger", "variable_name"]
-
-# Nothing here branches on tensor values in Python: AutoGraph conversion would
-# only add seconds to every trace of the user's train step.
-_plain = tf.autograph.experimental.do_not_convert
-
-_F = len(summary.FIELDS)
-_INDEX = {name: i for i, name in enumerate(summary.FIELDS)}
-
-
-# Tensors below `_SHARED` elements are reduced together, up to `_CHUNK`
-# elements at a time, with segment ops: one set of ops for many biases keeps
-# tracing fast. Larger tensors are reduced alone with plain reductions, which
-# run several times faster than segment ops on CPU.
-_SHARED = 1 << 12
-_CHUNK = 1 << 20
-
-
-@_plain
-def stats_tf(x, before=None) -> tf.Tensor:
-    """The statistics vector of a tensor, float64, fields `summary.FIELDS` in order.
-
-    Matches `summary.stats_numpy`: NaN and Inf are counted, moments and norms
-    are over the finite values, and no input makes an op fail (an empty or
-    all-NaN tensor gives NaN moments). With `before`, update_ratio is
-    ||x - before|| / ||before|| (NaN when ||before|| is 0 or not finite).
-    """
-    row = stats_many_tf([x])
-    if before is not None:
-        row = _with_ratio(row, update_ratio_many_tf([before], [x]))
-    return row[0]
-
-
-@_plain
-def weight_stats_tf(before, after) -> tf.Tensor:
-    """Statistics of a variable before an update, with that update's ratio ||after - before|| / ||before||.
-
-    The weight row of a step then describes the values the step's gradient
-    was computed at, as the PyTorch integration does.
-    """
-    return weight_stats_many_tf([before], [after])[0]
-
-
-@_plain
-def stats_many_tf(tensors: Sequence) -> tf.Tensor:
-    """`stats_tf` of several tensors, one row each ([len(tensors), len(FIELDS)]), with few ops."""
-    tensors = list(tensors)
-    if not tensors:
-        return tf.zeros([0, _F], tf.float64)
-    buckets = _buckets(tensors)
-    return _in_order([_bucket_stats([tensors[i] for i in bucket]) for bucket in buckets], buckets)
-
-
-@_plain
-def weight_stats_many_tf(befores: Sequence, afters: Sequence) -> tf.Tensor:
-    """`weight_stats_tf` of several variables, one row each."""
-    rows = stats_many_tf(befores)
-    return _with_ratio(rows, update_ratio_many_tf(befores, afters, rows))
-
-
-@_plain
-def update_ratio_tf(before, after) -> tf.Tensor:
-    """||after - before|| / ||before|| in float64; NaN when ||before|| is 0 or not finite."""
-    return update_ratio_many_tf([before], [after])[0]
-
-
-@_plain
-def update_ratio_many_tf(befores: Sequence, afters: Sequence, before_stats: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """`update_ratio_tf` per pair ([len(befores)]).
-
-    `before_stats` (`stats_many_tf(befores)`) saves recomputing ||before||.
-    """
-    befores, afters = list(befores), list(afters)
-    if not befores:
-        return tf.zeros([0], tf.float64)
-    if before_stats is None:
-        before_stats = stats_many_tf(befores)
-    changes = []
-    buckets = _buckets(befores)
-    for bucket in buckets:
-        before, ids, sizes = _segments([_flat64(befores[i]) for i in bucket])
-        after, _, _ = _segments([_flat64(afters[i]) for i in bucket])
-        changes.append(_segment("sum", tf.math.squared_difference(after, before), ids, len(bucket)))
-    change = tf.sqrt(_in_order(changes, buckets))
-    # ||before|| over all values: NaN or Inf in `before` makes the ratio NaN, as in numpy.
-    norm = before_stats[:, _INDEX["l2"]]
-    clean = tf.equal(before_stats[:, _INDEX["nan_count"]] + before_stats[:, _INDEX["inf_count"]], 0.0)
-    ok = clean & (norm > 0)
-    return tf.where(ok, change / tf.where(ok, norm, tf.ones_like(norm)), tf.constant(np.nan, tf.float64))
-
-
-def _with_ratio(rows: tf.Tensor, ratios: tf.Tensor) -> tf.Tensor:
-    # update_ratio is the last field: replacing the column is one concat.
-    assert _INDEX["update_ratio"] == _F - 1
-    return tf.concat([rows[:, :-1], ratios[:, None]], 1)
-
-
-def _flat64(t) -> tf.Tensor:
-    if isinstance(t, tf.IndexedSlices):
-        t = tf.convert_to_tensor(t)
-    return tf.reshape(tf.cast(t, tf.float64), [-1])
-
-
-def _in_order(rows: List[tf.Tensor], buckets: List[List[int]]) -> tf.Tensor:
-    """Per-bucket results concatenated back into the order of the tensors."""
-    stacked = tf.concat(rows, 0) if len(rows) > 1 else rows[0]
-    order = [i for bucket in buckets for i in bucket]
-    if order == sorted(order):
-        return stacked
-    return tf.gather(stacked, np.argsort(order))
-
-
-def _buckets(tensors: Sequence) -> List[List[int]]:
-    """Groups of indices reduced together: small tensors share, large or unknown-size ones are alone.
-
-    Rows come out bucket by bucket; `_in_order` puts them back in order.
-    """
-    out, current, total = [], [], 0
-    for i, t in enumerate(tensors):
-        shape = getattr(t, "shape", None)
-        n = tf.TensorShape(shape).num_elements() if shape is not None else None
-        if n is None or n >= _SHARED:
-            out.append([i])
-            continue
-        if current and total + n > _CHUNK:
-            out.append(current)
-            current, total = [], 0
-        current.append(i)
-        total += n
-    if current:
-        out.append(current)
-    return out
-
-
-def _segments(flats: List[tf.Tensor]):
-    """(values concatenated, sorted segment id of each value or None for one tensor, size of each segment)."""
-    sizes = tf.stack([tf.size(f, out_type=tf.int64) for f in flats])
-    if len(flats) == 1:
-        return flats[0], None, sizes
-    return tf.concat(flats, 0), tf.repeat(tf.range(len(flats), dtype=tf.int64), sizes), sizes
-
-
-_REDUCE = {"sum": (tf.math.segment_sum, tf.reduce_sum), "min": (tf.math.segment_min, tf.reduce_min),
-           "max": (tf.math.segment_max, tf.reduce_max)}
-
-
-def _segment(kind: str, values, ids, k: int) -> tf.Tensor:
-    """A per-segment reduction with exactly k rows (`ids` None: one segment, a plain reduction).
-
-    Sorted segment ops are faster than the unsorted ones but stop at the last
-    id present: trailing empty segments are padded (masked as "no finite
-    value" later).
-    """
-    segment_op, reduce_op = _REDUCE[kind]
-    if ids is None:
-        return tf.reshape(reduce_op(values), [1])
-    out = segment_op(values, ids)
-    return tf.pad(out, [[0, k - tf.shape(out, out_type=tf.int64)[0]]])
-
-
-def _spread(per_segment, ids, sizes):
-    """Each segment's value repeated over its elements (a broadcast scalar for one segment)."""
-    return per_segment[0] if ids is None else tf.repeat(per_segment, sizes)
-
-
-def _bucket_stats(tensors: List) -> tf.Tensor:
-    """[len(tensors), F] statistics of tensors reduced together.
-
-    Each element is read about 20 times: the cost of a logged step is these
-    passes, so the usual case (every value finite) skips the masking. A sum
-    is finite exactly when every value is (float64 sums of float32 values
-    cannot overflow; a float64 overflow only takes the masked branch, which
-    is also exact).
-    """
-    k = len(tensors)
-    x, ids, sizes = _segments([_flat64(t) for t in tensors])
-    total = _segment("sum", x, ids, k)
-    return tf.cond(tf.reduce_all(tf.math.is_finite(total)),
-                   lambda: _finite_stats(x, ids, sizes, total, k),
-                   lambda: _masked_stats(x, ids, sizes, k))
-
-
-def _finite_stats(x, ids, sizes, total, k: int) -> tf.Tensor:
-    f64 = tf.float64
-    seg = lambda v: _segment("sum", v, ids, k)  # noqa: E731
-    n = tf.cast(sizes, f64)
-    safe_n = tf.maximum(n, 1.0)
-    mean = total / safe_n
-    c = x - _spread(mean, ids, sizes)
-    c2 = tf.square(c)
-    m2 = seg(c2) / safe_n
-    moments = (m2, seg(c2 * c) / safe_n, seg(tf.square(c2)) / safe_n)
-    low = _segment("min", x, ids, k)
-    high = _segment("max", x, ids, k)
-    absx = tf.abs(x)
-    zero = tf.zeros([k], f64)
-    return _assemble(k, n, n, mean, moments, low, high,
-                     l2=tf.sqrt(m2 * n + n * mean * mean),  # sum x^2 = sum c^2 + n mean^2
-                     zeros=seg(tf.cast(tf.equal(x, 0.0), f64)),
-                     small=seg(tf.cast(absx < summary.SMALL, f64)),
-                     nan_count=zero, inf_count=zero, sum_abs=seg(absx),
-                     max_abs=tf.maximum(tf.abs(low), tf.abs(high)))
-
-
-def _masked_stats(x, ids, sizes, k: int) -> tf.Tensor:
-    f64 = tf.float64
-    seg = lambda v: _segment("sum", v, ids, k)  # noqa: E731
-    finite = tf.math.is_finite(x)
-    count = tf.cast(sizes, f64)
-    n = seg(tf.cast(finite, f64))
-    safe_n = tf.maximum(n, 1.0)
-    xf = tf.where(finite, x, tf.constant(0.0, f64))
-    mean = seg(xf) / safe_n
-    c = tf.where(finite, x - _spread(mean, ids, sizes), tf.constant(0.0, f64))
-    c2 = tf.square(c)
-    moments = (seg(c2) / safe_n, seg(c2 * c) / safe_n, seg(tf.square(c2)) / safe_n)
-    absx = tf.abs(xf)
-    nan_count = seg(tf.cast(tf.math.is_nan(x), f64))
-    nonfinite = count - n
-    # Non-finite values sit at 0 in xf and absx: take them back out of the zero and small counts.
-    return _assemble(k, count, n, mean, moments,
-                     low=_segment("min", tf.where(finite, x, tf.constant(np.inf, f64)), ids, k),
-                     high=_segment("max", tf.where(finite, x, tf.constant(-np.inf, f64)), ids, k),
-                     l2=tf.sqrt(seg(tf.square(xf))),
-                     zeros=seg(tf.cast(tf.equal(xf, 0.0), f64)) - nonfinite,
-                     small=seg(tf.cast(absx < summary.SMALL, f64)) - nonfinite,
-                     nan_count=nan_count, inf_count=nonfinite - nan_count, sum_abs=seg(absx),
-                     max_abs=_segment("max", absx, ids, k))
-
-
-def _assemble(k, count, n, mean, moments, low, high, l2, zeros, small, nan_count, inf_count, sum_abs,
-              max_abs) -> tf.Tensor:
-    """Stacks the columns in FIELDS order; NaN where a tensor has no finite value."""
-    f64 = tf.float64
-    m2, m3, m4 = moments
-    has = n > 0
-    safe_n = tf.maximum(n, 1.0)
-    positive = m2 > 0
-    safe_var = tf.where(positive, m2, tf.ones_like(m2))
-    nan = tf.fill([k], tf.constant(np.nan, f64))
-    values = {
-        "mean": mean, "std": tf.sqrt(m2), "min": low, "max": high, "l2": l2,
-        "zero_fraction": zeros / safe_n, "small_fraction": small / safe_n,
-        "skewness": tf.where(positive, m3 / tf.pow(safe_var, 1.5), nan),
-        "kurtosis": tf.where(positive, m4 / (safe_var * safe_var) - 3.0, nan),
-        "mean_abs": sum_abs / safe_n, "max_abs": max_abs,
-    }
-    columns = [None] * _F
-    columns[_INDEX["count"]] = count
-    columns[_INDEX["nan_count"]] = nan_count
-    columns[_INDEX["inf_count"]] = inf_count
-    for name, value in values.items():
-        # Empty segments give 0 or the dtype's extremes: NaN says "no finite value".
-        columns[_INDEX[name]] = tf.where(has, value, nan)
-    columns[_INDEX["update_ratio"]] = nan
-    return tf.stack(columns, axis=1)
-
-
-def variable_name(variable) -> str:
-    """The layer name gradhealth records: Keras 3's ``path``, else the TF name without ``:0``."""
-    name = getattr(variable, "path", None) or getattr(variable, "name", None) or "variable"
-    return re.sub(r":\d+$", "", str(name))
 
 
 def _loggable(tensor) -> bool:
@@ -361,11 +103,11 @@ class GradientHealthLogger:
         return self._writer is not None
 
     def _fail(self, what: str, error: BaseException) -> None:
-        summary.report_failure(self, what, error)
+        report_failure(self, what, error)
 
     # -- public API ---------------------------------------------------------
 
-    @_plain
+    @plain
     @contextlib.contextmanager
     def step(self, step, gradients: Sequence, variables: Sequence, activations: Activations = None):
         """Wraps the optimizer step: snapshots the variables, then logs after the update.
@@ -383,7 +125,7 @@ class GradientHealthLogger:
         if state is not None:
             self._exit(state, gradients, variables, activations)
 
-    @_plain
+    @plain
     def snapshot(self, step, variables: Sequence):
         """The variables' values before the update, on logged steps only (for `log`'s `previous_values`).
 
@@ -392,7 +134,7 @@ class GradientHealthLogger:
         """
         return self._enter(step, list(variables))
 
-    @_plain
+    @plain
     def log(self, step, gradients: Optional[Sequence] = None, variables: Optional[Sequence] = None,
             activations: Activations = None, previous_values=None) -> None:
         """Logs gradients, weights and activations at `step` if it is a logged step.
@@ -429,7 +171,7 @@ class GradientHealthLogger:
             return int(step) % self.every_n_steps == 0
         return int(tf.convert_to_tensor(step).numpy()) % self.every_n_steps == 0
 
-    @_plain
+    @plain
     def _enter(self, step, variables: List, snapshot: bool = True):
         """Reads the step and, on a logged step, the variables' values.
 
@@ -444,7 +186,7 @@ class GradientHealthLogger:
                 if not self._should_log_eager(step):
                     return None
                 step_t = tf.cast(tf.convert_to_tensor(step), tf.int64)
-                before = [tf.identity(_read(v)) for v in variables] if snapshot else None
+                before = [tf.identity(read_variable(v)) for v in variables] if snapshot else None
                 return step_t, None, before
             if _in_xla_context():
                 self._fail("log inside a jit_compile=True function", RuntimeError(
@@ -460,7 +202,7 @@ class GradientHealthLogger:
                 # optimizer copy every variable on every step.
                 # A lowered cond: its branches have two ops per variable, cheaper
                 # to skip than the call an unlowered If makes.
-                before = tf.cond(pred, lambda: [tf.identity(_read(v)) for v in variables],
+                before = tf.cond(pred, lambda: [tf.identity(read_variable(v)) for v in variables],
                                  lambda: [tf.zeros([0], _read_dtype(v)) for v in variables])
                 before = list(before) if isinstance(before, (list, tuple)) else [before]
             return step_t, pred, before
@@ -468,7 +210,7 @@ class GradientHealthLogger:
             self._fail("read the step and the variables", e)
             return None
 
-    @_plain
+    @plain
     def _exit(self, state, gradients, variables: List, activations: Activations) -> None:
         step_t, pred, before = state
         try:
@@ -509,7 +251,7 @@ class GradientHealthLogger:
                 # empty, so its static shape is lost; static sizes let small
                 # variables share one set of ops.
                 b = _Reshaped(b, shape)
-            out.append(("weight", names[i], i, shape, (lambda v=v: _read(v)), b))
+            out.append(("weight", names[i], i, shape, (lambda v=v: read_variable(v)), b))
         # Activations come after the variables: a variable's position is its index.
         first = max(len(variables), len(grads))
         for i, (name, t) in enumerate(_activation_items(activations)):
@@ -522,30 +264,24 @@ class GradientHealthLogger:
         wanted = max(len(variables), n_gradients)
         if self._names is not None and len(self._names) >= wanted:
             return [str(n) for n in self._names[:wanted]]
-        names = [variable_name(v) for v in variables] + [f"param_{i}" for i in range(len(variables), wanted)]
-        seen = {}
-        for n in names:
-            seen[n] = seen.get(n, 0) + 1
-        # tf.Variables created outside a name scope all share names like "Variable".
-        return [f"{n}_{i}" if seen[n] > 1 else n for i, n in enumerate(names)]
+        return unique_names([variable_name(v) for v in variables]
+                            + [f"param_{i}" for i in range(len(variables), wanted)])
 
-    @_plain
+    @plain
     def _write_all(self, step_t, entries: List[tuple]) -> None:
         groups: dict = {}
         for entry in entries:
             groups.setdefault((entry[0], entry[5] is not None), []).append(entry)
-        with self._writer.as_default():
-            for (role, with_before), items in groups.items():
-                tensors = [get() for _, _, _, _, get, _ in items]
-                if with_before:
-                    # Weights: statistics of the values the gradients were computed at.
-                    befores = [b.tensor() if isinstance(b, _Reshaped) else b for *_, b in items]
-                    matrix = weight_stats_many_tf(befores, tensors)
-                else:
-                    matrix = stats_many_tf(tensors)
-                for j, (_, layer, position, shape, _, _) in enumerate(items):
-                    meta = summary.summary_metadata(role, layer, position, shape).SerializeToString()
-                    tf.summary.write(summary.tag_for(role, layer), matrix[j], step=step_t, metadata=meta)
+        for (role, with_before), items in groups.items():
+            tensors = [get() for _, _, _, _, get, _ in items]
+            if with_before:
+                # Weights: statistics of the values the gradients were computed at.
+                befores = [b.tensor() if isinstance(b, _Reshaped) else b for *_, b in items]
+                matrix = weight_stats_many_tf(befores, tensors)
+            else:
+                matrix = stats_many_tf(tensors)
+            write_rows(self._writer, step_t, role, [(layer, position, shape) for _, layer, position, shape, _, _ in items],
+                       matrix)
 
 
 def _unlowered_cond(pred, true_fn, false_fn):
@@ -588,14 +324,6 @@ class _Reshaped:
 
     def tensor(self):
         return tf.reshape(self._tensor, self._shape)
-
-
-def _read(variable):
-    """The current value of a tf.Variable or a Keras 3 variable as a tensor."""
-    value = getattr(variable, "value", None)
-    if value is not None and not callable(value):  # Keras 3: `.value` is the backing tf.Variable
-        variable = value
-    return tf.convert_to_tensor(variable)
 
 
 def _read_dtype(variable):

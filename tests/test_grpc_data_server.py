@@ -67,7 +67,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory) -> pathlib.Path:
-    from gradhealth_plugin import summary
+    from gradhealth_plugin.writing import format as fmt
+    from gradhealth_plugin.writing.reference import stats_numpy
 
     root = tmp_path_factory.mktemp("grpc_logdir")
     rng = np.random.default_rng(11)
@@ -81,9 +82,9 @@ def logdir(tmp_path_factory) -> pathlib.Path:
     write_run(root / "hist", events)
     own = []
     for step in range(OWN_STEPS):
-        vector = summary.stats_numpy(rng.normal(size=256) * 1e-2)
-        meta = summary.summary_metadata("gradient", "fc1.weight", position=0, shape=[16, 16])
-        value = summary.tensor_summary(summary.tag_for("gradient", "fc1.weight"), vector, meta).value[0]
+        vector = stats_numpy(rng.normal(size=256) * 1e-2)
+        meta = fmt.summary_metadata("gradient", "fc1.weight", position=0, shape=[16, 16])
+        value = fmt.tensor_summary(fmt.tag_for("gradient", "fc1.weight"), vector, meta).value[0]
         own.append(event(step, value))
     write_run(root / "own", own)
     return root

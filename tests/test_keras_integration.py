@@ -4,7 +4,7 @@ A reference callback placed before it takes its own measurements at every
 step: weights before and after the step (``.numpy()`` copies), gradients of
 the probe batch with its own ``tf.GradientTape``, and each layer's output on
 the probe batch, computed by calling the layers one by one. Every logged
-number must equal `summary.stats_numpy` of those.
+number must equal `stats_numpy` of those.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import logging
 import numpy as np
 import pytest
 
-from gradhealth_plugin import summary
+from gradhealth_plugin.writing import format as fmt
+from gradhealth_plugin.writing.reference import stats_numpy, update_ratio_numpy
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -26,8 +27,8 @@ BATCH = 16
 N_SAMPLES = 64  # 4 steps per epoch
 EPOCHS = 2
 EVERY = 3
-UR = summary.FIELDS.index("update_ratio")
-FIELD = {name: i for i, name in enumerate(summary.FIELDS)}
+UR = fmt.FIELDS.index("update_ratio")
+FIELD = {name: i for i, name in enumerate(fmt.FIELDS)}
 NAN_STEP = 3
 # The middle kernel (256 x 256) is large enough to be reduced on its own while
 # the other variables share segment reductions: rows must still come out in order.
@@ -43,7 +44,7 @@ def read_vectors(logdir):
     acc.Reload()
     out = {}
     for tag in acc.Tags()[event_accumulator.TENSORS]:
-        meta = summary.parse_metadata(acc.SummaryMetadata(tag).plugin_data.content)
+        meta = fmt.parse_metadata(acc.SummaryMetadata(tag).plugin_data.content)
         if meta is None:
             continue
         for event in acc.Tensors(tag):
@@ -222,14 +223,14 @@ def test_logged_statistics_equal_the_models_tensors(trained):
     for step in logged_steps(kind):
         at = reference.at[step]
         for i, name in enumerate(names):
-            assert_stats(vectors[("gradient", name, step)][0], summary.stats_numpy(at["grads"][i]))
-            expected = summary.stats_numpy(at["before"][i])
-            expected[UR] = summary.update_ratio_numpy(at["before"][i], at["after"][i])
+            assert_stats(vectors[("gradient", name, step)][0], stats_numpy(at["grads"][i]))
+            expected = stats_numpy(at["before"][i])
+            expected[UR] = update_ratio_numpy(at["before"][i], at["after"][i])
             assert_stats(vectors[("weight", name, step)][0], expected)
             checked += 2
         acts = {n: v for (r, n, s), (v, _) in vectors.items() if r == "activation" and s == step}
         for layer_path, value in at["acts"].items():
-            assert_stats(acts[layer_path], summary.stats_numpy(value))
+            assert_stats(acts[layer_path], stats_numpy(value))
             checked += 1
     assert checked >= 3 * (2 * len(names) + 3)
 
@@ -362,4 +363,4 @@ def test_without_probe_data_weights_and_update_ratios_are_still_logged(tmp_path,
     kernel = model.trainable_variables[0].path
     at = reference.at[EVERY]
     np.testing.assert_allclose(vectors[("weight", kernel, EVERY)][0][UR],
-                               summary.update_ratio_numpy(at["before"][0], at["after"][0]), rtol=1e-5)
+                               update_ratio_numpy(at["before"][0], at["after"][0]), rtol=1e-5)

@@ -14,7 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from gradhealth_plugin import summary
+from gradhealth_plugin.writing.events import SummaryFileWriter
+from gradhealth_plugin.writing.reference import stats_numpy
 from tests.test_e2e_tensorboard import LOADERS, both_loaders
 
 STEPS = 150
@@ -26,11 +27,11 @@ def _write_run(run_dir: pathlib.Path) -> None:
     from tensorboard.plugins.histogram import summary_v2
 
     rng = np.random.default_rng(3)
-    writer = summary.SummaryFileWriter(str(run_dir))
+    writer = SummaryFileWriter(str(run_dir))
     for step in range(STEPS):
         grad = rng.normal(0, 1e-2, size=(16, 8))
         weight = rng.normal(0, 0.3, size=(16, 8))
-        writer.write_stats(step, "gradient", LAYER, summary.stats_numpy(grad), position=0, shape=(16, 8))
+        writer.write_stats(step, "gradient", LAYER, stats_numpy(grad), position=0, shape=(16, 8))
         # The same parameter's weights as an ordinary histogram: what TensorBoard keeps of those is the bar.
         writer._ensure().add_event(event_pb2.Event(
             step=step, wall_time=time.time(),

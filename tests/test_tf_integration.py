@@ -1,6 +1,6 @@
 """gradhealth_plugin.tf in real TensorFlow custom loops, eager and inside tf.function.
 
-Every logged number is checked against `summary.stats_numpy` of the tensors
+Every logged number is checked against `stats_numpy` of the tensors
 the loop itself returned at that step, and the plugin's routes read them back
 as exact values.
 """
@@ -12,7 +12,8 @@ import logging
 import numpy as np
 import pytest
 
-from gradhealth_plugin import summary
+from gradhealth_plugin.writing import format as fmt
+from gradhealth_plugin.writing.reference import stats_numpy, update_ratio_numpy
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -24,7 +25,7 @@ STEPS = 8
 EVERY = 3
 LOGGED = (0, 3, 6)
 NAN_STEP = 3
-UR = summary.FIELDS.index("update_ratio")
+UR = fmt.FIELDS.index("update_ratio")
 
 
 def read_vectors(logdir):
@@ -36,10 +37,10 @@ def read_vectors(logdir):
     acc.Reload()
     out = {}
     for tag in acc.Tags()[event_accumulator.TENSORS]:
-        meta = summary.parse_metadata(acc.SummaryMetadata(tag).plugin_data.content)
+        meta = fmt.parse_metadata(acc.SummaryMetadata(tag).plugin_data.content)
         if meta is None:
             continue
-        assert tag == summary.tag_for(meta["role"], meta["layer"])
+        assert tag == fmt.tag_for(meta["role"], meta["layer"])
         for event in acc.Tensors(tag):
             key = (meta["role"], meta["layer"], event.step)
             assert key not in out, f"{key} logged twice"
@@ -48,8 +49,8 @@ def read_vectors(logdir):
 
 
 def weight_reference(before, after):
-    vector = summary.stats_numpy(before)
-    vector[UR] = summary.update_ratio_numpy(before, after)
+    vector = stats_numpy(before)
+    vector[UR] = update_ratio_numpy(before, after)
     return vector
 
 
@@ -73,7 +74,7 @@ def assert_stats(actual, expected, rtol=1e-7):
 ], ids=["normal", "nonfinite", "all_nan", "zeros", "constant", "empty", "int", "huge"])
 def test_stats_tf_matches_numpy(values):
     with np.errstate(all="ignore"):  # the reference overflows on "huge" as TensorFlow does
-        expected = summary.stats_numpy(values)
+        expected = stats_numpy(values)
     assert_stats(stats_tf(values).numpy(), expected, rtol=1e-12)
     assert_stats(tf.function(stats_tf)(tf.constant(values)).numpy(), expected, rtol=1e-12)
 
@@ -82,7 +83,7 @@ def test_update_ratio_matches_numpy():
     rng = np.random.default_rng(1)
     before = rng.normal(size=(6, 3))
     after = before + rng.normal(scale=1e-3, size=(6, 3))
-    assert_stats(stats_tf(after, before).numpy(), summary.stats_numpy(after, before), rtol=1e-12)
+    assert_stats(stats_tf(after, before).numpy(), stats_numpy(after, before), rtol=1e-12)
     assert np.isnan(update_ratio_tf(np.zeros(3), np.ones(3)).numpy())
     assert np.isnan(update_ratio_tf(np.array([np.nan, 1.0]), np.ones(2)).numpy())
 
@@ -93,15 +94,15 @@ def test_many_tensors_at_once_match_numpy():
     tensors = [rng.normal(size=(3, 4)).astype(np.float32), np.array([], np.float32),
                np.array([np.nan, 2.0, np.inf], np.float32), rng.normal(size=(300, 300)).astype(np.float32),
                np.zeros(7, np.float32), rng.normal(size=50).astype(np.float32), np.array([], np.float32)]
-    expected = np.stack([summary.stats_numpy(t) for t in tensors])
+    expected = np.stack([stats_numpy(t) for t in tensors])
     assert_stats(stats_many_tf(tensors).numpy(), expected, rtol=1e-12)
     compiled = tf.function(stats_many_tf, autograph=False)
     assert_stats(compiled([tf.constant(t) for t in tensors]).numpy(), expected, rtol=1e-12)
     afters = [t * 1.01 + 0.001 for t in tensors]
     rows = weight_stats_many_tf(tensors, afters).numpy()
     for i, (before, after) in enumerate(zip(tensors, afters)):
-        want = summary.stats_numpy(before)
-        want[UR] = summary.update_ratio_numpy(before, after)
+        want = stats_numpy(before)
+        want[UR] = update_ratio_numpy(before, after)
         assert_stats(rows[i], want, rtol=1e-10)
 
 
@@ -197,7 +198,7 @@ def test_statistics_equal_the_loop_tensors(custom_loop):
         at = seen[step]
         for i, name in enumerate(names):
             vector, meta = vectors[("gradient", name, step)]
-            assert_stats(vector, summary.stats_numpy(at["grads"][i]))
+            assert_stats(vector, stats_numpy(at["grads"][i]))
             assert meta["position"] == i and meta["shape"] == shapes[i]
             vector, meta = vectors[("weight", name, step)]
             assert_stats(vector, weight_reference(at["before"][i], at["after"][i]))
@@ -206,7 +207,7 @@ def test_statistics_equal_the_loop_tensors(custom_loop):
                 assert 0 < vector[UR] < 1
         for j, name in enumerate(act_names):
             vector, meta = vectors[("activation", name, step)]
-            assert_stats(vector, summary.stats_numpy(at["acts"][name]))
+            assert_stats(vector, stats_numpy(at["acts"][name]))
             assert meta["position"] == len(names) + j
 
 
@@ -218,12 +219,12 @@ def test_plugin_reads_them_as_exact(custom_loop, plugin_client):
         assert "gradhealth" in cell["roles"][role]["source"]
         for metric in ("mean", "std", "l2", "max_abs"):
             assert cell["roles"][role]["metrics"][metric]["quality"] == "exact"
-    expected = summary.stats_numpy(seen[LOGGED[1]]["grads"][0])
+    expected = stats_numpy(seen[LOGGED[1]]["grads"][0])
     got = cell["roles"]["gradient"]["metrics"]
-    np.testing.assert_allclose(got["l2"]["value"], expected[summary.FIELDS.index("l2")], rtol=1e-7)
+    np.testing.assert_allclose(got["l2"]["value"], expected[fmt.FIELDS.index("l2")], rtol=1e-7)
     ratio = cell["roles"]["weight"]["metrics"]["update_ratio"]
     assert ratio["quality"] == "exact"
-    np.testing.assert_allclose(ratio["value"], summary.update_ratio_numpy(
+    np.testing.assert_allclose(ratio["value"], update_ratio_numpy(
         seen[LOGGED[1]]["before"][0], seen[LOGGED[1]]["after"][0]), rtol=1e-7)
 
 
@@ -238,11 +239,11 @@ def test_nan_gradient_is_counted_and_training_goes_on(poisoned_loop):
     logdir, seen, names = poisoned_loop
     vectors = read_vectors(logdir)
     vector, _ = vectors[("gradient", names[0], NAN_STEP)]
-    assert vector[summary.FIELDS.index("nan_count")] == vector[summary.FIELDS.index("count")]
-    assert np.isnan(vector[summary.FIELDS.index("mean")])
+    assert vector[fmt.FIELDS.index("nan_count")] == vector[fmt.FIELDS.index("count")]
+    assert np.isnan(vector[fmt.FIELDS.index("mean")])
     for step in LOGGED:
         if step != NAN_STEP:
-            assert vectors[("gradient", names[0], step)][0][summary.FIELDS.index("nan_count")] == 0
+            assert vectors[("gradient", names[0], step)][0][fmt.FIELDS.index("nan_count")] == 0
     assert len(seen) == STEPS and all(np.isfinite(w).all() for w in seen[STEPS - 1]["after"])
 
 
@@ -278,9 +279,9 @@ def test_log_without_snapshot_and_plain_tf_variables(tmp_path):
     vectors = read_vectors(tmp_path)
     assert {k[2] for k in vectors} == {0, 2}
     assert {k[1] for k in vectors} == {"layer/w", "Variable_1", "Variable_2"}
-    assert_stats(vectors[("gradient", "layer/w", 2)][0], summary.stats_numpy(grads[2][0].numpy()))
+    assert_stats(vectors[("gradient", "layer/w", 2)][0], stats_numpy(grads[2][0].numpy()))
     weight = vectors[("weight", "layer/w", 0)][0]
-    assert_stats(weight, summary.stats_numpy(w.numpy()))
+    assert_stats(weight, stats_numpy(w.numpy()))
     assert np.isnan(weight[UR])
 
 
@@ -347,7 +348,7 @@ def test_xla_compiled_step_with_logging_outside_the_compiled_part(tmp_path):
     vectors = read_vectors(tmp_path)
     assert {k[2] for k in vectors} == {0, 2}
     before, after, grads = seen[2]
-    assert_stats(vectors[("gradient", variables[0].path, 2)][0], summary.stats_numpy(grads[0]))
+    assert_stats(vectors[("gradient", variables[0].path, 2)][0], stats_numpy(grads[0]))
     assert_stats(vectors[("weight", variables[0].path, 2)][0], weight_reference(before[0], after[0]))
 
 

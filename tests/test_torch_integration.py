@@ -2,7 +2,7 @@
 
 Each run records its own reference copies of gradients, weights (before and
 after the optimizer step) and module outputs, and the logged vectors must equal
-`summary.stats_numpy` of those copies.
+`stats_numpy` of those copies.
 """
 
 import errno
@@ -20,12 +20,14 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from gradhealth_plugin import summary  # noqa: E402
-import gradhealth_plugin.torch as ghtorch  # noqa: E402
+from gradhealth_plugin.writing.events import EventFile  # noqa: E402
+from gradhealth_plugin.writing import format as fmt  # noqa: E402
+from gradhealth_plugin.writing.reference import stats_numpy, update_ratio_numpy  # noqa: E402
+from gradhealth_plugin.torch import kernels  # noqa: E402
 from gradhealth_plugin.torch import unwatch, watch  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-FIELD = {name: i for i, name in enumerate(summary.FIELDS)}
+FIELD = {name: i for i, name in enumerate(fmt.FIELDS)}
 RTOL, ATOL = 1e-9, 1e-12
 
 
@@ -63,7 +65,7 @@ def read_summaries(logdir):
                 if value.HasField("metadata") and value.tag not in described:
                     if value.metadata.plugin_data.plugin_name != "gradhealth":
                         continue
-                    described[value.tag] = summary.parse_metadata(value.metadata.plugin_data.content)
+                    described[value.tag] = fmt.parse_metadata(value.metadata.plugin_data.content)
                 if value.tag in described:
                     out.setdefault(value.tag, {})[event.step] = (tensor_util.make_ndarray(value.tensor),
                                                                  described[value.tag])
@@ -125,7 +127,7 @@ def train(model, optimizer, steps, recorder=None, loss_fn=nn.functional.cross_en
 
 
 def assert_stats(vector, reference, what):
-    keep = [i for i, f in enumerate(summary.FIELDS) if f != "update_ratio"]
+    keep = [i for i, f in enumerate(fmt.FIELDS) if f != "update_ratio"]
     np.testing.assert_allclose(np.asarray(vector)[keep], np.asarray(reference)[keep], rtol=RTOL, atol=ATOL,
                                equal_nan=True, err_msg=what)
 
@@ -190,7 +192,7 @@ def test_metadata_positions_follow_model_order(main_run):
     assert meta["gradhealth/weight/fc1.weight"]["shape"] == [32, 12]
     assert meta["gradhealth/activation/net.1"]["shape"] == [32, 24]
     assert meta["gradhealth/gradient/net.2.bias"] == {**meta["gradhealth/gradient/net.2.bias"], "role": "gradient",
-                                                      "layer": "net.2.bias", "version": summary.FORMAT_VERSION}
+                                                      "layer": "net.2.bias", "version": fmt.FORMAT_VERSION}
 
 
 def test_gradient_statistics_are_exact(main_run):
@@ -198,7 +200,7 @@ def test_gradient_statistics_are_exact(main_run):
     for step in (0, 3, 6, 9):
         for name in PARAMS:
             vector, _ = s[f"gradhealth/gradient/{name}"][step]
-            assert_stats(vector, summary.stats_numpy(ref[step]["gradient"][name]), f"gradient {name} step {step}")
+            assert_stats(vector, stats_numpy(ref[step]["gradient"][name]), f"gradient {name} step {step}")
             assert np.isnan(vector[FIELD["update_ratio"]])
 
 
@@ -208,8 +210,8 @@ def test_weight_statistics_and_update_ratio_are_exact(main_run):
         for name in PARAMS:
             vector, _ = s[f"gradhealth/weight/{name}"][step]
             before, after = ref[step]["weight"][name], ref[step]["after"][name]
-            assert_stats(vector, summary.stats_numpy(before), f"weight {name} step {step}")
-            ratio = summary.update_ratio_numpy(before, after)
+            assert_stats(vector, stats_numpy(before), f"weight {name} step {step}")
+            ratio = update_ratio_numpy(before, after)
             assert ratio > 0
             np.testing.assert_allclose(vector[FIELD["update_ratio"]], ratio, rtol=1e-9, err_msg=f"{name} {step}")
 
@@ -219,7 +221,7 @@ def test_activation_statistics_are_exact(main_run):
     for step in (0, 3, 6, 9):
         for name in ACTIVATIONS:
             vector, _ = s[f"gradhealth/activation/{name}"][step]
-            assert_stats(vector, summary.stats_numpy(ref[step]["activation"][name]), f"activation {name} {step}")
+            assert_stats(vector, stats_numpy(ref[step]["activation"][name]), f"activation {name} {step}")
     relu = s["gradhealth/activation/relu1"][0][0]
     assert 0.2 < relu[FIELD["zero_fraction"]] < 0.8 and relu[FIELD["min"]] == 0
 
@@ -235,13 +237,13 @@ def test_plugin_cell_route_shows_exact_values(main_run, plugin_client):
     for role, reference in (("gradient", ref["gradient"]["fc1.weight"]), ("weight", ref["weight"]["fc1.weight"])):
         data = cell["roles"][role]
         assert "gradhealth" in data["source"]
-        expected = summary.stats_numpy(reference)
+        expected = stats_numpy(reference)
         for metric in ("mean", "std", "l2", "max_abs", "zero_fraction"):
             assert data["metrics"][metric]["quality"] == "exact", (role, metric)
             np.testing.assert_allclose(data["metrics"][metric]["value"], expected[FIELD[metric]], rtol=1e-9)
     ratio = cell["roles"]["weight"]["metrics"]["update_ratio"]
     assert ratio["quality"] == "exact"
-    np.testing.assert_allclose(ratio["value"], summary.update_ratio_numpy(ref["weight"]["fc1.weight"],
+    np.testing.assert_allclose(ratio["value"], update_ratio_numpy(ref["weight"]["fc1.weight"],
                                                                           ref["after"]["fc1.weight"]), rtol=1e-9)
     act = client.ok("/cell", run=".", layer="relu1", step=3, role="activation")["roles"]["activation"]
     assert act["metrics"]["zero_fraction"]["quality"] == "exact" and "gradhealth" in act["source"]
@@ -249,9 +251,9 @@ def test_plugin_cell_route_shows_exact_values(main_run, plugin_client):
 
 def test_accelerator_path_gives_the_same_exact_values(tmp_path, monkeypatch):
     """The branch-free bucketed reduction (used off the CPU), forced on the CPU, on a run with NaN."""
-    monkeypatch.setattr(ghtorch, "_CPU_BRANCHING", False)
-    monkeypatch.setattr(ghtorch, "_CHUNK", 5000)  # fc1.weight and the activations span buckets
-    ghtorch._LAYOUTS.clear()
+    monkeypatch.setattr(kernels, "_CPU_BRANCHING", False)
+    monkeypatch.setattr(kernels, "_CHUNK", 5000)  # fc1.weight and the activations span buckets
+    kernels._LAYOUTS.clear()
     torch.manual_seed(9)
     model = Net()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -261,19 +263,19 @@ def test_accelerator_path_gives_the_same_exact_values(tmp_path, monkeypatch):
     train(model, optimizer, 3, recorder)
     unwatch(handle)
     recorder.remove()
-    ghtorch._LAYOUTS.clear()
+    kernels._LAYOUTS.clear()
     s, ref = read_summaries(tmp_path), recorder.steps
     for step in (0, 2):
         for name in PARAMS:
             gradient = s[f"gradhealth/gradient/{name}"][step][0]
-            assert_stats(gradient, summary.stats_numpy(ref[step]["gradient"][name]), name)
+            assert_stats(gradient, stats_numpy(ref[step]["gradient"][name]), name)
             weight = s[f"gradhealth/weight/{name}"][step][0]
-            assert_stats(weight, summary.stats_numpy(ref[step]["weight"][name]), name)
-            np.testing.assert_allclose(weight[FIELD["update_ratio"]], summary.update_ratio_numpy(
+            assert_stats(weight, stats_numpy(ref[step]["weight"][name]), name)
+            np.testing.assert_allclose(weight[FIELD["update_ratio"]], update_ratio_numpy(
                 ref[step]["weight"][name], ref[step]["after"][name]), rtol=1e-9, equal_nan=True)
         for name in ACTIVATIONS:
             assert_stats(s[f"gradhealth/activation/{name}"][step][0],
-                         summary.stats_numpy(ref[step]["activation"][name]), name)
+                         stats_numpy(ref[step]["activation"][name]), name)
     assert s["gradhealth/gradient/net.0.bias"][0][0][FIELD["inf_count"]] == 1
 
 
@@ -282,10 +284,10 @@ def _accelerator_update_ratios(tmp_path, monkeypatch, model, chunk=None):
 
     Returns [(logged weight vector, reference before, reference after)] per parameter and logged step.
     """
-    monkeypatch.setattr(ghtorch, "_CPU_BRANCHING", False)
+    monkeypatch.setattr(kernels, "_CPU_BRANCHING", False)
     if chunk is not None:
-        monkeypatch.setattr(ghtorch, "_CHUNK", chunk)
-    ghtorch._LAYOUTS.clear()
+        monkeypatch.setattr(kernels, "_CHUNK", chunk)
+    kernels._LAYOUTS.clear()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     recorder = Recorder(model, [])
     handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=1)
@@ -300,7 +302,7 @@ def _accelerator_update_ratios(tmp_path, monkeypatch, model, chunk=None):
     finally:
         unwatch(handle)
         recorder.remove()
-        ghtorch._LAYOUTS.clear()
+        kernels._LAYOUTS.clear()
     s, ref = read_summaries(tmp_path), recorder.steps
     out = []
     for step in range(3):
@@ -318,24 +320,24 @@ def test_accelerator_path_update_ratio_of_tensors_larger_than_a_bucket(tmp_path,
     results = _accelerator_update_ratios(tmp_path, monkeypatch, model, chunk)
     assert len(results) == 6
     for logged, before, after in results:
-        expected = summary.update_ratio_numpy(before, after)
+        expected = update_ratio_numpy(before, after)
         assert expected > 1e-4
         np.testing.assert_allclose(logged[FIELD["update_ratio"]], expected, rtol=1e-9)
-        assert_stats(logged, summary.stats_numpy(before), "weight")
+        assert_stats(logged, stats_numpy(before), "weight")
 
 
 def test_accelerator_path_update_ratio_of_a_single_parameter(tmp_path, monkeypatch):
     """A model with one parameter: one bucket holding one tensor, at the default chunk size."""
     torch.manual_seed(0)
     model = nn.Linear(100, 100, bias=False)
-    assert len(list(model.parameters())) == 1 and model.weight.numel() <= ghtorch._CHUNK
+    assert len(list(model.parameters())) == 1 and model.weight.numel() <= kernels._CHUNK
     results = _accelerator_update_ratios(tmp_path, monkeypatch, model)
     assert len(results) == 3
     for logged, before, after in results:
-        expected = summary.update_ratio_numpy(before, after)
+        expected = update_ratio_numpy(before, after)
         assert expected > 1e-4
         np.testing.assert_allclose(logged[FIELD["update_ratio"]], expected, rtol=1e-9)
-        assert_stats(logged, summary.stats_numpy(before), "weight")
+        assert_stats(logged, stats_numpy(before), "weight")
 
 
 # ---------------------------------------------------------------------------
@@ -362,12 +364,12 @@ def test_without_optimizer_gradients_and_update_ratio(tmp_path):
     for step in (0, 2, 4):
         grads, before, after = ref[step]
         for name in PARAMS:
-            assert_stats(s[f"gradhealth/gradient/{name}"][step][0], summary.stats_numpy(grads[name]), name)
+            assert_stats(s[f"gradhealth/gradient/{name}"][step][0], stats_numpy(grads[name]), name)
             weight = s[f"gradhealth/weight/{name}"][step][0]
-            assert_stats(weight, summary.stats_numpy(before[name]), name)
+            assert_stats(weight, stats_numpy(before[name]), name)
             # The last logged step's update is measured when unwatch() runs, after that update.
             np.testing.assert_allclose(weight[FIELD["update_ratio"]],
-                                       summary.update_ratio_numpy(before[name], after[name]), rtol=1e-9)
+                                       update_ratio_numpy(before[name], after[name]), rtol=1e-9)
     assert sorted(s["gradhealth/activation/relu1"]) == [0, 2, 4]
     assert handle.errors == 0
 
@@ -499,8 +501,8 @@ def test_real_ddp_uses_the_wrapped_module_names(tmp_path):
     assert "gradhealth/gradient/fc1.weight" in s and not any("module." in tag for tag in s)
     ref = recorder.steps[2]
     assert_stats(s["gradhealth/gradient/net.0.weight"][2][0],
-                 summary.stats_numpy(ref["gradient"]["module.net.0.weight"]), "ddp gradient")
-    assert_stats(s["gradhealth/activation/relu1"][2][0], summary.stats_numpy(ref["activation"]["relu1"]), "ddp act")
+                 stats_numpy(ref["gradient"]["module.net.0.weight"]), "ddp gradient")
+    assert_stats(s["gradhealth/activation/relu1"][2][0], stats_numpy(ref["activation"]["relu1"]), "ddp act")
     assert handle.errors == 0
 
 
@@ -528,7 +530,7 @@ def test_full_disk_does_not_stop_training(tmp_path, caplog, monkeypatch):
     def full(self, event):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(summary.EventFile, "add_event", full)
+    monkeypatch.setattr(EventFile, "add_event", full)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     with caplog.at_level(logging.WARNING):
@@ -543,7 +545,7 @@ def test_failing_statistics_do_not_stop_training(tmp_path, monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("CUDA out of memory (simulated)")
 
-    monkeypatch.setattr(ghtorch, "_reduce", broken)
+    monkeypatch.setattr(kernels, "reduce_stats", broken)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     with caplog.at_level(logging.WARNING):
@@ -600,8 +602,8 @@ def test_odd_module_outputs_are_skipped_or_summarised(tmp_path):
     assert {"gradhealth/activation/act", "gradhealth/activation/act[1]", "gradhealth/activation/pair"} <= set(s)
     assert "gradhealth/activation/dict" not in s and "gradhealth/activation/argmax" not in s
     assert set(handle.skipped) == {"dict", "argmax"}
-    assert_stats(s["gradhealth/activation/act"][0][0], summary.stats_numpy(outputs[0].numpy()), "act")
-    assert_stats(s["gradhealth/activation/act[1]"][0][0], summary.stats_numpy(outputs[1].numpy()), "act[1]")
+    assert_stats(s["gradhealth/activation/act"][0][0], stats_numpy(outputs[0].numpy()), "act")
+    assert_stats(s["gradhealth/activation/act[1]"][0][0], stats_numpy(outputs[1].numpy()), "act[1]")
     assert s["gradhealth/activation/act[1]"][0][1]["position"] == s["gradhealth/activation/act"][0][1]["position"]
     assert handle.errors == 0
 
@@ -683,9 +685,9 @@ def test_start_step_and_multiple_optimizers(tmp_path):
     ref = recorder.steps[2]
     for name in ("fc1.weight", "net.2.weight"):
         vector = s[f"gradhealth/weight/{name}"][102][0]
-        assert_stats(vector, summary.stats_numpy(ref["weight"][name]), name)
+        assert_stats(vector, stats_numpy(ref["weight"][name]), name)
         np.testing.assert_allclose(vector[FIELD["update_ratio"]],
-                                   summary.update_ratio_numpy(ref["weight"][name], ref["after"][name]), rtol=1e-9)
+                                   update_ratio_numpy(ref["weight"][name], ref["after"][name]), rtol=1e-9)
     assert sorted(s["gradhealth/activation/relu1"]) == [102, 105]
 
 
@@ -702,7 +704,7 @@ def test_sparse_embedding_gradient(tmp_path):
     optimizer.step()
     unwatch(handle)
     s = read_summaries(tmp_path)
-    assert_stats(s["gradhealth/gradient/0.weight"][0][0], summary.stats_numpy(dense), "sparse grad")
+    assert_stats(s["gradhealth/gradient/0.weight"][0][0], stats_numpy(dense), "sparse grad")
     assert "gradhealth/activation/1" not in s  # Flatten repeats its input
 
 
@@ -728,25 +730,25 @@ def test_torch_compile_logs_parameters_without_graph_breaks(tmp_path):
     assert not any("_orig_mod" in tag for tag in s)
     assert not any(tag.startswith("gradhealth/activation/") for tag in s)  # traced hooks do nothing
     reference = recorder.steps[2]["gradient"]["_orig_mod.fc1.weight"]  # the recorder walked the wrapper
-    assert_stats(s["gradhealth/gradient/fc1.weight"][2][0], summary.stats_numpy(reference), "compiled gradient")
+    assert_stats(s["gradhealth/gradient/fc1.weight"][2][0], stats_numpy(reference), "compiled gradient")
     assert handle.errors == 0
 
 
 @pytest.mark.parametrize("cpu_branching", [True, False], ids=["cpu-path", "accelerator-path"])
 def test_tensor_stats_match_numpy_across_chunks(monkeypatch, cpu_branching):
-    monkeypatch.setattr(ghtorch, "_CPU_BRANCHING", cpu_branching)
+    monkeypatch.setattr(kernels, "_CPU_BRANCHING", cpu_branching)
     g = torch.Generator().manual_seed(8)
     special = torch.tensor([1.0, float("nan"), float("inf"), 0.0, -3.0, float("-inf"), 1e-9])
     tensors = [torch.randn(300, 20, generator=g) * 5 + 3, special, torch.randn(1000, generator=g, dtype=torch.float64),
                torch.full((4,), float("nan")), torch.zeros(0), torch.randn(17, generator=g).to(torch.bfloat16)]
     for chunk in (7, 1000, 1 << 22):
-        monkeypatch.setattr(ghtorch, "_CHUNK", chunk)
-        ghtorch._LAYOUTS.clear()
-        rows = ghtorch.tensor_stats(tensors)
+        monkeypatch.setattr(kernels, "_CHUNK", chunk)
+        kernels._LAYOUTS.clear()
+        rows = kernels.tensor_stats(tensors)
         for t, row in zip(tensors, rows):
-            np.testing.assert_allclose(row, summary.stats_numpy(t.double().numpy()), rtol=RTOL, atol=ATOL,
+            np.testing.assert_allclose(row, stats_numpy(t.double().numpy()), rtol=RTOL, atol=ATOL,
                                        equal_nan=True, err_msg=f"chunk {chunk} {t.shape}")
-    ghtorch._LAYOUTS.clear()
+    kernels._LAYOUTS.clear()
 
 
 def test_import_and_use_do_not_import_tensorflow(tmp_path):

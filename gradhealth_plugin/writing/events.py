@@ -1,0 +1,140 @@
+"""gradhealth summaries written to an event file without TensorFlow.
+
+The PyTorch integration writes through `SummaryFileWriter`; the TensorFlow
+helper and the Keras callback use ``tf.summary`` instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .failures import report_failure
+from .format import summary_metadata, tag_for, tensor_summary
+
+
+class EventFile:
+    """An event file written without TensorFlow.
+
+    TensorBoard's own EventFileWriter opens files through ``tf.io.gfile``,
+    which imports TensorFlow whenever it is installed. Local paths use a plain
+    buffered file; remote ones (``s3://``, fsspec URLs) TensorBoard's
+    TensorFlow-free file layer.
+
+    Like TensorFlow's FileWriter, it keeps a tag's summary metadata on the
+    tag's first event in the file only: both loaders take a tag's metadata from
+    its first event, and the metadata is over half of each record, whose CRC
+    TensorBoard computes in pure Python.
+    """
+
+    _uid = itertools.count()
+
+    def __init__(self, logdir: str, suffix: str) -> None:
+        from tensorboard.compat.proto import event_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        name = "events.out.tfevents.%010d.%s.%s.%s%s" % (
+            time.time(), socket.gethostname(), os.getpid(), next(self._uid), suffix)
+        if "://" in logdir:
+            from tensorboard.compat.tensorflow_stub.io import gfile
+
+            gfile.makedirs(logdir)
+            self._file = gfile.GFile(logdir.rstrip("/") + "/" + name, "wb")
+        else:
+            os.makedirs(logdir, exist_ok=True)
+            self._file = open(os.path.join(logdir, name), "wb")
+        self._records = RecordWriter(self._file)
+        self._described: set = set()
+        # file_version 2 makes both loaders trust step order instead of purging "restarts".
+        self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self.flush()
+
+    def add_event(self, event) -> None:
+        first = []
+        for value in event.summary.value:
+            if value.HasField("metadata"):
+                if value.tag in self._described:
+                    value.ClearField("metadata")
+                else:
+                    first.append(value.tag)
+        self._records.write(event.SerializeToString())
+        self._described.update(first)  # only once written: a failed first write keeps it for the next
+
+    def flush(self) -> None:
+        self._records.flush()
+
+    def close(self) -> None:
+        self._records.close()
+
+
+class SummaryFileWriter:
+    """Writes gradhealth summaries to an event file without TensorFlow.
+
+    Every method swallows and logs its own errors (disk full, a closed file):
+    logging must never break the training it watches. The first failure is
+    logged as a warning, later ones at debug level.
+    """
+
+    def __init__(self, logdir: str, filename_suffix: str = "") -> None:
+        self._logdir = logdir
+        self._suffix = filename_suffix
+        self._writer = None
+        self._lock = threading.Lock()
+        self._warned = False
+        self.errors = 0
+
+    def _fail(self, what: str, error: BaseException) -> None:
+        report_failure(self, what, error)
+
+    def _ensure(self):
+        if self._writer is None:
+            self._writer = EventFile(self._logdir, self._suffix)
+        return self._writer
+
+    def write_stats(self, step: int, role: str, layer: str, vector: np.ndarray, position: Optional[int] = None,
+                    shape: Optional[Sequence[int]] = None, wall_time: Optional[float] = None) -> None:
+        try:
+            from tensorboard.compat.proto import event_pb2
+
+            meta = summary_metadata(role, layer, position, shape)
+            event = event_pb2.Event(step=int(step), wall_time=wall_time or time.time(),
+                                    summary=tensor_summary(tag_for(role, layer), vector, meta))
+            with self._lock:
+                self._ensure().add_event(event)
+        except Exception as e:  # noqa: BLE001 - never raise into training
+            self._fail(f"write {role} statistics of {layer}", e)
+
+    def write_scalar(self, step: int, tag: str, value: float) -> None:
+        try:
+            from tensorboard.compat.proto import event_pb2, summary_pb2
+
+            event = event_pb2.Event(step=int(step), wall_time=time.time(),
+                                    summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(
+                                        tag=tag, simple_value=float(value))]))
+            with self._lock:
+                self._ensure().add_event(event)
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"write scalar {tag}", e)
+
+    def flush(self) -> None:
+        try:
+            with self._lock:
+                if self._writer is not None:
+                    self._writer.flush()
+        except Exception as e:  # noqa: BLE001
+            self._fail("flush the event file", e)
+
+    def close(self) -> None:
+        try:
+            with self._lock:
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
+        except Exception as e:  # noqa: BLE001
+            self._fail("close the event file", e)

@@ -58,8 +58,13 @@ def assert_in_order(order, expected):
     assert positions == sorted(positions), [order[p] for p in sorted(positions)]
 
 
+def all_kept(steps):
+    """A row's sampling fields when TensorBoard kept every logged step."""
+    return {"steps": steps, "steps_logged": steps, "steps_logged_at_least": False, "dropped_by": []}
+
+
 def hist_role(tag, steps=STEPS):
-    return {"tags": [tag], "source": "histogram", "steps": steps}
+    return {"tags": [tag], "source": "histogram", **all_kept(steps)}
 
 
 def heatmap_rows(client, run, role, metric):
@@ -180,7 +185,7 @@ def test_seed002_layers_in_natural_order_with_scalars_merged(plugin_client, seed
         assert layer["group"] == name
         assert layer["roles"] == {"gradient": {
             "tags": [f"grad_hist/{name}", f"grad_mean/{name}", f"grad_max/{name}"],
-            "source": "histogram+scalar", "steps": STEPS}}, name
+            "source": "histogram+scalar", **all_kept(STEPS)}}, name
     assert run["roles"] == ["gradient"]
     assert run["scalars"] == {}
     assert run["unclassified"] == []
@@ -268,7 +273,7 @@ def test_lightning_grad_norms_are_per_layer_gradient_l2(plugin_client, lightning
     for layer in run["layers"]:
         name = layer["name"]
         assert layer["roles"] == {"gradient": {"tags": [f"grad_2.0_norm/{name}"], "source": "scalar",
-                                               "steps": STEPS}}, name
+                                               **all_kept(STEPS)}}, name
         assert layer["kind"] == TORCH_KINDS[name]
     assert_in_order(names(run), TORCH_PARAM_ORDER)
     assert run["roles"] == ["gradient"]

@@ -47,7 +47,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
 
     from . import analysis
     from . import config as config_lib
-    from . import metadata
+    from .writing import format as metadata
 
     try:
         cfg = config_lib.load(path=config_path, logdir=logdir)

@@ -15,8 +15,9 @@ import json
 import os
 from typing import Dict, List, Optional
 
-from . import metadata, rules
+from . import rules
 from . import tags as tags_lib
+from .writing import format as metadata
 
 
 @dataclasses.dataclass

@@ -21,9 +21,10 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 from tensorboard.data import provider
 
-from . import health, metadata, metrics, summary
+from . import health, metrics
 from . import series as series_lib
 from . import tags as tags_lib
+from .writing import format as metadata
 
 # Read every sample TensorBoard kept; the loader's reservoir already bounds it.
 _ALL_SAMPLES = 1_000_000
@@ -398,7 +399,7 @@ class Reader:
         own_listing = listings[metadata.PLUGIN_NAME].get(run, {})
         for tag in _write_order(own_listing):
             ts = own_listing[tag]
-            meta = summary.parse_metadata(ts.plugin_content)
+            meta = metadata.parse_metadata(ts.plugin_content)
             if meta is None:
                 unclassified.append(tag)
                 continue
@@ -549,12 +550,12 @@ class Reader:
         out = {}
         for tag, datums in result.items():
             datums = sorted(datums, key=lambda d: d.step)
-            width = len(summary.FIELDS)
+            width = len(metadata.FIELDS)
             vectors = np.full((len(datums), width), np.nan)
             for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
                 flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
                 vectors[i, :len(flat)] = flat
-            out[tag] = (np.array([d.step for d in datums], dtype=np.int64), summary.vectors_to_table_values(vectors))
+            out[tag] = (np.array([d.step for d in datums], dtype=np.int64), metadata.vectors_to_table_values(vectors))
         return out
 
     def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, tuple]:

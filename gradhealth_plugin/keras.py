@@ -19,7 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .writing.failures import report_failure
+from .writing.failures import attempt, report_failure
 from .writing.names import unique_names, variable_name
 from .writing.tf_stats import read_variable, stats_many_tf, update_ratio_many_tf, with_update_ratio
 from .writing.tf_write import write_rows
@@ -223,11 +223,8 @@ class GradientHealthCallback(keras.callbacks.Callback):
             self._fail(f"log weights at step {step}", e)
 
     def _flush(self) -> None:
-        try:
-            if self._writer is not None:
-                self._writer.flush()
-        except Exception as e:  # noqa: BLE001
-            self._fail("flush the event file", e)
+        if self._writer is not None:
+            attempt(self, "flush the event file", self._writer.flush)
 
 
 class _Passes:

@@ -14,9 +14,10 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from . import config as config_lib
-from . import analysis, data, findings, health, metadata, metrics
+from . import analysis, data, findings, health, metrics
 from . import rules as rules_lib
 from . import tags as tags_lib
+from .writing import format as metadata
 
 logger = logging.getLogger(__name__)
 

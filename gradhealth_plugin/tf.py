@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
-from .writing.failures import report_failure
+from .writing.failures import attempt, report_failure
 from .writing.names import unique_names, variable_name
 from .writing.tf_stats import (plain, read_variable, stats_many_tf, stats_tf, update_ratio_many_tf, update_ratio_tf,
                                weight_stats_many_tf, weight_stats_tf)
@@ -109,7 +109,7 @@ class GradientHealthLogger:
 
     @plain
     @contextlib.contextmanager
-    def step(self, step, gradients: Sequence, variables: Sequence, activations: Activations = None):
+    def step(self, step, gradients: Sequence, variables: Sequence, activations: Activations = None) -> Iterator[None]:
         """Wraps the optimizer step: snapshots the variables, then logs after the update.
 
         ``with gh.step(optimizer.iterations, grads, model.trainable_variables):
@@ -126,7 +126,7 @@ class GradientHealthLogger:
             self._exit(state, gradients, variables, activations)
 
     @plain
-    def snapshot(self, step, variables: Sequence):
+    def snapshot(self, step, variables: Sequence) -> Optional[tuple]:
         """The variables' values before the update, on logged steps only (for `log`'s `previous_values`).
 
         Returns an opaque object; pass it back unchanged. Use `step` instead
@@ -151,18 +151,12 @@ class GradientHealthLogger:
             self._exit(state, gradients, variables, activations)
 
     def flush(self) -> None:
-        try:
-            if self._writer is not None:
-                self._writer.flush()
-        except Exception as e:  # noqa: BLE001
-            self._fail("flush the summary writer", e)
+        if self._writer is not None:
+            attempt(self, "flush the summary writer", self._writer.flush)
 
     def close(self) -> None:
-        try:
-            if self._writer is not None and self._owns_writer:
-                self._writer.close()
-        except Exception as e:  # noqa: BLE001
-            self._fail("close the summary writer", e)
+        if self._writer is not None and self._owns_writer:
+            attempt(self, "close the summary writer", self._writer.close)
 
     # -- internals ----------------------------------------------------------
 
@@ -280,8 +274,8 @@ class GradientHealthLogger:
                 matrix = weight_stats_many_tf(befores, tensors)
             else:
                 matrix = stats_many_tf(tensors)
-            write_rows(self._writer, step_t, role, [(layer, position, shape) for _, layer, position, shape, _, _ in items],
-                       matrix)
+            rows = [(layer, position, shape) for _, layer, position, shape, _, _ in items]
+            write_rows(self._writer, step_t, role, rows, matrix)
 
 
 def _unlowered_cond(pred, true_fn, false_fn):

@@ -45,7 +45,7 @@ def _compiling_check() -> Callable[[], bool]:
 _is_compiling = _compiling_check()
 
 
-def hook(number: int, method: str, *args):
+def hook(number: int, method: str, *args) -> object:
     """Calls `method` of the live handle numbered `number` with the hook's arguments, if there is one."""
     # First: while Dynamo traces a hook this is True, so the hook adds nothing to
     # the graph, breaks nothing, and no guard on the handle's state recompiles it.

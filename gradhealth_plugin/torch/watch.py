@@ -52,9 +52,7 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
         raise ValueError("gradhealth: every_n_steps must be at least 1")
     every_n_steps = int(every_n_steps)
     root = _unwrap(model)
-    optimizers = [] if optimizer is None else (
-        list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer])
-    optimizers = [_unwrap_optimizer(o) for o in optimizers]
+    optimizers = _optimizers(optimizer)
     log_dir = os.fspath(log_dir)
 
     rank, distributed = _rank()
@@ -155,6 +153,12 @@ def _unwrap(model: nn.Module) -> nn.Module:
         else:
             break
     return model
+
+
+def _optimizers(optimizer) -> List:
+    """The torch optimizers `watch` was given: none, one, or a list, each looked through its wrappers."""
+    given = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer])
+    return [_unwrap_optimizer(o) for o in given]
 
 
 def _unwrap_optimizer(optimizer):

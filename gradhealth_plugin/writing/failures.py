@@ -7,6 +7,7 @@ every step must not flood the log either.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -23,3 +24,11 @@ def report_failure(owner, what: str, error: BaseException) -> None:
                        what, error)
     else:
         logger.debug("gradhealth: could not %s: %s", what, error)
+
+
+def attempt(owner, what: str, action: Callable[[], object]) -> None:
+    """Runs `action`; a failure is reported on `owner` (see `report_failure`) instead of raised."""
+    try:
+        action()
+    except Exception as e:  # noqa: BLE001 - never raise into training
+        report_failure(owner, what, e)

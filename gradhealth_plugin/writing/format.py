@@ -14,9 +14,12 @@ It needs only tensorboard and numpy.
 from __future__ import annotations
 
 import json
-from typing import Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 
 PLUGIN_NAME = "gradhealth"
 TAB_NAME = "Gradient Health"
@@ -75,7 +78,8 @@ def parse_metadata(content: bytes) -> Optional[Dict]:
     return parsed
 
 
-def summary_metadata(role: str, layer: str, position: Optional[int] = None, shape: Optional[Sequence[int]] = None):
+def summary_metadata(role: str, layer: str, position: Optional[int] = None,
+                     shape: Optional[Sequence[int]] = None) -> "SummaryMetadata":
     """A ``SummaryMetadata`` proto for a gradhealth summary."""
     from tensorboard.compat.proto import summary_pb2
 
@@ -86,7 +90,7 @@ def summary_metadata(role: str, layer: str, position: Optional[int] = None, shap
     )
 
 
-def tensor_summary(tag: str, vector: np.ndarray, meta) -> "object":
+def tensor_summary(tag: str, vector: np.ndarray, meta: "SummaryMetadata") -> "Summary":
     """A ``Summary`` proto holding one statistics vector."""
     from tensorboard.compat.proto import summary_pb2
     from tensorboard.util import tensor_util

@@ -20,7 +20,6 @@ from torch import nn
 
 from ..writing.events import SummaryFileWriter
 from ..writing.format import FIELDS
-# Kernels are called through their module, so a test can make them fail.
 from . import hooks, kernels
 
 # The public module's logger, as users configure it.
@@ -41,7 +40,9 @@ def _first_tensor(output):
     return None
 
 
-class _Param:
+class WatchedParam:
+    """A trainable parameter `watch` found: its name in the model and its position in model order."""
+
     __slots__ = ("name", "param", "position")
 
     def __init__(self, name: str, param: nn.Parameter, position: int) -> None:
@@ -61,10 +62,10 @@ class _Pending:
         self.snapshots = False
 
 
-class _StepSource:
+class StepSource:
     """One optimizer and the watched parameters it steps; counts its own steps."""
 
-    def __init__(self, optimizer, params: List[_Param], step: int, primary: bool) -> None:
+    def __init__(self, optimizer, params: List[WatchedParam], step: int, primary: bool) -> None:
         self.optimizer = optimizer
         self.params = params
         self.step = step
@@ -94,8 +95,8 @@ class WatchHandle:
         self.steps_logged = 0
         self._model_ref = weakref.ref(model)
         self._hooks: list = []
-        self._params: List[_Param] = []
-        self._sources: List[_StepSource] = []
+        self._params: List[WatchedParam] = []
+        self._sources: List[StepSource] = []
         self._backward_step = start_step  # without an optimizer: backward passes count the steps
         self._backward_queued = False
         self._capture = False
@@ -170,7 +171,7 @@ class WatchHandle:
     def _logged(self, step: int) -> bool:
         return step % self.every_n_steps == 0
 
-    def _start(self, params: List[_Param], step: int, snapshots: bool) -> _Pending:
+    def _start(self, params: List[WatchedParam], step: int, snapshots: bool) -> _Pending:
         """Reduces gradients and weights of `params` on their devices (off the CPU without reading anything back)."""
         pending = _Pending(step)
         with torch.no_grad():
@@ -190,7 +191,7 @@ class WatchHandle:
         return pending
 
     @staticmethod
-    def _present(params: List[_Param]) -> List[_Param]:
+    def _present(params: List[WatchedParam]) -> List[WatchedParam]:
         return [p for p in params if p.param.numel() and p.param.is_floating_point()]
 
     @staticmethod

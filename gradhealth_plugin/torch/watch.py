@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from . import hooks
-from .handle import WatchHandle, _Param, _StepSource
+from .handle import StepSource, WatchedParam, WatchHandle
 
 # The public module's logger, as users configure it.
 logger = logging.getLogger("gradhealth_plugin.torch")
@@ -108,7 +108,7 @@ def _watch_modules(handle: WatchHandle, root: nn.Module, keep: Callable[[str, nn
             seen.add(id(param))
             if param.requires_grad:
                 name = f"{module_name}.{param_name}" if module_name else param_name
-                handle._params.append(_Param(name, param, position))
+                handle._params.append(WatchedParam(name, param, position))
                 position += 1
         if not any(True for _ in module.children()) and keep(module_name, module):
             name = module_name or "output"
@@ -124,7 +124,7 @@ def _hook_optimizers(handle: WatchHandle, optimizers: List, start_step: int) -> 
         in_opt = {id(p) for group in opt.param_groups for p in group["params"]}
         mine = [p for p in handle._params if id(p.param) in in_opt and id(p.param) not in claimed]
         claimed.update(id(p.param) for p in mine)
-        handle._sources.append(_StepSource(opt, mine, start_step, primary=(k == 0)))
+        handle._sources.append(StepSource(opt, mine, start_step, primary=(k == 0)))
     # Parameters no given optimizer steps are logged with the first one's steps.
     handle._sources[0].params += [p for p in handle._params if id(p.param) not in claimed]
     for k, source in enumerate(handle._sources):

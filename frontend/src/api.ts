@@ -1,6 +1,12 @@
 // HTTP access to the plugin's JSON routes. Paths are relative: the page's
 // <base href="plugin/gradhealth/"> resolves them under /data/plugin/gradhealth/.
 
+import { ApiError, isRecord, malformed } from "./json";
+import { isSeverity, mildestSeverity, parseVocabulary, statusNames } from "./vocabulary";
+import type { Vocabulary } from "./vocabulary";
+
+export { ApiError } from "./json";
+
 export interface RoleSource {
   tags: string[];
   source: string;
@@ -13,7 +19,8 @@ export interface LayerInfo {
   roles: Record<string, RoleSource>;
 }
 
-export type Severity = "info" | "warn" | "critical";
+/** A severity name from the vocabulary (info, warn, critical). */
+export type Severity = string;
 
 export interface RunInfo {
   run: string;
@@ -155,25 +162,9 @@ export const METRICS = [
   "update_ratio", "count",
 ] as const;
 
-export const DEFAULT_STATUS_NAMES = ["no_data", "ok", "warn", "critical"];
 export const DEFAULT_QUALITY_NAMES = ["no_data", "exact", "estimated", "upper_bound", "lower_bound"];
-export const SEVERITIES: readonly Severity[] = ["critical", "warn", "info"];
-
-/** An error to show to the user; `status` is the HTTP status, 0 when there was none. */
-export class ApiError extends Error {
-  readonly status: number;
-  constructor(message: string, status: number) {
-    super(message);
-    this.name = "ApiError";
-    this.status = status;
-  }
-}
 
 export type FetchLike = (url: string, init?: RequestInit) => Promise<Response>;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 export function buildUrl(path: string, params: Record<string, string> = {}): string {
   const query = new URLSearchParams(params).toString();
@@ -213,10 +204,6 @@ export async function getJson(
   return body;
 }
 
-function malformed(what: string): ApiError {
-  return new ApiError(`Malformed response: ${what}`, 0);
-}
-
 function stringArray(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
 }
@@ -226,7 +213,7 @@ function num(v: unknown): number | null {
 }
 
 function severity(v: unknown): Severity | null {
-  return v === "info" || v === "warn" || v === "critical" ? v : null;
+  return isSeverity(v) ? v : null;
 }
 
 function counts(v: unknown): Record<string, number> {
@@ -339,7 +326,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     steps: steps as number[],
     values: vals,
     status,
-    status_names: names.length > 0 ? names : DEFAULT_STATUS_NAMES,
+    status_names: names.length > 0 ? names : statusNames(),
     quality: typeof body.quality === "string" ? body.quality : "",
     scale: body.scale === "log" ? "log" : "linear",
     rules,
@@ -362,7 +349,7 @@ export function parseFindings(body: unknown): FindingsResponse {
     const out: Finding = {
       run: typeof f.run === "string" ? f.run : "",
       kind: f.kind,
-      severity: severity(f.severity) ?? "info",
+      severity: severity(f.severity) ?? mildestSeverity(),
       layers: stringArray(f.layers),
       first_step: num(f.first_step) ?? 0,
       last_step: num(f.last_step) ?? num(f.first_step) ?? 0,
@@ -461,7 +448,7 @@ export function parseSeries(body: unknown): Series {
     layer: typeof body.layer === "string" ? body.layer : "",
     metric: typeof body.metric === "string" ? body.metric : "",
     series,
-    status_names: names.length > 0 ? names : DEFAULT_STATUS_NAMES,
+    status_names: names.length > 0 ? names : statusNames(),
     thresholds,
   };
 }
@@ -489,4 +476,8 @@ export async function fetchCell(run: string, layer: string, step: number, role: 
 
 export async function fetchSeries(run: string, layer: string, metric: string, role: string, fetchFn?: FetchLike): Promise<Series> {
   return parseSeries(await getJson("series", { run, layer, metric, role }, fetchFn));
+}
+
+export async function fetchVocabulary(fetchFn?: FetchLike): Promise<Vocabulary> {
+  return parseVocabulary(await getJson("vocabulary", {}, fetchFn));
 }

@@ -1,6 +1,8 @@
 // Pure colour helpers: value -> colour. No DOM access, so they are unit-tested in node.
 
 import { BRBG_HEX, VIRIDIS_HEX } from "./colormaps";
+import { scoreBands } from "./vocabulary";
+import type { ScoreBand } from "./vocabulary";
 
 export type Rgb = readonly [number, number, number];
 export type Scale = "linear" | "log";
@@ -189,7 +191,7 @@ export function statusColor(name: string): string {
 
 export interface HealthBand {
   status: string;
-  /** Score range of the band. */
+  /** Score range of the band, from the vocabulary. */
   lo: number;
   hi: number;
   /** Colours at lo and hi. */
@@ -197,20 +199,32 @@ export interface HealthBand {
   to: Rgb;
 }
 
-// Each status owns the score band the backend gives it (health.py: critical
-// [0, 0.25], warn (0.25, 0.6], ok (0.6, 1]) and its own hue, so a cell's hue always
-// agrees with the status the rules decided, whatever its score. Within a band the
-// shade shows the score: the worst and the best cells are the most saturated,
-// cells near a boundary are pale.
-export const HEALTH_BANDS: readonly HealthBand[] = [
-  { status: "critical", lo: 0, hi: 0.25, from: hexToRgb("#a50f15"), to: hexToRgb("#e5484d") },
-  { status: "warn", lo: 0.25, hi: 0.6, from: hexToRgb("#e8850c"), to: hexToRgb("#f9c74f") },
-  { status: "ok", lo: 0.6, hi: 1, from: hexToRgb("#9fd8b9"), to: hexToRgb(STATUS_COLORS.ok) },
-];
+// Each status owns the score band the backend gives it (the vocabulary's
+// health_bands) and its own hue, so a cell's hue always agrees with the status the
+// rules decided, whatever its score. Within a band the shade shows the score: the
+// worst and the best cells are the most saturated, cells near a boundary are pale.
+export const HEALTH_SHADES: Readonly<Record<string, { from: Rgb; to: Rgb }>> = {
+  critical: { from: hexToRgb("#a50f15"), to: hexToRgb("#e5484d") },
+  warn: { from: hexToRgb("#e8850c"), to: hexToRgb("#f9c74f") },
+  ok: { from: hexToRgb("#9fd8b9"), to: hexToRgb(STATUS_COLORS.ok) },
+};
+
+let bandsFor: readonly ScoreBand[] | null = null;
+let bands: HealthBand[] = [];
+
+/** The vocabulary's score bands, lowest scores first, with their shades; bands without a shade are left out. */
+export function healthBands(): readonly HealthBand[] {
+  const ranges = scoreBands();
+  if (bandsFor === null || ranges.length !== bandsFor.length || ranges.some((r, i) => r !== bandsFor?.[i])) {
+    bandsFor = ranges;
+    bands = ranges.flatMap((r) => (HEALTH_SHADES[r.status] ? [{ ...r, ...HEALTH_SHADES[r.status] }] : []));
+  }
+  return bands;
+}
 
 /** Colour of a health cell, or null when it should be drawn as no data. */
 export function healthColor(score: number | null | undefined, status: string): Rgb | null {
-  const band = HEALTH_BANDS.find((b) => b.status === status);
+  const band = healthBands().find((b) => b.status === status);
   if (!band || typeof score !== "number" || !Number.isFinite(score)) return null;
   const t = (Math.min(Math.max(score, band.lo), band.hi) - band.lo) / (band.hi - band.lo);
   return interpolate([band.from, band.to], t);
@@ -254,8 +268,8 @@ export function unpackRgb(p: number): Rgb {
 export const VIRIDIS_LUT = Uint32Array.from(VIRIDIS, packRgb);
 export const DIVERGING_LUT = Uint32Array.from(DIVERGING, packRgb);
 export const HEALTH_LUTS: Readonly<Record<string, Uint32Array>> = Object.fromEntries(
-  HEALTH_BANDS.map((b) => [
-    b.status,
+  Object.entries(HEALTH_SHADES).map(([status, b]) => [
+    status,
     Uint32Array.from({ length: LUT_SIZE }, (_, k) => packRgb(interpolate([b.from, b.to], k / (LUT_SIZE - 1)))),
   ]),
 );

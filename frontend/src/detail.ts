@@ -2,14 +2,16 @@
 // neighbouring logged steps a click away), its metrics at that step, a metric
 // over all steps with thresholds, spikes and findings marked, and the findings.
 
-import { ApiError, fetchCell, fetchSeries, METRICS } from "./api";
+import { METRICS } from "./api";
 import type { Cell, CellRole, Finding, Series } from "./api";
 import { histogramChart, lineChart, severityColor } from "./charts";
 import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
-import { findingsFor, findingSpans, kindLabel, kindMetric, spikeSteps } from "./findings";
+import { findingsFor, findingSpans, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
+import { errorText } from "./json";
+import { kindLabel, kindMetric } from "./vocabulary";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
 
@@ -31,8 +33,10 @@ export interface DetailEvents {
   close(): void;
 }
 
-function errorText(e: unknown): string {
-  return e instanceof ApiError ? e.message : `Unexpected error: ${e instanceof Error ? e.message : String(e)}`;
+/** Where the panel gets its data (the store, which caches it). */
+export interface DetailData {
+  cell(run: string, layer: string, role: string, step: number): Promise<Cell>;
+  seriesOf(run: string, layer: string, role: string, metric: string): Promise<Series>;
 }
 
 export class DetailPanel {
@@ -53,14 +57,15 @@ export class DetailPanel {
   private readonly findingsBox = el("div", "gh-detail-findings");
   private target: DetailTarget | null = null;
   private seriesMetric = "";
-  private cells = new Map<string, Promise<Cell>>();
-  private series = new Map<string, Promise<Series>>();
   private token = 0;
   private lastSeries: Series | null = null;
   private lastCell: Cell | null = null;
   private lastGhost: Cell | null = null;
 
-  constructor(private readonly events: DetailEvents) {
+  constructor(
+    private readonly events: DetailEvents,
+    private readonly data: DetailData,
+  ) {
     this.root.hidden = true;
     this.root.setAttribute("aria-label", "Layer detail");
     const close = button("\u00d7", () => this.events.close(), "gh-icon-button", "Close the detail panel");
@@ -103,12 +108,6 @@ export class DetailPanel {
 
   get isOpen(): boolean {
     return !this.root.hidden;
-  }
-
-  /** Forgets cached responses: the data was reloaded. */
-  invalidate(): void {
-    this.cells.clear();
-    this.series.clear();
   }
 
   close(): void {
@@ -172,14 +171,7 @@ export class DetailPanel {
 
   private cell(step: number): Promise<Cell> {
     const t = this.target as DetailTarget;
-    const key = `${t.run}\u0000${t.layer}\u0000${t.role}\u0000${step}`;
-    let p = this.cells.get(key);
-    if (!p) {
-      p = fetchCell(t.run, t.layer, step, t.role);
-      p.catch(() => this.cells.delete(key));
-      this.cells.set(key, p);
-    }
-    return p;
+    return this.data.cell(t.run, t.layer, t.role, step);
   }
 
   private async loadCell(): Promise<void> {
@@ -281,13 +273,7 @@ export class DetailPanel {
     const t = this.target;
     if (!t) return;
     const metric = this.seriesMetric;
-    const key = `${t.run}\u0000${t.layer}\u0000${t.role}\u0000${metric}`;
-    let p = this.series.get(key);
-    if (!p) {
-      p = fetchSeries(t.run, t.layer, metric, t.role);
-      p.catch(() => this.series.delete(key));
-      this.series.set(key, p);
-    }
+    const p = this.data.seriesOf(t.run, t.layer, t.role, metric);
     this.seriesNote.textContent = "Loading\u2026";
     this.seriesNote.className = "gh-note";
     try {

@@ -1,69 +1,9 @@
 // Pure handling of findings: order, identity, where they are on the heatmap, and
 // export as CSV or JSON.
 
-import type { Finding, Severity } from "./api";
-
-export const SEVERITY_RANK: Readonly<Record<Severity, number>> = { info: 1, warn: 2, critical: 3 };
-
-// The API's vocabulary, in the order the backend uses as a tie-breaker.
-export const KINDS = [
-  "nonfinite", "exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth",
-  "skewed_distribution", "bimodal_weights", "update_ratio", "spike", "periodic_spikes",
-  "depth_vanishing", "init_scale",
-] as const;
-
-export const KIND_LABELS: Readonly<Record<string, string>> = {
-  nonfinite: "NaN / Inf values",
-  exploding_gradients: "Exploding gradients",
-  vanishing_gradients: "Vanishing gradients",
-  dead_units: "Dead units",
-  weight_growth: "Weight growth",
-  skewed_distribution: "Skewed distribution",
-  bimodal_weights: "Bimodal weights",
-  update_ratio: "Update-to-weight ratio",
-  spike: "Spike",
-  periodic_spikes: "Periodic spikes",
-  depth_vanishing: "Gradients vanish with depth",
-  init_scale: "Initialisation scale",
-};
-
-export function kindLabel(kind: string): string {
-  return KIND_LABELS[kind] ?? kind.replace(/_/g, " ");
-}
-
-/** The metric that shows a finding (or a cell rule) best in a layer's chart. */
-export function kindMetric(kind: string | null | undefined, role: string): string {
-  switch (kind) {
-    case "nonfinite":
-      return "nonfinite";
-    case "exploding_gradients":
-      return "max_abs";
-    case "vanishing_gradients":
-    case "depth_vanishing":
-      return "mean_abs";
-    case "dead_units":
-      return "zero_fraction";
-    case "weight_growth":
-      return "std_rel_first";
-    case "skewed_distribution":
-      return "skewness";
-    case "update_ratio":
-      return "update_ratio";
-    case "bimodal_weights":
-    case "init_scale":
-      return "std";
-    case "spike":
-    case "periodic_spikes":
-      return "l2";
-    default:
-      return role === "weight" ? "std" : role === "activation" ? "zero_fraction" : role === "update" ? "update_ratio" : "max_abs";
-  }
-}
-
-function kindIndex(kind: string): number {
-  const i = (KINDS as readonly string[]).indexOf(kind);
-  return i < 0 ? KINDS.length : i;
-}
+import type { Finding } from "./api";
+import { isRecord } from "./json";
+import { kindIndex, severityRank } from "./vocabulary";
 
 /** Most severe first, then earliest, then the backend's kind order; stable. */
 export function sortFindings(findings: readonly Finding[]): Finding[] {
@@ -71,7 +11,7 @@ export function sortFindings(findings: readonly Finding[]): Finding[] {
     .map((f, i) => ({ f, i }))
     .sort(
       (a, b) =>
-        (SEVERITY_RANK[b.f.severity] ?? 0) - (SEVERITY_RANK[a.f.severity] ?? 0) ||
+        severityRank(b.f.severity) - severityRank(a.f.severity) ||
         a.f.first_step - b.f.first_step ||
         kindIndex(a.f.kind) - kindIndex(b.f.kind) ||
         a.i - b.i,
@@ -82,10 +22,6 @@ export function sortFindings(findings: readonly Finding[]): Finding[] {
 /** A short identity that survives a reload with new steps as long as the finding starts the same. */
 export function findingId(f: Finding): string {
   return `${f.kind}.${f.role ?? "any"}.${f.first_step}.${f.layers[0] ?? ""}`;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**

@@ -1,9 +1,16 @@
 // Colour legend above the heatmap.
 
-import { denormalize, diverging, HEALTH_BANDS, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
+import { denormalize, diverging, healthBands, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
 import { formatValue, humanize } from "./format";
+import { vocabulary } from "./vocabulary";
+
+/** Statuses in the legend: the healthiest first, no data (code 0) last. */
+function legendStatuses(): string[] {
+  const byCode = [...vocabulary().statuses].sort((a, b) => a.code - b.code);
+  return [...byCode.filter((s) => s.code > 0), ...byCode.filter((s) => s.code <= 0)].map((s) => s.status);
+}
 
 /** CSS linear-gradient sampling a colour map; `stops` samples keep it smooth. */
 export function gradientCss(map: (t: number) => Rgb, stops = 11): string {
@@ -18,7 +25,7 @@ export function gradientCss(map: (t: number) => Rgb, stops = 11): string {
 /** The health score bands as a CSS gradient with hard edges between bands. */
 export function healthGradientCss(): string {
   const pct = (t: number): string => `${+(t * 100).toFixed(2)}%`;
-  const parts = HEALTH_BANDS.flatMap((b) => [`${rgbToCss(b.from)} ${pct(b.lo)}`, `${rgbToCss(b.to)} ${pct(b.hi)}`]);
+  const parts = healthBands().flatMap((b) => [`${rgbToCss(b.from)} ${pct(b.lo)}`, `${rgbToCss(b.to)} ${pct(b.hi)}`]);
   return `linear-gradient(to right, ${parts.join(", ")})`;
 }
 
@@ -48,7 +55,7 @@ function bar(title: string, background: string, left: string, right: string, mid
 export function buildLegend(metric: string, scale: "linear" | "log", domain: Domain | null, shared = false): HTMLElement {
   const legend = el("div", "gh-legend");
   if (metric === "health") {
-    for (const name of ["ok", "warn", "critical", "no_data"]) {
+    for (const name of legendStatuses()) {
       legend.append(swatch(statusColor(name), STATUS_LABELS[name]));
     }
     legend.append(bar("score", healthGradientCss(), "0", "1"));
@@ -84,7 +91,7 @@ export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, 
     x += 16;
   };
   if (metric === "health") {
-    for (const name of ["ok", "warn", "critical", "no_data"]) {
+    for (const name of legendStatuses()) {
       box(statusColor(name));
       text(STATUS_LABELS[name]);
     }

@@ -2,18 +2,13 @@
 // once per heatmap so drawing, zooming and scrolling only copy numbers.
 
 import type { Heatmap } from "./api";
-import { DIVERGING_LUT, HEALTH_BANDS, HEALTH_LUTS, hexToRgb, LUT_SIZE, NO_DATA_COLOR, packRgb, VIRIDIS_LUT } from "./colors";
+import { DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LUT_SIZE, NO_DATA_COLOR, packRgb, VIRIDIS_LUT } from "./colors";
 import type { Domain } from "./colors";
 import type { PixelColumns } from "./layout";
+import { statusRank, vocabulary } from "./vocabulary";
 
 export const NO_DATA_PIXEL = packRgb(hexToRgb(NO_DATA_COLOR));
-
-const RANKS: Readonly<Record<string, number>> = { no_data: 0, ok: 1, warn: 2, critical: 3 };
-
-/** How bad a status is: 0 no data, 1 ok, 2 warn, 3 critical; unknown names count as no data. */
-export function statusRank(name: string): number {
-  return RANKS[name] ?? 0;
-}
+const NO_DATA_LUT = new Uint32Array(LUT_SIZE).fill(NO_DATA_PIXEL);
 
 export interface CellModel {
   rows: number;
@@ -100,15 +95,18 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
   const colors = fits ? reuse.colors.subarray(0, rows * cols) : new Uint32Array(rows * cols);
   const priority = fits ? reuse.priority.subarray(0, rows * cols) : new Uint16Array(rows * cols);
   const codes = h.status_names.length;
-  const rankOf = new Uint8Array(Math.max(4, codes));
+  const ranks = Math.max(0, ...vocabulary().statuses.map((s) => s.code)) + 1;
+  const rankOf = new Uint8Array(Math.max(ranks, codes));
   h.status_names.forEach((name, code) => (rankOf[code] = statusRank(name)));
-  const bandLo = new Float64Array(4);
-  const bandScale = new Float64Array(4);
-  const bandLut: Uint32Array[] = [HEALTH_LUTS.ok, HEALTH_LUTS.ok, HEALTH_LUTS.warn, HEALTH_LUTS.critical];
-  for (const b of HEALTH_BANDS) {
+  // Per rank; a rank without a band (no data) paints grey.
+  const bandLo = new Float64Array(ranks);
+  const bandScale = new Float64Array(ranks);
+  const bandLut: Uint32Array[] = Array.from({ length: ranks }, () => NO_DATA_LUT);
+  for (const b of healthBands()) {
     const r = statusRank(b.status);
     bandLo[r] = b.lo;
     bandScale[r] = TOP / (b.hi - b.lo);
+    bandLut[r] = HEALTH_LUTS[b.status];
   }
   const log = domain?.scale === "log";
   let lo = 0;

@@ -2,15 +2,16 @@
 
 import type { Finding, RunInfo } from "./api";
 import { button, el } from "./dom";
-import { findingId, kindLabel } from "./findings";
+import { findingId } from "./findings";
 import { formatStep, formatStepRange } from "./format";
 import { matchesFilter } from "./rows";
+import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
 
 /** Worst finding of a run as one word and a rank (higher is worse) for sorting. */
 export function runBadge(r: Pick<RunInfo, "worst_severity" | "worst_status">): { text: string; cls: string; rank: number } {
-  if (r.worst_severity === "critical") return { text: "critical", cls: "gh-sev-critical", rank: 4 };
-  if (r.worst_severity === "warn") return { text: "warn", cls: "gh-sev-warn", rank: 3 };
-  if (r.worst_severity === "info") return { text: "info", cls: "gh-sev-info", rank: 2 };
+  // Any finding ranks above a healthy run (1) and one with no data (0).
+  const rank = r.worst_severity ? severityRank(r.worst_severity) : 0;
+  if (rank > 0) return { text: r.worst_severity as string, cls: `gh-sev-${r.worst_severity}`, rank: rank + 1 };
   if (r.worst_status === "no_data") return { text: "no data", cls: "gh-status-no_data", rank: 0 };
   return { text: "healthy", cls: "gh-status-ok", rank: 1 };
 }
@@ -23,7 +24,7 @@ export function worstRun(runs: readonly RunInfo[]): RunInfo | undefined {
 }
 
 export function countsText(counts: Record<string, number>): string {
-  const parts = ["critical", "warn", "info"].filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
+  const parts = severitiesWorstFirst().filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
   return parts.length ? parts.join(", ") : "no findings";
 }
 

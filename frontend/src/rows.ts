@@ -1,7 +1,7 @@
 // Pure row ordering: which layers the heatmap shows, in which order.
 
 import type { Heatmap } from "./api";
-import { statusRank } from "./model";
+import { statusRank } from "./vocabulary";
 
 export type SortKey = "model" | "name" | "severity";
 export const SORT_KEYS: readonly SortKey[] = ["model", "name", "severity"];

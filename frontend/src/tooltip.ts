@@ -1,6 +1,11 @@
-// One floating tooltip for the whole page; its lines are set with textContent.
+// One floating tooltip for the whole page, and what it says about a heatmap cell;
+// its lines are set with textContent.
 
+import { cellQuality } from "./api";
+import type { Heatmap } from "./api";
+import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
+import { formatStep, formatValue, humanize } from "./format";
 
 export class Tooltip {
   readonly root = el("div", "gh-tooltip");
@@ -31,4 +36,20 @@ export class Tooltip {
   hide(): void {
     this.root.hidden = true;
   }
+}
+
+/** The tooltip of one heatmap cell: run (when two are compared), layer, step, value and status. */
+export function cellTooltipLines(h: Heatmap, row: number, col: number, run: string): [string, string][] {
+  const status = statusName(h.status[row][col], h.status_names);
+  const rule = h.rules[row][col];
+  const value = h.values[row][col];
+  const lines: [string, string][] = [];
+  if (run) lines.push(["run", run]);
+  lines.push(
+    ["layer", h.layers[row]],
+    ["step", formatStep(h.steps[col])],
+    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
+    ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${humanize(rule)}` : "")],
+  );
+  return lines;
 }

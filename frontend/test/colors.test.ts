@@ -4,7 +4,7 @@ import {
   computeDomain,
   denormalize,
   healthColor,
-  HEALTH_BANDS,
+  healthBands,
   hexToRgb,
   luminance,
   metricColor,
@@ -156,10 +156,10 @@ describe("status and health colours", () => {
   });
 
   it("gives each status a contiguous third of the score range", () => {
-    expect(HEALTH_BANDS.map((b) => b.status)).toEqual(["critical", "warn", "ok"]);
-    expect(HEALTH_BANDS[0].lo).toBe(0);
-    expect(HEALTH_BANDS[2].hi).toBe(1);
-    for (let k = 1; k < HEALTH_BANDS.length; k++) expect(HEALTH_BANDS[k].lo).toBe(HEALTH_BANDS[k - 1].hi);
+    expect(healthBands().map((b) => b.status)).toEqual(["critical", "warn", "ok"]);
+    expect(healthBands()[0].lo).toBe(0);
+    expect(healthBands()[2].hi).toBe(1);
+    for (let k = 1; k < healthBands().length; k++) expect(healthBands()[k].lo).toBe(healthBands()[k - 1].hi);
   });
 
   it("colours a perfect score with the ok colour", () => {
@@ -167,7 +167,7 @@ describe("status and health colours", () => {
   });
 
   it("keeps a health cell inside its status band", () => {
-    const [critical, warn, ok] = HEALTH_BANDS;
+    const [critical, warn, ok] = healthBands();
     expect(healthColor(1, "critical")).toEqual(critical.to);
     expect(healthColor(0, "critical")).toEqual(critical.from);
     expect(healthColor(0, "ok")).toEqual(ok.from);
@@ -245,7 +245,7 @@ describe("pixel tables", () => {
     expect(VIRIDIS_LUT.length).toBe(LUT_SIZE);
     expect(unpackRgb(VIRIDIS_LUT[0])).toEqual(viridis(0));
     expect(unpackRgb(VIRIDIS_LUT[LUT_SIZE - 1])).toEqual(viridis(1));
-    for (const b of HEALTH_BANDS) {
+    for (const b of healthBands()) {
       expect(unpackRgb(HEALTH_LUTS[b.status][0])).toEqual(b.from);
       expect(unpackRgb(HEALTH_LUTS[b.status][LUT_SIZE - 1])).toEqual(b.to);
     }
@@ -255,8 +255,8 @@ describe("pixel tables", () => {
 describe("health bands match the backend's score bands", () => {
   it("colours a score with its status's hue", () => {
     expect(healthColor(0.1, "critical")).not.toBeNull();
-    expect(healthColor(0.25, "critical")).toEqual(HEALTH_BANDS[0].to);
-    expect(healthColor(0.6, "warn")).toEqual(HEALTH_BANDS[1].to);
-    expect(healthColor(1, "ok")).toEqual(HEALTH_BANDS[2].to);
+    expect(healthColor(0.25, "critical")).toEqual(healthBands()[0].to);
+    expect(healthColor(0.6, "warn")).toEqual(healthBands()[1].to);
+    expect(healthColor(1, "ok")).toEqual(healthBands()[2].to);
   });
 });

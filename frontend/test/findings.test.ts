@@ -8,12 +8,11 @@ import {
   findingsFor,
   findingsJson,
   findingSpans,
-  kindLabel,
-  kindMetric,
   safeFileName,
   sortFindings,
   spikeSteps,
 } from "../src/findings";
+import { kindLabel, kindMetric } from "../src/vocabulary";
 
 function finding(over: Partial<Finding>): Finding {
   return {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
-import { HEALTH_BANDS, rgbToCss, viridis } from "../src/colors";
+import { healthBands, rgbToCss, viridis } from "../src/colors";
 import { heatmapDomain } from "../src/heatmap";
 import { gradientCss, healthGradientCss } from "../src/legend";
 
@@ -14,10 +14,10 @@ describe("legend gradients", () => {
 
   it("draws the health bands with hard edges at their boundaries", () => {
     const css = healthGradientCss();
-    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[0].to)} 25%, ${rgbToCss(HEALTH_BANDS[1].from)} 25%`);
-    expect(css).toContain(`${rgbToCss(HEALTH_BANDS[1].to)} 60%, ${rgbToCss(HEALTH_BANDS[2].from)} 60%`);
+    expect(css).toContain(`${rgbToCss(healthBands()[0].to)} 25%, ${rgbToCss(healthBands()[1].from)} 25%`);
+    expect(css).toContain(`${rgbToCss(healthBands()[1].to)} 60%, ${rgbToCss(healthBands()[2].from)} 60%`);
     expect(css.startsWith("linear-gradient(to right, ")).toBe(true);
-    expect(css.endsWith(`${rgbToCss(HEALTH_BANDS[2].to)} 100%)`)).toBe(true);
+    expect(css.endsWith(`${rgbToCss(healthBands()[2].to)} 100%)`)).toBe(true);
   });
 });
 

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import { HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
 import { columnEdges, fullRange, pixelColumns } from "../src/layout";
-import { buildCells, NO_DATA_PIXEL, rasterize, statusRank } from "../src/model";
+import { buildCells, NO_DATA_PIXEL, rasterize } from "../src/model";
+import { statusRank } from "../src/vocabulary";
 import { NO_DATA_COLOR } from "../src/colors";
 
 const NAMES = ["no_data", "ok", "warn", "critical"];

@@ -3,7 +3,7 @@
 // alone, so a reader who cannot tell red from orange still can.
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
-import { HEALTH_BANDS, healthColor, hexToRgb, luminance, STATUS_COLORS, statusColor, unpackRgb } from "../src/colors";
+import { healthBands, healthColor, hexToRgb, luminance, STATUS_COLORS, statusColor, unpackRgb } from "../src/colors";
 import type { Rgb } from "../src/colors";
 import { buildCells } from "../src/model";
 import { CSS } from "../src/styles";
@@ -66,8 +66,8 @@ describe("status colours", () => {
 
 describe("health bands", () => {
   it("give each status its pinned score band and end colours", () => {
-    expect(HEALTH_BANDS.map((b) => b.status)).toEqual(["critical", "warn", "ok"]);
-    for (const band of HEALTH_BANDS) {
+    expect(healthBands().map((b) => b.status)).toEqual(["critical", "warn", "ok"]);
+    for (const band of healthBands()) {
       const pinned = PINNED_BANDS[band.status];
       expect([band.lo, band.hi]).toEqual([pinned.lo, pinned.hi]);
       expect(band.from).toEqual(hexToRgb(pinned.from));

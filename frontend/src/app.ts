@@ -1,0 +1,540 @@
+// The tab: wires the store, the view state and the views together. It decides what
+// to load when the state changes and what to show when an answer arrives.
+
+import { orderedRoles } from "./api";
+import type { Finding, Heatmap, RunInfo } from "./api";
+import { mergeDomains, statusName } from "./colors";
+import type { Domain } from "./colors";
+import { DetailPanel } from "./detail";
+import { button, el } from "./dom";
+import { exportFindings, exportPng } from "./export";
+import { findingId, findingSpans } from "./findings";
+import { formatStep } from "./format";
+import { fromFragment } from "./hash";
+import type { ViewState } from "./hash";
+import { heatmapDomain, HeatmapView } from "./heatmap";
+import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
+import { errorText } from "./json";
+import type { StepRange } from "./layout";
+import { buildLegend } from "./legend";
+import { code, howToLog, noRolesMessage, paragraph, setMessage } from "./messages";
+import { FindingsList, RunList, worstRun } from "./panels";
+import { orderRows, rowSeverity } from "./rows";
+import { persistState, readState, sameState } from "./state";
+import { Store } from "./store";
+import type { HeatmapPair } from "./store";
+import { Toolbar } from "./toolbar";
+import { Tooltip } from "./tooltip";
+
+const POLL_MS = 30_000;
+// A host reload and a poll landing together should fetch once.
+const MIN_REFRESH_GAP_MS = 3_000;
+
+/** Steps at which a heatmap row has data. */
+function rowSteps(h: Heatmap, layer: string): number[] {
+  const i = h.layers.indexOf(layer);
+  if (i < 0) return [];
+  return h.steps.filter((_, j) => statusName(h.status[i][j], h.status_names) !== "no_data");
+}
+
+/** The line above the heatmap: its size, last step and value quality. */
+function summaryText(h: Heatmap): string {
+  return [
+    `${h.layers.length} layers`,
+    `${h.steps.length} steps`,
+    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}` : "",
+    h.quality && h.metric !== "health" ? `${h.quality} values` : "",
+  ]
+    .filter(Boolean)
+    .join(" \u00b7 ");
+}
+
+function setTheme(dark: boolean): void {
+  document.documentElement.dataset.theme = dark ? "dark" : "light";
+}
+
+/** Counts a page event in a data attribute, for the browser tests. */
+function countOnPage(name: "ghDrawn" | "ghHostReloads"): void {
+  const data = document.documentElement.dataset;
+  data[name] = String(Number(data[name] ?? "0") + 1);
+}
+
+export class App {
+  private state: ViewState = readState();
+  private readonly store = new Store();
+  private readonly tooltip = new Tooltip();
+  private readonly toolbar: Toolbar;
+  private readonly views: [HeatmapView, HeatmapView];
+  private readonly detail: DetailPanel;
+  private readonly runList: RunList;
+  private readonly findingsList: FindingsList;
+  private readonly summary = el("span", "gh-summary");
+  /** What TensorBoard's sampling dropped in the run shown, in the server's words. */
+  private readonly samplingNote = el("div", "gh-sampling-note");
+  // Messages about the whole log directory go above everything; about one run, in the centre.
+  private readonly globalMessage = el("div", "gh-message");
+  private readonly message = el("div", "gh-message");
+  private readonly main = el("div", "gh-main");
+  private readonly legendSlot = el("div");
+  private readonly hint = el("div", "gh-hint");
+  private readonly heatmapBox = el("div", "gh-heatmaps");
+  // Only the newest request may update the page; slower, older answers are dropped.
+  private requestId = 0;
+  private lastRefresh = 0;
+  private syncingScroll = false;
+
+  constructor(body: HTMLElement) {
+    this.toolbar = new Toolbar({
+      role: (role) => this.change({ role }),
+      metric: (metric) => this.change({ metric }),
+      compare: (compare) => this.change({ compare }),
+      sort: (sort) => this.reorder({ sort }),
+      filter: (filter) => this.reorder({ filter }),
+      resetZoom: () => this.setZoom(null),
+      reload: () => void this.refresh(true),
+      png: () => exportPng(this.views, this.state),
+    });
+    this.views = [this.makeView(0), this.makeView(1)];
+    this.detail = new DetailPanel({ step: (step) => this.selectCell(this.state.layer, step, 0), close: () => this.closeDetail() }, this.store);
+    this.runList = new RunList((run) => this.selectRun(run));
+    this.findingsList = new FindingsList({
+      select: (f) => this.selectFinding(f),
+      exportCsv: () => exportFindings(this.store.findingsRun, this.store.findings, "csv"),
+      exportJson: () => exportFindings(this.store.findingsRun, this.store.findings, "json"),
+    });
+    this.buildPage(body);
+    this.listenToWindow();
+  }
+
+  private makeView(index: 0 | 1): HeatmapView {
+    return new HeatmapView(
+      this.tooltip,
+      {
+        select: (layer, step) => this.selectCell(layer, step, index),
+        zoom: (range) => this.setZoom(range),
+        scrolled: (top) => this.syncScroll(index, top),
+      },
+      () => (this.state.compare ? (this.store.heatmaps[index]?.run ?? "") : ""),
+    );
+  }
+
+  private buildPage(body: HTMLElement): void {
+    const app = el("div", "gh-app");
+    this.views[1].root.hidden = true;
+    this.heatmapBox.append(this.views[0].root, this.views[1].root);
+    this.hint.textContent = "Hover a cell for its numbers; click it for the layer's histogram and history; drag across steps to zoom, double-click to zoom out.";
+    const center = el("div", "gh-center");
+    const head = el("div", "gh-center-head");
+    head.append(this.legendSlot, this.summary);
+    center.append(this.message, head, this.samplingNote, this.hint, this.heatmapBox, this.detail.root);
+    this.samplingNote.hidden = true;
+    this.main.append(this.runList.root, center, this.findingsList.root);
+    this.main.hidden = true;
+    app.append(this.toolbar.root, this.globalMessage, this.main);
+    body.replaceChildren(app, this.tooltip.root);
+  }
+
+  private listenToWindow(): void {
+    let pending = 0;
+    window.addEventListener("resize", () => {
+      cancelAnimationFrame(pending);
+      pending = requestAnimationFrame(() => this.relayout());
+    });
+    window.addEventListener("hashchange", () => this.onHashChange());
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible" && Date.now() - this.lastRefresh > POLL_MS) void this.refresh(false);
+    });
+  }
+
+  private relayout(): void {
+    for (const v of this.views) v.layout();
+    this.detail.relayout();
+  }
+
+  private syncScroll(from: 0 | 1, top: number): void {
+    if (this.syncingScroll || !this.state.compare) return;
+    this.syncingScroll = true;
+    this.views[1 - from].scrollTop = top;
+    this.syncingScroll = false;
+  }
+
+  // ---- state ------------------------------------------------------------------------
+
+  /** Role, metric or compared run changed: the heatmaps are fetched again. */
+  private change(part: Partial<Pick<ViewState, "role" | "metric" | "compare">>): void {
+    Object.assign(this.state, part);
+    void this.loadHeatmaps();
+  }
+
+  /** Row filter or order changed: the loaded heatmaps are redrawn. */
+  private reorder(part: Partial<Pick<ViewState, "sort" | "filter">>): void {
+    Object.assign(this.state, part);
+    this.applyOrder();
+  }
+
+  private persist(): void {
+    persistState(this.state);
+  }
+
+  private onHashChange(): void {
+    const next = fromFragment(location.hash);
+    if (sameState(next, this.state)) return;
+    const runChanged = next.run !== this.state.run;
+    this.state = next;
+    if (runChanged) void this.loadRun();
+    else void this.loadHeatmaps();
+  }
+
+  // ---- loading ----------------------------------------------------------------------
+
+  async start(): Promise<void> {
+    const dark = hostDarkMode();
+    if (dark !== null) setTheme(dark);
+    watchHostDarkMode((d) => {
+      setTheme(d);
+      this.relayout();
+    });
+    connectHost(() => {
+      // Counted on the page so the browser tests can tell a host reload from a poll.
+      countOnPage("ghHostReloads");
+      void this.refresh(false);
+    });
+    window.setInterval(() => {
+      // A zero-width window is this tab's iframe hidden behind another TensorBoard tab.
+      if (document.visibilityState === "visible" && window.innerWidth > 0) void this.refresh(false);
+    }, POLL_MS);
+    await this.loadAll();
+  }
+
+  /** Hides everything about runs and says why in the global message. */
+  private showNoRuns(kind: "info" | "error", content: (string | Node)[]): void {
+    this.main.hidden = true;
+    this.toolbar.showControls(false);
+    setMessage(this.globalMessage, kind, content);
+  }
+
+  /** First load, and reload while there is nothing to show yet. */
+  private async loadAll(): Promise<void> {
+    setMessage(this.globalMessage, "loading", ["Loading runs\u2026"]);
+    this.lastRefresh = Date.now();
+    try {
+      // The vocabulary names what the runs and findings say: it must be there before either is drawn.
+      await Promise.all([this.store.loadVocabulary(), this.store.loadRuns()]);
+    } catch (e) {
+      this.showNoRuns("error", [errorText(e), " ", button("Retry", () => void this.loadAll())]);
+      return;
+    }
+    if (this.store.runs.length === 0) {
+      const box = el("div", "gh-empty");
+      box.append(el("h2", "", "No gradient health data yet"), ...howToLog());
+      this.showNoRuns("info", [box]);
+      return;
+    }
+    setMessage(this.globalMessage, null);
+    this.main.hidden = false;
+    this.toolbar.showControls(true);
+    await this.loadRun();
+  }
+
+  private currentRun(): RunInfo | undefined {
+    return this.store.runs.find((r) => r.run === this.state.run);
+  }
+
+  private drawRunPickers(): void {
+    this.runList.set(this.store.runs, this.state.run, this.state.compare);
+    this.state.compare = this.toolbar.setCompareRuns(this.store.runs, this.state.run, this.state.compare);
+  }
+
+  private selectRun(run: string): void {
+    if (run === this.state.run) return;
+    this.state = { ...this.state, run, compare: this.state.compare === run ? "" : this.state.compare, layer: "", step: null, finding: "", zoom: null };
+    void this.loadRun();
+  }
+
+  /** Loads the selected run: its roles, heatmap(s) and findings. */
+  private async loadRun(): Promise<void> {
+    if (!this.currentRun()) this.state.run = worstRun(this.store.runs)?.run ?? "";
+    const run = this.currentRun();
+    if (!run) return;
+    this.drawRunPickers();
+    this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role);
+    this.toolbar.showState(this.state);
+    await Promise.all([this.loadFindings(), this.loadHeatmaps()]);
+  }
+
+  private async loadFindings(): Promise<void> {
+    this.findingsList.loading();
+    try {
+      if (!(await this.store.loadFindings(this.state.run, () => this.state.run))) return;
+    } catch (e) {
+      this.findingsList.error(errorText(e));
+      return;
+    }
+    const findings = this.store.findings;
+    if (!findings.some((f) => findingId(f) === this.state.finding)) this.state.finding = "";
+    this.findingsList.set(findings, this.state.finding);
+    this.applyHighlight(false);
+    if (this.detail.isOpen) this.openDetail();
+  }
+
+  /** Says in the centre why there is no heatmap to draw. */
+  private showNoHeatmap(kind: "info" | "error", content: (string | Node)[]): void {
+    this.summary.textContent = "";
+    this.showHeatmaps(false);
+    setMessage(this.message, kind, content);
+  }
+
+  private async loadHeatmaps(): Promise<void> {
+    const run = this.currentRun();
+    const id = ++this.requestId;
+    if (!run) return;
+    this.samplingNote.hidden = run.sampling === null;
+    this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
+    this.drawRunPickers();
+    const { role, metric, compare } = this.state;
+    if (!role) {
+      this.showNoHeatmap("info", noRolesMessage(run));
+      this.persist();
+      return;
+    }
+    this.heatmapBox.classList.add("gh-stale");
+    this.summary.textContent = "Loading\u2026";
+    let pair: HeatmapPair;
+    try {
+      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric);
+    } catch (e) {
+      if (id !== this.requestId) return;
+      this.heatmapBox.classList.remove("gh-stale");
+      this.showNoHeatmap("error", [errorText(e)]);
+      return;
+    }
+    if (id !== this.requestId) return;
+    this.heatmapBox.classList.remove("gh-stale");
+    this.showPair(run, pair);
+    this.persist();
+  }
+
+  /** Draws freshly loaded heatmaps, or says that the run has no data for the role yet. */
+  private showPair(run: RunInfo, { primary, second, secondError }: HeatmapPair): void {
+    this.store.heatmaps = [primary, second];
+    this.summary.textContent = summaryText(primary);
+    if (primary.layers.length === 0 || primary.steps.length === 0) {
+      this.showHeatmaps(false);
+      setMessage(this.message, "info", [paragraph("No ", code(this.state.role), " data for run ", code(run.run), " yet."), ...howToLog()]);
+      return;
+    }
+    setMessage(this.message, secondError ? "error" : null, secondError ? [`Compared run: ${secondError}`] : []);
+    this.showHeatmaps(true);
+    this.drawHeatmaps();
+    if (this.state.layer && this.state.step !== null && primary.layers.includes(this.state.layer)) {
+      this.openDetail();
+    } else {
+      this.closeDetail(false);
+    }
+    this.applyHighlight(false);
+  }
+
+  private showHeatmaps(visible: boolean): void {
+    this.heatmapBox.hidden = !visible;
+    this.legendSlot.hidden = !visible;
+    this.hint.hidden = !visible;
+    this.toolbar.setCanExport(visible);
+    if (!visible) {
+      for (const v of this.views) v.clear();
+      this.detail.close();
+    }
+  }
+
+  private order(h: Heatmap): number[] {
+    return orderRows(h.layers, this.state.filter, this.state.sort, this.state.sort === "severity" ? rowSeverity(h) : undefined);
+  }
+
+  private drawHeatmaps(): void {
+    const [a, b] = this.store.heatmaps;
+    if (!a) return;
+    const da = heatmapDomain(a);
+    const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;
+    this.legendSlot.replaceChildren(buildLegend(a.metric, a.scale, shared, b !== null));
+    const zoom = this.zoomRange();
+    this.views[1].root.hidden = b === null;
+    this.views[0].setCaption(b ? a.run : "");
+    // Layout reads the container width, so the compare view is shown first.
+    this.views[0].setData(a, shared, this.order(a), zoom);
+    if (b) {
+      this.views[1].setCaption(b.run);
+      this.views[1].setData(b, shared, this.order(b), zoom);
+    } else {
+      this.views[1].clear();
+    }
+    const sel = this.state.layer && this.state.step !== null ? { layer: this.state.layer, step: this.state.step } : null;
+    for (const v of this.views) v.setSelection(sel);
+    this.toolbar.setZoomed(this.state.zoom !== null);
+    countOnPage("ghDrawn");
+  }
+
+  private applyOrder(): void {
+    this.views.forEach((v, i) => {
+      const h = this.store.heatmaps[i];
+      if (h && v.data) v.setOrder(this.order(h));
+    });
+    this.persist();
+  }
+
+  private zoomRange(): StepRange | null {
+    return this.state.zoom ? { lo: this.state.zoom[0], hi: this.state.zoom[1] } : null;
+  }
+
+  private setZoom(range: StepRange | null): void {
+    this.state.zoom = range ? [Math.round(range.lo * 100) / 100, Math.round(range.hi * 100) / 100] : null;
+    for (const v of this.views) v.setZoom(this.zoomRange());
+    this.toolbar.setZoomed(this.state.zoom !== null);
+    this.persist();
+  }
+
+  // ---- selection --------------------------------------------------------------------
+
+  private selectCell(layer: string, step: number, view: 0 | 1): void {
+    const compared = this.store.heatmaps[1];
+    if (view === 1 && compared) {
+      // A click in the compared run opens that run.
+      this.state = { ...this.state, run: compared.run, compare: this.state.run, layer, step, finding: "" };
+      void this.loadRun();
+      return;
+    }
+    this.state.layer = layer;
+    this.state.step = step;
+    for (const v of this.views) v.setSelection({ layer, step });
+    this.openDetail();
+    this.persist();
+  }
+
+  private openDetail(): void {
+    const h = this.store.heatmaps[0];
+    const { layer, step } = this.state;
+    if (!h || !layer || step === null) return;
+    const row = h.layers.indexOf(layer);
+    const col = h.steps.indexOf(step);
+    this.detail.open({
+      run: h.run,
+      layer,
+      role: h.role,
+      step,
+      steps: rowSteps(h, layer),
+      metric: h.metric,
+      rule: row >= 0 && col >= 0 ? h.rules[row][col] : null,
+      findings: this.store.findingsRun === h.run ? this.store.findings : [],
+    });
+  }
+
+  private closeDetail(persist = true): void {
+    this.detail.close();
+    this.state.layer = "";
+    this.state.step = null;
+    for (const v of this.views) v.setSelection(null);
+    if (persist) this.persist();
+  }
+
+  private selectFinding(f: Finding | null): void {
+    this.state.finding = f ? findingId(f) : "";
+    this.findingsList.set(this.store.findings, this.state.finding);
+    if (f && f.role && f.role !== this.state.role && this.currentRun()?.roles.includes(f.role)) {
+      // The finding is about another role: show that role's heatmap, then outline it.
+      this.state.role = f.role;
+      this.toolbar.roleSelect.value = f.role;
+      void this.loadHeatmaps();
+      return;
+    }
+    this.applyHighlight(true);
+    this.persist();
+  }
+
+  /** Outlines the selected finding's cells; with `reveal`, makes sure they are on screen. */
+  private applyHighlight(reveal: boolean): void {
+    const f = this.store.findings.find((x) => findingId(x) === this.state.finding);
+    const view = this.views[0];
+    const h = view.data;
+    if (!f || !h) {
+      view.setHighlight(null);
+      return;
+    }
+    const shown = f.layers.filter((l) => h.layers.includes(l));
+    if (reveal && shown.length > 0) this.unhide(f, shown);
+    view.setHighlight(findingSpans(f));
+    if (reveal && shown.length > 0) {
+      view.scrollToLayer(shown[0]);
+      const rect = view.root.getBoundingClientRect();
+      if (rect.top < 0 || rect.top > window.innerHeight - 80) view.root.scrollIntoView({ block: "start", behavior: "smooth" });
+    }
+  }
+
+  /** Clears a layer filter or zoom that would hide a finding's cells. */
+  private unhide(f: Finding, shown: string[]): void {
+    if (this.state.filter && !orderRows(shown, this.state.filter, "model").length) {
+      this.state.filter = "";
+      this.toolbar.filterInput.value = "";
+      this.applyOrder();
+    }
+    const z = this.state.zoom;
+    if (z && (f.last_step < z[0] || f.first_step > z[1])) this.setZoom(null);
+  }
+
+  // ---- live data --------------------------------------------------------------------
+
+  /**
+   * Fetches the run list and, when anything changed (or `force`), the current
+   * heatmaps, findings and detail, keeping run, role, zoom and selection.
+   */
+  async refresh(force: boolean): Promise<void> {
+    if (!force && Date.now() - this.lastRefresh < MIN_REFRESH_GAP_MS) return;
+    this.lastRefresh = Date.now();
+    if (this.store.runs.length === 0) {
+      await this.loadAll();
+      return;
+    }
+    this.toolbar.setReloading(true);
+    try {
+      await this.reloadRuns(force);
+    } finally {
+      this.toolbar.setReloading(false);
+    }
+  }
+
+  private async reloadRuns(force: boolean): Promise<void> {
+    let changed: boolean;
+    try {
+      changed = await this.store.loadRuns();
+    } catch (e) {
+      setMessage(this.globalMessage, "error", [`Could not refresh: ${errorText(e)}`]);
+      return;
+    }
+    setMessage(this.globalMessage, null);
+    if (!force && !changed) return;
+    if (!this.currentRun()) {
+      this.state = { ...this.state, run: worstRun(this.store.runs)?.run ?? "", layer: "", step: null, finding: "" };
+    }
+    this.store.invalidate();
+    this.drawRunPickers();
+    await this.loadRun();
+  }
+
+  // ---- hooks for the browser tests and the benchmark ---------------------------------
+
+  /** Client coordinates of a cell's centre in the main heatmap (null when not shown). */
+  cellCenter(layer: string, step: number, view: 0 | 1 = 0): { x: number; y: number } | null {
+    return this.views[view].cellCenter(layer, step);
+  }
+
+  /** Rebuilds and repaints the heatmaps from the loaded data, synchronously. */
+  redraw(): void {
+    this.drawHeatmaps();
+  }
+
+  /** Zooms to a step window (null: every step), as a brush would. */
+  zoomTo(range: [number, number] | null): void {
+    this.setZoom(range ? { lo: range[0], hi: range[1] } : null);
+  }
+
+  get viewState(): ViewState {
+    return { ...this.state };
+  }
+}

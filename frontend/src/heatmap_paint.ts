@@ -1,0 +1,312 @@
+// Painting of the canvas heatmap: the cell raster, the visible rows with their
+// labels and gutters, the step axis, and the overlay (finding veil, selection,
+// hover, zoom brush). Pure functions of a Scene, so the view keeps only state.
+
+import type { Heatmap } from "./api";
+import { cssVar, measurer } from "./dom";
+import {
+  AXIS_HEIGHT,
+  columnAt,
+  pixelColumns,
+  rowLabelStride,
+  rowLabelTextWidth,
+  stepAxisLabels,
+  truncateMiddle,
+  xOfStep,
+} from "./layout";
+import type { StepRange } from "./layout";
+import { rasterize } from "./model";
+import type { CellModel } from "./model";
+
+export const FONT_FAMILY = "Roboto, sans-serif";
+export const ROW_FONT = `12px ${FONT_FAMILY}`;
+const SMALL_ROW_FONT = `10px ${FONT_FAMILY}`;
+const AXIS_FONT = `11px ${FONT_FAMILY}`;
+
+export interface Geometry {
+  labelW: number;
+  plotW: number;
+  cellH: number;
+  viewH: number;
+  totalH: number;
+  scale: number;
+}
+
+export interface Hit {
+  pos: number;
+  row: number;
+  col: number;
+}
+
+export interface Selection {
+  layer: string;
+  step: number;
+}
+
+/** What the painters read: the view's data, geometry and marks. */
+export interface Scene {
+  h: Heatmap | null;
+  model: CellModel | null;
+  geo: Geometry | null;
+  edges: Float64Array;
+  full: StepRange;
+  /** The step window shown. */
+  readonly range: StepRange;
+  order: number[];
+  position: Map<string, number>;
+  /** Row labels shortened to fit, by layer name. */
+  labels: Map<string, string>;
+  selection: Selection | null;
+  highlight: Map<string, [number, number]> | null;
+  hover: Hit | null;
+  brush: { x0: number; x1: number } | null;
+  offscreen: HTMLCanvasElement;
+  readonly scrollTop: number;
+}
+
+export function plotDeviceWidth(g: Geometry | null): number {
+  return g ? Math.max(1, Math.round(g.plotW * g.scale)) : 1;
+}
+
+/** Row label font for a row height. */
+export function rowFont(cellH: number): string {
+  return cellH >= 14 ? ROW_FONT : SMALL_ROW_FONT;
+}
+
+/** Rasterises every row into the offscreen canvas: one pixel row per layer. */
+export function raster(s: Scene): void {
+  const m = s.model;
+  if (!m || !s.geo) return;
+  const w = plotDeviceWidth(s.geo);
+  const rows = Math.max(1, s.order.length);
+  const px = pixelColumns(s.edges, s.range, w);
+  if (s.offscreen.width !== w || s.offscreen.height !== rows) {
+    s.offscreen.width = w;
+    s.offscreen.height = rows;
+  }
+  const ctx = s.offscreen.getContext("2d");
+  if (!ctx) return;
+  const image = ctx.createImageData(w, rows);
+  rasterize(m, s.order, px, new Uint32Array(image.data.buffer), 0);
+  ctx.putImageData(image, 0, 0);
+}
+
+function resetCanvas(ctx: CanvasRenderingContext2D, canvas: HTMLCanvasElement): void {
+  ctx.setTransform(1, 0, 0, 1, 0, 0);
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+}
+
+/** One-pixel gutters between rows and columns once cells are big enough to read as a grid. */
+function paintGutters(ctx: CanvasRenderingContext2D, s: Scene, g: Geometry, rows: [number, number], height: number): void {
+  const sc = g.scale;
+  const x0 = Math.round(g.labelW * sc);
+  const w = plotDeviceWidth(g);
+  const top = s.scrollTop;
+  ctx.fillStyle = cssVar("--gh-bg", "#ffffff");
+  if (g.cellH * sc >= 8) {
+    for (let p = rows[0]; p <= rows[1] + 1; p++) ctx.fillRect(x0, Math.round((p * g.cellH - top) * sc) - 1, w, 1);
+  }
+  const r = s.range;
+  const edges = s.edges;
+  const c0 = Math.max(0, columnAt(edges, r.lo));
+  const c1 = columnAt(edges, Math.min(r.hi, edges[edges.length - 1] - 1e-9));
+  if (c1 >= c0 && (g.plotW * sc) / (c1 - c0 + 1) >= 8) {
+    for (let c = c0 + 1; c <= c1; c++) ctx.fillRect(x0 + Math.round(xOfStep(edges[c], r, g.plotW) * sc) - 1, 0, 1, height);
+  }
+}
+
+/** Row labels of positions first..last: every layer when rows are tall enough, every k-th otherwise. */
+function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: Geometry, rows: [number, number]): void {
+  const [first, last] = rows;
+  ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
+  const stride = rowLabelStride(g.cellH);
+  const font = rowFont(g.cellH);
+  ctx.font = font;
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  ctx.fillStyle = cssVar("--gh-fg", "#212121");
+  const measure = measurer(font);
+  const textW = rowLabelTextWidth(g.labelW);
+  for (let p = first - (first % stride); p <= last; p += stride) {
+    if (p < first) continue;
+    const name = h.layers[s.order[p]];
+    let text = s.labels.get(name);
+    if (text === undefined) {
+      text = truncateMiddle(name, textW, measure);
+      s.labels.set(name, text);
+    }
+    ctx.fillText(text, g.labelW - 8, p * g.cellH - s.scrollTop + g.cellH / 2);
+  }
+}
+
+/** The visible rows: cells copied from the raster, gutters, labels. */
+export function paintBody(s: Scene, canvas: HTMLCanvasElement): void {
+  const g = s.geo;
+  const h = s.h;
+  const ctx = canvas.getContext("2d");
+  if (!g || !h || !ctx) return;
+  resetCanvas(ctx, canvas);
+  const top = s.scrollTop;
+  const first = Math.max(0, Math.floor(top / g.cellH));
+  const last = Math.min(s.order.length - 1, Math.floor((top + g.viewH - 1) / g.cellH));
+  if (last < first) return;
+  const w = plotDeviceWidth(g);
+  ctx.imageSmoothingEnabled = false;
+  const y0 = (first * g.cellH - top) * g.scale;
+  const count = last - first + 1;
+  ctx.drawImage(s.offscreen, 0, first, w, count, Math.round(g.labelW * g.scale), Math.round(y0), w, Math.round(count * g.cellH * g.scale));
+  paintGutters(ctx, s, g, [first, last], canvas.height);
+  paintRowLabels(ctx, s, h, g, [first, last]);
+}
+
+export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {
+  const g = s.geo;
+  const ctx = canvas.getContext("2d");
+  if (!g || !ctx) return;
+  const sc = g.scale;
+  resetCanvas(ctx, canvas);
+  ctx.setTransform(sc, 0, 0, sc, 0, 0);
+  ctx.fillStyle = cssVar("--gh-bg", "#ffffff");
+  ctx.fillRect(0, 0, g.labelW + g.plotW, AXIS_HEIGHT);
+  ctx.font = AXIS_FONT;
+  ctx.fillStyle = cssVar("--gh-muted", "#616161");
+  ctx.textAlign = "right";
+  ctx.textBaseline = "alphabetic";
+  const r = s.range;
+  const zoomed = r.lo > s.full.lo || r.hi < s.full.hi;
+  ctx.fillText(zoomed ? "step (zoomed)" : "step", g.labelW - 8, AXIS_HEIGHT - 9);
+  ctx.textAlign = "left";
+  ctx.strokeStyle = cssVar("--gh-border", "#bdbdbd");
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (const label of stepAxisLabels(r, g.plotW, measurer(AXIS_FONT))) {
+    const x = g.labelW + Math.round(label.tick * sc) / sc + 0.5 / sc;
+    ctx.moveTo(x, AXIS_HEIGHT - 6);
+    ctx.lineTo(x, AXIS_HEIGHT - 1);
+    ctx.fillText(label.text, g.labelW + label.left, AXIS_HEIGHT - 9);
+  }
+  ctx.stroke();
+}
+
+/** CSS-pixel x range (relative to the plot) of the cells of steps a..b, clipped to the plot. */
+export function spanX(s: Scene, a: number, b: number): [number, number] | null {
+  const g = s.geo;
+  if (!g) return null;
+  const ca = columnAt(s.edges, a);
+  const cb = columnAt(s.edges, b);
+  if (ca < 0 || cb < 0) return null;
+  const r = s.range;
+  const x0 = Math.max(0, xOfStep(s.edges[ca], r, g.plotW));
+  const x1 = Math.min(g.plotW, xOfStep(s.edges[cb + 1], r, g.plotW));
+  if (x1 <= x0) return null;
+  // Keep a cell thinner than a pixel visible.
+  return x1 - x0 < 2 ? [x0 - 1, x0 + 1] : [x0, x1];
+}
+
+interface Ink {
+  ctx: CanvasRenderingContext2D;
+  g: Geometry;
+  fg: string;
+  bg: string;
+  rowY(pos: number): number;
+}
+
+/** The finding's cells as rectangles, runs of equal spans in adjacent rows merged. */
+function highlightRects(s: Scene, ink: Ink, spans: Map<string, [number, number]>): [number, number, number, number][] {
+  const g = ink.g;
+  const rects: [number, number, number, number][] = [];
+  for (const [layer, [a, b]] of spans) {
+    const pos = s.position.get(layer);
+    const span = pos === undefined ? null : spanX(s, a, b);
+    if (pos === undefined || !span) continue;
+    const y = ink.rowY(pos);
+    if (y + g.cellH < 0 || y > g.viewH) continue;
+    const last = rects[rects.length - 1];
+    const x = g.labelW + span[0];
+    const w = span[1] - span[0];
+    if (last && last[0] === x && last[2] === w && Math.abs(last[1] + last[3] - y) < 0.5) last[3] += g.cellH;
+    else rects.push([x, y, w, g.cellH]);
+  }
+  return rects;
+}
+
+/** Veils everything but the finding's cells, then outlines them. */
+function paintHighlight(s: Scene, ink: Ink, spans: Map<string, [number, number]>): void {
+  const { ctx, g, fg, bg } = ink;
+  const rects = highlightRects(s, ink, spans);
+  ctx.globalAlpha = 0.55;
+  ctx.fillStyle = bg;
+  ctx.fillRect(g.labelW, 0, g.plotW, g.viewH);
+  ctx.globalAlpha = 1;
+  for (const [x, y, w, hh] of rects) ctx.clearRect(x, y, w, hh);
+  // Outlines stay inside the plot so a span reaching its edge keeps all four sides.
+  const right = g.labelW + g.plotW;
+  for (const [x, y, w, hh] of rects) {
+    const ox = Math.max(g.labelW + 1, x - 1);
+    const ow = Math.min(right - 1, x + w + 1) - ox;
+    const oy = Math.max(1, y - 1);
+    const oh = Math.min(g.viewH - 1, y + hh + 1) - oy;
+    ctx.lineWidth = 4;
+    ctx.strokeStyle = bg;
+    ctx.strokeRect(ox, oy, ow, oh);
+    ctx.lineWidth = 2;
+    ctx.strokeStyle = fg;
+    ctx.strokeRect(ox, oy, ow, oh);
+  }
+}
+
+function paintSelection(s: Scene, ink: Ink, sel: Selection): void {
+  const { ctx, g, fg, bg } = ink;
+  const pos = s.position.get(sel.layer);
+  if (pos === undefined) return;
+  const span = spanX(s, sel.step, sel.step);
+  ctx.fillStyle = fg;
+  ctx.globalAlpha = 0.08;
+  ctx.fillRect(0, ink.rowY(pos), g.labelW, g.cellH);
+  ctx.globalAlpha = 1;
+  if (!span) return;
+  const w = Math.max(3, span[1] - span[0]);
+  ctx.lineWidth = 3;
+  ctx.strokeStyle = bg;
+  ctx.strokeRect(g.labelW + span[0] - 1.5, ink.rowY(pos) - 1.5, w + 3, g.cellH + 3);
+  ctx.lineWidth = 2;
+  ctx.strokeStyle = fg;
+  ctx.strokeRect(g.labelW + span[0] - 1, ink.rowY(pos) - 1, w + 2, g.cellH + 2);
+}
+
+function paintHover(s: Scene, ink: Ink, h: Heatmap, hv: Hit): void {
+  const step = h.steps[hv.col];
+  const span = spanX(s, step, step);
+  if (!span) return;
+  ink.ctx.lineWidth = 1;
+  ink.ctx.strokeStyle = ink.fg;
+  ink.ctx.strokeRect(ink.g.labelW + span[0] + 0.5, ink.rowY(hv.pos) + 0.5, Math.max(2, span[1] - span[0] - 1), ink.g.cellH - 1);
+}
+
+function paintBrush(ink: Ink, brush: { x0: number; x1: number }): void {
+  const { ctx, g } = ink;
+  const a = Math.max(0, Math.min(brush.x0, brush.x1));
+  const b = Math.min(g.plotW, Math.max(brush.x0, brush.x1));
+  ctx.fillStyle = cssVar("--gh-accent", "#f57c00");
+  ctx.globalAlpha = 0.2;
+  ctx.fillRect(g.labelW + a, 0, b - a, g.viewH);
+  ctx.globalAlpha = 1;
+  ctx.strokeStyle = cssVar("--gh-accent", "#f57c00");
+  ctx.lineWidth = 1;
+  ctx.strokeRect(g.labelW + a + 0.5, 0.5, Math.max(0, b - a - 1), g.viewH - 1);
+}
+
+/** The marks over the cells: a finding's span, the selection, the hovered cell, the zoom brush. */
+export function paintOverlay(s: Scene, canvas: HTMLCanvasElement): void {
+  const g = s.geo;
+  const ctx = canvas.getContext("2d");
+  if (!g || !ctx) return;
+  resetCanvas(ctx, canvas);
+  ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
+  const top = s.scrollTop;
+  const ink: Ink = { ctx, g, fg: cssVar("--gh-fg", "#212121"), bg: cssVar("--gh-bg", "#ffffff"), rowY: (pos) => pos * g.cellH - top };
+  if (s.highlight) paintHighlight(s, ink, s.highlight);
+  if (s.selection) paintSelection(s, ink, s.selection);
+  if (s.hover && s.h && !s.brush) paintHover(s, ink, s.h, s.hover);
+  if (s.brush) paintBrush(ink, s.brush);
+}

@@ -1,0 +1,162 @@
+// Pointer and keyboard on the heatmap: hover with its tooltip, click to select,
+// drag across steps to zoom (the brush), double-click to zoom out, arrow keys to
+// move the selection.
+
+import type { Heatmap } from "./api";
+import { clampRange, columnAt, stepOfX } from "./layout";
+import type { StepRange } from "./layout";
+import type { Hit, Scene } from "./heatmap_paint";
+import { cellTooltipLines } from "./tooltip";
+import type { Tooltip } from "./tooltip";
+
+// A drag shorter than this is a click.
+const BRUSH_MIN_PX = 5;
+const ARROWS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"];
+
+export interface HeatmapEvents {
+  select(layer: string, step: number): void;
+  zoom(range: StepRange | null): void;
+  scrolled?(top: number): void;
+}
+
+/** What the pointer needs from its view besides the scene. */
+export interface PointerHost {
+  readonly scene: Scene;
+  readonly port: HTMLElement;
+  readonly tooltip: Tooltip;
+  readonly events: HeatmapEvents;
+  runLabel(): string;
+  paintOverlay(): void;
+  scrollToLayer(layer: string, center: boolean): void;
+}
+
+export class HeatmapPointer {
+  private dragStart: { x: number; clientX: number; clientY: number } | null = null;
+
+  constructor(private readonly view: PointerHost, axis: HTMLElement) {
+    const port = view.port;
+    for (const target of [port, axis]) {
+      target.addEventListener("mousedown", (e) => this.onDown(e));
+      target.addEventListener("dblclick", () => view.events.zoom(null));
+    }
+    port.addEventListener("mousemove", (e) => this.onMove(e));
+    port.addEventListener("mouseleave", () => {
+      view.scene.hover = null;
+      view.tooltip.hide();
+      view.paintOverlay();
+    });
+    port.addEventListener("keydown", (e) => this.onKey(e));
+    window.addEventListener("mousemove", (e) => this.onDrag(e));
+    window.addEventListener("mouseup", (e) => this.onUp(e));
+  }
+
+  /** The cell under a point in client coordinates. */
+  private hitAt(clientX: number, clientY: number): Hit | null {
+    const s = this.view.scene;
+    const g = s.geo;
+    if (!g || !s.h) return null;
+    const rect = this.view.port.getBoundingClientRect();
+    const x = clientX - rect.left - g.labelW;
+    const y = clientY - rect.top;
+    if (x < 0 || x >= g.plotW || y < 0 || y >= g.viewH) return null;
+    const pos = Math.floor((y + s.scrollTop) / g.cellH);
+    if (pos < 0 || pos >= s.order.length) return null;
+    const col = columnAt(s.edges, stepOfX(x, s.range, g.plotW));
+    if (col < 0) return null;
+    return { pos, row: s.order[pos], col };
+  }
+
+  private plotX(clientX: number): number {
+    const g = this.view.scene.geo;
+    return g ? clientX - this.view.port.getBoundingClientRect().left - g.labelW : 0;
+  }
+
+  private onMove(e: MouseEvent): void {
+    const s = this.view.scene;
+    if (s.brush) return;
+    const hit = this.hitAt(e.clientX, e.clientY);
+    s.hover = hit && s.h ? hit : null;
+    this.view.paintOverlay();
+    if (!hit || !s.h) {
+      this.labelTooltip(e);
+      return;
+    }
+    this.view.tooltip.show(cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel()), e.clientX, e.clientY);
+  }
+
+  /** Hovering a (possibly shortened) row label shows the full layer name. */
+  private labelTooltip(e: MouseEvent): void {
+    const s = this.view.scene;
+    const g = s.geo;
+    if (!g || !s.h) return;
+    const rect = this.view.port.getBoundingClientRect();
+    const x = e.clientX - rect.left;
+    const pos = Math.floor((e.clientY - rect.top + s.scrollTop) / g.cellH);
+    if (x >= 0 && x < g.labelW && pos >= 0 && pos < s.order.length) {
+      this.view.tooltip.show([["layer", s.h.layers[s.order[pos]]]], e.clientX, e.clientY);
+    } else {
+      this.view.tooltip.hide();
+    }
+  }
+
+  private onDown(e: MouseEvent): void {
+    const g = this.view.scene.geo;
+    if (e.button !== 0 || !g) return;
+    const x = this.plotX(e.clientX);
+    if (x < 0 || x > g.plotW) return;
+    this.dragStart = { x, clientX: e.clientX, clientY: e.clientY };
+  }
+
+  private onDrag(e: MouseEvent): void {
+    const d = this.dragStart;
+    const s = this.view.scene;
+    if (!d || !s.geo) return;
+    const x = this.plotX(e.clientX);
+    if (!s.brush && Math.abs(x - d.x) < BRUSH_MIN_PX) return;
+    s.brush = { x0: d.x, x1: Math.max(0, Math.min(s.geo.plotW, x)) };
+    s.hover = null;
+    this.view.tooltip.hide();
+    this.view.paintOverlay();
+  }
+
+  private onUp(e: MouseEvent): void {
+    const d = this.dragStart;
+    const s = this.view.scene;
+    this.dragStart = null;
+    if (!d || !s.geo || !s.h) return;
+    const brush = s.brush;
+    s.brush = null;
+    if (brush) {
+      const r = s.range;
+      const a = stepOfX(Math.min(brush.x0, brush.x1), r, s.geo.plotW);
+      const b = stepOfX(Math.max(brush.x0, brush.x1), r, s.geo.plotW);
+      this.view.paintOverlay();
+      this.view.events.zoom(clampRange({ lo: a, hi: b }, s.full));
+      return;
+    }
+    const hit = this.hitAt(d.clientX, d.clientY) ?? this.hitAt(e.clientX, e.clientY);
+    if (hit) this.view.events.select(s.h.layers[hit.row], s.h.steps[hit.col]);
+  }
+
+  private onKey(e: KeyboardEvent): void {
+    const s = this.view.scene;
+    const h = s.h;
+    const sel = s.selection;
+    if (!h || !sel || !ARROWS.includes(e.key)) return;
+    const pos = s.position.get(sel.layer);
+    const col = h.steps.indexOf(sel.step);
+    if (pos === undefined || col < 0) return;
+    e.preventDefault();
+    const [p, c] = arrowMove(e.key, pos, col, s.order.length, h);
+    this.view.events.select(h.layers[s.order[p]], h.steps[c]);
+    this.view.scrollToLayer(h.layers[s.order[p]], false);
+  }
+}
+
+/** Row position and column after an arrow key, kept inside the heatmap. */
+function arrowMove(key: string, pos: number, col: number, rows: number, h: Heatmap): [number, number] {
+  if (key === "ArrowLeft") return [pos, Math.max(0, col - 1)];
+  if (key === "ArrowRight") return [pos, Math.min(h.steps.length - 1, col + 1)];
+  if (key === "ArrowUp") return [Math.max(0, pos - 1), col];
+  return [Math.min(rows - 1, pos + 1), col];
+}

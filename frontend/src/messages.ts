@@ -1,0 +1,69 @@
+// What the page says when there is nothing to draw: how to log data, a run without
+// layers, and the message boxes that carry those texts and errors.
+
+import type { RunInfo } from "./api";
+import { el } from "./dom";
+
+export type MessageKind = "info" | "error" | "loading";
+
+/** Shows `content` in a message box, or hides it (kind null). */
+export function setMessage(target: HTMLElement, kind: MessageKind | null, content: (string | Node)[] = []): void {
+  target.hidden = kind === null;
+  target.className = `gh-message gh-${kind ?? "none"}`;
+  target.replaceChildren(...content);
+}
+
+export function code(text: string): HTMLElement {
+  return el("code", "", text);
+}
+
+export function paragraph(...parts: (string | Node)[]): HTMLParagraphElement {
+  const p = el("p");
+  p.append(...parts);
+  return p;
+}
+
+function snippet(text: string): HTMLPreElement {
+  return el("pre", "", text);
+}
+
+export function howToLog(): HTMLElement[] {
+  return [
+    paragraph(
+      "Gradient Health reads per-layer gradient, weight and activation statistics. ",
+      "Log them with one of the integrations (exact statistics, cheap; see ",
+      code("docs/integrations_torch.md"),
+      " and ",
+      code("docs/integrations_keras_tf.md"),
+      " in the gradhealth sources):",
+    ),
+    paragraph("PyTorch: ", code("gradhealth_plugin.torch.watch")),
+    snippet('from gradhealth_plugin.torch import watch\nwatch(model, "runs/exp1", optimizer=optimizer, every_n_steps=50)'),
+    paragraph("Keras: ", code("gradhealth_plugin.keras.GradientHealthCallback")),
+    snippet('from gradhealth_plugin.keras import GradientHealthCallback\nmodel.fit(x, y, callbacks=[GradientHealthCallback("runs/exp1", probe_data=(x[:64], y[:64]))])'),
+    paragraph("TensorFlow custom loop: ", code("gradhealth_plugin.tf")),
+    snippet('from gradhealth_plugin.tf import GradientHealthLogger\ngh = GradientHealthLogger("runs/exp1", every_n_steps=50)\nwith gh.step(optimizer.iterations, grads, model.trainable_variables):\n    optimizer.apply_gradients(zip(grads, model.trainable_variables))'),
+    paragraph(
+      "Plain histograms work too: ",
+      code("tf.summary.histogram(\"gradients/dense/kernel\", g, step=step)"),
+      ", Keras' ",
+      code("TensorBoard(histogram_freq=1)"),
+      " (weights only), or PyTorch's ",
+      code("SummaryWriter.add_histogram(name + \".grad\", p.grad, step)"),
+      ".",
+    ),
+  ];
+}
+
+export function noRolesMessage(run: RunInfo): HTMLElement[] {
+  const out: HTMLElement[] = [
+    paragraph("Run ", code(run.run), " has no gradient, weight or activation data that matches a layer."),
+  ];
+  if (run.unclassified.length > 0) {
+    const shown = run.unclassified.slice(0, 10).join(", ");
+    const more = run.unclassified.length > 10 ? ` and ${run.unclassified.length - 10} more` : "";
+    out.push(paragraph(`Histogram tags that could not be assigned a role: ${shown}${more}.`));
+  }
+  out.push(...howToLog());
+  return out;
+}

@@ -1,0 +1,108 @@
+// All fetching and caching: the vocabulary (once), the run list with a signature
+// that tells a poll whether anything changed, the findings of the open run, the
+// heatmaps shown, and the detail panel's cells and series.
+
+import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchVocabulary } from "./api";
+import type { Cell, Finding, Heatmap, RunInfo, Series } from "./api";
+import { sortFindings } from "./findings";
+import { errorText } from "./json";
+import { installVocabulary } from "./vocabulary";
+import type { Vocabulary } from "./vocabulary";
+
+export interface HeatmapPair {
+  primary: Heatmap;
+  second: Heatmap | null;
+  /** Why the compared run's heatmap is missing; "" when it loaded or none was asked for. */
+  secondError: string;
+}
+
+export class Store {
+  private vocab: Promise<Vocabulary> | null = null;
+  runs: RunInfo[] = [];
+  private runsSignature = "";
+  findings: Finding[] = [];
+  /** The run `findings` belong to. */
+  findingsRun = "";
+  heatmaps: [Heatmap | null, Heatmap | null] = [null, null];
+  private cells = new Map<string, Promise<Cell>>();
+  private series = new Map<string, Promise<Series>>();
+
+  /** Fetches the vocabulary once and installs it; a failure is retried on the next call. */
+  loadVocabulary(): Promise<Vocabulary> {
+    if (!this.vocab) {
+      this.vocab = fetchVocabulary().then((v) => {
+        installVocabulary(v);
+        return v;
+      });
+      this.vocab.catch(() => (this.vocab = null));
+    }
+    return this.vocab;
+  }
+
+  /** Fetches the run list; true when it differs from the one held before. */
+  async loadRuns(): Promise<boolean> {
+    const runs = (await fetchRuns()).runs;
+    const before = this.runsSignature;
+    this.runs = runs;
+    this.runsSignature = JSON.stringify(runs.map((r) => [r.run, r.last_step, r.steps_kept, r.finding_counts, r.roles]));
+    return before !== this.runsSignature;
+  }
+
+  /** Fetches a run's findings, most severe first; false when another run was asked for meanwhile. */
+  async loadFindings(run: string, current: () => string): Promise<boolean> {
+    let findings: Finding[];
+    try {
+      findings = sortFindings((await fetchFindings(run)).findings);
+    } catch (e) {
+      if (run !== current()) return false;
+      this.findings = [];
+      this.findingsRun = run;
+      throw e;
+    }
+    if (run !== current()) return false;
+    this.findings = findings;
+    this.findingsRun = run;
+    return true;
+  }
+
+  /** Fetches the heatmap of a run and, with `compare`, of a second run; only the first may fail. */
+  async fetchHeatmaps(run: string, compare: string, role: string, metric: string): Promise<HeatmapPair> {
+    let secondError = "";
+    const c = compare
+      ? fetchHeatmap(compare, role, metric).catch((e: unknown) => {
+          secondError = errorText(e);
+          return null;
+        })
+      : Promise.resolve(null);
+    const [primary, second] = await Promise.all([fetchHeatmap(run, role, metric), c]);
+    return { primary, second, secondError };
+  }
+
+  /** A layer's cell at a step, fetched once until `invalidate`. */
+  cell(run: string, layer: string, role: string, step: number): Promise<Cell> {
+    return cached(this.cells, [run, layer, role, step], () => fetchCell(run, layer, step, role));
+  }
+
+  /** A layer's metric over all steps, fetched once until `invalidate`. */
+  seriesOf(run: string, layer: string, role: string, metric: string): Promise<Series> {
+    return cached(this.series, [run, layer, role, metric], () => fetchSeries(run, layer, metric, role));
+  }
+
+  /** Forgets cached cells and series: the data was reloaded. */
+  invalidate(): void {
+    this.cells.clear();
+    this.series.clear();
+  }
+}
+
+/** The promise cached under `parts`, made by `load` when absent; a failure is not kept. */
+function cached<T>(cache: Map<string, Promise<T>>, parts: (string | number)[], load: () => Promise<T>): Promise<T> {
+  const key = parts.join("\u0000");
+  let p = cache.get(key);
+  if (!p) {
+    p = load();
+    p.catch(() => cache.delete(key));
+    cache.set(key, p);
+  }
+  return p;
+}

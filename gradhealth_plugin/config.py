@@ -16,7 +16,7 @@ import os
 from typing import Dict, List, Optional
 
 from . import rules
-from . import tags as tags_lib
+from .reading import tags as tags_lib
 from .writing import format as metadata
 
 

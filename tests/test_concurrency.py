@@ -3,7 +3,7 @@
 The routes run on TensorBoard's threaded server: many requests at once, while
 the loader reloads in the background. Every answer must be complete and
 consistent on its own (one snapshot of the data), and a run's steps may only
-grow from one answer to the next. The cache (``data.Reader``) must read a tag
+grow from one answer to the next. The cache (``reading.provider.Reader``) must read a tag
 again only when what the data provider lists for it changed, and then compute
 metrics only for the steps it has not seen.
 """
@@ -17,7 +17,8 @@ import time
 import numpy as np
 import pytest
 
-from gradhealth_plugin import data, metrics
+from gradhealth_plugin import metrics
+from gradhealth_plugin.reading import cache as cache_lib
 from tests.test_bad_input import (REQUEST_TIMEOUT, append_events, check_heatmap_shape, event, hist_value,
                                   normal_buckets, scalar_value, write_run)
 
@@ -200,7 +201,7 @@ def test_reused_rows_give_the_same_metrics_as_a_fresh_read(counted, plugin_clien
 
 
 def test_tag_cache_is_bounded_and_thread_safe():
-    cache = data.TagCache(max_bytes=10_000)
+    cache = cache_lib.TagCache(max_bytes=10_000)
 
     def work(worker):
         for i in range(2000):
@@ -218,7 +219,7 @@ def test_tag_cache_is_bounded_and_thread_safe():
 
 
 def test_tag_cache_keeps_one_entry_larger_than_its_bound():
-    cache = data.TagCache(max_bytes=100)
+    cache = cache_lib.TagCache(max_bytes=100)
     cache.put(("a",), (1,), "small", 60)
     cache.put(("b",), (1,), "big", 1000)
     assert cache.get(("a",), (1,)) is None  # least recently used goes first

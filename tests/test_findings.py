@@ -10,8 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from gradhealth_plugin import data, findings, health, metrics, rules
-from gradhealth_plugin import tags as T
+from gradhealth_plugin import findings, health, metrics, rules
+from gradhealth_plugin.reading import runs
+from gradhealth_plugin.reading import tags as T
 
 LIMITS = rules.thresholds()
 N = 40
@@ -63,10 +64,10 @@ def act(seed=0, steps=STEPS, **over):
 
 def layer(name, kind=T.KIND_KERNEL, shape=None, **roles):
     group = name.rsplit("/", 1)[0]
-    rds = {role: data.RoleData(tags=[f"{role}/{name}"], source="histogram", table=t,
+    rds = {role: runs.RoleData(tags=[f"{role}/{name}"], source="histogram", table=t,
                                health=health.CellHealth(np.zeros(0), np.zeros(0, np.uint8), np.zeros(0, object)))
            for role, t in roles.items()}
-    return data.Layer(name=name, group=group, kind=kind, order=0, roles=rds, shape=shape)
+    return runs.Layer(name=name, group=group, kind=kind, order=0, roles=rds, shape=shape)
 
 
 def run(*layers, scalar_series=None, histogram_interval=None, name="r", limits=LIMITS):
@@ -76,7 +77,7 @@ def run(*layers, scalar_series=None, histogram_interval=None, name="r", limits=L
             rd.health = health.cell_health(rd.table, role, lay.kind, limits)
     steps = [rd.table.steps for lay in layers for rd in lay.roles.values()]
     allsteps = np.unique(np.concatenate(steps)) if steps else np.zeros(0)
-    return data.RunData(run=name, layers=list(layers), scalars={}, unclassified=[], steps_kept=len(allsteps),
+    return runs.RunData(run=name, layers=list(layers), scalars={}, unclassified=[], steps_kept=len(allsteps),
                         last_step=int(allsteps[-1]) if len(allsteps) else None,
                         scalar_series=dict(scalar_series or {}), histogram_interval=histogram_interval)
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin import health, metrics, rules
-from gradhealth_plugin import tags as tags_lib
+from gradhealth_plugin.reading import tags as tags_lib
 
 N = 10_000
 STEPS = (0, 1, 2)

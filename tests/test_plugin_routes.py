@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradhealth_plugin import metrics, plugin
-from gradhealth_plugin import tags as tags_lib
+from gradhealth_plugin.reading import tags as tags_lib
 
 LOGGED = (0, 5, 10, 15, 20, 25)
 BIAS_GRAD_STEPS = (0, 10, 20)

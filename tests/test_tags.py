@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradhealth_plugin import tags
-from gradhealth_plugin.tags import ACTIVATION, GRADIENT, UPDATE, WEIGHT
+from gradhealth_plugin.reading import tags
+from gradhealth_plugin.reading.tags import ACTIVATION, GRADIENT, UPDATE, WEIGHT
 
 
 def info(tag, siblings=(), rules=()):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin import metrics, plugin
-from gradhealth_plugin import tags as tags_lib
+from gradhealth_plugin.reading import tags as tags_lib
 from tests.conftest import WILD
 
 pytestmark = pytest.mark.skipif(not WILD.is_dir(), reason=f"real-world event-file corpus not found at {WILD}")

@@ -33,7 +33,7 @@ import dataclasses
 import re
 from typing import Iterable, List, Mapping, Optional, Sequence
 
-from .metrics import METRICS
+from ..analysis.metrics import METRICS
 
 GRADIENT = "gradient"
 WEIGHT = "weight"

@@ -1,0 +1,250 @@
+"""Every read of TensorBoard's data, through its data provider.
+
+This is the only module that talks to TensorBoard's data. It goes through
+``context.data_provider`` (never the legacy multiplexer), so it works the same
+under the Python loader, the Rust data server and a remote gRPC data server,
+and the CLI uses it unchanged on a ``MultiplexerDataProvider``.
+
+Results are cached per run, keyed by what the provider lists for each tag
+(last step and wall time), so an unchanged run is never recomputed and a run
+whose tags grew reads only the tags that changed and computes metrics only
+for their new steps.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from tensorboard.data import provider
+
+from ..analysis import metrics
+from ..writing import format as metadata
+from . import runs, tables
+from . import tags as tags_lib
+from .cache import TagCache
+
+# Read every sample TensorBoard kept; the loader's reservoir already bounds it.
+_ALL_SAMPLES = 1_000_000
+_CACHE_RUNS = 64
+# Buckets of the tags whose cells were asked for lately.
+_BUCKET_CACHE_BYTES = 64 * 1024 * 1024
+# How much to read per read_tensors call, in bucket values (3 per bucket):
+# one call for a whole run would hold all of its decoded histograms at once
+# (as much memory again as TensorBoard keeps for them) and, from a gRPC data
+# server, can pass the 256 MB message limit. About 4 MB of float64 per call
+# keeps the server's peak memory within a few tens of MB of its resting size
+# and costs nothing in speed. The first call reads _FIRST_READ_TAGS tags (their
+# size is unknown until then); later ones as many as this budget allows.
+_READ_VALUES = 500_000
+_FIRST_READ_TAGS = 8
+_MAX_READ_TAGS = 4096
+
+
+def _write_order(listing: Mapping) -> List[str]:
+    """Tags by the wall time of their last value, then by name: the same under both loaders."""
+    def key(tag: str) -> tuple:
+        wall = listing[tag].max_wall_time
+        return (wall if wall is not None else float("-inf"), tags_lib.natural_key(tag))
+
+    return sorted(listing, key=key)
+
+
+def _by_step(datums: Sequence) -> List:
+    return sorted(datums, key=lambda d: d.step)
+
+
+class Reader:
+    """Turns a data provider's histograms and scalars into `runs.RunData`."""
+
+    def __init__(self, data_provider: provider.DataProvider, tag_rules: Sequence[tags_lib.UserRule] = (),
+                 samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
+        """``samples``: samples per tag the loader keeps, by plugin name, where it is known
+        (0 for every sample); it rules out sampling for tags holding fewer steps."""
+        self._provider = data_provider
+        self._tag_rules = list(tag_rules)
+        self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
+                         if count is not None}
+        self._lock = threading.Lock()
+        self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        self.tag_cache = TagCache()
+        self.bucket_cache = TagCache(_BUCKET_CACHE_BYTES)
+
+    def list_runs(self, ctx, experiment_id: str) -> List[str]:
+        """Runs with histograms, scalars or gradhealth summaries, in TensorBoard's order."""
+        seen = set()
+        for listing in self._listings(ctx, experiment_id, run=None).values():
+            seen.update(listing)
+        return sorted(seen, key=tags_lib.natural_key)
+
+    def run_data(self, ctx, experiment_id: str, run: str) -> runs.RunData:
+        """The run's model, rebuilt only when what the provider lists for it changed."""
+        listings = self._listings(ctx, experiment_id, run=run)
+        if not any(run in listing for listing in listings.values()):
+            raise runs.NotFound(f"no run named {run!r}")
+        key = (experiment_id, run)
+        fingerprint = tuple(
+            (plugin, tag, ts.max_step, ts.max_wall_time)
+            for plugin, listing in sorted(listings.items())
+            for tag, ts in sorted(listing.get(run, {}).items())
+        )
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None and cached[0] == fingerprint:
+                self._cache.move_to_end(key)
+                return cached[1]
+        data = self._build(ctx, experiment_id, run, listings)
+        with self._lock:
+            self._cache[key] = (fingerprint, data)
+            self._cache.move_to_end(key)
+            while len(self._cache) > _CACHE_RUNS:
+                self._cache.popitem(last=False)
+        return data
+
+    def _listings(self, ctx, experiment_id: str, run: Optional[str]) -> Dict[str, Mapping]:
+        flt = provider.RunTagFilter(runs=[run]) if run is not None else None
+        return {
+            "histograms": self._provider.list_tensors(
+                ctx, experiment_id=experiment_id, plugin_name="histograms", run_tag_filter=flt),
+            "scalars": self._provider.list_scalars(
+                ctx, experiment_id=experiment_id, plugin_name="scalars", run_tag_filter=flt),
+            metadata.PLUGIN_NAME: self._provider.list_tensors(
+                ctx, experiment_id=experiment_id, plugin_name=metadata.PLUGIN_NAME, run_tag_filter=flt),
+        }
+
+    def _build(self, ctx, experiment_id: str, run: str, listings: Mapping[str, Mapping]) -> runs.RunData:
+        # The Python loader lists tags in the order they were first written, the Rust data
+        # server alphabetically; answers must not depend on which one TensorBoard uses.
+        # Ordering by last write keeps the writer's order for tags written every step.
+        own_listing = listings[metadata.PLUGIN_NAME].get(run, {})
+        run_tags = runs.classify_run_tags(
+            _write_order(listings["histograms"].get(run, {})), _write_order(listings["scalars"].get(run, {})),
+            {tag: own_listing[tag].plugin_content for tag in _write_order(own_listing)}, self._tag_rules)
+        reads = self._read(ctx, experiment_id, run, run_tags, listings)
+        max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
+        return runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+
+    def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
+              listings: Mapping[str, Mapping]) -> runs.RunReads:
+        """Reads what the run's classified tags need, and how much of it TensorBoard's sampling dropped."""
+        own = self._read_own(ctx, experiment_id, run, run_tags.own)
+        histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
+                                            listings["histograms"].get(run, {}))
+        diagnosed = run_tags.diagnosed()
+        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed)
+        scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
+        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={})
+        kept_steps = reads.kept_steps()
+        max_steps = {}
+        for plugin, tag in kept_steps:
+            ts = listings.get(plugin, {}).get(run, {}).get(tag)
+            max_steps[(plugin, tag)] = None if ts is None else ts.max_step
+        reads.sampling = runs.tag_sampling(kept_steps, max_steps, self._samples)
+        return reads
+
+    def _read_tensors(self, ctx, experiment_id: str, plugin: str, run: str, tags: List[str]) -> Dict[str, list]:
+        """Every kept sample of these tensor tags of one run: tag -> datums."""
+        return self._provider.read_tensors(
+            ctx, experiment_id=experiment_id, plugin_name=plugin, downsample=_ALL_SAMPLES,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags),
+        ).get(run, {})
+
+    def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
+                          listing: Mapping) -> Dict[str, metrics.MetricTable]:
+        """Metric tables of histogram tags, reading only the tags whose listing changed."""
+        out: Dict[str, metrics.MetricTable] = {}
+        stale: List[tags_lib.TagInfo] = []
+        for info in infos:
+            ts = listing[info.tag]
+            hit = self.tag_cache.get((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time))
+            if hit is None:
+                stale.append(info)
+            else:
+                out[info.tag] = hit.table
+        size = _FIRST_READ_TAGS
+        while stale:
+            chunk, stale = stale[:size], stale[size:]
+            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out)
+            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
+        return out
+
+    def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
+                              listing: Mapping, out: Dict[str, metrics.MetricTable]) -> int:
+        """Reads one chunk of tags into `out` and the tag cache; returns how many bucket values it read.
+
+        The decoded samples are dropped as soon as their metrics are computed,
+        so that one chunk's worth is the most held at a time.
+        """
+        result = self._read_tensors(ctx, experiment_id, "histograms", run, [i.tag for i in chunk])
+        pending, values_read = [], 0
+        for info in chunk:
+            key = (experiment_id, run, "histograms", info.tag)
+            ts = listing[info.tag]
+            datums = result.pop(info.tag, [])
+            if datums:
+                values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+            bimodal = info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
+            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums,
+                                          self.tag_cache.peek(key)))
+        del result
+        for p, entry in zip(pending, tables.compute(pending)):
+            self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
+            out[p.key[-1]] = entry.table
+        return values_read
+
+    def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
+        """The ``[k, 3]`` buckets of one histogram at one step (None if the tag has no such step).
+
+        A tag's buckets stay cached, keyed like the metric tables, after one of
+        its cells was asked for: the next cells of the layer cost no read.
+        """
+        listing = self._provider.list_tensors(
+            ctx, experiment_id=experiment_id, plugin_name="histograms",
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]),
+        ).get(run, {}).get(tag)
+        if listing is None:
+            return None
+        key = (experiment_id, run, "buckets", tag)
+        version = (listing.max_step, listing.max_wall_time)
+        by_step = self.bucket_cache.get(key, version)
+        if by_step is None:
+            by_step = {}
+            for datum in self._read_tensors(ctx, experiment_id, "histograms", run, [tag]).get(tag, []):
+                by_step.setdefault(datum.step, datum.numpy)
+            self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))
+        buckets = by_step.get(step)
+        # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
+        return None if buckets is None else metrics.as_buckets(buckets).copy()
+
+    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
+        """gradhealth summaries: tag -> (steps, {metric: exact values})."""
+        if not infos:
+            return {}
+        result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos])
+        out = {}
+        width = len(metadata.FIELDS)
+        for tag, datums in result.items():
+            datums = _by_step(datums)
+            vectors = np.full((len(datums), width), np.nan)
+            for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
+                flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
+                vectors[i, :len(flat)] = flat
+            out[tag] = (np.array([d.step for d in datums], dtype=np.int64), metadata.vectors_to_table_values(vectors))
+        return out
+
+    def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, tuple]:
+        """Scalar tags: tag -> (steps, values), by step."""
+        if not tags:
+            return {}
+        result = self._provider.read_scalars(
+            ctx, experiment_id=experiment_id, plugin_name="scalars", downsample=_ALL_SAMPLES,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags),
+        ).get(run, {})
+        out = {}
+        for tag, datums in result.items():
+            datums = _by_step(datums)
+            out[tag] = (np.array([d.step for d in datums], dtype=np.int64),
+                        np.array([d.value for d in datums], dtype=np.float64))
+        return out

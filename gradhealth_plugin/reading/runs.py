@@ -1,0 +1,401 @@
+"""The run model (`RunData`, `Layer`, `RoleData`) and how it is built from what was read.
+
+Nothing here talks to TensorBoard: `provider.Reader` lists and reads, then
+hands tag names, metric tables and step arrays to the functions below, which
+sort tags into layers and roles, merge exact values over bucket estimates,
+count what TensorBoard's sampling dropped and put the layers in model order.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..analysis import health, metrics
+from ..analysis import series as series_lib
+from ..writing import format as metadata
+from . import tables
+from . import tags as tags_lib
+
+
+def _undecided() -> health.CellHealth:
+    return health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
+
+
+@dataclasses.dataclass
+class RoleData:
+    """One layer in one role: where it came from and its metrics per step.
+
+    `health` (score, status and rule per step) is empty as read: the analysis
+    decides it, once, from the cell rules and the findings.
+    """
+
+    tags: List[str]
+    source: str  # "gradhealth", "histogram", "scalar", or several joined by "+"
+    table: metrics.MetricTable
+    health: health.CellHealth = dataclasses.field(default_factory=_undecided)
+    histograms: Optional[metrics.Histograms] = None  # only where a caller built it by hand
+    histogram_tag: Optional[str] = None  # read again on demand for one cell
+    first_seen: Optional[tuple] = None  # (first step, its wall time) of the histogram, for model order
+    # Steps the writer logged for this row (see `series.logged_steps`); more than
+    # len(table.steps) when TensorBoard's sampling dropped some, then `dropped_by`
+    # names the plugins whose samples were cut and `logged_at_least` says whether
+    # the count is only a lower bound.
+    steps_logged: Optional[int] = None
+    dropped_by: List[str] = dataclasses.field(default_factory=list)
+    logged_at_least: bool = False
+
+
+@dataclasses.dataclass
+class Layer:
+    name: str
+    group: str
+    kind: str
+    order: int
+    roles: Dict[str, RoleData]
+    order_hint: Optional[int] = None
+    shape: Optional[List[int]] = None  # known from gradhealth summaries only
+
+
+@dataclasses.dataclass(eq=False)  # hashed by identity: the analysis caches per object
+class RunData:
+    """One run as the analysis sees it.
+
+    Run-level scalars: `scalars` lists the tags of each scalar kind
+    (``tags.SCALAR_LOSS``, ...), `scalar_series` holds the values of the ones
+    worth diagnosing (loss, learning rate, global gradient norm) as
+    tag -> (steps, values), and `scalar_kinds` maps each of those tags to its
+    kind as the reader classified it (with the user's tag rules): analysis
+    reads the kind there rather than classifying the tag again.
+    """
+
+    run: str
+    layers: List[Layer]
+    scalars: Dict[str, List[str]]  # scalar kind -> tags
+    unclassified: List[str]
+    steps_kept: int
+    last_step: Optional[int]
+    scalar_series: Dict[str, tuple] = dataclasses.field(default_factory=dict)
+    # Step distance between logged histograms; None with fewer than two.
+    histogram_interval: Optional[float] = None
+    # Steps logged (largest over the rows) and what TensorBoard's sampling dropped:
+    # None when every logged step was kept, else a dict (see `run_sampling`).
+    steps_logged: Optional[int] = None
+    sampling: Optional[dict] = None
+    # Scalar tag -> kind for every tag in `scalars` and `scalar_series`.
+    scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for kind, tags in self.scalars.items():
+            for tag in tags:
+                self.scalar_kinds.setdefault(tag, kind)
+        # A run assembled by hand (tests, tools) may give series without their
+        # listing: their kind is what the built-in conventions say.
+        for tag in self.scalar_series:
+            if tag not in self.scalar_kinds:
+                self.scalar_kinds[tag] = tags_lib.classify_scalar(tag).kind
+
+    def layer(self, name: str) -> Optional[Layer]:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        return None
+
+    def roles(self) -> List[str]:
+        present = {role for layer in self.layers for role in layer.roles}
+        return [role for role in tags_lib.ROLES if role in present]
+
+
+class NotFound(Exception):
+    """A run, layer or step that the data does not have."""
+
+
+# Run-level scalars whose series are read for diagnosis.
+DIAGNOSED_SCALARS = (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_LR, tags_lib.SCALAR_GRAD_NORM)
+
+
+@dataclasses.dataclass
+class RunTags:
+    """A run's tags sorted by what they describe."""
+
+    histograms: List[tags_lib.TagInfo]  # per-layer histograms
+    layer_scalars: List[tags_lib.TagInfo]  # per-layer statistic scalars
+    own: List[tags_lib.TagInfo]  # gradhealth's own summaries
+    scalars: Dict[str, List[str]]  # run-level scalar kind -> tags
+    shapes: Dict[str, List[int]]  # layer -> tensor shape, from gradhealth summaries
+    unclassified: List[str]
+
+    def diagnosed(self) -> List[str]:
+        return [t for kind in DIAGNOSED_SCALARS for t in self.scalars.get(kind, [])]
+
+
+def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_contents: Mapping[str, bytes],
+                      rules: Sequence[tags_lib.UserRule] = ()) -> RunTags:
+    """Sorts a run's histogram, scalar and gradhealth tags (each in write order) into layers and roles.
+
+    ``own_contents``: the plugin content of each gradhealth tag, in write order.
+    """
+    infos: List[tags_lib.TagInfo] = []
+    unclassified: List[str] = []
+    hist_set = set(hist_tags)
+    for tag in hist_tags:
+        # classify_histogram looks among the siblings for the tag's own gradient
+        # (tag + ".grad", ...) and copies what it is given into a set: handing
+        # it every tag made classifying a run quadratic in its number of tags.
+        siblings = [t for t in (tag + ".grad", tag + "/grad", tag + "_grad") if t in hist_set]
+        info = tags_lib.classify_histogram(tag, siblings, rules)
+        (infos.append(info) if info else unclassified.append(tag))
+    scalars: Dict[str, List[str]] = {}
+    layer_scalars: List[tags_lib.TagInfo] = []
+    for tag in scalar_tags:
+        info = tags_lib.classify_scalar(tag, rules)
+        if isinstance(info, tags_lib.TagInfo):
+            layer_scalars.append(info)
+        else:
+            scalars.setdefault(info.kind, []).append(tag)
+    own, shapes = [], {}
+    for tag, content in own_contents.items():
+        meta = metadata.parse_metadata(content)
+        if meta is None:
+            unclassified.append(tag)
+            continue
+        position = meta.get("position") if isinstance(meta.get("position"), int) else None
+        own.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], position))
+        if isinstance(meta.get("shape"), list):
+            shapes[meta["layer"]] = meta["shape"]
+    return RunTags(histograms=tags_lib.separate_shared_rows(infos), layer_scalars=layer_scalars, own=own,
+                   scalars=scalars, shapes=shapes, unclassified=unclassified)
+
+
+@dataclasses.dataclass
+class RunReads:
+    """What was read for a run's classified tags."""
+
+    histograms: Dict[str, metrics.MetricTable]  # histogram tag -> metric table
+    exact: Dict[str, tuple]  # per-layer scalar tag -> (steps, values)
+    own: Dict[str, tuple]  # gradhealth tag -> (steps, {metric: values})
+    scalar_series: Dict[str, tuple]  # diagnosed run-level scalar tag -> (steps, values)
+    # (plugin, tag) -> (steps logged, dropped, lower bound); see `tag_sampling`.
+    sampling: Dict[tuple, tuple]
+
+    def kept_steps(self) -> Dict[tuple, np.ndarray]:
+        """(plugin, tag) -> the steps TensorBoard kept, for every tag read."""
+        kept = {("histograms", tag): table.steps for tag, table in self.histograms.items()}
+        kept.update({(metadata.PLUGIN_NAME, tag): steps for tag, (steps, _) in self.own.items()})
+        kept.update({("scalars", tag): steps for tag, (steps, _) in self.exact.items()})
+        kept.update({("scalars", tag): steps for tag, (steps, _) in self.scalar_series.items()})
+        return kept
+
+
+def tag_sampling(kept_steps: Mapping[tuple, np.ndarray], max_steps: Mapping[tuple, Optional[int]],
+                 samples: Mapping[str, float]) -> Dict[tuple, tuple]:
+    """(plugin, tag) -> (steps logged, dropped, lower bound) for every tag read.
+
+    ``max_steps``: the last step the provider lists per (plugin, tag);
+    ``samples``: samples per tag the loader keeps, by plugin, where known.
+    The run's first step comes from the series TensorBoard kept whole (a loss
+    scalar usually is: 1,000 samples per tag), so that the count of a sampled
+    series starts where the run started, not at its own first kept step.
+    """
+    def logged(key: tuple, steps: np.ndarray, first: Optional[int] = None) -> Tuple[int, bool, bool]:
+        return series_lib.logged_steps(steps, max_steps.get(key), samples.get(key[0]), first)
+
+    whole = [steps for key, steps in kept_steps.items() if len(steps) and not logged(key, steps)[1]]
+    first = int(min(int(steps[0]) for steps in whole)) if whole else None
+    return {key: logged(key, steps, first) for key, steps in kept_steps.items()}
+
+
+# Per-layer statistic scalars of one role, in the order their conventions list them (seed 002's
+# grad_mean before grad_max; TF1's variable_summaries mean, stddev, max, min): the loaders
+# do not agree on any order of their own.
+_SCALAR_ORDER = {name: i for i, name in enumerate(("mean_abs", "max_abs", "l2", "mean", "std", "max", "min"))}
+
+
+def _row_table(hist_tag: Optional[str], scalar_infos: List[tags_lib.TagInfo], own_infos: List[tags_lib.TagInfo],
+               reads: RunReads) -> metrics.MetricTable:
+    """A row's metric table: bucket estimates overwritten by exact values where there are any."""
+    # With gradhealth's exact summaries, bucket estimates add nothing but a second step axis
+    # (Keras' own callback logs histograms per epoch, the integrations per optimizer step):
+    # the histogram then serves only the cell's bucket view.
+    table = tables.copy_table(reads.histograms[hist_tag]) if hist_tag and not own_infos else metrics.empty_table()
+    # Exact values win over bucket estimates: scalars first, then gradhealth's own summaries.
+    for info in scalar_infos:
+        steps, values = reads.exact[info.tag]
+        table = metrics.merge_exact(table, steps, {info.metric: values})
+    for info in own_infos[:1]:
+        steps, values = reads.own[info.tag]
+        table = metrics.merge_exact(table, steps, values)
+    return table
+
+
+def _row_sampling(step_tags: List[tuple], table: metrics.MetricTable, sampling: Mapping[tuple, tuple]) -> dict:
+    """A row's logged-step count and what dropped steps from it, over the tags its steps come from."""
+    estimates = [(plugin, sampling[(plugin, tag)]) for plugin, tag in step_tags if (plugin, tag) in sampling]
+    logged = max([est[0] for _, est in estimates] + [len(table.steps)])
+    return {"steps_logged": int(logged), "dropped_by": sorted({plugin for plugin, est in estimates if est[1]}),
+            "logged_at_least": any(est[1] and est[2] for _, est in estimates)}
+
+
+def role_data(group: List[tags_lib.TagInfo], reads: RunReads) -> Optional[RoleData]:
+    """One layer's row in one role from the tags describing it; None when none of them was read."""
+    own_infos = [i for i in group if i.metric == tags_lib.OWN_SUMMARY and i.tag in reads.own]
+    hist_infos = [i for i in group if i.metric is None and i.tag in reads.histograms]
+    scalar_infos = sorted(
+        (i for i in group if i.metric not in (None, tags_lib.OWN_SUMMARY) and i.tag in reads.exact),
+        key=lambda i: (_SCALAR_ORDER.get(i.metric, len(_SCALAR_ORDER)), tags_lib.natural_key(i.tag)))
+    if not hist_infos and not scalar_infos and not own_infos:
+        return None
+    hist_tag = hist_infos[0].tag if hist_infos else None
+    hist_table = reads.histograms[hist_tag] if hist_tag else metrics.empty_table()
+    first_seen = (int(hist_table.steps[0]), hist_table.first_wall) if hist_tag and len(hist_table.steps) else None
+    table = _row_table(hist_tag, scalar_infos, own_infos, reads)
+    source = "+".join(s for s, present in (("gradhealth", own_infos), ("histogram", hist_infos),
+                                           ("scalar", scalar_infos)) if present)
+    tags = [i.tag for i in own_infos[:1] + hist_infos[:1] + scalar_infos]
+    # The tags whose steps make up the row: the histogram's only without gradhealth summaries.
+    step_tags = ([(metadata.PLUGIN_NAME, i.tag) for i in own_infos[:1]]
+                 + [("histograms", i.tag) for i in hist_infos[:1] if not own_infos]
+                 + [("scalars", i.tag) for i in scalar_infos])
+    return RoleData(tags=tags, source=source, table=table, histogram_tag=hist_tag,
+                    first_seen=first_seen, **_row_sampling(step_tags, table, reads.sampling))
+
+
+def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
+    """The layers the tags describe, each with one row per role that has data, in first-tag order."""
+    grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
+    for info in run_tags.own + run_tags.histograms + run_tags.layer_scalars:
+        grouped[(info.layer, info.role)].append(info)
+    layers: Dict[str, Layer] = {}
+    for (name, role), group in grouped.items():
+        row = role_data(group, reads)
+        if row is None:
+            continue
+        first = group[0]
+        layer = layers.setdefault(name, Layer(name=name, group=first.group, kind=first.kind, order=0, roles={},
+                                             order_hint=first.order_hint, shape=run_tags.shapes.get(name)))
+        if layer.order_hint is None:
+            layer.order_hint = first.order_hint
+        layer.roles[role] = row
+    return list(layers.values())
+
+
+def add_update_ratios(layers: Iterable[Layer]) -> None:
+    """The update-to-weight ratio of layers logging both their weights and their updates."""
+    for layer in layers:
+        weight = layer.roles.get(tags_lib.WEIGHT)
+        update = layer.roles.get(tags_lib.UPDATE)
+        if weight is None or update is None or "update_ratio" in weight.table.values:
+            continue
+        ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
+        weight.table.values["update_ratio"] = ratio
+        weight.table.quality["update_ratio"] = quality
+
+
+def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[int]) -> RunData:
+    """The run model from its classified tags and what was read for them."""
+    layers = _layers(run_tags, reads)
+    add_update_ratios(layers)
+    ordered = model_order(layers)
+    all_steps = [layer_role.table.steps for layer in ordered for layer_role in layer.roles.values()]
+    kept = len(np.unique(np.concatenate(all_steps))) if all_steps else 0
+    rows = [r for layer in ordered for r in layer.roles.values()]
+    return RunData(
+        run=run, layers=ordered, scalars=run_tags.scalars,
+        unclassified=sorted(run_tags.unclassified, key=tags_lib.natural_key),
+        steps_kept=kept, last_step=last_step, scalar_series=reads.scalar_series,
+        histogram_interval=logging_interval(t.steps for t in reads.histograms.values()),
+        steps_logged=max((r.steps_logged or 0 for r in rows), default=0) or kept,
+        sampling=run_sampling(rows),
+    )
+
+
+# Within one module: weights first, then biases, then normalisation parameters,
+# then the module's output, as a model summary lists them.
+_KIND_RANK = {tags_lib.KIND_KERNEL: 0, tags_lib.KIND_OTHER: 1, tags_lib.KIND_BIAS: 2, tags_lib.KIND_NORM: 3,
+              tags_lib.KIND_PREACTIVATION: 4, tags_lib.KIND_OUTPUT: 5}
+
+
+def _model_order_key(layer: Layer) -> tuple:
+    """Model order, from the best evidence there is.
+
+    1. the position gradhealth's own summaries record;
+    2. the order the histograms were first written in (training loops, Keras'
+       callback and forward hooks write layer after layer), from the wall time
+       of each tag's first kept step;
+    3. natural order of the module names (``dense`` < ``dense_1`` < ``dense_10``).
+    """
+    hint = layer.order_hint if layer.order_hint is not None else float("inf")
+    seen = [r.first_seen for role, r in sorted(layer.roles.items(), key=lambda kv: tags_lib.ROLES.index(kv[0]))
+            if r.first_seen is not None and r.first_seen[1] is not None]
+    written = seen[0] if seen else (float("inf"), float("inf"))
+    return (hint, written, tags_lib.natural_key(layer.group), _KIND_RANK.get(layer.kind, 1),
+            tags_lib.natural_key(layer.name))
+
+
+def model_order(layers: Iterable[Layer]) -> List[Layer]:
+    """The layers in model order, each with its `order` set to its position."""
+    ordered = sorted(layers, key=_model_order_key)
+    for i, layer in enumerate(ordered):
+        layer.order = i
+    return ordered
+
+
+def logging_interval(step_arrays: Iterable[np.ndarray]) -> Optional[float]:
+    """The histogram writer's step interval, over all tags.
+
+    Reservoir sampling only removes steps, so kept gaps are multiples of the
+    writer's interval; their common divisor is the interval itself (the
+    smallest gap is not, once steps were dropped).
+    """
+    gaps = [np.diff(steps) for steps in step_arrays if len(steps) > 1]
+    gaps = np.concatenate(gaps) if gaps else np.zeros(0, dtype=np.int64)
+    gaps = gaps[gaps > 0].astype(np.int64)
+    return float(np.gcd.reduce(gaps)) if len(gaps) else None
+
+
+# What keeps every sample, per plugin whose samples TensorBoard cut. A
+# `tensorboard` flag: 0 means all (a data server started by hand says "all").
+def keep_all_flag(plugins: Sequence[str]) -> str:
+    """The ``tensorboard`` flag that keeps every logged step of these plugins' tags."""
+    return "--samples_per_plugin=" + ",".join(f"{name}=0" for name in plugins)
+
+
+def run_sampling(rows: Sequence[RoleData]) -> Optional[dict]:
+    """What TensorBoard's sampling dropped in a run's rows; None when it dropped nothing."""
+    cut = [r for r in rows if r.dropped_by]
+    if not cut:
+        return None
+    plugins = sorted({p for r in cut for p in r.dropped_by})
+    kept = [len(r.table.steps) for r in cut]
+    logged = max(r.steps_logged for r in cut)
+    out = {
+        "rows": len(cut),
+        "kept_min": int(min(kept)), "kept_max": int(max(kept)),
+        "logged": int(logged),
+        "logged_at_least": any(r.logged_at_least for r in cut),
+        "plugins": plugins,
+        "flag": keep_all_flag(plugins),
+    }
+    out["message"] = sampling_message(out)
+    return out
+
+
+def sampling_message(sampling: Mapping) -> str:
+    """One sentence for the tab and the CLI: kept against logged, and the flag that keeps them all."""
+    lo, hi = sampling["kept_min"], sampling["kept_max"]
+    kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+    logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
+    rows = sampling["rows"]
+    return (f"TensorBoard kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''} "
+            f"(random samples); {sampling['flag']} keeps every step")
+
+
+def role_union_steps(run_data: RunData, role: str) -> np.ndarray:
+    """Every step any layer logged in this role, ascending."""
+    steps = [layer.roles[role].table.steps for layer in run_data.layers if role in layer.roles]
+    if not steps:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.concatenate(steps))

@@ -69,17 +69,20 @@ export interface LineChartInput {
   onPick(step: number): void;
 }
 
-/** Line chart of one metric over steps, with thresholds, finding spans, spikes and the selected step. */
-export function lineChart(input: LineChartInput, width: number, height: number): SVGSVGElement {
-  const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
-  root.append(svg("title", {}, `${humanize(input.metric)} over steps`));
-  const m = MARGIN;
-  const x0 = m.left;
-  const x1 = width - m.right;
-  const y0 = m.top;
-  const y1 = height - m.bottom;
-  const { steps, values } = input;
-  const finite = values.filter((v): v is number => v !== null && Number.isFinite(v));
+interface Plot {
+  g: SVGGElement;
+  xs: ReturnType<typeof scaleLinear>;
+  y: (v: number) => number;
+  log: boolean;
+  x0: number;
+  x1: number;
+  y0: number;
+  y1: number;
+}
+
+/** The value range a chart shows: every finite point and threshold line (positive ones on a log scale). */
+function valueRange(input: LineChartInput): { log: boolean; lo: number; hi: number; lines: Threshold[] } {
+  const finite = input.values.filter((v): v is number => v !== null && Number.isFinite(v));
   const positives = finite.filter((v) => v > 0);
   const log = input.log && positives.length > 0;
   const pool = log ? positives : finite;
@@ -94,77 +97,82 @@ export function lineChart(input: LineChartInput, width: number, height: number):
     lo = log ? lo / 10 : lo - 1;
     hi = log ? hi * 10 : hi + 1;
   }
-  const first = steps.length ? steps[0] : 0;
-  const last = steps.length ? steps[steps.length - 1] : 1;
-  const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
-  const ys = log ? scaleLog([lo, hi], [y1, y0]) : scaleLinear([lo, hi], [y1, y0]);
-  const yTicks = ys.ticks(log ? 6 : 5);
-  const y = (v: number): number => (log && v <= 0 ? y1 : ys(v));
+  return { log, lo, hi, lines };
+}
 
-  const g = svg("g");
-  root.append(g);
-  for (const s of input.spans) {
-    const a = xs(s.first);
-    const b = xs(s.last);
+function drawSpans(p: Plot, spans: readonly Span[]): void {
+  for (const s of spans) {
+    const a = p.xs(s.first);
+    const b = p.xs(s.last);
     const rect = svg("rect", {
-      x: Math.min(a, b) - 2, y: y0, width: Math.max(4, Math.abs(b - a) + 4), height: y1 - y0,
+      x: Math.min(a, b) - 2, y: p.y0, width: Math.max(4, Math.abs(b - a) + 4), height: p.y1 - p.y0,
       fill: severityColor(s.severity), "fill-opacity": 0.14, class: "gh-span",
     });
     rect.append(svg("title", {}, s.label));
-    g.append(rect);
+    p.g.append(rect);
   }
-  axisLeft(g, yTicks, y, x0, x1, y0, y1);
-  axisBottom(g, xs, y1, x0, x1, (v) => (Number.isInteger(v) ? formatStepTick(v) : ""), Math.max(2, Math.floor((x1 - x0) / 70)));
+}
 
+function drawThresholds(p: Plot, lines: readonly Threshold[]): void {
   for (const t of lines) {
-    const ty = Math.round(y(t.value)) + 0.5;
-    const line = svg("line", { x1: x0, x2: x1, y1: ty, y2: ty, class: "gh-threshold" });
+    const ty = Math.round(p.y(t.value)) + 0.5;
+    const line = svg("line", { x1: p.x0, x2: p.x1, y1: ty, y2: ty, class: "gh-threshold" });
     line.append(svg("title", {}, `${humanize(t.name)} = ${formatValue(t.value)}: ${t.meaning}`));
-    g.append(line);
-    g.append(svg("text", { x: x1 - 2, y: ty + (t.side === "above" ? -4 : 12), "text-anchor": "end", class: "gh-threshold-text" },
+    p.g.append(line);
+    p.g.append(svg("text", { x: p.x1 - 2, y: ty + (t.side === "above" ? -4 : 12), "text-anchor": "end", class: "gh-threshold-text" },
       `${t.side === "above" ? "\u2191" : "\u2193"} ${formatValue(t.value)}`));
   }
+}
 
+/** The series as a path broken at missing values, with dots on unhealthy and isolated points. */
+function drawSeries(p: Plot, input: LineChartInput): void {
+  const { steps, values } = input;
   let d = "";
   let pen = false;
   steps.forEach((s, i) => {
     const v = values[i];
-    if (v === null || !Number.isFinite(v) || (log && v <= 0)) {
+    if (v === null || !Number.isFinite(v) || (p.log && v <= 0)) {
       pen = false;
       return;
     }
-    d += `${pen ? "L" : "M"}${xs(s).toFixed(1)},${y(v).toFixed(1)}`;
+    d += `${pen ? "L" : "M"}${p.xs(s).toFixed(1)},${p.y(v).toFixed(1)}`;
     pen = true;
   });
-  g.append(svg("path", { d, class: "gh-series" }));
+  p.g.append(svg("path", { d, class: "gh-series" }));
   steps.forEach((s, i) => {
     const v = values[i];
     const st = input.status[i];
     const alone = (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null;
-    if (v === null || (log && v <= 0)) return;
+    if (v === null || (p.log && v <= 0)) return;
     if (st === "warn" || st === "critical" || alone) {
-      g.append(svg("circle", { cx: xs(s), cy: y(v), r: st === "critical" ? 3.5 : 2.5, fill: STATUS_COLORS[st] ?? "currentColor" }));
+      p.g.append(svg("circle", { cx: p.xs(s), cy: p.y(v), r: st === "critical" ? 3.5 : 2.5, fill: STATUS_COLORS[st] ?? "currentColor" }));
     }
   });
-  for (const s of input.spikes) {
-    const x = xs(s);
-    const tri = svg("path", { d: `M${x - 4},${y0}L${x + 4},${y0}L${x},${y0 + 7}Z`, class: "gh-spike" });
-    tri.append(svg("title", {}, `spike at step ${formatStep(s)}`));
-    g.append(tri);
-  }
-  if (input.selected !== null) {
-    const x = Math.round(xs(input.selected)) + 0.5;
-    g.append(svg("line", { x1: x, x2: x, y1: y0, y2: y1, class: "gh-selected-step" }));
-  }
+}
 
-  // Hover readout and click-to-pick over the plot area.
-  const guide = svg("line", { x1: 0, x2: 0, y1: y0, y2: y1, class: "gh-guide", visibility: "hidden" });
-  const readout = svg("text", { x: x0 + 4, y: y0 + 10, class: "gh-readout" });
-  const hit = svg("rect", { x: x0, y: y0, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0), fill: "transparent", class: "gh-hit" });
-  g.append(guide, readout, hit);
+function drawMarks(p: Plot, spikes: readonly number[], selected: number | null): void {
+  for (const s of spikes) {
+    const x = p.xs(s);
+    const tri = svg("path", { d: `M${x - 4},${p.y0}L${x + 4},${p.y0}L${x},${p.y0 + 7}Z`, class: "gh-spike" });
+    tri.append(svg("title", {}, `spike at step ${formatStep(s)}`));
+    p.g.append(tri);
+  }
+  if (selected !== null) {
+    const x = Math.round(p.xs(selected)) + 0.5;
+    p.g.append(svg("line", { x1: x, x2: x, y1: p.y0, y2: p.y1, class: "gh-selected-step" }));
+  }
+}
+
+/** Hover readout and click-to-pick over the plot area. */
+function addReadout(p: Plot, root: SVGSVGElement, input: LineChartInput): void {
+  const { steps, values } = input;
+  const guide = svg("line", { x1: 0, x2: 0, y1: p.y0, y2: p.y1, class: "gh-guide", visibility: "hidden" });
+  const readout = svg("text", { x: p.x0 + 4, y: p.y0 + 10, class: "gh-readout" });
+  const hit = svg("rect", { x: p.x0, y: p.y0, width: Math.max(0, p.x1 - p.x0), height: Math.max(0, p.y1 - p.y0), fill: "transparent", class: "gh-hit" });
+  p.g.append(guide, readout, hit);
   const nearest = (clientX: number): number => {
     const rect = root.getBoundingClientRect();
-    const step = xs.invert(clientX - rect.left);
+    const step = p.xs.invert(clientX - rect.left);
     let best = 0;
     for (let i = 1; i < steps.length; i++) if (Math.abs(steps[i] - step) < Math.abs(steps[best] - step)) best = i;
     return best;
@@ -172,7 +180,7 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   hit.addEventListener("mousemove", (e) => {
     if (!steps.length) return;
     const i = nearest(e.clientX);
-    const x = xs(steps[i]);
+    const x = p.xs(steps[i]);
     guide.setAttribute("x1", String(x));
     guide.setAttribute("x2", String(x));
     guide.setAttribute("visibility", "visible");
@@ -186,6 +194,29 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   hit.addEventListener("click", (e) => {
     if (steps.length) input.onPick(steps[nearest(e.clientX)]);
   });
+}
+
+/** Line chart of one metric over steps, with thresholds, finding spans, spikes and the selected step. */
+export function lineChart(input: LineChartInput, width: number, height: number): SVGSVGElement {
+  const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
+  root.append(svg("title", {}, `${humanize(input.metric)} over steps`));
+  const [x0, x1, y0, y1] = [MARGIN.left, width - MARGIN.right, MARGIN.top, height - MARGIN.bottom];
+  const { steps } = input;
+  const { log, lo, hi, lines } = valueRange(input);
+  const first = steps.length ? steps[0] : 0;
+  const last = steps.length ? steps[steps.length - 1] : 1;
+  const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
+  const ys = log ? scaleLog([lo, hi], [y1, y0]) : scaleLinear([lo, hi], [y1, y0]);
+  const y = (v: number): number => (log && v <= 0 ? y1 : ys(v));
+  const p: Plot = { g: svg("g"), xs, y, log, x0, x1, y0, y1 };
+  root.append(p.g);
+  drawSpans(p, input.spans);
+  axisLeft(p.g, ys.ticks(log ? 6 : 5), y, x0, x1, y0, y1);
+  axisBottom(p.g, xs, y1, x0, x1, (v) => (Number.isInteger(v) ? formatStepTick(v) : ""), Math.max(2, Math.floor((x1 - x0) / 70)));
+  drawThresholds(p, lines);
+  drawSeries(p, input);
+  drawMarks(p, input.spikes, input.selected);
+  addReadout(p, root, input);
   return root;
 }
 

@@ -35,8 +35,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str]):
-    """(runs, findings) for the logdir, through TensorBoard's data provider."""
+def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str]) -> List[tuple]:
+    """(run data, its findings) per run of the logdir, through TensorBoard's data provider."""
     # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
     logdir = os.path.expanduser(logdir)
     if not os.path.isdir(logdir):
@@ -45,8 +45,8 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
-    from . import analysis
     from . import config as config_lib
+    from .serving import analyzer as analyzer_lib
     from .writing import format as metadata
 
     try:
@@ -64,7 +64,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
     # What the loader keeps per tag, so a run whose tags hold fewer steps is known to be whole.
-    analyzer = analysis.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance))
+    analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance))
     ctx = tb_context.RequestContext()
     names = analyzer.list_runs(ctx, "")
     if not names:
@@ -73,48 +73,22 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
         if run not in names:
             raise UsageError(f"no run named {run!r} in {logdir!r}; runs: {', '.join(names)}")
         names = [run]
-    runs, found = [], []
-    for name in names:
-        rd, fs = analyzer.run(ctx, "", name)
-        runs.append(rd)
-        found.extend(fs)
-    return runs, found
+    return [analyzer.run(ctx, "", name) for name in names]
 
 
-def _runs_json(runs) -> List[dict]:
-    return [{"run": rd.run, "layers": [layer.name for layer in rd.layers], "roles": rd.roles(),
-             "steps_kept": rd.steps_kept, "steps_logged": rd.steps_logged, "last_step": rd.last_step,
-             "sampling": _cli_sampling(rd.sampling), "unclassified": rd.unclassified}
-            for rd in runs]
+def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
+    """The report for a person: per run its verdict, sampling note, unclassified tags and findings."""
+    from .serving import responses
 
-
-def _cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
-    """The run's sampling note, with the flag that keeps every step here (``--all-steps``) as well."""
-    if sampling is None:
-        return None
-    lo, hi = sampling["kept_min"], sampling["kept_max"]
-    kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
-    logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
-    rows = sampling["rows"]
-    message = (f"TensorBoard's sampling kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''}"
-               f"; --all-steps reads every step (tensorboard: {sampling['flag']})")
-    return dict(sampling, cli_flag="--all-steps", message=message)
-
-
-def _write_text(runs, found, out: TextIO) -> None:
-    from . import findings as findings_lib
-
-    for rd in runs:
-        mine = [f for f in found if f.run == rd.run]
-        worst = max((findings_lib.SEVERITY_RANK[f.severity] for f in mine), default=0)
-        verdict = {0: "healthy", 1: "healthy (notes only)", 2: "WARN", 3: "CRITICAL"}[worst]
-        out.write(f"run {rd.run}: {verdict} - {len(rd.layers)} layers ({', '.join(rd.roles()) or 'no roles'}), "
-                  f"{rd.steps_kept} steps kept, last step {rd.last_step}\n")
-        sampling = _cli_sampling(rd.sampling)
+    for summary, (_, mine) in zip(summaries, analyses):
+        out.write(f"run {summary['run']}: {responses.verdict(mine)} - {len(summary['layers'])} layers "
+                  f"({', '.join(summary['roles']) or 'no roles'}), "
+                  f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
+        sampling = responses.cli_sampling(summary["sampling"])
         if sampling is not None:
             out.write(f"  {sampling['message']}\n")
-        if rd.unclassified:
-            out.write(f"  unclassified tags: {', '.join(rd.unclassified)}\n")
+        if summary["unclassified"]:
+            out.write(f"  unclassified tags: {', '.join(summary['unclassified'])}\n")
         for f in mine:
             out.write(f"  [{f.severity}] {f.kind}: {f.message}\n")
             out.write(f"      advice: {f.advice}\n")
@@ -147,28 +121,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # bury the one-line error; TensorBoard only reads files with it, so oneDNN makes no difference here.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     try:
-        runs, found = _analyze(args.logdir, args.run, args.all_steps, args.config)
+        analyses = _analyze(args.logdir, args.run, args.all_steps, args.config)
     except UsageError as e:
         print(f"gradhealth: {e}", file=sys.stderr)
         return EXIT_USAGE
 
-    from . import findings as findings_lib
+    from .analysis import finding as finding_lib
+    from .serving import responses
 
+    found = [f for _, fs in analyses for f in fs]
     if args.command == "report":
+        summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
         if args.format == "json":
-            json.dump({"runs": _runs_json(runs), "findings": [f.to_json() for f in found]}, sys.stdout, indent=1)
+            json.dump(responses.cli_report(summaries, found), sys.stdout, indent=1)
             sys.stdout.write("\n")
         else:
-            _write_text(runs, found, sys.stdout)
+            _write_text(summaries, analyses, sys.stdout)
         return EXIT_OK
-    level = findings_lib.SEVERITY_RANK[args.fail_on]
-    failing = [f for f in found if findings_lib.SEVERITY_RANK[f.severity] >= level]
+    level = finding_lib.SEVERITY_RANK[args.fail_on]
+    failing = [f for f in found if finding_lib.SEVERITY_RANK[f.severity] >= level]
     for f in failing:
         print(f"{f.run}: [{f.severity}] {f.kind}: {f.message}")
     if failing:
         print(f"gradhealth: {len(failing)} finding(s) at {args.fail_on} or above", file=sys.stderr)
         return EXIT_FINDINGS
-    print(f"gradhealth: {len(runs)} run(s) checked, nothing at {args.fail_on} or above")
+    print(f"gradhealth: {len(analyses)} run(s) checked, nothing at {args.fail_on} or above")
     return EXIT_OK
 
 

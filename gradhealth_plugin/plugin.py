@@ -1,47 +1,57 @@
-"""The TensorBoard plugin: routes, argument checking and JSON; nothing else."""
+"""The TensorBoard plugin: route wrappers that parse a request and call an ``*_impl`` method.
+
+The answers are built in `serving.responses`, the analysis in `serving.analyzer`;
+a bad parameter raises `tensorboard.errors.InvalidArgumentError` (400), an unknown
+run, layer or step `tensorboard.errors.NotFoundError` (404).
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
-import numpy as np
-from tensorboard import plugin_util
+from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from . import config as config_lib
-from . import analysis, data, findings, health, metrics
-from . import rules as rules_lib
-from . import tags as tags_lib
+from .analysis import limits as rules_lib
+from .analysis.finding import Finding
+from .reading.runs import Layer, RunData
+from .reading import tags as tags_lib
+from .serving import analyzer as analyzer_lib
+from .serving import responses
 from .writing import format as metadata
 
 logger = logging.getLogger(__name__)
 
 _STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
-HEATMAP_METRICS = ("health",) + metrics.METRICS
+HEATMAP_METRICS = responses.HEATMAP_METRICS
 
 
-class BadRequest(Exception):
-    """A missing or malformed query parameter (HTTP 400)."""
+def _message(error: errors.PublicError) -> str:
+    """The error's own words: TensorBoard prefixes its code name ("Not found: "), which the tab does not show."""
+    _, sep, detail = str(error).partition(": ")
+    return detail if sep else str(error)
 
 
 def _json_route(handler: Callable) -> Callable:
-    """Wraps a handler: JSON out, 400/404 as JSON messages, never a stack trace."""
+    """Wraps a route: JSON out, and its errors as ``{"error": message}`` with their status, never a stack trace.
+
+    TensorBoard's application would answer a `tensorboard.errors.PublicError` in
+    plain text; the tab reads JSON messages, so the route answers them itself.
+    """
 
     @wrappers.Request.application
     @functools.wraps(handler)
     def wrapped(self, request):
         try:
-            body = handler(self, request)
-            return http_util.Respond(request, body, "application/json")
-        except BadRequest as e:
-            return http_util.Respond(request, {"error": str(e)}, "application/json", code=400)
-        except data.NotFound as e:
-            return http_util.Respond(request, {"error": str(e)}, "application/json", code=404)
+            return http_util.Respond(request, handler(self, request), "application/json")
+        except errors.PublicError as e:
+            return http_util.Respond(request, {"error": _message(e)}, "application/json", code=e.http_code)
         except Exception:  # noqa: BLE001 - a bug must not leak a trace to the client
             logger.exception("gradhealth: %s failed", request.path)
             return http_util.Respond(
@@ -54,17 +64,22 @@ def _json_route(handler: Callable) -> Callable:
 def _param(request, name: str) -> str:
     value = request.args.get(name)
     if value is None or value == "":
-        raise BadRequest(f"missing query parameter {name!r}")
+        raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     return value
 
 
-def _choice(request, name: str, choices, default: Optional[str] = None) -> Optional[str]:
+def _choice(request, name: str, choices: Sequence[str], default: Optional[str] = None) -> str:
     value = request.args.get(name) or default
     if value is None:
-        raise BadRequest(f"missing query parameter {name!r}")
+        raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     if value not in choices:
-        raise BadRequest(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise errors.InvalidArgumentError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
     return value
+
+
+def _role(request) -> Optional[str]:
+    """The optional ``role=`` narrowing a layer's answer (None: every role)."""
+    return _choice(request, "role", tags_lib.ROLES) if request.args.get("role") else None
 
 
 def _int_param(request, name: str) -> int:
@@ -72,15 +87,7 @@ def _int_param(request, name: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise BadRequest(f"{name} must be an integer step; got {raw!r}") from None
-
-
-def _nullable(values: np.ndarray) -> list:
-    """Float array to a JSON list, NaN and infinities as null."""
-    values = np.asarray(values, dtype=np.float64)
-    out = values.astype(object)
-    out[~np.isfinite(values)] = None
-    return out.tolist()
+        raise errors.InvalidArgumentError(f"{name} must be an integer step; got {raw!r}") from None
 
 
 class GradHealthPlugin(base_plugin.TBPlugin):
@@ -89,8 +96,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
             config = config_lib.load(logdir=getattr(context, "logdir", None))
-        self._analyzer = analysis.Analyzer(context.data_provider, config.limits, config.tag_rules,
-                                           loader_samples(context))
+        self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
+                                               loader_samples(context))
         self._limits = dict(config.limits)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
@@ -118,162 +125,86 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             return http_util.Respond(request, f.read(), "text/javascript")
 
     def _analysis(self, request):
+        """The requested run's data and findings (``run=``)."""
         ctx = plugin_util.context(request.environ)
         eid = plugin_util.experiment_id(request.environ)
         return self._analyzer.run(ctx, eid, _param(request, "run"))
 
-    def _run(self, request) -> data.RunData:
-        return self._analysis(request)[0]
+    # Route wrappers: parameters are parsed in the order their errors are reported (the run first).
 
     @_json_route
     def _serve_runs(self, request):
-        ctx = plugin_util.context(request.environ)
-        eid = plugin_util.experiment_id(request.environ)
-        runs = []
-        for run in self._analyzer.list_runs(ctx, eid):
-            try:
-                rd, found = self._analyzer.run(ctx, eid, run)
-            except data.NotFound:
-                continue  # removed between the listing and the read
-            runs.append(_run_summary(rd, found))
-        return {"runs": runs}
+        return self.runs_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ))
 
     @_json_route
     def _serve_findings(self, request):
-        rd, found = self._analysis(request)
-        return {"run": rd.run, "findings": [f.to_json() for f in found]}
+        return self.findings_impl(*self._analysis(request))
+
 
     @_json_route
     def _serve_heatmap(self, request):
-        rd = self._run(request)
-        available = rd.roles()
-        role = _choice(request, "role", tags_lib.ROLES, default=available[0] if available else tags_lib.GRADIENT)
-        metric = _choice(request, "metric", HEATMAP_METRICS, default="health")
-        return heatmap(rd, role, metric)
+        rd, _ = self._analysis(request)
+        role = _choice(request, "role", tags_lib.ROLES, default=responses.default_role(rd))
+        return self.heatmap_impl(rd, role, _choice(request, "metric", HEATMAP_METRICS, default="health"))
 
     @_json_route
     def _serve_cell(self, request):
-        rd = self._run(request)
-        layer_name = _param(request, "layer")
-        step = _int_param(request, "step")
-        layer, roles = _layer_roles(request, rd, layer_name)
-        out = {}
-        for name, rdata in roles.items():
-            hits = np.nonzero(rdata.table.steps == step)[0]
-            if len(hits):
-                buckets = None
-                if rdata.histogram_tag is not None:
-                    buckets = self._analyzer.histogram_at(
-                        plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
-                        rd.run, rdata.histogram_tag, step)
-                out[name] = _cell(rdata, int(hits[0]), buckets)
-        if not out:
-            raise data.NotFound(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
-        return {"run": rd.run, "layer": layer.name, "group": layer.group, "kind": layer.kind, "step": step,
-                "roles": out}
+        rd, _ = self._analysis(request)
+        return self.cell_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
+                              rd, _param(request, "layer"), _int_param(request, "step"), _role(request))
 
     @_json_route
     def _serve_series(self, request):
-        rd = self._run(request)
-        layer_name = _param(request, "layer")
-        metric = _choice(request, "metric", HEATMAP_METRICS)
-        layer, roles = _layer_roles(request, rd, layer_name)
-        role = request.args.get("role") or None
-        series = {}
-        for name, rdata in roles.items():
-            values = rdata.health.score if metric == "health" else rdata.table.get(metric)
-            quality = rdata.table.quality_of(metric) if metric != "health" else np.where(
-                rdata.health.status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
-            series[name] = {
-                "steps": rdata.table.steps.tolist(),
-                "values": _nullable(values),
-                "quality": [metrics.QUALITY_NAMES[q] for q in quality],
-                "status": rdata.health.status.tolist(),
-            }
-        if role is not None and not series:
-            raise data.NotFound(f"layer {layer_name!r} has no {role} data")
-        return {"run": rd.run, "layer": layer.name, "metric": metric, "series": series,
-                "status_names": list(health.STATUS_NAMES),
-                "thresholds": {name: _thresholds(name, metric, self._limits) for name in series}}
+        rd, _ = self._analysis(request)
+        return self.series_impl(rd, _param(request, "layer"), _choice(request, "metric", HEATMAP_METRICS),
+                                _role(request))
+
+    def runs_impl(self, ctx, experiment: str) -> dict:
+        """Every run's summary; a run removed between the listing and its read is left out."""
+        summaries = []
+        for run in self._analyzer.list_runs(ctx, experiment):
+            try:
+                rd, found = self._analyzer.run(ctx, experiment, run)
+            except errors.NotFoundError:
+                continue
+            summaries.append(responses.run_summary(rd, found))
+        return responses.runs(summaries)
+
+    def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
+        return responses.run_findings(rd, found)
+
+    def heatmap_impl(self, rd: RunData, role: str, metric: str) -> dict:
+        return responses.heatmap(rd, role, metric)
+
+    def cell_impl(self, ctx, experiment: str, rd: RunData, layer_name: str, step: int,
+                  role: Optional[str]) -> dict:
+        """One layer at one step, each role with its histogram there when it has one."""
+        layer = _layer(rd, layer_name)
+        rows = responses.rows_at(responses.layer_roles(layer, role), step)
+        if not rows:
+            raise errors.NotFoundError(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
+        roles = {}
+        for name, index in rows.items():
+            tag = layer.roles[name].histogram_tag
+            buckets = None if tag is None else self._analyzer.histogram_at(ctx, experiment, rd.run, tag, step)
+            roles[name] = responses.role_cell(layer.roles[name], index, buckets)
+        return responses.cell(rd, layer, step, roles)
+
+    def series_impl(self, rd: RunData, layer_name: str, metric: str, role: Optional[str]) -> dict:
+        """One layer's metric over its steps per role, with the threshold lines that apply."""
+        layer = _layer(rd, layer_name)
+        roles = responses.layer_roles(layer, role)
+        if role is not None and not roles:
+            raise errors.NotFoundError(f"layer {layer_name!r} has no {role} data")
+        lines = {name: _thresholds(name, metric, self._limits) for name in roles}
+        return responses.series(rd, layer, metric, roles, lines)
 
 
-def _layer_roles(request, rd: data.RunData, layer_name: str):
-    """The layer and its roles, narrowed to ``role=`` when given (empty means every role)."""
-    role = request.args.get("role") or None
-    if role is not None:
-        _choice(request, "role", tags_lib.ROLES)
+def _layer(rd: RunData, layer_name: str) -> Layer:
     layer = rd.layer(layer_name)
     if layer is None:
-        raise data.NotFound(f"run {rd.run!r} has no layer {layer_name!r}")
-    return layer, {name: r for name, r in layer.roles.items() if role is None or name == role}
-
-
-def _run_summary(rd: data.RunData, found: List[findings.Finding]) -> dict:
-    worst = max((findings.SEVERITY_RANK[f.severity] for f in found), default=0)
-    has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
-    counts = {sev: sum(1 for f in found if f.severity == sev) for sev in findings.SEVERITY_RANK}
-    return {
-        "run": rd.run,
-        "layers": [
-            {"name": layer.name, "group": layer.group, "kind": layer.kind, "order": layer.order,
-             "roles": {role: {"tags": r.tags, "source": r.source, "steps": int(len(r.table.steps)),
-                              # Logged against kept: they differ where TensorBoard's sampling dropped steps.
-                              "steps_logged": int(r.steps_logged if r.steps_logged is not None else len(r.table.steps)),
-                              "steps_logged_at_least": bool(r.logged_at_least),
-                              "dropped_by": list(r.dropped_by)}
-                       for role, r in layer.roles.items()}}
-            for layer in rd.layers
-        ],
-        "roles": rd.roles(),
-        "scalars": rd.scalars,
-        "unclassified": rd.unclassified,
-        "steps_kept": rd.steps_kept,
-        "steps_logged": rd.steps_logged,
-        "sampling": rd.sampling,
-        "last_step": rd.last_step,
-        "worst_severity": ([None] + list(findings.SEVERITY_RANK))[worst],
-        "worst_status": ("critical" if worst == 3 else "warn" if worst == 2 else "ok") if has_data else "no_data",
-        "findings": counts,
-    }
-
-
-def heatmap(rd: data.RunData, role: str, metric: str) -> dict:
-    """The layers x steps matrix of one role and metric, compact for the tab."""
-    steps = data.role_union_steps(rd, role)
-    layers = [layer for layer in rd.layers if role in layer.roles]
-    n_rows, n_cols = len(layers), len(steps)
-    values = np.full((n_rows, n_cols), np.nan)
-    status = np.zeros((n_rows, n_cols), dtype=np.uint8)
-    rules = np.full((n_rows, n_cols), None, dtype=object)
-    quality_codes: List[np.ndarray] = []
-    cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
-    for i, layer in enumerate(layers):
-        rdata = layer.roles[role]
-        cols = np.searchsorted(steps, rdata.table.steps)
-        values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
-        status[i, cols] = rdata.health.status
-        rules[i, cols] = rdata.health.rule
-        if metric != "health":
-            quality_codes.append(rdata.table.quality_of(metric))
-            cell_quality[i, cols] = rdata.table.quality_of(metric)
-        else:
-            cell_quality[i, cols] = np.where(rdata.health.status == health.NO_DATA, metrics.NO_DATA,
-                                             metrics.ESTIMATED)
-    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
-    return {
-        "run": rd.run, "role": role, "metric": metric,
-        "layers": [layer.name for layer in layers],
-        "steps": steps.tolist(),
-        "values": [_nullable(row) for row in values],
-        "status": status.tolist(),
-        "rules": rules.tolist(),
-        "status_names": list(health.STATUS_NAMES),
-        "quality": "estimated" if metric == "health" else quality,
-        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
-        "quality_cells": cell_quality.tolist(),
-        "quality_names": list(metrics.QUALITY_NAMES),
-        "scale": "log" if metric in metrics.LOG_METRICS else "linear",
-    }
+        raise errors.NotFoundError(f"run {rd.run!r} has no layer {layer_name!r}")
+    return layer
 
 
 # Threshold lines the tab draws on a layer's metric chart: (role or None for any role, metric)
@@ -304,38 +235,6 @@ def _thresholds(role: str, metric: str, limits: Dict[str, float]) -> List[dict]:
             if mirrored:
                 out.append({"name": name, "value": -value, "side": "below", "meaning": meaning})
     return out
-
-
-def _cell(rdata: data.RoleData, index: int, buckets: Optional[np.ndarray]) -> dict:
-    table = rdata.table
-    names = [m for m in metrics.METRICS if m in table.values]
-    histogram = None
-    if buckets is not None:
-        # As the metrics see them: empty, padded and degenerate buckets carry no data.
-        keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
-        if len(buckets):
-            # The same edges the metrics use, so both loaders draw the same histogram.
-            lo, hi = metrics.written_range(buckets[None, :, 0], buckets[None, :, 1])
-            left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], lo[0], hi[0])
-            buckets = np.stack([left, right, buckets[:, 2]], axis=1)
-        histogram = [_nullable(b) for b in buckets[keep]]
-    return {
-        "tags": rdata.tags,
-        "source": rdata.source,
-        "status": health.STATUS_NAMES[int(rdata.health.status[index])],
-        "score": _nullable(rdata.health.score[index:index + 1])[0],
-        "rule": rdata.health.rule[index],
-        "metrics": {
-            name: {"value": _nullable(table.values[name][index:index + 1])[0],
-                   "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
-            for name in names
-        },
-        "histogram": histogram,
-        # The row's kept steps against its writer's logged steps (they differ after sampling).
-        "steps_kept": int(len(table.steps)),
-        "steps_logged": int(rdata.steps_logged if rdata.steps_logged is not None else len(table.steps)),
-        "steps_logged_at_least": bool(rdata.logged_at_least),
-    }
 
 
 def loader_samples(context: base_plugin.TBContext) -> Optional[Dict[str, int]]:

@@ -11,17 +11,20 @@ import threading
 import weakref
 from typing import List, Mapping, Optional, Sequence, Tuple
 
+from tensorboard import errors
 from tensorboard.data import provider
 
-from . import data, findings
-from . import tags as tags_lib
+from ..analysis import findings
+from ..reading.provider import Reader
+from ..reading.runs import NotFound, RunData
+from ..reading import tags as tags_lib
 
 
 class Analyzer:
     def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
                  tag_rules: Sequence[tags_lib.UserRule] = (),
                  samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
-        self._reader = data.Reader(data_provider, limits, tag_rules, samples)
+        self._reader = Reader(data_provider, tag_rules, samples)
         self._limits = dict(limits)
         self._lock = threading.Lock()
         # Keyed by the RunData object the reader caches: a new object means new data.
@@ -33,9 +36,15 @@ class Analyzer:
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int):
         return self._reader.histogram_at(ctx, experiment_id, run, tag, step)
 
-    def run(self, ctx, experiment_id: str, run: str) -> Tuple[data.RunData, List[findings.Finding]]:
-        """The run's data (with finding-consistent cell statuses) and its findings."""
-        rd = self._reader.run_data(ctx, experiment_id, run)
+    def run(self, ctx, experiment_id: str, run: str) -> Tuple[RunData, List[findings.Finding]]:
+        """The run's data (with finding-consistent cell statuses) and its findings.
+
+        Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have.
+        """
+        try:
+            rd = self._reader.run_data(ctx, experiment_id, run)
+        except NotFound as e:
+            raise errors.NotFoundError(str(e)) from None
         with self._lock:
             found = self._findings.get(rd)
             if found is None:

@@ -1,0 +1,242 @@
+"""The answers: every route's JSON and the CLI's, built from a run's analysis.
+
+Pure functions: a run's data and findings in, JSON-ready values out. Reading
+the data provider and choosing the HTTP status stay with the caller, so the
+routes and the ``gradhealth`` CLI share one run summary and one worst severity.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..analysis import finding, health, metrics
+from ..reading.runs import Layer, RoleData, RunData, role_union_steps
+from ..reading import tags as tags_lib
+
+HEATMAP_METRICS = ("health",) + metrics.METRICS
+
+# The CLI's one-word verdict per worst severity of a run (None: no finding at all).
+_VERDICTS = {None: "healthy", finding.INFO: "healthy (notes only)", finding.WARN: "WARN",
+             finding.CRITICAL: "CRITICAL"}
+
+
+def nullable(values: np.ndarray) -> list:
+    """Float array to a JSON list, NaN and infinities as null."""
+    values = np.asarray(values, dtype=np.float64)
+    out = values.astype(object)
+    out[~np.isfinite(values)] = None
+    return out.tolist()
+
+
+def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
+    """The most severe of the findings' severities, None when there are none."""
+    return max((f.severity for f in found), key=finding.SEVERITY_RANK.__getitem__, default=None)
+
+
+def verdict(found: Sequence[finding.Finding]) -> str:
+    """The CLI's one-word verdict on one run's findings."""
+    return _VERDICTS[worst_severity(found)]
+
+
+def _steps_logged(rdata: RoleData) -> int:
+    """A row's logged steps: what its writer reported, else the steps kept (then nothing was dropped)."""
+    return int(rdata.steps_logged if rdata.steps_logged is not None else len(rdata.table.steps))
+
+
+def _role_summary(rdata: RoleData) -> dict:
+    return {"tags": rdata.tags, "source": rdata.source, "steps": int(len(rdata.table.steps)),
+            # Logged against kept: they differ where TensorBoard's sampling dropped steps.
+            "steps_logged": _steps_logged(rdata),
+            "steps_logged_at_least": bool(rdata.logged_at_least),
+            "dropped_by": list(rdata.dropped_by)}
+
+
+def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
+    """One run's entry in the ``runs`` route: its layers, roles, sampling and findings counts."""
+    worst = worst_severity(found)
+    has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
+    counts = {sev: sum(1 for f in found if f.severity == sev) for sev in finding.SEVERITY_RANK}
+    return {
+        "run": rd.run,
+        "layers": [
+            {"name": layer.name, "group": layer.group, "kind": layer.kind, "order": layer.order,
+             "roles": {role: _role_summary(r) for role, r in layer.roles.items()}}
+            for layer in rd.layers
+        ],
+        "roles": rd.roles(),
+        "scalars": rd.scalars,
+        "unclassified": rd.unclassified,
+        "steps_kept": rd.steps_kept,
+        "steps_logged": rd.steps_logged,
+        "sampling": rd.sampling,
+        "last_step": rd.last_step,
+        "worst_severity": worst,
+        "worst_status": (worst if worst in (finding.CRITICAL, finding.WARN) else "ok") if has_data else "no_data",
+        "findings": counts,
+    }
+
+
+def runs(summaries: Sequence[dict]) -> dict:
+    """The ``runs`` route: every run's summary."""
+    return {"runs": list(summaries)}
+
+
+def run_findings(rd: RunData, found: Sequence[finding.Finding]) -> dict:
+    """The ``findings`` route: one run's findings."""
+    return {"run": rd.run, "findings": [f.to_json() for f in found]}
+
+
+def default_role(rd: RunData) -> str:
+    """The heatmap's role when the request names none: the run's first, else gradients."""
+    available = rd.roles()
+    return available[0] if available else tags_lib.GRADIENT
+
+
+def _health_quality(status: np.ndarray) -> np.ndarray:
+    """Quality codes of health scores: estimated wherever a cell has data."""
+    return np.where(status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
+
+
+def heatmap(rd: RunData, role: str, metric: str) -> dict:
+    """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab."""
+    steps = role_union_steps(rd, role)
+    layers = [layer for layer in rd.layers if role in layer.roles]
+    n_rows, n_cols = len(layers), len(steps)
+    values = np.full((n_rows, n_cols), np.nan)
+    status = np.zeros((n_rows, n_cols), dtype=np.uint8)
+    rules = np.full((n_rows, n_cols), None, dtype=object)
+    quality_codes: List[np.ndarray] = []
+    cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
+    for i, layer in enumerate(layers):
+        rdata = layer.roles[role]
+        cols = np.searchsorted(steps, rdata.table.steps)
+        values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
+        status[i, cols] = rdata.health.status
+        rules[i, cols] = rdata.health.rule
+        if metric != "health":
+            quality_codes.append(rdata.table.quality_of(metric))
+            cell_quality[i, cols] = rdata.table.quality_of(metric)
+        else:
+            cell_quality[i, cols] = _health_quality(rdata.health.status)
+    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
+    return {
+        "run": rd.run, "role": role, "metric": metric,
+        "layers": [layer.name for layer in layers],
+        "steps": steps.tolist(),
+        "values": [nullable(row) for row in values],
+        "status": status.tolist(),
+        "rules": rules.tolist(),
+        "status_names": list(health.STATUS_NAMES),
+        "quality": "estimated" if metric == "health" else quality,
+        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
+        "quality_cells": cell_quality.tolist(),
+        "quality_names": list(metrics.QUALITY_NAMES),
+        "scale": "log" if metric in metrics.LOG_METRICS else "linear",
+    }
+
+
+def layer_roles(layer: Layer, role: Optional[str]) -> Dict[str, RoleData]:
+    """The layer's roles, narrowed to ``role`` when given (an empty answer means the layer lacks it)."""
+    return {name: r for name, r in layer.roles.items() if role is None or name == role}
+
+
+def rows_at(roles: Mapping[str, RoleData], step: int) -> Dict[str, int]:
+    """Per role, the row index of ``step`` in its metric table, for the roles that logged that step."""
+    out = {}
+    for name, rdata in roles.items():
+        hits = np.nonzero(rdata.table.steps == step)[0]
+        if len(hits):
+            out[name] = int(hits[0])
+    return out
+
+
+def _histogram(buckets: np.ndarray) -> list:
+    """A histogram's buckets as the metrics see them, for the detail panel to draw."""
+    # Empty, padded and degenerate buckets carry no data.
+    keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
+    if len(buckets):
+        # The same edges the metrics use, so both loaders draw the same histogram.
+        lo, hi = metrics.written_range(buckets[None, :, 0], buckets[None, :, 1])
+        left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], lo[0], hi[0])
+        buckets = np.stack([left, right, buckets[:, 2]], axis=1)
+    return [nullable(b) for b in buckets[keep]]
+
+
+def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray]) -> dict:
+    """One role of a ``cell`` answer: status, metrics and histogram at one row of its table."""
+    table = rdata.table
+    names = [m for m in metrics.METRICS if m in table.values]
+    return {
+        "tags": rdata.tags,
+        "source": rdata.source,
+        "status": health.STATUS_NAMES[int(rdata.health.status[index])],
+        "score": nullable(rdata.health.score[index:index + 1])[0],
+        "rule": rdata.health.rule[index],
+        "metrics": {
+            name: {"value": nullable(table.values[name][index:index + 1])[0],
+                   "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
+            for name in names
+        },
+        "histogram": _histogram(buckets) if buckets is not None else None,
+        # The row's kept steps against its writer's logged steps (they differ after sampling).
+        "steps_kept": int(len(table.steps)),
+        "steps_logged": _steps_logged(rdata),
+        "steps_logged_at_least": bool(rdata.logged_at_least),
+    }
+
+
+def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dict:
+    """The ``cell`` route: one layer at one step, with each role's `role_cell`."""
+    return {"run": rd.run, "layer": layer.name, "group": layer.group, "kind": layer.kind, "step": step,
+            "roles": dict(roles)}
+
+
+def role_series(rdata: RoleData, metric: str) -> dict:
+    """One role's series of one metric (or the health score) over its logged steps."""
+    if metric == "health":
+        values, quality = rdata.health.score, _health_quality(rdata.health.status)
+    else:
+        values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
+    return {
+        "steps": rdata.table.steps.tolist(),
+        "values": nullable(values),
+        "quality": [metrics.QUALITY_NAMES[q] for q in quality],
+        "status": rdata.health.status.tolist(),
+    }
+
+
+def series(rd: RunData, layer: Layer, metric: str, roles: Mapping[str, RoleData],
+           thresholds: Mapping[str, List[dict]]) -> dict:
+    """The ``series`` route: one layer's metric per role, with the threshold lines per role."""
+    return {"run": rd.run, "layer": layer.name, "metric": metric,
+            "series": {name: role_series(rdata, metric) for name, rdata in roles.items()},
+            "status_names": list(health.STATUS_NAMES),
+            "thresholds": {name: thresholds[name] for name in roles}}
+
+
+def cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
+    """The run's sampling note, with the flag that keeps every step here (``--all-steps``) as well."""
+    if sampling is None:
+        return None
+    lo, hi = sampling["kept_min"], sampling["kept_max"]
+    kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+    logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
+    rows = sampling["rows"]
+    message = (f"TensorBoard's sampling kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''}"
+               f"; --all-steps reads every step (tensorboard: {sampling['flag']})")
+    return dict(sampling, cli_flag="--all-steps", message=message)
+
+
+def cli_run(summary: dict) -> dict:
+    """A run in ``gradhealth report --format json``: the route's `run_summary`, layers by name only."""
+    return {"run": summary["run"], "layers": [layer["name"] for layer in summary["layers"]],
+            "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
+            "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
+            "unclassified": summary["unclassified"]}
+
+
+def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:
+    """``gradhealth report --format json``: the runs and every finding."""
+    return {"runs": [cli_run(s) for s in summaries], "findings": [f.to_json() for f in found]}

@@ -15,7 +15,7 @@ import json
 import os
 from typing import Dict, List, Optional
 
-from . import rules
+from .analysis import limits as limits_lib
 from .reading import tags as tags_lib
 from .writing import format as metadata
 
@@ -33,7 +33,7 @@ def load(path: Optional[str] = None, logdir: Optional[str] = None) -> Config:
         candidate = os.path.join(os.path.expanduser(logdir), metadata.CONFIG_FILENAME)
         path = candidate if os.path.isfile(candidate) else None
     if not path:
-        return Config(tag_rules=[], limits=rules.thresholds())
+        return Config(tag_rules=[], limits=limits_lib.thresholds())
     try:
         with open(path, encoding="utf-8") as f:
             raw = json.load(f)
@@ -45,7 +45,7 @@ def load(path: Optional[str] = None, logdir: Optional[str] = None) -> Config:
         raise ValueError(f"{path}: expected a JSON object")
     tag_rules = tags_lib.parse_user_rules(raw.get("tag_rules", []), source=path)
     try:
-        limits = rules.thresholds(raw.get("thresholds", {}))
+        limits = limits_lib.thresholds(raw.get("thresholds", {}))
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from e
     return Config(tag_rules=tag_rules, limits=limits, source=path)

@@ -18,7 +18,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from . import config as config_lib
-from .analysis import limits as rules_lib
+from .analysis import vocabulary
 from .analysis.finding import Finding
 from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
@@ -108,6 +108,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/cell": self._serve_cell,
             "/series": self._serve_series,
             "/findings": self._serve_findings,
+            "/vocabulary": self._serve_vocabulary,
         }
 
     def is_active(self) -> bool:
@@ -140,6 +141,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def _serve_findings(self, request):
         return self.findings_impl(*self._analysis(request))
 
+    @_json_route
+    def _serve_vocabulary(self, request):
+        return self.vocabulary_impl()
 
     @_json_route
     def _serve_heatmap(self, request):
@@ -196,8 +200,12 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         roles = responses.layer_roles(layer, role)
         if role is not None and not roles:
             raise errors.NotFoundError(f"layer {layer_name!r} has no {role} data")
-        lines = {name: _thresholds(name, metric, self._limits) for name in roles}
+        lines = {name: vocabulary.series_thresholds(name, metric, self._limits) for name in roles}
         return responses.series(rd, layer, metric, roles, lines)
+
+    def vocabulary_impl(self) -> dict:
+        """The kinds, labels, chart metrics, severities, statuses, bands and threshold lines the tab reads."""
+        return vocabulary.vocabulary(self._limits)
 
 
 def _layer(rd: RunData, layer_name: str) -> Layer:
@@ -205,36 +213,6 @@ def _layer(rd: RunData, layer_name: str) -> Layer:
     if layer is None:
         raise errors.NotFoundError(f"run {rd.run!r} has no layer {layer_name!r}")
     return layer
-
-
-# Threshold lines the tab draws on a layer's metric chart: (role or None for any role, metric)
-# -> (threshold name in rules_lib.DEFAULTS, which side is bad, mirrored at zero).
-_SERIES_THRESHOLDS = {
-    ("gradient", "max_abs"): (("exploding_max_abs", "above", False),),
-    ("gradient", "mean_abs"): (("vanishing_abs", "below", False),),
-    ("gradient", "small_fraction"): (("vanishing_fraction", "above", False),),
-    ("activation", "zero_fraction"): (("dead_zero_fraction", "above", False),
-                                      ("dead_info_zero_fraction", "above", False)),
-    ("weight", "std_rel_first"): (("weight_std_growth", "above", False),),
-    ("weight", "mean"): (("weight_abs_mean", "above", True),),
-    ("weight", "skewness"): (("skewness", "above", True),),
-    (None, "update_ratio"): (("update_ratio_high", "above", False), ("update_ratio_low", "below", False)),
-}
-
-
-def _thresholds(role: str, metric: str, limits: Dict[str, float]) -> List[dict]:
-    """The configured thresholds that apply to one role's metric series, as lines to draw."""
-    out = []
-    for key in ((role, metric), (None, metric)):
-        for name, side, mirrored in _SERIES_THRESHOLDS.get(key, ()):
-            if name not in limits:
-                continue
-            value = float(limits[name])
-            meaning = rules_lib.DEFAULTS[name].meaning if name in rules_lib.DEFAULTS else name
-            out.append({"name": name, "value": value, "side": side, "meaning": meaning})
-            if mirrored:
-                out.append({"name": name, "value": -value, "side": "below", "meaning": meaning})
-    return out
 
 
 def loader_samples(context: base_plugin.TBContext) -> Optional[Dict[str, int]]:

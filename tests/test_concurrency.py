@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from gradhealth_plugin import metrics
+from gradhealth_plugin.analysis import metrics
 from gradhealth_plugin.reading import cache as cache_lib
 from tests.test_bad_input import (REQUEST_TIMEOUT, append_events, check_heatmap_shape, event, hist_value,
                                   normal_buckets, scalar_value, write_run)

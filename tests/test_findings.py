@@ -1,7 +1,7 @@
 """findings.py: every rule at its threshold, grouping, evidence, combined causes and the heatmap's statuses.
 
 Runs are built directly as `RunData` (one `MetricTable` per layer and role,
-cell health computed the way `data.Reader` does), so each test sets exactly
+the cell rules scored as the analysis scores them), so each test sets exactly
 the metric values a rule looks at.
 """
 
@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from gradhealth_plugin import findings, health, metrics, rules
+from gradhealth_plugin.analysis import findings, health, metrics
+from gradhealth_plugin.analysis import limits as rules
 from gradhealth_plugin.reading import runs
 from gradhealth_plugin.reading import tags as T
 
@@ -74,7 +75,7 @@ def run(*layers, scalar_series=None, histogram_interval=None, name="r", limits=L
     for i, lay in enumerate(layers):
         lay.order = i
         for role, rd in lay.roles.items():
-            rd.health = health.cell_health(rd.table, role, lay.kind, limits)
+            rd.health = findings.cell_health(rd.table, role, lay.kind, limits)
     steps = [rd.table.steps for lay in layers for rd in lay.roles.values()]
     allsteps = np.unique(np.concatenate(steps)) if steps else np.zeros(0)
     return runs.RunData(run=name, layers=list(layers), scalars={}, unclassified=[], steps_kept=len(allsteps),
@@ -165,7 +166,7 @@ def test_healthy_run_has_no_warning(seed):
 def test_healthy_run_cells_are_all_ok_after_findings():
     rd = healthy_run()
     found = find(rd)
-    findings.apply_to_health(rd, found)
+    findings.decide_cells(rd, found, LIMITS)
     for lay in rd.layers:
         for role, r in lay.roles.items():
             assert set(r.health.status.tolist()) == {health.OK}, (lay.name, role)
@@ -416,7 +417,7 @@ def test_weight_shape_rules_exempt_biases_and_norm_parameters(kind):
     found = find(rd)
     for k in ("weight_growth", "skewed_distribution", "init_scale"):
         assert of_kind(found, k) == [], k
-    findings.apply_to_health(rd, found)
+    findings.decide_cells(rd, found, LIMITS)
     assert set(rd.layers[0].roles[T.WEIGHT].health.status.tolist()) == {health.OK}
 
 
@@ -677,7 +678,7 @@ def test_threshold_override_moves_the_boundary():
     assert of_kind(find(run(*three_kernels(g={0: g}))), "exploding_gradients") == []
 
 
-# --- apply_to_health: the tab and the findings never disagree --------------------------------------
+# --- decide_cells: the tab and the findings never disagree --------------------------------------
 
 BANDS = {health.OK: (0.6, 1.0), health.WARN: (0.25, 0.6), health.CRITICAL: (0.0, 0.25)}
 
@@ -693,7 +694,7 @@ def _covered(f, lay, role, steps):
 
 
 def _check_consistent(rd, found):
-    findings.apply_to_health(rd, found)
+    findings.decide_cells(rd, found, LIMITS)
     severity_code = {findings.WARN: health.WARN, findings.CRITICAL: health.CRITICAL}
     for lay in rd.layers:
         for role, r in lay.roles.items():
@@ -738,7 +739,7 @@ def _troubled_run(*extra_layers):
                scalar_series={"loss": (STEPS, loss)})
 
 
-def test_apply_to_health_statuses_match_findings():
+def test_decide_cells_statuses_match_findings():
     rd = _troubled_run()
     found = find(rd)
     kinds = {f.kind for f in serious(found)}
@@ -746,22 +747,22 @@ def test_apply_to_health_statuses_match_findings():
     _check_consistent(rd, found)
 
 
-def test_apply_to_health_lone_cell_rule_without_finding_is_ok():
+def test_decide_cells_lone_cell_rule_without_finding_is_ok():
     rd = _troubled_run()
     # Before: the cell rules alone flag the lone vanishing step and the two skewed steps.
     g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
     w2 = rd.layer("dense_2/kernel").roles[T.WEIGHT].health
     assert g1.status[20] == health.WARN and w2.status[3] == health.WARN
-    findings.apply_to_health(rd, find(rd))
+    findings.decide_cells(rd, find(rd), LIMITS)
     g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
     w2 = rd.layer("dense_2/kernel").roles[T.WEIGHT].health
     assert g1.status[20] == health.OK and g1.rule[20] == ""
     assert w2.status[3] == health.OK and 0.6 < w2.score[3] <= 1.0
 
 
-def test_apply_to_health_marks_only_the_problem_steps():
+def test_decide_cells_marks_only_the_problem_steps():
     rd = _troubled_run()
-    findings.apply_to_health(rd, find(rd))
+    findings.decide_cells(rd, find(rd), LIMITS)
     g0 = rd.layer("dense_0/kernel").roles[T.GRADIENT].health
     assert g0.status[12] == g0.status[18] == health.CRITICAL and g0.rule[12] == "exploding_gradients"
     assert g0.status[15] == health.OK
@@ -773,7 +774,7 @@ def test_apply_to_health_marks_only_the_problem_steps():
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_apply_to_health_random_runs(seed):
+def test_decide_cells_random_runs(seed):
     # Random problems in random places: whatever is found, the statuses agree with it.
     rng = np.random.default_rng(seed)
     gs, ws = {}, {}

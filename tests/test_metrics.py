@@ -18,7 +18,9 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import pytest
 
-from gradhealth_plugin import health, metrics, rules
+from gradhealth_plugin.analysis import findings, health, metrics
+from gradhealth_plugin.analysis import limits as rules
+from gradhealth_plugin.analysis.detectors import CELL_RULES
 from gradhealth_plugin.reading import tags as tags_lib
 
 N = 10_000
@@ -473,7 +475,7 @@ def test_legacy_single_value_bucket_is_a_point_mass(value):
         # An all-zero gradient must read as vanished, not as spread over [-0.5, 0.5].
         assert t.values["zero_fraction"][0] == 1.0 and t.quality["zero_fraction"][0] == metrics.EXACT
         assert t.values["small_fraction"][0] == 1.0 and t.values["mean_abs"][0] == 0.0
-        h = health.cell_health(t, tags_lib.GRADIENT, tags_lib.KIND_KERNEL, LIMITS)
+        h = findings.cell_health(t, tags_lib.GRADIENT, tags_lib.KIND_KERNEL, LIMITS)
         assert h.rule.tolist() == ["vanishing_gradients"]
 
 
@@ -561,9 +563,9 @@ def test_merge_exact_onto_empty_table():
     assert (merged.quality["max"] == metrics.EXACT).all()
 
 
-# --- health.cell_health -----------------------------------------------------------------------
+# --- findings.cell_health -----------------------------------------------------------------------
 
-_RULE_IDS = [f"{r.name}:{r.metric}:{'above' if r.above else 'below'}" for r in health.CELL_RULES]
+_RULE_IDS = [f"{r.name}:{r.metric}:{'above' if r.above else 'below'}" for r in CELL_RULES]
 
 
 def _kind_for(rule):
@@ -582,13 +584,13 @@ def _around(rule, signed=1.0):
     return signed * short, signed * past
 
 
-@pytest.mark.parametrize("rule", health.CELL_RULES, ids=_RULE_IDS)
+@pytest.mark.parametrize("rule", CELL_RULES, ids=_RULE_IDS)
 def test_cell_rule_fires_just_past_its_threshold(rule):
     short, past = _around(rule)
     for role in rule.roles:
         # l2 is read by no rule; it makes both steps hold data whatever the rule's metric.
         t = _table([0, 1], l2=[1.0, 1.0], **{rule.metric: [short, past]})
-        h = health.cell_health(t, role, _kind_for(rule), LIMITS)
+        h = findings.cell_health(t, role, _kind_for(rule), LIMITS)
         assert h.status.tolist() == [health.OK, rule.status], role
         assert h.rule.tolist() == ["", rule.name]
         assert 0.6 < h.score[0] <= 1.0
@@ -596,40 +598,40 @@ def test_cell_rule_fires_just_past_its_threshold(rule):
         assert band[0] <= h.score[1] <= band[1]
 
 
-@pytest.mark.parametrize("rule", [r for r in health.CELL_RULES if r.use_abs], ids=lambda r: r.threshold)
+@pytest.mark.parametrize("rule", [r for r in CELL_RULES if r.use_abs], ids=lambda r: r.threshold)
 def test_abs_rules_fire_on_negative_values(rule):
     short, past = _around(rule, signed=-1.0)
-    h = health.cell_health(_table([0, 1], **{rule.metric: [short, past]}), rule.roles[0], _kind_for(rule), LIMITS)
+    h = findings.cell_health(_table([0, 1], **{rule.metric: [short, past]}), rule.roles[0], _kind_for(rule), LIMITS)
     assert h.status.tolist() == [health.OK, rule.status]
 
 
-@pytest.mark.parametrize("rule", [r for r in health.CELL_RULES if r.kinds is not None], ids=lambda r: r.threshold)
+@pytest.mark.parametrize("rule", [r for r in CELL_RULES if r.kinds is not None], ids=lambda r: r.threshold)
 def test_cell_rules_skip_exempt_kinds(rule):
     _, past = _around(rule)
     exempt = [k for k in (tags_lib.KIND_BIAS, tags_lib.KIND_NORM, tags_lib.KIND_PREACTIVATION, tags_lib.KIND_OUTPUT,
                           tags_lib.KIND_KERNEL) if k not in rule.kinds]
     assert exempt
     for kind in exempt:
-        h = health.cell_health(_table([0], **{rule.metric: [past]}), rule.roles[0], kind, LIMITS)
+        h = findings.cell_health(_table([0], **{rule.metric: [past]}), rule.roles[0], kind, LIMITS)
         assert h.status.tolist() == [health.OK], kind
 
 
 def test_biases_and_norm_params_are_exempt_from_weight_shape_rules():
     t = _table([0], std_rel_first=[50.0], mean=[5.0], skewness=[8.0])
     for kind in (tags_lib.KIND_BIAS, tags_lib.KIND_NORM):
-        assert health.cell_health(t, tags_lib.WEIGHT, kind, LIMITS).status.tolist() == [health.OK]
-    assert health.cell_health(t, tags_lib.WEIGHT, tags_lib.KIND_KERNEL, LIMITS).status.tolist() == [health.WARN]
+        assert findings.cell_health(t, tags_lib.WEIGHT, kind, LIMITS).status.tolist() == [health.OK]
+    assert findings.cell_health(t, tags_lib.WEIGHT, tags_lib.KIND_KERNEL, LIMITS).status.tolist() == [health.WARN]
 
 
 def test_rules_do_not_fire_for_other_roles():
     t = _table([0], max_abs=[1e9], small_fraction=[1.0], mean_abs=[0.0], zero_fraction=[1.0])
-    h = health.cell_health(t, tags_lib.WEIGHT, tags_lib.KIND_KERNEL, LIMITS)
+    h = findings.cell_health(t, tags_lib.WEIGHT, tags_lib.KIND_KERNEL, LIMITS)
     assert h.status.tolist() == [health.OK]
 
 
 def test_critical_wins_over_warn_and_no_data_is_no_data():
     t = _table([0, 1], max_abs=[1e9, np.nan], small_fraction=[1.0, np.nan])
-    h = health.cell_health(t, tags_lib.GRADIENT, tags_lib.KIND_KERNEL, LIMITS)
+    h = findings.cell_health(t, tags_lib.GRADIENT, tags_lib.KIND_KERNEL, LIMITS)
     assert h.status.tolist() == [health.CRITICAL, health.NO_DATA]
     assert h.rule.tolist() == ["exploding_gradients", None]
     assert np.isnan(h.score[1])
@@ -638,7 +640,7 @@ def test_critical_wins_over_warn_and_no_data_is_no_data():
 def test_overridden_threshold_moves_the_boundary():
     limits = rules.thresholds({"exploding_max_abs": 10.0})
     t = _table([0, 1], max_abs=[9.9, 10.1])
-    h = health.cell_health(t, tags_lib.GRADIENT, tags_lib.KIND_KERNEL, limits)
+    h = findings.cell_health(t, tags_lib.GRADIENT, tags_lib.KIND_KERNEL, limits)
     assert h.status.tolist() == [health.OK, health.CRITICAL]
 
 

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gradhealth_plugin import metrics, plugin
+from gradhealth_plugin import plugin
+from gradhealth_plugin.analysis import metrics
 from gradhealth_plugin.reading import tags as tags_lib
 
 LOGGED = (0, 5, 10, 15, 20, 25)

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gradhealth_plugin import metrics
+from gradhealth_plugin.analysis import metrics
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Rounding slack: the estimates sum a few dozen terms per bucket in float64.

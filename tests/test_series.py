@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gradhealth_plugin import rules
-from gradhealth_plugin import series
+from gradhealth_plugin.analysis import limits as rules
+from gradhealth_plugin.analysis import series
 
 Z = rules.DEFAULTS["spike_z"].value
 WINDOW = int(rules.DEFAULTS["spike_window"].value)

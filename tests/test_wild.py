@@ -17,7 +17,8 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pytest
 
-from gradhealth_plugin import metrics, plugin
+from gradhealth_plugin import plugin
+from gradhealth_plugin.analysis import metrics
 from gradhealth_plugin.reading import tags as tags_lib
 from tests.conftest import WILD
 

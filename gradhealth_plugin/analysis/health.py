@@ -1,20 +1,19 @@
-"""Health score and status of every (layer, step) cell.
+"""Status codes, score bands and the cell rules' score of every (layer, step) cell.
 
-A cell rule looks at one step of one tensor. Each rule that fires sets a
-status (warn or critical); the worst one wins and names the cell's rule. The
-score in [0, 1] is continuous so the heatmap shows a layer drifting toward a
-threshold before it crosses it: ok cells score in (0.6, 1], warn cells in
-(0.25, 0.6], critical cells in [0, 0.25].
+A cell rule looks at one step of one tensor; each detector declares its own
+(`CELL_RULES`). The rules give the score in [0, 1], continuous so the heatmap
+shows a layer drifting toward a threshold before it crosses it. The status is
+decided once, from the findings (`findings.decide_cells`): the score then
+keeps its continuous value inside the band its status owns (`BANDS`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import tags as tags_lib
 from .metrics import MetricTable
 
 NO_DATA = 0
@@ -22,6 +21,8 @@ OK = 1
 WARN = 2
 CRITICAL = 3
 STATUS_NAMES = ("no_data", "ok", "warn", "critical")
+# The score band each status owns: ok (0.6, 1], warn (0.25, 0.6], critical [0, 0.25].
+BANDS = {OK: (0.6, 1.0), WARN: (0.25, 0.6), CRITICAL: (0.0, 0.25)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,34 +31,11 @@ class CellRule:
     roles: tuple
     metric: str
     above: bool  # fires when the value is above (True) or below (False) the threshold
-    threshold: str  # name in rules.DEFAULTS
+    threshold: str  # name in limits.DEFAULTS
     status: int
     log: bool  # distance measured in decades (True) or linearly (False)
     kinds: Optional[tuple] = None  # tensor kinds the rule applies to; None: all
     use_abs: bool = False
-
-
-_PARAM_SHAPE_KINDS = (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
-
-CELL_RULES: List[CellRule] = [
-    CellRule("nonfinite", tags_lib.ROLES, "nonfinite", True, "", CRITICAL, False),
-    CellRule("exploding_gradients", (tags_lib.GRADIENT,), "max_abs", True, "exploding_max_abs", CRITICAL, True),
-    CellRule("vanishing_gradients", (tags_lib.GRADIENT,), "small_fraction", True, "vanishing_fraction", WARN, False),
-    CellRule("vanishing_gradients", (tags_lib.GRADIENT,), "mean_abs", False, "vanishing_abs", WARN, True),
-    CellRule("dead_units", (tags_lib.ACTIVATION,), "zero_fraction", True, "dead_zero_fraction", WARN, False,
-             kinds=(tags_lib.KIND_OUTPUT,)),
-    CellRule("weight_growth", (tags_lib.WEIGHT,), "std_rel_first", True, "weight_std_growth", WARN, True,
-             kinds=_PARAM_SHAPE_KINDS),
-    CellRule("weight_growth", (tags_lib.WEIGHT,), "mean", True, "weight_abs_mean", WARN, True,
-             kinds=_PARAM_SHAPE_KINDS, use_abs=True),
-    CellRule("skewed_distribution", (tags_lib.WEIGHT,), "skewness", True, "skewness", WARN, False,
-             kinds=_PARAM_SHAPE_KINDS, use_abs=True),
-    # Biases and normalisation parameters often start at zero or one: their ratio means little.
-    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", True, "update_ratio_high", WARN, True,
-             kinds=_PARAM_SHAPE_KINDS),
-    CellRule("update_ratio", (tags_lib.WEIGHT,), "update_ratio", False, "update_ratio_low", WARN, True,
-             kinds=_PARAM_SHAPE_KINDS),
-]
 
 
 @dataclasses.dataclass
@@ -90,14 +68,15 @@ def _closeness(value: np.ndarray, threshold: float, above: bool, log: bool) -> n
         return np.clip(1 + rel, 0, 2)
 
 
-def cell_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float]) -> CellHealth:
-    """Scores every step of one tensor's metric table."""
+def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float],
+                rules: Sequence[CellRule]) -> CellHealth:
+    """Scores every step of one tensor's metric table by `rules` alone, the worst firing rule naming the cell."""
     n = len(table.steps)
     present = has_data(table)
     level = np.where(present, OK, NO_DATA).astype(np.uint8)
     rule = np.where(present, "", None).astype(object)
     worst = np.zeros(n)  # closeness of the nearest-to-firing rule, for the score
-    for r in CELL_RULES:
+    for r in rules:
         if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
             continue
         value = table.get(r.metric)
@@ -118,3 +97,12 @@ def cell_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
         default=np.nan,
     )
     return CellHealth(score=score, status=level, rule=rule)
+
+
+def in_band(score: np.ndarray, status: np.ndarray) -> np.ndarray:
+    """The score moved into the band of its (decided) status; NaN where there is no data."""
+    return np.select(
+        [status == CRITICAL, status == WARN, status == OK],
+        [np.minimum(score, BANDS[CRITICAL][1]), np.clip(score, BANDS[WARN][0] + 1e-4, BANDS[WARN][1]),
+         np.maximum(score, BANDS[OK][0] + 1e-4)],
+        default=np.nan)

@@ -9,7 +9,7 @@ specified from, and the CS231n update-ratio rule of thumb.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +17,17 @@ class Threshold:
     value: float
     source: str
     meaning: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """A threshold the tab draws on a layer's metric chart; each detector declares its own."""
+
+    role: Optional[str]  # None: the metric's chart in any role
+    metric: str
+    name: str  # in DEFAULTS
+    side: str  # "above" or "below": which side of the line is bad
+    mirrored: bool = False  # also drawn at minus the value (for a limit on |metric|)
 
 
 DEFAULTS: Dict[str, Threshold] = {

@@ -233,15 +233,46 @@ def histogram_metrics(h: Histograms) -> MetricTable:
         return _histogram_metrics(h)
 
 
+# The metrics buckets give, in the order their table lists them.
+_HISTOGRAM_METRICS = ("count", "mean", "std", "min", "max", "max_abs", "mean_abs", "l2", "skewness", "kurtosis",
+                      "zero_fraction", "small_fraction", "nonfinite")
+
+
 def _histogram_metrics(h: Histograms) -> MetricTable:
     n = len(h.steps)
-    left_finite = np.isfinite(h.left)
-    right_finite = np.isfinite(h.right)
-    count_finite = np.isfinite(h.count)
-    edges_finite = left_finite & right_finite
+    edges_finite = np.isfinite(h.left) & np.isfinite(h.right)
+    valid, c, a, b = _usable_buckets(h, edges_finite)
+    total = c.sum(axis=1)
+    has = total > 0
+    safe_total = np.where(has, total, 1.0)
+    nonfinite_rows = ~edges_finite.all(axis=1)
+    nonfinite_counted = _nonfinite_counted(h, nonfinite_rows)
+    nonfinite = np.where(nonfinite_rows, np.maximum(nonfinite_counted, 1.0), 0.0)
+    raw1, raw2 = _uniform_power_sums(a, b, 2)
+    moments, extremes = _moments(c, a, b, raw1, raw2, safe_total), _extremes(valid, a, b)
+    near_zero, quality = _near_zero(n, valid, c, a, b, raw1, safe_total)
+    parts = {"count": total, **moments, **extremes, **near_zero, "nonfinite": nonfinite}
+    values = {name: parts[name] for name in _HISTOGRAM_METRICS}
+    estimated = np.full(n, ESTIMATED, dtype=np.uint8)
+    quality = {**{name: estimated for name in values}, **quality}
+    # The writer leaves out the values it could not bin.
+    quality["count"] = np.where(nonfinite_rows, LOWER_BOUND, EXACT).astype(np.uint8)
+    quality["nonfinite"] = np.where(nonfinite_counted > 0, EXACT, LOWER_BOUND).astype(np.uint8)
+    quality["nonfinite"] = np.where(nonfinite_rows, quality["nonfinite"], EXACT).astype(np.uint8)
+    for name in values:
+        known = np.isfinite(values[name]) if name in ("count", "nonfinite") else has & np.isfinite(values[name])
+        values[name] = np.where(known, values[name], np.nan)
+        quality[name] = np.where(known, quality[name], NO_DATA).astype(np.uint8)
+    add_std_rel_first(values, quality)
+    first_wall = float(h.wall_times[0]) if len(h.wall_times) else None
+    return MetricTable(steps=h.steps, values=values, quality=quality, first_wall=first_wall)
+
+
+def _usable_buckets(h: Histograms, edges_finite: np.ndarray) -> tuple:
+    """(valid, count, left, right): the buckets that carry data, compacted, invalid ones zeroed."""
     # Empty padding, zero and negative counts, and degenerate buckets (left > right,
     # as the Rust loader reports for v1 histograms) carry no data.
-    valid = edges_finite & count_finite & (h.count > 0) & (h.right >= h.left)
+    valid = edges_finite & np.isfinite(h.count) & (h.count > 0) & (h.right >= h.left)
     left, right = (clamp_to_range(h.left, h.right, h.lo, h.hi) if h.lo is not None and h.hi is not None
                    else (h.left, h.right))
     c = np.where(valid, h.count, 0.0)
@@ -260,24 +291,26 @@ def _histogram_metrics(h: Histograms) -> MetricTable:
         legacy = lv & (np.abs(lb - la - 1.0) <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(centre)))
         a[lone_rows] = np.where(legacy, centre, la)
         b[lone_rows] = np.where(legacy, centre, lb)
+    return valid, c, a, b
 
-    total = c.sum(axis=1)
-    has = total > 0
-    safe_total = np.where(has, total, 1.0)
-    # A non-finite edge means the writer saw NaN or Inf. TF2 then writes NaN
-    # edges with zero counts, so the number of such values is only bounded below.
-    nonfinite_rows = ~edges_finite.all(axis=1)
-    if nonfinite_rows.any():
-        # Only a bucket with no finite edge can count non-finite values: one finite
-        # edge ([min, inf] from TF2 or the v1 migration) holds the finite values the
-        # writer could bin, with the infinite ones left out.
-        no_finite_edge = ~(left_finite | right_finite)
-        nonfinite_counted = np.where(no_finite_edge & count_finite & (h.count > 0), h.count, 0.0).sum(axis=1)
-    else:
-        nonfinite_counted = np.zeros(n)
-    nonfinite = np.where(nonfinite_rows, np.maximum(nonfinite_counted, 1.0), 0.0)
 
-    raw1, raw2 = _uniform_power_sums(a, b, 2)
+def _nonfinite_counted(h: Histograms, nonfinite_rows: np.ndarray) -> np.ndarray:
+    """Non-finite values the buckets count, per step.
+
+    A non-finite edge means the writer saw NaN or Inf. TF2 then writes NaN
+    edges with zero counts, so the number of such values is only bounded below.
+    """
+    if not nonfinite_rows.any():
+        return np.zeros(len(h.steps))
+    # Only a bucket with no finite edge can count non-finite values: one finite
+    # edge ([min, inf] from TF2 or the v1 migration) holds the finite values the
+    # writer could bin, with the infinite ones left out.
+    no_finite_edge = ~(np.isfinite(h.left) | np.isfinite(h.right))
+    return np.where(no_finite_edge & np.isfinite(h.count) & (h.count > 0), h.count, 0.0).sum(axis=1)
+
+
+def _moments(c, a, b, raw1, raw2, safe_total) -> Dict[str, np.ndarray]:
+    """mean, std, skewness, kurtosis and L2 norm of values spread evenly inside each bucket."""
     mean = (c * raw1).sum(axis=1) / 2 / safe_total
     da = a - mean[:, None]
     db = b - mean[:, None]
@@ -286,16 +319,22 @@ def _histogram_metrics(h: Histograms) -> MetricTable:
     m3 = (c * h3).sum(axis=1) / 4 / safe_total
     m4 = (c * h4).sum(axis=1) / 5 / safe_total
     var = np.maximum(m2, 0.0)
-    std = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
         skew = np.where(var > 0, m3 / var ** 1.5, np.nan)
         kurt = np.where(var > 0, m4 / var ** 2 - 3.0, np.nan)
     l2 = np.sqrt(np.maximum((c * raw2).sum(axis=1) / 3, 0.0))
+    return {"mean": mean, "std": np.sqrt(var), "l2": l2, "skewness": skew, "kurtosis": kurt}
+
+
+def _extremes(valid, a, b) -> Dict[str, np.ndarray]:
     big = np.finfo(np.float64).max
     vmin = np.where(valid, a, big).min(axis=1)
     vmax = np.where(valid, b, -big).max(axis=1)
-    max_abs = np.maximum(np.abs(vmin), np.abs(vmax))
+    return {"min": vmin, "max": vmax, "max_abs": np.maximum(np.abs(vmin), np.abs(vmax))}
 
+
+def _near_zero(n: int, valid, c, a, b, raw1, safe_total) -> tuple:
+    """({mean_abs, zero_fraction, small_fraction}, their qualities): the metrics the buckets at zero decide."""
     # E|x| is |centre| for a bucket on one side of zero; the (at most few)
     # buckets containing zero are corrected below.
     abs_sum = (c * np.abs(raw1)).sum(axis=1) / 2
@@ -308,38 +347,17 @@ def _histogram_metrics(h: Histograms) -> MetricTable:
     with np.errstate(divide="ignore", invalid="ignore"):
         e_abs = np.where(inside, (za * za + zb * zb) / (2 * (zb - za)), 0.0)
     abs_sum += _row_sums(n, zr, zw * np.where(inside, e_abs - np.abs(za + zb) / 2, 0.0))
-    mean_abs = abs_sum / safe_total
-    zero_fraction = straddle_zero / safe_total
-    zero_quality = np.where(straddle_zero == exact_zero, EXACT, UPPER_BOUND).astype(np.uint8)
 
     sr, sc = np.nonzero(valid & (b >= -SMALL) & (a <= SMALL))
     sa, sb, sw = a[sr, sc], b[sr, sc], c[sr, sc]
     small_est = _row_sums(n, sr, sw * _overlap_fraction(sa, sb, -SMALL, SMALL)) / safe_total
     fully_in = _row_sums(n, sr, sw * ((sa >= -SMALL) & (sb <= SMALL)))
     touching = _row_sums(n, sr, sw)
-    small_quality = np.where(fully_in == touching, EXACT, ESTIMATED).astype(np.uint8)
-
-    values = {
-        "count": total,
-        "mean": mean, "std": std, "min": vmin, "max": vmax, "max_abs": max_abs,
-        "mean_abs": mean_abs, "l2": l2, "skewness": skew, "kurtosis": kurt,
-        "zero_fraction": zero_fraction, "small_fraction": small_est, "nonfinite": nonfinite,
-    }
-    estimated = np.full(n, ESTIMATED, dtype=np.uint8)
-    quality = {name: estimated for name in values}
-    # The writer leaves out the values it could not bin.
-    quality["count"] = np.where(nonfinite_rows, LOWER_BOUND, EXACT).astype(np.uint8)
-    quality["zero_fraction"] = zero_quality
-    quality["small_fraction"] = small_quality
-    quality["nonfinite"] = np.where(nonfinite_counted > 0, EXACT, LOWER_BOUND).astype(np.uint8)
-    quality["nonfinite"] = np.where(nonfinite_rows, quality["nonfinite"], EXACT).astype(np.uint8)
-    for name in values:
-        known = np.isfinite(values[name]) if name in ("count", "nonfinite") else has & np.isfinite(values[name])
-        values[name] = np.where(known, values[name], np.nan)
-        quality[name] = np.where(known, quality[name], NO_DATA).astype(np.uint8)
-    add_std_rel_first(values, quality)
-    first_wall = float(h.wall_times[0]) if len(h.wall_times) else None
-    return MetricTable(steps=h.steps, values=values, quality=quality, first_wall=first_wall)
+    values = {"mean_abs": abs_sum / safe_total, "zero_fraction": straddle_zero / safe_total,
+              "small_fraction": small_est}
+    quality = {"zero_fraction": np.where(straddle_zero == exact_zero, EXACT, UPPER_BOUND).astype(np.uint8),
+               "small_fraction": np.where(fully_in == touching, EXACT, ESTIMATED).astype(np.uint8)}
+    return values, quality
 
 
 def add_std_rel_first(values: Dict[str, np.ndarray], quality: Dict[str, np.ndarray]) -> None:

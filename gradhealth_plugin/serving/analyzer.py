@@ -49,6 +49,6 @@ class Analyzer:
             found = self._findings.get(rd)
             if found is None:
                 found = findings.find(rd, self._limits)
-                findings.apply_to_health(rd, found)
+                findings.decide_cells(rd, found, self._limits)
                 self._findings[rd] = found
         return rd, found

@@ -1,0 +1,30 @@
+"""The registry of finding kinds: every module in this package is one kind.
+
+Each module declares its ``KIND``, its ``ORDER`` (its place in the kind order,
+which breaks ties when findings are sorted and orders the cell rules), its
+default ``SEVERITY``, ``LABEL``, ``ADVICE``, the ``METRIC`` its chart shows,
+its ``CELL_RULES`` and threshold ``THRESHOLDS`` lines, and
+``detect(run, limits) -> List[Finding]``. Adding a kind is adding a module
+here (and its test): the registry finds it, nothing else names it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import List, Tuple
+
+from ..health import CellRule
+from ..limits import Line
+
+
+def _modules() -> tuple:
+    found = [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
+    return tuple(sorted(found, key=lambda m: m.ORDER))
+
+
+DETECTORS = _modules()
+KINDS: Tuple[str, ...] = tuple(d.KIND for d in DETECTORS)
+# The worst firing rule names a cell's score; among rules of one status the first listed wins.
+CELL_RULES: List[CellRule] = [rule for d in DETECTORS for rule in d.CELL_RULES]
+THRESHOLD_LINES: List[Line] = [line for d in DETECTORS for line in d.THRESHOLDS]

@@ -1,0 +1,46 @@
+"""Activations that are mostly zero (seeds 003, 004). Between 004's 'normal' line
+and its danger line a healthy ReLU layer often sits: that is info, not a warning.
+"""
+
+from __future__ import annotations
+
+from typing import List, Mapping
+
+from ...reading import tags as tags_lib
+from ...reading.runs import RunData
+from .. import health
+from ..finding import INFO, WARN, Finding
+from ..limits import Line
+from ..spans import Test, group, span_hits
+
+KIND = "dead_units"
+ORDER = 40
+SEVERITY = WARN
+LABEL = "Dead units"
+METRIC = "zero_fraction"
+ADVICE = ("Use LeakyReLU/ELU, He init, a lower learning rate, and check the bias init; BatchNorm before "
+          "the activation keeps units alive.")
+_OUTPUTS = (tags_lib.KIND_OUTPUT,)
+CELL_RULES = (
+    health.CellRule(KIND, (tags_lib.ACTIVATION,), "zero_fraction", True, "dead_zero_fraction", health.WARN, False,
+                    kinds=_OUTPUTS),
+)
+THRESHOLDS = (
+    Line(tags_lib.ACTIVATION, "zero_fraction", "dead_zero_fraction", "above"),
+    Line(tags_lib.ACTIVATION, "zero_fraction", "dead_info_zero_fraction", "above"),
+)
+
+
+def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
+    danger, normal = limits["dead_zero_fraction"], limits["dead_info_zero_fraction"]
+    hits = span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger)], 3, _OUTPUTS)
+    for h in hits:
+        h.detail["quality"] = "upper bound from buckets" if h.value < 1 else "exact"
+    warn = group(rd, KIND, WARN, tags_lib.ACTIVATION, hits, danger,
+                 f"are mostly dead (zero fraction above {danger:.0%})", ADVICE)
+    warned = set(warn.layers) if warn else set()
+    info_hits = [h for h in span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", normal)], 3, _OUTPUTS)
+                 if h.layer not in warned]
+    info = group(rd, KIND, INFO, tags_lib.ACTIVATION, info_hits, normal,
+                 f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)", ADVICE)
+    return [f for f in (warn, info) if f is not None]

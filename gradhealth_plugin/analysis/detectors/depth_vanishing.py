@@ -1,0 +1,51 @@
+"""Gradients that shrink with depth: the first layers' mean |g| a tiny fraction
+of the last layers' for several logged steps (seed 003).
+"""
+
+from __future__ import annotations
+
+from typing import List, Mapping
+
+import numpy as np
+
+from ...reading import tags as tags_lib
+from ...reading.runs import RunData
+from .. import series as series_lib
+from ..finding import WARN, Finding
+from ..spans import PARAM_SHAPE_KINDS, lt, role_tables
+
+KIND = "depth_vanishing"
+ORDER = 110
+SEVERITY = WARN
+LABEL = "Gradients vanish with depth"
+METRIC = "mean_abs"
+ADVICE = ("Gradients shrink with depth: add residual connections and normalisation, use ReLU with He "
+          "init, or shorten the network.")
+CELL_RULES = ()
+THRESHOLDS = ()
+
+
+def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
+    ratio_limit = limits["depth_ratio"]
+    layers = list(role_tables(rd, tags_lib.GRADIENT, PARAM_SHAPE_KINDS))
+    if len(layers) < 3:
+        return []
+    (first_layer, first), (last_layer, last) = layers[0], layers[-1]
+    common, i1, i2 = np.intersect1d(first.steps, last.steps, return_indices=True)
+    if len(common) == 0:
+        return []
+    a, b = first.get("mean_abs")[i1], last.get("mean_abs")[i2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = a / b
+    spans = series_lib.sustained(lt(ratio, ratio_limit) & (b > 0), int(limits["vanishing_steps"]))
+    if not spans:
+        return []
+    s, e = spans[0][0], spans[-1][1]
+    return [Finding(
+        run=rd.run, kind=KIND, severity=SEVERITY, layers=[first_layer.name, last_layer.name],
+        first_step=int(common[s]), last_step=int(common[e]),
+        evidence={"threshold": ratio_limit, "value": float(ratio[s]), "step": int(common[s]),
+                  "first_layer_mean_abs": float(a[s]), "last_layer_mean_abs": float(b[s])},
+        message=(f"gradients at {first_layer.name} are {ratio[s]:.1e}x those at {last_layer.name} "
+                 f"from step {int(common[s])}: they vanish with depth"),
+        advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))})]

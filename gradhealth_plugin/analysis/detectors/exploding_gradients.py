@@ -1,0 +1,88 @@
+"""Gradients that explode: max |g| past an absolute limit, or a norm jumping
+far above its running median (seeds 002, 004). A one-off outlier is a `spike`.
+"""
+
+from __future__ import annotations
+
+from typing import List, Mapping
+
+import numpy as np
+
+from ...reading import tags as tags_lib
+from ...reading.runs import RunData
+from .. import health
+from .. import series as series_lib
+from ..finding import CRITICAL, Finding
+from ..limits import Line
+from ..spans import Hit, group, gt, kept_before, role_tables
+
+KIND = "exploding_gradients"
+ORDER = 20
+SEVERITY = CRITICAL
+LABEL = "Exploding gradients"
+METRIC = "max_abs"
+ADVICE = ("Clip gradients by global norm, lower the learning rate, use He init for ReLU or Glorot for "
+          "tanh/sigmoid, and add BatchNorm (LayerNorm for batches under 4) or residual connections.")
+CELL_RULES = (
+    health.CellRule(KIND, (tags_lib.GRADIENT,), "max_abs", True, "exploding_max_abs", health.CRITICAL, True),
+)
+THRESHOLDS = (Line(tags_lib.GRADIENT, "max_abs", "exploding_max_abs", "above"),)
+
+
+def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
+    limit, jump = limits["exploding_max_abs"], limits["exploding_jump"]
+    window = int(limits["spike_window"])
+    hits = _layer_hits(rd, limit, jump, window) + _scalar_hits(rd, limit, jump, window)
+    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, limit,
+              f"explode (max |g| above {limit:g} or the norm jumps {jump:g}x its running median)", ADVICE)
+    return [f] if f is not None else []
+
+
+def _jumps(values: np.ndarray, window: int) -> tuple:
+    """(running median, ratio to it) of a norm series."""
+    baseline = series_lib.trailing_median(values, window)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return baseline, values / baseline
+
+
+def _layer_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
+    hits = []
+    for layer, table in role_tables(rd, tags_lib.GRADIENT):
+        max_abs, l2 = table.get("max_abs"), table.get("l2")
+        baseline, ratio = _jumps(l2, window)
+        over, jumped = gt(max_abs, limit), gt(ratio, jump)
+        idx = np.nonzero(over | jumped)[0]
+        if len(idx) == 0:
+            continue
+        j, value, threshold = _evidence(max_abs, ratio, over, jumped, limit, jump)
+        detail = {"metric": "max_abs"} if over.any() else {
+            "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
+        hits.append(Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
+                        int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
+                        after=kept_before(table.steps, int(idx[0]))))
+    return hits
+
+
+def _scalar_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
+    hits = []
+    for tag, (steps, values) in rd.scalar_series.items():
+        if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_GRAD_NORM:
+            continue
+        baseline, ratio = _jumps(values, window)
+        over, jumped = gt(values, limit), gt(ratio, jump)
+        idx = np.nonzero(over | jumped)[0]
+        if len(idx):
+            j, value, threshold = _evidence(values, ratio, over, jumped, limit, jump)
+            hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), value, int(steps[j]),
+                            {"source": "scalar", "norm": float(values[j]), "running_median": float(baseline[j])},
+                            threshold=threshold))
+    return hits
+
+
+def _evidence(peak, ratio, over, jumped, limit, jump) -> tuple:
+    """(index, value, threshold): the largest value past the absolute limit, else the largest jump."""
+    if over.any():
+        j = int(np.argmax(np.where(over, peak, -np.inf)))
+        return j, float(peak[j]), limit
+    j = int(np.argmax(np.where(jumped, ratio, -np.inf)))
+    return j, float(ratio[j]), jump

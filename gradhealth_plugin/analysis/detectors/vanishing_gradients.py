@@ -1,0 +1,44 @@
+"""Gradients that vanish for several consecutive logged steps (seeds 002, 003, 004)."""
+
+from __future__ import annotations
+
+from typing import List, Mapping
+
+from ...reading import tags as tags_lib
+from ...reading.runs import RunData
+from .. import health
+from ..finding import CRITICAL, WARN, Finding
+from ..limits import Line
+from ..spans import Test, group, role_tables, span_hits
+
+KIND = "vanishing_gradients"
+ORDER = 30
+SEVERITY = WARN  # critical when every gradient vanishes
+LABEL = "Vanishing gradients"
+METRIC = "mean_abs"
+ADVICE = ("Use ReLU-family activations with He init instead of sigmoid/tanh, add BatchNorm "
+          "(LayerNorm for small batches) and residual connections, and check the learning rate.")
+CELL_RULES = (
+    health.CellRule(KIND, (tags_lib.GRADIENT,), "small_fraction", True, "vanishing_fraction", health.WARN, False),
+    health.CellRule(KIND, (tags_lib.GRADIENT,), "mean_abs", False, "vanishing_abs", health.WARN, True),
+)
+THRESHOLDS = (
+    Line(tags_lib.GRADIENT, "mean_abs", "vanishing_abs", "below"),
+    Line(tags_lib.GRADIENT, "small_fraction", "vanishing_fraction", "above"),
+)
+
+
+def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
+    small, fraction = limits["vanishing_abs"], limits["vanishing_fraction"]
+    steps_needed = int(limits["vanishing_steps"])
+    tests = (Test("small_fraction", fraction, inclusive=True), Test("mean_abs", small, above=False))
+    hits = span_hits(rd, tags_lib.GRADIENT, tests, steps_needed)
+    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, small,
+              f"vanish (>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g} "
+              f"for {steps_needed}+ logged steps)", ADVICE)
+    if f is None:
+        return []
+    total = sum(1 for _ in role_tables(rd, tags_lib.GRADIENT))
+    if len(f.layers) == total and total > 1:
+        f.severity = CRITICAL
+    return [f]

@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from typing import List, Optional, Sequence, TextIO
+from typing import List, NoReturn, Optional, Sequence, TextIO
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -31,7 +31,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """Reports a bad command line in one line like every other usage error, not usage text plus a message."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 

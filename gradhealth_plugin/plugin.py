@@ -12,6 +12,7 @@ import logging
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
+from tensorboard import context as tb_context
 from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
@@ -114,7 +115,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def is_active(self) -> bool:
         return False  # superseded by data_plugin_names
 
-    def data_plugin_names(self):
+    def data_plugin_names(self) -> Sequence[str]:
         return metadata.DATA_PLUGIN_NAMES
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
@@ -163,7 +164,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return self.series_impl(rd, _param(request, "layer"), _choice(request, "metric", HEATMAP_METRICS),
                                 _role(request))
 
-    def runs_impl(self, ctx, experiment: str) -> dict:
+    def runs_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
         """Every run's summary; a run removed between the listing and its read is left out."""
         summaries = []
         for run in self._analyzer.list_runs(ctx, experiment):
@@ -180,8 +181,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def heatmap_impl(self, rd: RunData, role: str, metric: str) -> dict:
         return responses.heatmap(rd, role, metric)
 
-    def cell_impl(self, ctx, experiment: str, rd: RunData, layer_name: str, step: int,
-                  role: Optional[str]) -> dict:
+    def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
+                  step: int, role: Optional[str]) -> dict:
         """One layer at one step, each role with its histogram there when it has one."""
         layer = _layer(rd, layer_name)
         rows = responses.rows_at(responses.layer_roles(layer, role), step)

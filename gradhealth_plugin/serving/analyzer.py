@@ -1,4 +1,4 @@
-"""A run's full analysis: metric tables from the data layer plus findings.
+"""A run's full analysis: metric tables from the reading side plus findings.
 
 The plugin routes and the CLI both go through `Analyzer`, so the tab and the
 command line always report the same findings and the heatmap's statuses are
@@ -11,6 +11,8 @@ import threading
 import weakref
 from typing import List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+from tensorboard import context as tb_context
 from tensorboard import errors
 from tensorboard.data import provider
 
@@ -21,6 +23,8 @@ from ..reading import tags as tags_lib
 
 
 class Analyzer:
+    """Reads runs through the data provider and keeps each run's findings until its data changes."""
+
     def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
                  tag_rules: Sequence[tags_lib.UserRule] = (),
                  samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
@@ -30,13 +34,15 @@ class Analyzer:
         # Keyed by the RunData object the reader caches: a new object means new data.
         self._findings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
-    def list_runs(self, ctx, experiment_id: str) -> List[str]:
+    def list_runs(self, ctx: tb_context.RequestContext, experiment_id: str) -> List[str]:
         return self._reader.list_runs(ctx, experiment_id)
 
-    def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int):
+    def histogram_at(self, ctx: tb_context.RequestContext, experiment_id: str, run: str, tag: str,
+                     step: int) -> Optional[np.ndarray]:
         return self._reader.histogram_at(ctx, experiment_id, run, tag, step)
 
-    def run(self, ctx, experiment_id: str, run: str) -> Tuple[RunData, List[findings.Finding]]:
+    def run(self, ctx: tb_context.RequestContext, experiment_id: str,
+            run: str) -> Tuple[RunData, List[findings.Finding]]:
         """The run's data (with finding-consistent cell statuses) and its findings.
 
         Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have.

@@ -113,3 +113,14 @@ def test_route_shows_a_user_override(plugin_client, tmp_path, name, value):
     lines = [line for line in client.ok("/vocabulary")["thresholds"] if line["name"] == name]
     assert lines and lines[0]["value"] == value
     assert all(abs(line["value"]) == value for line in lines)
+
+
+def test_the_frontend_fixture_is_the_backend_vocabulary():
+    # The frontend's unit tests run on this fixture: it must say what the route says,
+    # or they test a vocabulary the tab never receives.
+    import json
+    import pathlib
+
+    fixture = json.loads((pathlib.Path(__file__).parents[1] / "frontend/test/fixtures/vocabulary.json").read_text())
+    served = json.loads(json.dumps(vocabulary.vocabulary(LIMITS)))
+    assert fixture == served

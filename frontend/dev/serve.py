@@ -221,6 +221,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, ENTRY_HTML, "text/html", [("Content-Security-Policy", CSP)])
         elif url.path == prefix + "index.js":
             self.send(200, BUNDLE.read_bytes(), "text/javascript; charset=utf-8")
+        elif url.path == prefix + "vocabulary":
+            # The real vocabulary: the tab reads kinds, labels and bands from it.
+            from gradhealth_plugin.analysis import limits, vocabulary
+
+            self.json(200, vocabulary.vocabulary(limits.thresholds()))
         elif url.path == prefix + "runs":
             if self.scenario == "error":
                 self.json(500, {"error": "Failed to read the log directory: permission denied"})

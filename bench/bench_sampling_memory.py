@@ -75,17 +75,7 @@ def main(argv=None) -> int:
     if args.small:
         args.layers, args.steps, args.torch_layers, args.torch_steps = 30, 1000, 4, 300
     bench_scale._check_framing()
-    tmp = None
-    if args.logdir:
-        root = pathlib.Path(args.logdir)
-        root.mkdir(parents=True, exist_ok=True)
-    else:
-        tmp = tempfile.mkdtemp(prefix="ghbench_mem_")
-        root = pathlib.Path(tmp)
-    logdir = root / "logdir"
-    logdir.mkdir(exist_ok=True)
-    logs = root / "server_logs"
-    logs.mkdir(exist_ok=True)
+    tmp, logdir, logs = bench_scale.work_dirs(args.logdir, "ghbench_mem_")
     try:
         writers = bench_scale.build_logdir(logdir, args)
         rows = measure(logdir, writers, args, logs, args.load_fast)

@@ -743,6 +743,21 @@ def report(results: List[dict], args) -> None:
             print(_ratio_line("peak memory with / without, TensorBoard + data server", both, 1.20))
 
 
+def work_dirs(kept: "str | None", prefix: str):
+    """(temporary root or None, logdir, server log folder): under `kept` when given, else a new temporary folder."""
+    tmp = None
+    if kept:
+        root = pathlib.Path(kept)
+        root.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        root = pathlib.Path(tmp)
+    logdir, logs = root / "logdir", root / "server_logs"
+    logdir.mkdir(exist_ok=True)
+    logs.mkdir(exist_ok=True)
+    return tmp, logdir, logs
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="a small logdir: every measurement, quickly")
@@ -759,17 +774,7 @@ def main(argv=None) -> int:
     if args.small:
         args.layers, args.steps, args.torch_layers, args.torch_steps = 30, 100, 4, 60
     _check_framing()
-    tmp = None
-    if args.logdir:
-        root = pathlib.Path(args.logdir)
-        root.mkdir(parents=True, exist_ok=True)
-    else:
-        tmp = tempfile.mkdtemp(prefix="ghbench_")
-        root = pathlib.Path(tmp)
-    logdir = root / "logdir"
-    logdir.mkdir(exist_ok=True)
-    logs = root / "server_logs"
-    logs.mkdir(exist_ok=True)
+    tmp, logdir, logs = work_dirs(args.logdir, "ghbench_")
     try:
         writers = build_logdir(logdir, args)
         results = []

@@ -81,12 +81,14 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
     from .serving import responses
 
     for summary, (_, mine) in zip(summaries, analyses):
-        out.write(f"run {summary['run']}: {responses.verdict(mine)} - {len(summary['layers'])} layers "
+        out.write(f"run {summary['run']}: {responses.verdict(mine, summary['not_judged'])} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
                   f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
         sampling = responses.cli_sampling(summary["sampling"])
         if sampling is not None:
             out.write(f"  {sampling['message']}\n")
+        if summary["coverage_note"]:
+            out.write(f"  {summary['coverage_note']}\n")
         if summary["unclassified"]:
             out.write(f"  unclassified tags: {', '.join(summary['unclassified'])}\n")
         for f in mine:

@@ -371,3 +371,24 @@ def test_console_script_usage_errors_are_one_line(tmp_path, argv):
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("gradhealth: ")
+
+
+def test_a_weights_only_run_is_not_called_healthy(keras_fit_logdir, run_cli):
+    # Keras' callback logs weights only: nothing in those logs can show exploding or
+    # vanishing gradients, so "healthy" would claim what was never looked at.
+    code, out, _ = run_cli("report", keras_fit_logdir)
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("run train:"))
+    assert "healthy" not in line and "no gradients logged" in line
+    assert "Exploding gradients" in out and "Vanishing gradients" in out
+    payload = _report(run_cli, keras_fit_logdir)
+    train = next(r for r in payload["runs"] if r["run"] == "train")
+    assert {"exploding_gradients", "vanishing_gradients", "depth_vanishing"} <= set(train["not_judged"])
+    assert "weight_growth" not in train["not_judged"]
+    assert run_cli("check", keras_fit_logdir)[0] == 0  # check keeps its exit codes
+
+
+def test_a_run_with_gradients_judges_every_gradient_kind(main_logdir, run_cli):
+    payload = _report(run_cli, main_logdir / "healthy")
+    healthy = next(r for r in payload["runs"] if r["run"] == ".")
+    assert not {"exploding_gradients", "vanishing_gradients", "depth_vanishing"} & set(healthy["not_judged"])

@@ -124,3 +124,20 @@ def test_the_frontend_fixture_is_the_backend_vocabulary():
     fixture = json.loads((pathlib.Path(__file__).parents[1] / "frontend/test/fixtures/vocabulary.json").read_text())
     served = json.loads(json.dumps(vocabulary.vocabulary(LIMITS)))
     assert fixture == served
+
+
+def test_a_kind_is_judged_when_any_evidence_it_needs_was_logged():
+    assert {"exploding_gradients", "vanishing_gradients", "depth_vanishing"} <= set(detectors.not_judged(["weight"]))
+    # A global gradient-norm scalar is enough to judge explosions, not vanishing per layer.
+    with_norm = detectors.not_judged(["weight", "grad_norm_total"])
+    assert "exploding_gradients" not in with_norm and "vanishing_gradients" in with_norm
+    assert detectors.not_judged(["gradient", "weight", "activation"]) == []
+    # Kinds that judge whatever was logged are never listed.
+    assert not {"nonfinite", "spike", "periodic_spikes"} & set(detectors.not_judged([]))
+
+
+def test_the_runs_route_says_what_a_weights_only_run_cannot_show(plugin_client, keras_fit_logdir):
+    train = next(r for r in plugin_client(keras_fit_logdir).ok("/runs")["runs"] if r["run"] == "train")
+    assert train["roles"] == ["weight"]
+    assert {"exploding_gradients", "vanishing_gradients"} <= set(train["not_judged"])
+    assert "Exploding gradients" in train["coverage_note"] and "watch(" in train["coverage_note"]

@@ -11,7 +11,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..analysis import finding, health, metrics
+from ..analysis import detectors, finding, health, metrics
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
 
@@ -35,9 +35,36 @@ def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
     return max((f.severity for f in found), key=finding.SEVERITY_RANK.__getitem__, default=None)
 
 
-def verdict(found: Sequence[finding.Finding]) -> str:
-    """The CLI's one-word verdict on one run's findings."""
-    return _VERDICTS[worst_severity(found)]
+_GRADIENT_KINDS = {d.KIND for d in detectors.DETECTORS if tags_lib.GRADIENT in d.NEEDS}
+
+
+def verdict(found: Sequence[finding.Finding], not_judged: Sequence[str] = ()) -> str:
+    """The CLI's verdict on one run's findings.
+
+    A run is called healthy only where its gradients could be judged: without them,
+    "no warnings" is all the logs can say.
+    """
+    worst = worst_severity(found)
+    if worst in (None, finding.INFO) and set(not_judged) & _GRADIENT_KINDS:
+        return "no warnings (no gradients logged: exploding and vanishing gradients not judged)"
+    return _VERDICTS[worst]
+
+
+def not_judged(rd: RunData) -> List[str]:
+    """The finding kinds this run's logs cannot speak for (nothing they need was logged)."""
+    return detectors.not_judged(list(rd.roles()) + list(rd.scalars))
+
+
+def coverage_note(kinds: Sequence[str]) -> Optional[str]:
+    """A sentence for a person on what was not judged and how to log it."""
+    if not kinds:
+        return None
+    labels = {d.KIND: d.LABEL for d in detectors.DETECTORS}
+    note = "Not judged, for want of the data they need: " + ", ".join(labels[k] for k in kinds) + "."
+    if {"exploding_gradients", "vanishing_gradients"} & set(kinds):
+        note += (" Log gradients to judge them: gradhealth_plugin.torch.watch(model, logdir) or"
+                 " gradhealth_plugin.keras.GradientHealthCallback(logdir).")
+    return note
 
 
 def _steps_logged(rdata: RoleData) -> int:
@@ -75,6 +102,9 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "worst_severity": worst,
         "worst_status": (worst if worst in (finding.CRITICAL, finding.WARN) else "ok") if has_data else "no_data",
         "findings": counts,
+        # What the logs could not show: "ok" speaks only for the kinds that were judged.
+        "not_judged": not_judged(rd),
+        "coverage_note": coverage_note(not_judged(rd)),
     }
 
 
@@ -234,7 +264,8 @@ def cli_run(summary: dict) -> dict:
     return {"run": summary["run"], "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
-            "unclassified": summary["unclassified"]}
+            "unclassified": summary["unclassified"], "not_judged": summary["not_judged"],
+            "coverage_note": summary["coverage_note"]}
 
 
 def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:

@@ -3,6 +3,8 @@
 Each module declares its ``KIND``, its ``ORDER`` (its place in the kind order,
 which breaks ties when findings are sorted and orders the cell rules), its
 default ``SEVERITY``, ``LABEL``, ``ADVICE``, the ``METRIC`` its chart shows,
+``NEEDS`` (the roles or run-level scalar kinds it judges from: any one suffices; empty
+for kinds that judge whatever was logged),
 its ``CELL_RULES`` and threshold ``THRESHOLDS`` lines, and
 ``detect(run, limits) -> List[Finding]``. Adding a kind is adding a module
 here (and its test): the registry finds it, nothing else names it.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import List, Tuple
+from typing import Iterable, List, Tuple
 
 from ..health import CellRule
 from ..limits import Line
@@ -28,3 +30,12 @@ KINDS: Tuple[str, ...] = tuple(d.KIND for d in DETECTORS)
 # The worst firing rule names a cell's score; among rules of one status the first listed wins.
 CELL_RULES: List[CellRule] = [rule for d in DETECTORS for rule in d.CELL_RULES]
 THRESHOLD_LINES: List[Line] = [line for d in DETECTORS for line in d.THRESHOLDS]
+
+
+def not_judged(evidence: Iterable[str]) -> List[str]:
+    """The kinds a run cannot speak for: each needs a role or scalar the run did not log.
+
+    A run with no such finding is not healthy in those respects, only unjudged.
+    """
+    have = set(evidence)
+    return [d.KIND for d in DETECTORS if d.NEEDS and not have.intersection(d.NEEDS)]

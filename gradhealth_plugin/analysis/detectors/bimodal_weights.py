@@ -18,6 +18,7 @@ ORDER = 70
 SEVERITY = INFO
 LABEL = "Bimodal weights"
 METRIC = "std"
+NEEDS = (tags_lib.WEIGHT,)
 ADVICE = ("Often harmless (pruning, quantisation-aware training), otherwise a sign of too high a learning "
           "rate pushing weights to two basins; compare with a lower learning rate.")
 CELL_RULES = ()

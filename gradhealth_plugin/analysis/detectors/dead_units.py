@@ -18,6 +18,7 @@ ORDER = 40
 SEVERITY = WARN
 LABEL = "Dead units"
 METRIC = "zero_fraction"
+NEEDS = (tags_lib.ACTIVATION,)
 ADVICE = ("Use LeakyReLU/ELU, He init, a lower learning rate, and check the bias init; BatchNorm before "
           "the activation keeps units alive.")
 _OUTPUTS = (tags_lib.KIND_OUTPUT,)

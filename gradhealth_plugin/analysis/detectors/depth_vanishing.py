@@ -19,6 +19,7 @@ ORDER = 110
 SEVERITY = WARN
 LABEL = "Gradients vanish with depth"
 METRIC = "mean_abs"
+NEEDS = (tags_lib.GRADIENT,)
 ADVICE = ("Gradients shrink with depth: add residual connections and normalisation, use ReLU with He "
           "init, or shorten the network.")
 CELL_RULES = ()

@@ -21,6 +21,7 @@ ORDER = 20
 SEVERITY = CRITICAL
 LABEL = "Exploding gradients"
 METRIC = "max_abs"
+NEEDS = (tags_lib.GRADIENT, tags_lib.SCALAR_GRAD_NORM)
 ADVICE = ("Clip gradients by global norm, lower the learning rate, use He init for ReLU or Glorot for "
           "tanh/sigmoid, and add BatchNorm (LayerNorm for batches under 4) or residual connections.")
 CELL_RULES = (

@@ -18,6 +18,7 @@ ORDER = 120
 SEVERITY = WARN
 LABEL = "Initialisation scale"
 METRIC = "std"
+NEEDS = (tags_lib.WEIGHT,)
 ADVICE = ("Re-initialise: He (std sqrt(2/fan_in)) for ReLU layers, Glorot (std sqrt(2/(fan_in+fan_out))) "
           "for tanh/sigmoid.")
 CELL_RULES = ()

@@ -17,6 +17,7 @@ ORDER = 10
 SEVERITY = CRITICAL
 LABEL = "NaN / Inf values"
 METRIC = "nonfinite"
+NEEDS = ()
 ADVICE = ("Lower the learning rate, clip gradients (tf.clip_by_global_norm / torch.nn.utils.clip_grad_norm_), "
           "and look for log(0), division by zero or overflow in the loss; enable anomaly detection to find the op.")
 CELL_RULES = (health.CellRule(KIND, tags_lib.ROLES, "nonfinite", True, "", health.CRITICAL, False),)

@@ -17,6 +17,7 @@ ORDER = 100
 SEVERITY = WARN  # info when the period points at the logging
 LABEL = "Periodic spikes"
 METRIC = "l2"
+NEEDS = ()
 ADVICE = ("Look for something that repeats every period: a bad batch in the data order, an epoch "
           "boundary, a learning-rate schedule step, or the logging path itself.")
 ARTEFACT_ADVICE = ("Nothing to fix in the model if the loss is smooth: the spike comes from how the logged batch "

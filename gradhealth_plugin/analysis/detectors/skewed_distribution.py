@@ -16,6 +16,7 @@ ORDER = 60
 SEVERITY = WARN
 LABEL = "Skewed distribution"
 METRIC = "skewness"
+NEEDS = (tags_lib.WEIGHT,)
 ADVICE = ("Check the initialisation and the learning rate; a strongly skewed weight distribution often "
           "means a few weights absorb most of the updates.")
 CELL_RULES = (

@@ -16,6 +16,7 @@ ORDER = 90
 SEVERITY = INFO
 LABEL = "Spike"
 METRIC = "l2"
+NEEDS = ()
 ADVICE = "A single batch produced an outlier: check that batch's data; clipping bounds its effect."
 CELL_RULES = ()
 THRESHOLDS = ()

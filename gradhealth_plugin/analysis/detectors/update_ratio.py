@@ -16,6 +16,7 @@ ORDER = 80
 SEVERITY = WARN
 LABEL = "Update-to-weight ratio"
 METRIC = "update_ratio"
+NEEDS = (tags_lib.WEIGHT, tags_lib.UPDATE)
 ADVICE = ("Aim for an update-to-weight ratio near 1e-3: lower the learning rate if it is much larger, raise "
           "it (or check that the layer is not frozen) if it is much smaller.")
 # Biases and normalisation parameters often start at zero or one: their ratio means little

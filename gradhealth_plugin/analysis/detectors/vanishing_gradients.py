@@ -16,6 +16,7 @@ ORDER = 30
 SEVERITY = WARN  # critical when every gradient vanishes
 LABEL = "Vanishing gradients"
 METRIC = "mean_abs"
+NEEDS = (tags_lib.GRADIENT,)
 ADVICE = ("Use ReLU-family activations with He init instead of sigmoid/tanh, add BatchNorm "
           "(LayerNorm for small batches) and residual connections, and check the learning rate.")
 CELL_RULES = (

@@ -16,6 +16,7 @@ ORDER = 50
 SEVERITY = WARN
 LABEL = "Weight growth"
 METRIC = "std_rel_first"
+NEEDS = (tags_lib.WEIGHT,)
 ADVICE = "Add weight decay / L2 regularisation, lower the learning rate, or add normalisation layers."
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.WEIGHT,), "std_rel_first", True, "weight_std_growth", health.WARN, True,

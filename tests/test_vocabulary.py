@@ -140,4 +140,5 @@ def test_the_runs_route_says_what_a_weights_only_run_cannot_show(plugin_client, 
     train = next(r for r in plugin_client(keras_fit_logdir).ok("/runs")["runs"] if r["run"] == "train")
     assert train["roles"] == ["weight"]
     assert {"exploding_gradients", "vanishing_gradients"} <= set(train["not_judged"])
+    assert train["gradients_judged"] is False  # the tab's badge says "no warnings", not "healthy"
     assert "Exploding gradients" in train["coverage_note"] and "watch(" in train["coverage_note"]

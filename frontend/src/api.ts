@@ -40,6 +40,10 @@ export interface RunInfo {
   worst_status: string;
   /** Number of findings per severity. */
   finding_counts: Record<string, number>;
+  /** False when nothing logged could show exploding or vanishing gradients: then "ok" is not "healthy". */
+  gradients_judged: boolean;
+  /** What the run's logs could not judge, in the server's words; null when it judged every kind. */
+  coverage_note: string | null;
 }
 
 /** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */
@@ -258,6 +262,8 @@ export function parseRuns(body: unknown): RunsResponse {
       worst_severity: severity(r.worst_severity),
       worst_status: typeof r.worst_status === "string" ? r.worst_status : "no_data",
       finding_counts: counts(r.findings),
+      gradients_judged: r.gradients_judged !== false,
+      coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
     };
   });
   return { runs };

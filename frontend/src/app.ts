@@ -71,6 +71,8 @@ export class App {
   private readonly summary = el("span", "gh-summary");
   /** What TensorBoard's sampling dropped in the run shown, in the server's words. */
   private readonly samplingNote = el("div", "gh-sampling-note");
+  /** What the run's logs could not judge (no gradients logged, ...), in the server's words. */
+  private readonly coverageNote = el("div", "gh-sampling-note gh-coverage-note");
   // Messages about the whole log directory go above everything; about one run, in the centre.
   private readonly globalMessage = el("div", "gh-message");
   private readonly message = el("div", "gh-message");
@@ -126,8 +128,9 @@ export class App {
     const center = el("div", "gh-center");
     const head = el("div", "gh-center-head");
     head.append(this.legendSlot, this.summary);
-    center.append(this.message, head, this.samplingNote, this.hint, this.heatmapBox, this.detail.root);
+    center.append(this.message, head, this.samplingNote, this.coverageNote, this.hint, this.heatmapBox, this.detail.root);
     this.samplingNote.hidden = true;
+    this.coverageNote.hidden = true;
     this.main.append(this.runList.root, center, this.findingsList.root);
     this.main.hidden = true;
     app.append(this.toolbar.root, this.globalMessage, this.main);
@@ -290,6 +293,8 @@ export class App {
     if (!run) return;
     this.samplingNote.hidden = run.sampling === null;
     this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
+    this.coverageNote.hidden = run.coverage_note === null;
+    this.coverageNote.textContent = run.coverage_note ?? "";
     this.drawRunPickers();
     const { role, metric, compare } = this.state;
     if (!role) {

@@ -8,11 +8,15 @@ import { matchesFilter } from "./rows";
 import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
 
 /** Worst finding of a run as one word and a rank (higher is worse) for sorting. */
-export function runBadge(r: Pick<RunInfo, "worst_severity" | "worst_status">): { text: string; cls: string; rank: number } {
+export function runBadge(
+  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged">>,
+): { text: string; cls: string; rank: number } {
   // Any finding ranks above a healthy run (1) and one with no data (0).
   const rank = r.worst_severity ? severityRank(r.worst_severity) : 0;
   if (rank > 0) return { text: r.worst_severity as string, cls: `gh-sev-${r.worst_severity}`, rank: rank + 1 };
   if (r.worst_status === "no_data") return { text: "no data", cls: "gh-status-no_data", rank: 0 };
+  // Without gradients the logs cannot show the gradient problems: no warning is not health.
+  if (r.gradients_judged === false) return { text: "no warnings", cls: "gh-status-ok", rank: 1 };
   return { text: "healthy", cls: "gh-status-ok", rank: 1 };
 }
 

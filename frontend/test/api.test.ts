@@ -127,7 +127,15 @@ describe("parseRuns", () => {
       worst_severity: null,
       worst_status: "no_data",
       finding_counts: {},
+      gradients_judged: true,
+      coverage_note: null,
     });
+  });
+
+  it("reads what a run could not judge", () => {
+    const { runs } = parseRuns({ runs: [{ run: "train", gradients_judged: false, coverage_note: "Not judged: Exploding gradients." }] });
+    expect(runs[0].gradients_judged).toBe(false);
+    expect(runs[0].coverage_note).toBe("Not judged: Exploding gradients.");
   });
 
   it("reads what TensorBoard's sampling dropped, in the server's words", () => {

@@ -13,6 +13,12 @@ describe("run badges", () => {
     expect(runBadge(run("a", "warn")).rank).toBeGreaterThan(runBadge(run("a", "info")).rank);
   });
 
+  it("calls a run without gradients 'no warnings', never healthy", () => {
+    expect(runBadge({ ...run("a", null), gradients_judged: false }).text).toBe("no warnings");
+    expect(runBadge({ ...run("a", null), gradients_judged: true }).text).toBe("healthy");
+    expect(runBadge({ ...run("a", "warn"), gradients_judged: false }).text).toBe("warn");
+  });
+
   it("opens the sickest run first", () => {
     const runs = [run("a", null), run("b", "warn"), run("c", "critical"), run("d", "critical")];
     expect(worstRun(runs as never)?.run).toBe("c");

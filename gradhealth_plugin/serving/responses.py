@@ -104,6 +104,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "findings": counts,
         # What the logs could not show: "ok" speaks only for the kinds that were judged.
         "not_judged": not_judged(rd),
+        "gradients_judged": not set(not_judged(rd)) & _GRADIENT_KINDS,
         "coverage_note": coverage_note(not_judged(rd)),
     }
 

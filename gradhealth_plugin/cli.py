@@ -81,7 +81,8 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
     from .serving import responses
 
     for summary, (_, mine) in zip(summaries, analyses):
-        out.write(f"run {summary['run']}: {responses.verdict(mine, summary['not_judged'])} - {len(summary['layers'])} layers "
+        verdict = responses.verdict(mine, summary["gradients_judged"])
+        out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
                   f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
         sampling = responses.cli_sampling(summary["sampling"])

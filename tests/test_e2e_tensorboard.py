@@ -173,20 +173,26 @@ class Server:
         return f"tensorboard --load_fast={self.load_fast} on port {self.port}"
 
 
-def both_loaders(logdir: pathlib.Path, logs: pathlib.Path):
-    """Both loaders' servers on one logdir, started together, each ready; stopped on exit."""
+def started_servers(logdir: pathlib.Path, logs: pathlib.Path, settings: dict):
+    """Servers on one logdir, one per setting name -> (load_fast, extra flags), started
+    together, each ready; stopped on exit by the process ids started here."""
     assert TENSORBOARD.exists(), f"{TENSORBOARD} missing: install tensorboard into this interpreter's environment"
     expected = _last_steps(logdir)
     started = {}
     try:
-        for load_fast in LOADERS:
-            started[load_fast] = Server(logdir, load_fast, logs / f"load_fast_{load_fast}.log")
+        for name, (load_fast, flags) in settings.items():
+            started[name] = Server(logdir, load_fast, logs / f"{name}.log", extra_flags=flags)
         for server in started.values():
             server.wait_ready(expected)
         yield started
     finally:
         for server in started.values():
             server.stop()
+
+
+def both_loaders(logdir: pathlib.Path, logs: pathlib.Path):
+    """Both loaders' servers on one logdir with default flags, keyed by --load_fast value."""
+    yield from started_servers(logdir, logs, {load_fast: (load_fast, ()) for load_fast in LOADERS})
 
 
 @pytest.fixture(scope="module")

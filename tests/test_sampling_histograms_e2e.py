@@ -18,7 +18,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from tests.test_e2e_tensorboard import Server, _last_steps
+from tests.test_e2e_tensorboard import started_servers
 
 STEPS = 1000
 # Under --samples_per_plugin=histograms=100 the data server's reservoir (seeded: the same steps on
@@ -75,17 +75,12 @@ def long_logdir(tmp_path_factory) -> pathlib.Path:
 def long_servers(long_logdir, tmp_path_factory):
     """One --load_fast=true server per sampling setting, started together, stopped by their pids."""
     logs = tmp_path_factory.mktemp("long_histograms_tb_logs")
-    expected = _last_steps(long_logdir)
-    started = {}
-    try:
-        for name, flags in SETTINGS.items():
-            started[name] = Server(long_logdir, "true", logs / f"{name}.log", extra_flags=flags)
-        for server in started.values():
-            server.wait_ready(expected)
-        yield started
-    finally:
-        for server in started.values():
-            server.stop()
+    yield from started_servers(long_logdir, logs, {name: ("true", flags) for name, flags in SETTINGS.items()})
+
+
+def _gradient_row(summary: dict, run: str) -> dict:
+    """The runs route's entry for the spiking gradient's row."""
+    return {layer["name"]: layer for layer in summary["layers"]}[LAYER[run]]["roles"]["gradient"]
 
 
 def _runs(server) -> dict:
@@ -100,7 +95,7 @@ def _periodic(server, run: str) -> list:
 def test_every_step_kept_and_the_period_found_exactly_when_all_are_kept(long_servers, run):
     server = long_servers["all"]
     summary = _runs(server)[run]
-    row = {layer["name"]: layer for layer in summary["layers"]}[LAYER[run]]["roles"]["gradient"]
+    row = _gradient_row(summary, run)
     assert row["steps"] == row["steps_logged"] == STEPS and row["dropped_by"] == []
     assert summary["sampling"] is None
     heatmap = server.gh("heatmap", run=run, role="gradient", metric="health")
@@ -113,7 +108,7 @@ def test_every_step_kept_and_the_period_found_exactly_when_all_are_kept(long_ser
 def test_default_flags_keep_500_say_so_and_find_the_period(long_servers, run):
     server = long_servers["default"]
     summary = _runs(server)[run]
-    row = {layer["name"]: layer for layer in summary["layers"]}[LAYER[run]]["roles"]["gradient"]
+    row = _gradient_row(summary, run)
     # gradhealth's loader raised the data server's 100 to the Python loader's 500.
     assert row["steps"] == 500 and row["steps_logged"] == STEPS and row["dropped_by"] == ["histograms"]
     sampling = summary["sampling"]
@@ -128,7 +123,7 @@ def test_default_flags_keep_500_say_so_and_find_the_period(long_servers, run):
 def test_an_explicit_100_samples_is_kept_said_and_no_period_invented(long_servers, run):
     server = long_servers["100"]
     summary = _runs(server)[run]
-    row = {layer["name"]: layer for layer in summary["layers"]}[LAYER[run]]["roles"]["gradient"]
+    row = _gradient_row(summary, run)
     assert row["steps"] == 100 and row["steps_logged"] == STEPS
     assert "100 of 1,000 logged steps" in summary["sampling"]["message"]
     heatmap = server.gh("heatmap", run=run, role="gradient", metric="health")

@@ -38,14 +38,14 @@ def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
 _GRADIENT_KINDS = {d.KIND for d in detectors.DETECTORS if tags_lib.GRADIENT in d.NEEDS}
 
 
-def verdict(found: Sequence[finding.Finding], not_judged: Sequence[str] = ()) -> str:
+def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True) -> str:
     """The CLI's verdict on one run's findings.
 
     A run is called healthy only where its gradients could be judged: without them,
     "no warnings" is all the logs can say.
     """
     worst = worst_severity(found)
-    if worst in (None, finding.INFO) and set(not_judged) & _GRADIENT_KINDS:
+    if worst in (None, finding.INFO) and not gradients_judged:
         return "no warnings (no gradients logged: exploding and vanishing gradients not judged)"
     return _VERDICTS[worst]
 
@@ -61,7 +61,7 @@ def coverage_note(kinds: Sequence[str]) -> Optional[str]:
         return None
     labels = {d.KIND: d.LABEL for d in detectors.DETECTORS}
     note = "Not judged, for want of the data they need: " + ", ".join(labels[k] for k in kinds) + "."
-    if {"exploding_gradients", "vanishing_gradients"} & set(kinds):
+    if _GRADIENT_KINDS & set(kinds):
         note += (" Log gradients to judge them: gradhealth_plugin.torch.watch(model, logdir) or"
                  " gradhealth_plugin.keras.GradientHealthCallback(logdir).")
     return note
@@ -85,6 +85,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     worst = worst_severity(found)
     has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
     counts = {sev: sum(1 for f in found if f.severity == sev) for sev in finding.SEVERITY_RANK}
+    unjudged = not_judged(rd)
     return {
         "run": rd.run,
         "layers": [
@@ -103,9 +104,9 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "worst_status": (worst if worst in (finding.CRITICAL, finding.WARN) else "ok") if has_data else "no_data",
         "findings": counts,
         # What the logs could not show: "ok" speaks only for the kinds that were judged.
-        "not_judged": not_judged(rd),
-        "gradients_judged": not set(not_judged(rd)) & _GRADIENT_KINDS,
-        "coverage_note": coverage_note(not_judged(rd)),
+        "not_judged": unjudged,
+        "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
+        "coverage_note": coverage_note(unjudged),
     }
 
 

@@ -235,14 +235,16 @@ def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
 
 
 def _name_words(segment: str) -> list:
-    """(word, first piece of its segment?) in reading order; a piece that is a word whole stays whole."""
+    """(word, is it the segment's whole first piece?) in reading order.
+
+    A piece that is a known word whole stays whole; others split on camelCase.
+    """
     words = []
     for i, piece in enumerate(p for p in re.split(r"[._\-\s:]+", segment) if p):
         bare = piece.rstrip("0123456789")
-        if bare.lower() in _DECORATIONS or any(bare.lower() in v for v in _TOKEN_ROLES.values()):
-            words.append((bare, i == 0))
-        else:
-            words.extend((w, i == 0 and j == 0) for j, w in enumerate(_WORD_RE.findall(bare)))
+        known = bare.lower() in _DECORATIONS or any(bare.lower() in v for v in _TOKEN_ROLES.values())
+        split = [bare] if known else _WORD_RE.findall(bare)
+        words.extend((w, i == 0 and len(split) == 1) for w in split)
     return words
 
 
@@ -255,7 +257,7 @@ def _role_from_words(name: str) -> Optional[tuple]:
             low = word.lower()
             # Single letters name a tensor only where they lead a segment: W_conv1, b_fc1, fc1/W
             # (not the b of Wx_plus_b, an expression).
-            if word in ("W", "w", "b") and leads and word == segment.split("_")[0].rstrip("0123456789"):
+            if word in ("W", "w", "b") and leads:
                 return WEIGHT, _TOKEN_KINDS.get(word, KIND_KERNEL)
             for role, vocabulary in _TOKEN_ROLES.items():
                 if low in vocabulary:

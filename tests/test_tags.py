@@ -245,7 +245,12 @@ NAME_WORDS = [
     ("activation_summary/prob_car", ("activation_summary/prob_car", ACTIVATION, "output")),
     ("ReLU_3", ("ReLU_3", ACTIVATION, "output")),
     ("d_conv1", ("d_conv1", GRADIENT, "other")),
-    ("conv1/dW", ("conv1/dW", GRADIENT, "other")),
+    ("conv1/dW", ("conv1/dW", GRADIENT, "kernel")),
+    # A leading W_/b_/d_ names the tensor whatever words follow it ("hidden" alone is an activation).
+    ("model_params/W_hidden1", ("model_params/W_hidden1", WEIGHT, "kernel")),
+    ("model_params/b_hidden1", ("model_params/b_hidden1", WEIGHT, "bias")),
+    ("model_grads/d_W_hidden1", ("model_grads/d_W_hidden1", GRADIENT, "kernel")),
+    ("layer_outputs/hidden1_tanh", ("layer_outputs/hidden1_tanh", ACTIVATION, "output")),
     ("block2/delta", ("block2/delta", UPDATE, "other")),
 ]
 

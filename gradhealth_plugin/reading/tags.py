@@ -144,7 +144,7 @@ _TOKEN_ROLES = {
                  "tanh", "softmax", "logits", "hidden", "pool", "dropout"},
 }
 _TOKEN_KINDS = {"bias": KIND_BIAS, "biases": KIND_BIAS, "biase": KIND_BIAS, "b": KIND_BIAS,
-                "gamma": KIND_NORM, "beta": KIND_NORM}
+                "gamma": KIND_NORM, "beta": KIND_NORM, "W": KIND_KERNEL, "w": KIND_KERNEL}
 # Words that say which statistic or plot was logged, not what was measured.
 _DECORATIONS = {"stddev", "std", "mean", "max", "min", "summ", "summary", "summaries", "histogram",
                 "histograms", "hist", "distribution", "distributions", "values"}
@@ -234,31 +234,44 @@ def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
     return None
 
 
-def _name_words(segment: str) -> list:
-    """(word, is it the segment's whole first piece?) in reading order.
+def _pieces(segment: str) -> list:
+    return [p for p in re.split(r"[._\-\s:]+", segment) if p]
 
-    A piece that is a known word whole stays whole; others split on camelCase.
-    """
+
+def _name_words(segment: str) -> list:
+    """The words of one name part in reading order: a piece that is a known word whole
+    stays whole, others split on camelCase."""
     words = []
-    for i, piece in enumerate(p for p in re.split(r"[._\-\s:]+", segment) if p):
+    for piece in _pieces(segment):
         bare = piece.rstrip("0123456789")
         known = bare.lower() in _DECORATIONS or any(bare.lower() in v for v in _TOKEN_ROLES.values())
-        split = [bare] if known else _WORD_RE.findall(bare)
-        words.extend((w, i == 0 and len(split) == 1) for w in split)
+        words.extend([bare] if known else _WORD_RE.findall(bare))
     return words
 
 
+def _letter_kind(segment: str) -> Optional[str]:
+    """W_conv1, w1_summ, b_fc1, fc1/W: a name part led by the letter W, w or b names that tensor."""
+    pieces = _pieces(segment)
+    lead = pieces[0].rstrip("0123456789") if pieces else ""
+    return _TOKEN_KINDS.get(lead, KIND_KERNEL) if lead in ("W", "w", "b") else None
+
+
 def _role_from_words(name: str) -> Optional[tuple]:
-    """(role, kind or None) from the role word nearest the end of `name`, or None."""
+    """(role, kind or None) from the name part nearest the end that names a role, or None.
+
+    Within a part, a prefix decides first (d_W_fc1 is a gradient, W_hidden1 a weight, whatever
+    follows); otherwise the role word nearest the end (output/Weights, output_layer/logits).
+    """
     for segment in reversed(name.split("/")):
-        if re.match(r"^d_.", segment) or segment.startswith("dW"):
-            return GRADIENT, None  # numpy-style dW, d_conv1
-        for word, leads in reversed(_name_words(segment)):
+        if segment.startswith("d_") and len(segment) > 2:
+            return GRADIENT, _letter_kind(segment[2:])  # numpy-style d_conv1, d_W_fc1
+        if segment.startswith("dW"):
+            return GRADIENT, KIND_KERNEL
+        kind = _letter_kind(segment)
+        if kind is not None:
+            return WEIGHT, kind
+        for word in reversed(_name_words(segment)):
             low = word.lower()
-            # Single letters name a tensor only where they lead a segment: W_conv1, b_fc1, fc1/W
-            # (not the b of Wx_plus_b, an expression).
-            if word in ("W", "w", "b") and leads:
-                return WEIGHT, _TOKEN_KINDS.get(word, KIND_KERNEL)
             for role, vocabulary in _TOKEN_ROLES.items():
                 if low in vocabulary:
                     return role, _TOKEN_KINDS.get(low, KIND_KERNEL if role == WEIGHT else None)

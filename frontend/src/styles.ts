@@ -165,6 +165,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-gradient-mid { position: absolute; left: 50%; top: 14px; transform: translateX(-50%); font-size: 11px; white-space: nowrap; }
 .gh-hint { color: var(--gh-muted); font-size: 12px; margin: 4px 0 10px; }
 .gh-sampling-note { font-size: 12px; margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--gh-warn, #f5a623); }
+/* What was not judged is a fact about the logs, not a problem found: the no-data grey. */
+.gh-coverage-note { border-left-color: #9e9e9e; }
 .gh-sampled { color: var(--gh-muted); }
 .gh-center-head { display: flex; flex-wrap: wrap; align-items: flex-start; justify-content: space-between; gap: 4px 16px; }
 .gh-center-head .gh-summary { padding-top: 1px; }

@@ -48,6 +48,8 @@ BREAK_STEP = 60
 QUIET_STEP = 120
 XSS_RUN = "<img src=x onerror=alert(1)>"
 XSS_LAYER = "<img src=x onerror=window.__xss=1>"
+# Weights only, as Keras' callback logs them: nothing in it can show a gradient problem.
+WEIGHTS_RUN = "weights_only"
 FRAME = "iframe[src*='plugin_entry.html']"
 
 
@@ -69,6 +71,11 @@ def _write_logdir(root: pathlib.Path) -> None:
                     grad = grad * 1e-6
                 tf.summary.histogram(f"gradients/{name}", grad, step=step)
                 tf.summary.histogram(f"weights/{name}", rng.normal(0.0, 0.1, size=shape), step=step)
+    writer.close()
+    writer = tf.summary.create_file_writer(str(root / WEIGHTS_RUN))
+    with writer.as_default():
+        for step in STEPS[:6]:
+            tf.summary.histogram("dense/kernel/histogram", rng.normal(0.0, 0.1, size=(8, 8)), step=step)
     writer.close()
     writer = tf.summary.create_file_writer(str(root / XSS_RUN))
     with writer.as_default():
@@ -112,7 +119,8 @@ def server(server_logdir):
             try:
                 listing = _get(f"{base}/data/plugins_listing")
                 runs = {r["run"]: r for r in _get(f"{base}/data/plugin/gradhealth/runs")["runs"]}
-                if "gradhealth" in listing and runs.get(RUN, {}).get("steps_kept") == len(STEPS) and XSS_RUN in runs:
+                if "gradhealth" in listing and runs.get(RUN, {}).get("steps_kept") == len(STEPS) and XSS_RUN in runs \
+                        and WEIGHTS_RUN in runs:
                     break
             except OSError:
                 pass
@@ -435,6 +443,21 @@ def test_names_are_text_never_markup(tab):
     assert tab.frame.evaluate("typeof window.__xss") == "undefined"
     assert tab.page.evaluate("typeof window.__xss") == "undefined"
     assert tab.dialogs == []
+
+
+def test_a_run_without_gradients_says_what_it_could_not_judge(tab):
+    # The run with gradients is judged on them: its note names only what it lacks (activations).
+    tab.ui.locator("li.gh-run", has_text=RUN).click()
+    note = tab.ui.locator(".gh-coverage-note")
+    note.wait_for(state="visible")
+    assert "Dead units" in note.text_content() and "Exploding gradients" not in note.text_content()
+    badge = tab.ui.locator("li.gh-run", has_text=WEIGHTS_RUN).locator(".gh-badge")
+    assert badge.text_content() == "no warnings"  # never "healthy": its gradients were never looked at
+    before = tab.drawn()
+    tab.ui.locator("li.gh-run", has_text=WEIGHTS_RUN).click()
+    tab.wait_redraw(before)
+    text = tab.ui.locator(".gh-coverage-note").text_content()
+    assert "Exploding gradients" in text and "Vanishing gradients" in text and "watch(" in text
 
 
 def test_no_console_errors(tab):

@@ -46,6 +46,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
     from . import config as config_lib
+    from . import plugin
     from .serving import analyzer as analyzer_lib
     from .writing import format as metadata
 
@@ -54,7 +55,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     except ValueError as e:
         raise UsageError(str(e)) from None
     guidance = dict(data_ingester.DEFAULT_TENSOR_SIZE_GUIDANCE)
-    guidance[metadata.PLUGIN_NAME] = metadata.DEFAULT_SAMPLES
+    guidance[metadata.PLUGIN_NAME] = plugin.DEFAULT_SAMPLES_PER_PLUGIN[metadata.PLUGIN_NAME]
     if all_steps:
         guidance = {name: 0 for name in guidance}
     multiplexer = plugin_event_multiplexer.EventMultiplexer(

@@ -17,7 +17,9 @@ from typing import Dict, List, Optional
 
 from .analysis import limits as limits_lib
 from .reading import tags as tags_lib
-from .writing import format as metadata
+
+# The file a logdir may hold at its root.
+CONFIG_FILENAME = "gradhealth.json"
 
 
 @dataclasses.dataclass
@@ -30,7 +32,7 @@ class Config:
 def load(path: Optional[str] = None, logdir: Optional[str] = None) -> Config:
     """Loads the config; raises ValueError naming the file and the problem if it is malformed."""
     if not path and logdir and "://" not in logdir:
-        candidate = os.path.join(os.path.expanduser(logdir), metadata.CONFIG_FILENAME)
+        candidate = os.path.join(os.path.expanduser(logdir), CONFIG_FILENAME)
         path = candidate if os.path.isfile(candidate) else None
     if not path:
         return Config(tag_rules=[], limits=limits_lib.thresholds())

@@ -31,6 +31,13 @@ logger = logging.getLogger(__name__)
 
 _STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 HEATMAP_METRICS = responses.HEATMAP_METRICS
+TAB_NAME = "Gradient Health"
+# TensorBoard enables the tab whenever any of these plugins has data.
+DATA_PLUGIN_NAMES = ("histograms", "scalars", metadata.PLUGIN_NAME)
+# Samples per tag the loader asks TensorBoard to keep unless the user's --samples_per_plugin
+# names the plugin: the Python loader's histogram default, for gradhealth summaries (whose
+# default is 10) and for histograms (the Rust data server keeps 100 of them otherwise).
+DEFAULT_SAMPLES_PER_PLUGIN = {metadata.PLUGIN_NAME: 500, "histograms": 500}
 
 
 def _message(error: errors.PublicError) -> str:
@@ -116,10 +123,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return False  # superseded by data_plugin_names
 
     def data_plugin_names(self) -> Sequence[str]:
-        return metadata.DATA_PLUGIN_NAMES
+        return DATA_PLUGIN_NAMES
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
-        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=metadata.TAB_NAME)
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME)
 
     @wrappers.Request.application
     def _serve_index_js(self, request):
@@ -258,7 +265,7 @@ class GradHealthLoader(base_plugin.TBLoader):
         """
         samples = getattr(flags, "samples_per_plugin", None)
         if isinstance(samples, dict):
-            for plugin_name, count in metadata.DEFAULT_SAMPLES_PER_PLUGIN.items():
+            for plugin_name, count in DEFAULT_SAMPLES_PER_PLUGIN.items():
                 samples.setdefault(plugin_name, count)
 
     def load(self, context: base_plugin.TBContext) -> GradHealthPlugin:

@@ -59,8 +59,9 @@ def assert_in_order(order, expected):
 
 
 def all_kept(steps):
-    """A row's sampling fields when TensorBoard kept every logged step."""
-    return {"steps": steps, "steps_logged": steps, "steps_logged_at_least": False, "dropped_by": []}
+    """A row's sampling fields when TensorBoard kept every logged step, its role by convention."""
+    return {"steps": steps, "steps_logged": steps, "steps_logged_at_least": False, "dropped_by": [],
+            "decided_by": "convention"}
 
 
 def hist_role(tag, steps=STEPS):
@@ -99,8 +100,10 @@ def test_gradient_and_weight_of_a_parameter_share_one_row(request, plugin_client
     run = only_run(client, ".")  # the libraries wrote straight into the logdir
     layers = by_name(run)
     for name in params:
+        # A bare name is a weight because its gradient is logged beside it: decided by pairing.
+        weight_by = "pairing" if weight_tag == "{}" else "convention"
         assert layers[name]["roles"] == {"gradient": hist_role(grad_tag.format(name)),
-                                         "weight": hist_role(weight_tag.format(name))}, name
+                                         "weight": {**hist_role(weight_tag.format(name)), "decided_by": weight_by}}, name
     assert run["unclassified"] == []
     assert run["last_step"] == STEPS - 1
     grad_counts, grad_map = heatmap_rows(client, ".", "gradient", "count")
@@ -313,7 +316,7 @@ def test_rule_file_at_logdir_root_overrides_the_mapping(plugin_client, torch_cus
     run = only_run(plugin_client(logdir), ".")  # config=None: the plugin reads gradhealth.json itself
     assert sorted(names(run)) == sorted(TORCH_PARAMS)
     for name in TORCH_PARAMS:
-        assert by_name(run)[name]["roles"] == {"gradient": hist_role(f"mygrads/{name}"),
+        assert by_name(run)[name]["roles"] == {"gradient": {**hist_role(f"mygrads/{name}"), "decided_by": "rule"},
                                                "weight": hist_role(f"weights/{name}")}, name
     assert run["roles"] == ["gradient", "weight"]
 

@@ -105,7 +105,8 @@ def test_runs_lists_every_run_with_layers_and_roles(client):
         # Nothing dropped: as many steps logged as kept.
         assert layers[name]["roles"]["weight"] == {"tags": [f"weights/{name}:0"], "source": "histogram",
                                                    "steps": len(LOGGED), "steps_logged": len(LOGGED),
-                                                   "steps_logged_at_least": False, "dropped_by": []}
+                                                   "steps_logged_at_least": False, "dropped_by": [],
+                                                   "decided_by": "convention"}
     assert mlp["steps_logged"] == len(LOGGED) and mlp["sampling"] is None
     assert layers["dense/bias"]["roles"]["gradient"]["steps"] == len(BIAS_GRAD_STEPS)
     assert layers["dense/kernel"]["kind"] == "kernel" and layers["dense/bias"]["kind"] == "bias"

@@ -266,3 +266,45 @@ def test_name_words_give_a_role_where_no_convention_matches(tag, expected):
 def test_a_single_letter_names_a_tensor_only_where_it_leads_a_name(tag):
     # The b of Wx_plus_b is a term of an expression, not a bias.
     assert tags.classify_histogram(tag) is None
+
+
+def _rows(tags_and_siblings, rules=()):
+    infos = [tags.classify_histogram(t, tags_and_siblings, rules) for t in tags_and_siblings]
+    return {i.tag: (i.layer, i.role) for i in tags.pair_rows([i for i in infos if i])}
+
+
+def test_gradient_and_weight_found_by_name_words_share_the_weights_row():
+    rows = _rows(["model_params/W_fc1", "model_grads/d_W_fc1", "model_params/b_fc1", "model_grads/d_b_fc1"])
+    assert rows == {"model_params/W_fc1": ("model_params/W_fc1", WEIGHT),
+                    "model_grads/d_W_fc1": ("model_params/W_fc1", GRADIENT),
+                    "model_params/b_fc1": ("model_params/b_fc1", WEIGHT),
+                    "model_grads/d_b_fc1": ("model_params/b_fc1", GRADIENT)}
+
+
+def test_tf1_renamed_weight_summary_joins_its_variables_gradient():
+    # TF1 names a summary op that collides with its variable's op "<name>_1".
+    rows = _rows(["conv1/weights_1", "conv1/weights/gradients", "conv1/biases_1", "conv1/biases/gradients"])
+    assert rows["conv1/weights_1"] == ("conv1/weights", WEIGHT)
+    assert rows["conv1/biases_1"] == ("conv1/biases", WEIGHT)
+
+
+def test_pairing_leaves_ambiguous_and_distinct_names_alone():
+    # Two weights could claim one gradient: no guess.
+    rows = _rows(["a_params/W_fc1", "b_params/W_fc1", "grads_x/d_W_fc1"])
+    assert rows["grads_x/d_W_fc1"][0] != rows["a_params/W_fc1"][0]
+    # A layer really named dense_1 keeps its name beside dense's gradient when dense has a weight row.
+    rows = _rows(["gradients/dense/kernel", "weights/dense/kernel", "weights/dense_1"])
+    assert rows["weights/dense_1"] == ("dense_1", WEIGHT)
+
+
+def test_each_tag_says_how_its_role_was_decided():
+    user = rules({"pattern": r"^mine/(?P<layer>.+)$", "role": "gradient"})
+    assert tags.classify_histogram("mine/fc1", (), user).decided_by == tags.BY_RULE
+    assert tags.classify_histogram("grads/fc1.weight").decided_by == tags.BY_CONVENTION
+    assert tags.classify_histogram("encoder.alpha", ["encoder.alpha.grad"]).decided_by == tags.BY_PAIRING
+    assert tags.classify_histogram("W_conv1").decided_by == tags.BY_NAME
+    # A row separated from another keeps how its role was decided.
+    infos = [tags.classify_histogram(t) for t in ("w1_summ", "w1_hist")]
+    assert [i.layer for i in infos] == ["w1", "w1"]
+    separated = tags.separate_shared_rows(infos)
+    assert [(i.layer, i.decided_by) for i in separated] == [("w1", tags.BY_NAME), ("w1_hist", tags.BY_NAME)]

@@ -132,8 +132,6 @@ def test_exact_labels_give_layer_and_kind(wild_runs, labels):
         assert _served(wild_runs[run])[tag] == (label["layer"], label["role"], label["kind"]), (run, tag)
 
 
-@pytest.mark.xfail(strict=True, reason="TF1 appends _1 to a summary op named like its variable "
-                                       "(conv1/weights_1 next to conv1/weights/gradients): not paired yet")
 def test_gradient_and_weight_of_one_parameter_share_a_row(wild_runs, labels):
     by_layer: Dict[Tuple[str, str], Dict[str, str]] = {}
     for (run, tag), label in labels.items():

@@ -47,6 +47,8 @@ class RoleData:
     steps_logged: Optional[int] = None
     dropped_by: List[str] = dataclasses.field(default_factory=list)
     logged_at_least: bool = False
+    # How the role of the row's first tag was decided (tags.BY_RULE, BY_CONVENTION, ...).
+    decided_by: str = tags_lib.BY_CONVENTION
 
 
 @dataclasses.dataclass
@@ -166,7 +168,8 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
         own.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], position))
         if isinstance(meta.get("shape"), list):
             shapes[meta["layer"]] = meta["shape"]
-    return RunTags(histograms=tags_lib.separate_shared_rows(infos), layer_scalars=layer_scalars, own=own,
+    histograms = tags_lib.separate_shared_rows(tags_lib.pair_rows(infos))
+    return RunTags(histograms=histograms, layer_scalars=layer_scalars, own=own,
                    scalars=scalars, shapes=shapes, unclassified=unclassified)
 
 
@@ -254,13 +257,14 @@ def role_data(group: List[tags_lib.TagInfo], reads: RunReads) -> Optional[RoleDa
     table = _row_table(hist_tag, scalar_infos, own_infos, reads)
     source = "+".join(s for s, present in (("gradhealth", own_infos), ("histogram", hist_infos),
                                            ("scalar", scalar_infos)) if present)
-    tags = [i.tag for i in own_infos[:1] + hist_infos[:1] + scalar_infos]
+    used = own_infos[:1] + hist_infos[:1] + scalar_infos
+    tags = [i.tag for i in used]
     # The tags whose steps make up the row: the histogram's only without gradhealth summaries.
     step_tags = ([(metadata.PLUGIN_NAME, i.tag) for i in own_infos[:1]]
                  + [("histograms", i.tag) for i in hist_infos[:1] if not own_infos]
                  + [("scalars", i.tag) for i in scalar_infos])
-    return RoleData(tags=tags, source=source, table=table, histogram_tag=hist_tag,
-                    first_seen=first_seen, **_row_sampling(step_tags, table, reads.sampling))
+    return RoleData(tags=tags, source=source, table=table, histogram_tag=hist_tag, first_seen=first_seen,
+                    decided_by=used[0].decided_by, **_row_sampling(step_tags, table, reads.sampling))
 
 
 def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:

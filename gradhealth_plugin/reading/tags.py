@@ -29,9 +29,10 @@ Users override or extend the mapping without code through a JSON file (see
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
-from typing import Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..analysis.metrics import METRICS
 
@@ -59,6 +60,12 @@ SCALAR_OTHER = "other"
 # `TagInfo.metric` of a gradhealth summary: it carries every statistic at once.
 OWN_SUMMARY = "*"
 
+# How a tag's role was decided (`TagInfo.decided_by`), most certain first.
+BY_RULE = "rule"  # the user's tag rule
+BY_CONVENTION = "convention"  # a known writer's naming (or gradhealth's own metadata)
+BY_PAIRING = "pairing"  # a bare name next to its logged gradient
+BY_NAME = "name"  # the words of the name
+
 
 @dataclasses.dataclass(frozen=True)
 class TagInfo:
@@ -77,6 +84,7 @@ class TagInfo:
     kind: str
     metric: Optional[str] = None
     order_hint: Optional[int] = None
+    decided_by: str = BY_CONVENTION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +238,7 @@ def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
         if rule.role == "ignore":
             return "ignore"
         layer = m.groupdict().get("layer") or (m.group(1) if m.groups() else tag)
-        return _make(tag, layer, rule.role, rule.metric)
+        return dataclasses.replace(_make(tag, layer, rule.role, rule.metric), decided_by=BY_RULE)
     return None
 
 
@@ -292,7 +300,7 @@ def _from_name_words(tag: str, name: str) -> Optional[TagInfo]:
     if found is None:
         return None
     role, kind = found
-    info = _make(tag, _without_decorations(name), role)
+    info = dataclasses.replace(_make(tag, _without_decorations(name), role), decided_by=BY_NAME)
     return dataclasses.replace(info, kind=kind) if kind and role != ACTIVATION and info.kind == KIND_OTHER else info
 
 
@@ -318,7 +326,7 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
     name = _strip_decorations(tag)
     siblings = set(sibling_tags)
     if any(s in siblings for s in (tag + ".grad", tag + "/grad", tag + "_grad")):
-        return _make(tag, tag, WEIGHT)
+        return dataclasses.replace(_make(tag, tag, WEIGHT), decided_by=BY_PAIRING)
     last = re.split(r"[/.]", name)[-1].lower()
     if last in _ACTIVATION_WORDS or last in _PREACTIVATION_WORDS:
         layer = name.rsplit("/", 1)[0] if "/" in name else name
@@ -328,6 +336,58 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
     if last in _PARAM_WORDS or re.search(r"(?:^|_)(?:weights?|kernel|bias(?:es)?)(?:_|$)", last):
         return _make(tag, name, WEIGHT)
     return _from_name_words(tag, name)
+
+
+# Words that say which role a tensor plays or where it was filed, not which tensor it is:
+# set aside when a gradient and a weight are matched by name.
+_FILING_WORDS = _TOKEN_ROLES[GRADIENT] | _TOKEN_ROLES[UPDATE] | {"param", "params", "parameters"} | _DECORATIONS
+_PARAMETER_ROLES = (GRADIENT, WEIGHT, UPDATE)
+
+
+def _pairing_key(layer: str) -> str:
+    """``model_grads/d_W_fc1`` and ``model_params/W_fc1`` -> ``model/W_fc1``."""
+    parts = []
+    for segment in layer.split("/"):
+        segment = segment[2:] if segment.startswith("d_") and len(segment) > 2 else segment
+        kept = [p for p in _pieces(segment) if p.rstrip("0123456789").lower() not in _FILING_WORDS]
+        if kept:
+            parts.append("_".join(kept))
+    return "/".join(parts)
+
+
+def pair_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
+    """Puts the gradient (and update) of a parameter on its weight's row where the names differ.
+
+    Two rules, each a writer's habit rather than a guess:
+    * TF1 renames a summary named like its variable's op to ``<name>_1``: a weight row
+      ``X_<n>`` joins the gradient row ``X`` when no weight row ``X`` exists;
+    * otherwise a gradient and a weight whose names are equal once gradient, update and
+      filing words and a leading ``d_`` are set aside share the weight's row
+      (``model_params/W_fc1`` and ``model_grads/d_W_fc1``), where that match is unique.
+    """
+    rows = {(i.layer, i.role) for i in infos if i.metric is None}
+    out = []
+    for info in infos:
+        m = re.match(r"^(.+)_\d+$", info.layer)
+        if (info.metric is None and info.role == WEIGHT and m and (m.group(1), GRADIENT) in rows
+                and (m.group(1), WEIGHT) not in rows and (info.layer, GRADIENT) not in rows):
+            info = dataclasses.replace(info, layer=m.group(1), group=_group_of(m.group(1), WEIGHT))
+        out.append(info)
+    by_key: Dict[tuple, set] = collections.defaultdict(set)
+    for info in out:
+        if info.metric is None and info.role in _PARAMETER_ROLES:
+            by_key[(_pairing_key(info.layer), info.role)].add(info.layer)
+    moved = []
+    for info in out:
+        key = _pairing_key(info.layer)
+        weights = by_key.get((key, WEIGHT), set())
+        if (info.metric is None and info.role in (GRADIENT, UPDATE) and len(weights) == 1
+                and len(by_key[(key, info.role)]) == 1 and info.layer not in weights):
+            target = next(iter(weights))
+            info = dataclasses.replace(info, layer=target, group=_group_of(target, info.role),
+                                       kind=_kind_of(target, WEIGHT) if info.kind == KIND_OTHER else info.kind)
+        moved.append(info)
+    return moved
 
 
 def separate_shared_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
@@ -341,7 +401,8 @@ def separate_shared_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
     out = []
     for info in infos:
         if info.metric is None and (info.layer, info.role) in taken:
-            info = _make(info.tag, info.tag, info.role)
+            own = _make(info.tag, info.tag, info.role)
+            info = dataclasses.replace(info, layer=own.layer, group=own.group, kind=own.kind)
             if (info.layer, info.role) in taken:
                 info = dataclasses.replace(info, layer=info.tag)
         taken.add((info.layer, info.role))

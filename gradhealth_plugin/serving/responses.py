@@ -77,7 +77,9 @@ def _role_summary(rdata: RoleData) -> dict:
             # Logged against kept: they differ where TensorBoard's sampling dropped steps.
             "steps_logged": _steps_logged(rdata),
             "steps_logged_at_least": bool(rdata.logged_at_least),
-            "dropped_by": list(rdata.dropped_by)}
+            "dropped_by": list(rdata.dropped_by),
+            # How the role was decided: rule, convention, pairing or name (the tab marks guesses).
+            "decided_by": rdata.decided_by}
 
 
 def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:

@@ -301,13 +301,14 @@ def test_histogram_tensors_of_the_wrong_shape(tmp_path, plugin_client, rng):
 def test_ten_thousand_tags_in_one_run(tmp_path, plugin_client):
     buckets = [[-1.0, 0.0, 5.0], [0.0, 1.0, 5.0]]
     values = [hist_value(f"gradients/layer_{i}/kernel", buckets) for i in range(5000)]
-    values += [hist_value(f"misc_{i}", buckets) for i in range(5000)]  # no role: listed as unclassified
+    values += [hist_value(f"misc_{i}", buckets) for i in range(5000)]  # no role: rows of role "other"
     write_run(tmp_path / "run", [event(0, v) for v in values])
     client = plugin_client(tmp_path)
     status, body = call(client, "/runs")
     assert status == 200
     (summary,) = body["runs"]
-    assert len(summary["layers"]) == 5000 and len(summary["unclassified"]) == 5000
+    assert len(summary["layers"]) == 10000 and summary["unclassified"] == []
+    assert sum("other" in layer["roles"] for layer in summary["layers"]) == 5000
     status, hm = call(client, "/heatmap", run="run", role="gradient", metric="mean")
     assert status == 200 and len(hm["layers"]) == 5000 and hm["steps"] == [0]
     check_heatmap_shape(hm)

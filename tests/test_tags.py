@@ -67,13 +67,21 @@ def test_classify_histogram_real_world_names(tag, siblings, expected):
 
 
 @pytest.mark.parametrize("tag", ["layer1/X", "Loss", "input/images", "x", "encoder.alpha", "layer1/Wx_plus_b"])
-def test_classify_histogram_unknown_is_none(tag):
-    assert tags.classify_histogram(tag, ["fc1.weight.grad"]) is None
+def test_an_unknown_tag_is_a_row_of_role_other(tag):
+    # Nothing tells its role, and it is still shown: a row of its own, role "other".
+    result = tags.classify_histogram(tag, ["fc1.weight.grad"])
+    assert (result.layer, result.role, result.decided_by) == (tag, tags.OTHER, tags.BY_FALLBACK)
+
+
+def test_only_an_ignore_rule_hides_a_histogram():
+    user = rules({"pattern": r"^input/", "role": "ignore"})
+    assert tags.classify_histogram("input/images", (), user) is None
+    assert tags.classify_histogram("input/images").role == tags.OTHER
 
 
 def test_bare_name_is_a_weight_only_next_to_its_gradient():
     assert tags.classify_histogram("encoder.alpha", ["encoder.alpha.grad"]).role == WEIGHT
-    assert tags.classify_histogram("encoder.alpha", ["decoder.alpha.grad"]) is None
+    assert tags.classify_histogram("encoder.alpha", ["decoder.alpha.grad"]).role == tags.OTHER
 
 
 def test_tf1_histogram_and_summary_scalars_land_on_one_layer():
@@ -265,7 +273,7 @@ def test_name_words_give_a_role_where_no_convention_matches(tag, expected):
 @pytest.mark.parametrize("tag", ["layer1/Wx_plus_b", "hist-numpy", "input/images", "Model", "logit_a_plus_b"])
 def test_a_single_letter_names_a_tensor_only_where_it_leads_a_name(tag):
     # The b of Wx_plus_b is a term of an expression, not a bias.
-    assert tags.classify_histogram(tag) is None
+    assert tags.classify_histogram(tag).role == tags.OTHER
 
 
 def _rows(tags_and_siblings, rules=()):

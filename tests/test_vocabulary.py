@@ -57,7 +57,7 @@ def test_severities_and_statuses():
     assert v["statuses"] == [{"status": "no_data", "code": 0}, {"status": "ok", "code": 1},
                              {"status": "warn", "code": 2}, {"status": "critical", "code": 3}]
     assert v["role_metric"] == {"gradient": "max_abs", "weight": "std", "activation": "zero_fraction",
-                                "update": "update_ratio"}
+                                "update": "update_ratio", "other": "l2"}
     assert set(v["role_metric"]) == set(tags_lib.ROLES)
 
 

@@ -49,11 +49,13 @@ def scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
 
 def _series(rd):
     """(name, role, steps, values) of every norm series worth checking for spikes."""
-    for layer, table in role_tables(rd, tags_lib.GRADIENT):
-        values = table.get("l2")
-        if np.all(np.isnan(values)):
-            values = table.get("max_abs")
-        yield layer.name, tags_lib.GRADIENT, table.steps, values
+    # Gradients, and rows of unknown role: a spike needs no role to be one.
+    for role in (tags_lib.GRADIENT, tags_lib.OTHER):
+        for layer, table in role_tables(rd, role):
+            values = table.get("l2")
+            if np.all(np.isnan(values)):
+                values = table.get("max_abs")
+            yield layer.name, role, table.steps, values
     for tag, (steps, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) in (tags_lib.SCALAR_GRAD_NORM, tags_lib.SCALAR_LOSS):
             yield tag, None, steps, values

@@ -14,7 +14,7 @@ from .limits import DEFAULTS, Line
 
 # The metric a layer's chart shows in a role when no finding kind picks one.
 ROLE_METRIC = {tags_lib.GRADIENT: "max_abs", tags_lib.WEIGHT: "std", tags_lib.ACTIVATION: "zero_fraction",
-               tags_lib.UPDATE: "update_ratio"}
+               tags_lib.UPDATE: "update_ratio", tags_lib.OTHER: "l2"}
 
 
 def _drawn(line: Line, limits: Mapping[str, float]) -> List[dict]:

@@ -40,7 +40,10 @@ GRADIENT = "gradient"
 WEIGHT = "weight"
 ACTIVATION = "activation"
 UPDATE = "update"
-ROLES = (GRADIENT, WEIGHT, ACTIVATION, UPDATE)
+# What no rule, convention or name word could tell: still a row, judged only by the
+# rules that need no role (non-finite values, spikes).
+OTHER = "other"
+ROLES = (GRADIENT, WEIGHT, ACTIVATION, UPDATE, OTHER)
 
 # Kinds of tensor, used to skip rules that mean nothing for a tensor that
 # starts constant (biases, normalisation parameters) or for pre-activations.
@@ -65,6 +68,7 @@ BY_RULE = "rule"  # the user's tag rule
 BY_CONVENTION = "convention"  # a known writer's naming (or gradhealth's own metadata)
 BY_PAIRING = "pairing"  # a bare name next to its logged gradient
 BY_NAME = "name"  # the words of the name
+BY_FALLBACK = "fallback"  # nothing told: role OTHER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +309,8 @@ def _from_name_words(tag: str, name: str) -> Optional[TagInfo]:
 
 
 def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequence[UserRule] = ()) -> Optional[TagInfo]:
-    """Classifies a histogram tag, or returns None when its role is unclear.
+    """Classifies a histogram tag: every tag gets a row (role OTHER where nothing tells the
+    role); None only where the user's rule says to ignore it.
 
     `sibling_tags` are the other histogram tags of the run: a bare ``fc1.weight``
     is the weight of ``fc1.weight.grad``.
@@ -335,7 +340,7 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
         return _make(tag, layer, ACTIVATION)
     if last in _PARAM_WORDS or re.search(r"(?:^|_)(?:weights?|kernel|bias(?:es)?)(?:_|$)", last):
         return _make(tag, name, WEIGHT)
-    return _from_name_words(tag, name)
+    return _from_name_words(tag, name) or dataclasses.replace(_make(tag, name, OTHER), decided_by=BY_FALLBACK)
 
 
 # Words that say which role a tensor plays or where it was filed, not which tensor it is:

@@ -76,6 +76,9 @@ def _write_logdir(root: pathlib.Path) -> None:
     with writer.as_default():
         for step in STEPS[:6]:
             tf.summary.histogram("dense/kernel/histogram", rng.normal(0.0, 0.1, size=(8, 8)), step=step)
+            # No word of these names tells a role: W_extra's is guessed, input/images has none.
+            tf.summary.histogram("W_extra", rng.normal(0.0, 0.1, size=(4, 4)), step=step)
+            tf.summary.histogram("input/images", rng.uniform(0.0, 1.0, size=64), step=step)
     writer.close()
     writer = tf.summary.create_file_writer(str(root / XSS_RUN))
     with writer.as_default():
@@ -458,6 +461,30 @@ def test_a_run_without_gradients_says_what_it_could_not_judge(tab):
     tab.wait_redraw(before)
     text = tab.ui.locator(".gh-coverage-note").text_content()
     assert "Exploding gradients" in text and "Vanishing gradients" in text and "watch(" in text
+
+
+def _open_cell(tab, role, layer, step):
+    before = tab.drawn()
+    tab.ui.locator("select").nth(0).select_option(role)
+    tab.wait_redraw(before)
+    x, y = tab.cell_point(layer, step)
+    tab.page.mouse.click(x, y)
+    tab.ui.locator(".gh-detail .gh-detail-title", has_text=layer).wait_for()
+
+
+def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
+    tab.ui.locator("li.gh-run", has_text=WEIGHTS_RUN).click()
+    _open_cell(tab, "other", "input/images", STEPS[1])
+    guess = tab.ui.locator(".gh-detail .gh-role-guess")
+    assert guess.is_visible() and "Role unknown" in guess.text_content()
+    guess.locator("summary").click()
+    rule = json.loads(guess.locator("pre.gh-rule").text_content())
+    assert rule == {"tag_rules": [{"pattern": "^input/images$", "role": "weight"}]}
+    _open_cell(tab, "weight", "W_extra", STEPS[1])
+    assert 'Role "weight" guessed' in tab.ui.locator(".gh-detail .gh-role-guess").text_content()
+    # A role known by convention offers nothing to fix.
+    _open_cell(tab, "weight", "dense/kernel", STEPS[1])
+    assert tab.ui.locator(".gh-detail .gh-role-guess").is_hidden()
 
 
 def test_no_console_errors(tab):

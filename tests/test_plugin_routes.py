@@ -412,3 +412,23 @@ def test_index_js_is_served_as_javascript(client):
     assert response.status_code == 200
     assert response.mimetype in ("text/javascript", "application/javascript")
     assert len(response.get_data()) > 100
+
+
+def test_heatmap_rows_say_how_their_role_was_decided(tmp_path, plugin_client):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    with writer.as_default():
+        for step in range(3):
+            tf.summary.histogram("weights/dense/kernel", rng.normal(0, 0.1, 64), step=step)  # convention
+            tf.summary.histogram("W_extra", rng.normal(0, 0.1, 16), step=step)  # name words
+            tf.summary.histogram("input/images", rng.uniform(0, 1, 64), step=step)  # nothing: "other"
+    writer.close()
+    client = plugin_client(tmp_path)
+    weights = client.ok("/heatmap", run="run", role="weight", metric="health")
+    assert dict(zip(weights["layers"], weights["decided_by"])) == {"dense/kernel": "convention", "W_extra": "name"}
+    other = client.ok("/heatmap", run="run", role="other", metric="health")
+    assert other["layers"] == ["input/images"] and other["decided_by"] == ["fallback"]
+    (summary,) = client.ok("/runs")["runs"]
+    assert {layer["name"]: layer["roles"] for layer in summary["layers"]}["input/images"]["other"]["decided_by"] == "fallback"

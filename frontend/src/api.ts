@@ -10,6 +10,8 @@ export { ApiError } from "./json";
 export interface RoleSource {
   tags: string[];
   source: string;
+  /** How the role was decided: rule, convention, pairing, name or fallback. */
+  decided_by?: string;
 }
 
 export interface LayerInfo {
@@ -76,6 +78,8 @@ export interface Heatmap {
   /** Per cell, an index into quality_names; null when the server does not send it. */
   quality_cells: number[][] | null;
   quality_names: string[];
+  /** Per row, how its role was decided (rule, convention, pairing, name, fallback). */
+  decided_by: string[];
 }
 
 export interface Finding {
@@ -338,7 +342,14 @@ export function parseHeatmap(body: unknown): Heatmap {
     rules,
     quality_cells: qualityCells,
     quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
+    decided_by: decidedBy(body.decided_by, rows),
   };
+}
+
+/** One entry per row; rows the server says nothing about count as decided by convention. */
+function decidedBy(v: unknown, rows: number): string[] {
+  const given = Array.isArray(v) && v.length === rows ? v : [];
+  return Array.from({ length: rows }, (_, i) => (typeof given[i] === "string" ? (given[i] as string) : "convention"));
 }
 
 /** Quality word of one heatmap cell ("exact", "estimated", ...), or the heatmap's summary. */

@@ -419,6 +419,7 @@ export class App {
     if (!h || !layer || step === null) return;
     const row = h.layers.indexOf(layer);
     const col = h.steps.indexOf(step);
+    const source = this.store.runs.find((r) => r.run === h.run)?.layers.find((l) => l.name === layer)?.roles[h.role];
     this.detail.open({
       run: h.run,
       layer,
@@ -428,6 +429,8 @@ export class App {
       metric: h.metric,
       rule: row >= 0 && col >= 0 ? h.rules[row][col] : null,
       findings: this.store.findingsRun === h.run ? this.store.findings : [],
+      decidedBy: source?.decided_by,
+      tag: source?.tags[0],
     });
   }
 

@@ -11,6 +11,7 @@ import { button, el, setOptions } from "./dom";
 import { findingsFor, findingSpans, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
+import { roleGuessBox } from "./role_guess";
 import { kindLabel, kindMetric } from "./vocabulary";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
@@ -26,6 +27,9 @@ export interface DetailTarget {
   metric: string;
   rule: string | null;
   findings: Finding[];
+  /** How the row's role was decided, and its first tag: a guessed role offers the rule that fixes it. */
+  decidedBy?: string;
+  tag?: string;
 }
 
 export interface DetailEvents {
@@ -44,6 +48,7 @@ export class DetailPanel {
   private readonly title = el("h2", "gh-detail-title");
   private readonly subtitle = el("div", "gh-detail-sub");
   private readonly status = el("div", "gh-detail-status");
+  private readonly guess = el("div");
   private readonly histTitle = el("h3", "", "Histogram");
   private readonly histNote = el("div", "gh-note");
   private readonly histBox = el("div", "gh-chart-box");
@@ -72,7 +77,7 @@ export class DetailPanel {
     close.setAttribute("aria-label", "Close");
     const head = el("div", "gh-detail-head");
     const titles = el("div");
-    titles.append(this.title, this.subtitle, this.status);
+    titles.append(this.title, this.subtitle, this.status, this.guess);
     head.append(titles, close);
 
     this.prev = button("\u2190 prev step", () => this.move(-1), "gh-button", "Previous logged step");
@@ -125,6 +130,7 @@ export class DetailPanel {
     this.root.hidden = false;
     this.title.textContent = t.layer;
     this.subtitle.textContent = `${t.role} \u00b7 run ${t.run}`;
+    this.guess.replaceChildren(roleGuessBox(t.decidedBy, t.role, t.tag));
     this.seriesSelect.value = this.seriesMetric;
     this.drawFindings();
     this.updateButtons();

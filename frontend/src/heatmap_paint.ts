@@ -16,6 +16,7 @@ import {
 } from "./layout";
 import type { StepRange } from "./layout";
 import { rasterize } from "./model";
+import { isGuessed } from "./role_guess";
 import type { CellModel } from "./model";
 
 export const FONT_FAMILY = "Roboto, sans-serif";
@@ -132,7 +133,9 @@ function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: 
     const name = h.layers[s.order[p]];
     let text = s.labels.get(name);
     if (text === undefined) {
-      text = truncateMiddle(name, textW, measure);
+      // A row whose role was guessed says so where it is named.
+      const mark = isGuessed(h.decided_by[s.order[p]]) ? " ?" : "";
+      text = truncateMiddle(name, textW - measure(mark), measure) + mark;
       s.labels.set(name, text);
     }
     ctx.fillText(text, g.labelW - 8, p * g.cellH - s.scrollTop + g.cellH / 2);

@@ -191,6 +191,12 @@ describe("parseHeatmap", () => {
     expect(h.status_names).toEqual(["no_data", "ok", "warn", "critical"]);
   });
 
+  it("reads how each row's role was decided, convention where the server does not say", () => {
+    expect(parseHeatmap({ ...HEATMAP, decided_by: ["name", "fallback"] }).decided_by).toEqual(["name", "fallback"]);
+    expect(parseHeatmap({ ...HEATMAP, decided_by: ["name"] }).decided_by).toEqual(["convention", "convention"]);
+    expect(parseHeatmap(HEATMAP).decided_by).toEqual(["convention", "convention"]);
+  });
+
   it("rejects rows or columns that do not match layers and steps", () => {
     expect(() => parseHeatmap({ ...HEATMAP, values: [[1, 2, 3]] })).toThrow(/one row per layer/);
     expect(() => parseHeatmap({ ...HEATMAP, status: [[1, 1], [1, 1, 1]] })).toThrow(/status\[0\]/);

@@ -158,6 +158,8 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
     return {
         "run": rd.run, "role": role, "metric": metric,
         "layers": [layer.name for layer in layers],
+        # Per row, how its role was decided: the tab marks guesses (name, fallback).
+        "decided_by": [layer.roles[role].decided_by for layer in layers],
         "steps": steps.tolist(),
         "values": [nullable(row) for row in values],
         "status": status.tolist(),

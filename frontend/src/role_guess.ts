@@ -1,0 +1,51 @@
+// Rows whose role was guessed (from the words of the tag's name) or not found at all:
+// the tab says so, and offers the gradhealth.json rule that sets the role for good.
+
+import { button, el } from "./dom";
+
+/** How a row's role was decided, as the server says it (runs and heatmap routes). */
+export type DecidedBy = string;
+
+/** A guess is a role read from name words, or no role at all (the row is "other"). */
+export function isGuessed(decidedBy: DecidedBy | undefined): boolean {
+  return decidedBy === "name" || decidedBy === "fallback";
+}
+
+/** One sentence on how the role was found, for a guessed row; null otherwise. */
+export function guessNote(decidedBy: DecidedBy | undefined, role: string): string | null {
+  if (decidedBy === "name") return `Role "${role}" guessed from the words of the tag's name.`;
+  if (decidedBy === "fallback") {
+    return "Role unknown: nothing in the tag's name tells it, so only NaN/Inf values and spikes are judged here.";
+  }
+  return null;
+}
+
+/** The tag as a Python regular expression that matches it alone. */
+export function exactPattern(tag: string): string {
+  return `^${tag.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`;
+}
+
+/** The gradhealth.json that gives `tag` the role `role` (the row's current guess, to edit). */
+export function fixRule(tag: string, role: string): string {
+  const rule = { pattern: exactPattern(tag), role: role === "other" ? "weight" : role };
+  return JSON.stringify({ tag_rules: [rule] }, null, 2);
+}
+
+/** The note and, a click away, the rule with a copy button; empty for a row whose role is certain. */
+export function roleGuessBox(decidedBy: DecidedBy | undefined, role: string, tag: string | undefined): HTMLElement {
+  const box = el("div", "gh-role-guess");
+  const note = guessNote(decidedBy, role);
+  box.hidden = note === null || tag === undefined;
+  if (box.hidden) return box;
+  box.append(el("span", "", note as string));
+  const details = el("details");
+  const text = fixRule(tag as string, role);
+  const pre = el("pre", "gh-rule", text);
+  const copy = button("Copy", () => {
+    void navigator.clipboard?.writeText(text).catch(() => undefined);
+    getSelection()?.selectAllChildren(pre);
+  }, "gh-button", "Copy the rule (put it in gradhealth.json at the logdir's root)");
+  details.append(el("summary", "", "Rule to set its role"), pre, copy);
+  box.append(details);
+  return box;
+}

@@ -1,0 +1,25 @@
+import { describe, expect, it } from "vitest";
+import { exactPattern, fixRule, guessNote, isGuessed } from "../src/role_guess";
+
+describe("guessed roles", () => {
+  it("are the roles read from name words, or none at all", () => {
+    expect(isGuessed("name")).toBe(true);
+    expect(isGuessed("fallback")).toBe(true);
+    for (const sure of ["rule", "convention", "pairing", undefined]) expect(isGuessed(sure)).toBe(false);
+    expect(guessNote("convention", "weight")).toBeNull();
+    expect(guessNote("name", "weight")).toContain('"weight" guessed');
+    expect(guessNote("fallback", "other")).toContain("Role unknown");
+  });
+
+  it("offer a rule that matches the tag alone", () => {
+    const tag = "model_params/W_fc1.weight:0 (x)";
+    const pattern = exactPattern(tag);
+    expect(new RegExp(pattern).test(tag)).toBe(true);
+    expect(new RegExp(pattern).test(`${tag}x`)).toBe(false);
+    expect(new RegExp(pattern).test("model_params/W_fc1xweight:0 (x)")).toBe(false);
+    const rule = JSON.parse(fixRule(tag, "activation"));
+    expect(rule).toEqual({ tag_rules: [{ pattern, role: "activation" }] });
+    // A row of unknown role gets a rule to edit, with a valid role in it.
+    expect(JSON.parse(fixRule(tag, "other")).tag_rules[0].role).toBe("weight");
+  });
+});

@@ -59,6 +59,101 @@ def plugin_client():
     return PluginClient
 
 
+class RustPluginClient(PluginClient):
+    """The plugin's routes on a logdir read by TensorBoard's Rust data server (``--load_fast=true``).
+
+    The server is started on 127.0.0.1 with a free port, loads the logdir once
+    (``--reload once``: the data is fixed when the client is made), and is
+    stopped by its process id in `close`.
+    """
+
+    READY_TIMEOUT = 60.0
+
+    def __init__(self, logdir, config=None, samples=None):
+        import subprocess
+        import tempfile
+        import time
+
+        import grpc
+        from tensorboard.data import grpc_provider, server_ingester
+        from tensorboard.plugins import base_plugin
+        from werkzeug import test as werkzeug_test
+        from werkzeug import wrappers
+
+        from gradhealth_plugin import plugin
+
+        binary = server_ingester.get_server_binary()
+        if binary is None:
+            pytest.skip("no tensorboard_data_server binary (install the tensorboard-data-server wheel)")
+        self._work = tempfile.TemporaryDirectory(prefix="gradhealth_rust_")
+        port_file = pathlib.Path(self._work.name) / "port"
+        log_path = pathlib.Path(self._work.name) / "server.log"
+        hints = dict(plugin.DEFAULT_SAMPLES_PER_PLUGIN, **(samples or {}))
+        self._log = open(log_path, "wb")
+        # -v logs "Finished load cycle" once the one load is done; --die-after-stdin ends
+        # the server with this process whatever happens to the test.
+        self.proc = subprocess.Popen(
+            [binary.path, "--logdir", str(logdir), "--host", "127.0.0.1", "--port", "0",
+             "--port-file", str(port_file), "--reload", "once", "--die-after-stdin", "-v",
+             "--samples-per-plugin", ",".join(f"{k}={v}" for k, v in hints.items())],
+            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.READY_TIMEOUT
+        while b"Finished load cycle" not in log_path.read_bytes():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise AssertionError(f"data server not ready: {log_path.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        address = f"127.0.0.1:{int(port_file.read_text())}"
+        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 256 << 20)])
+        from tensorboard.data.proto import data_provider_pb2_grpc
+
+        stub = data_provider_pb2_grpc.TensorBoardDataProviderStub(self._channel)
+        context = base_plugin.TBContext(logdir=str(logdir), data_provider=grpc_provider.GrpcDataProvider(address, stub))
+        self.plugin = plugin.GradHealthPlugin(context, config)
+        self._apps = self.plugin.get_plugin_apps()
+        self._client = lambda route: werkzeug_test.Client(self._apps[route], wrappers.Response)
+
+    def reload(self):
+        raise NotImplementedError("the Rust client loads its logdir once; make a new client instead")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - a server that ignores SIGTERM is killed
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        if getattr(self, "_channel", None) is not None:
+            self._channel.close()
+        self._log.close()
+        self._work.cleanup()
+
+
+LOADERS = ("python", "rust")
+
+
+@pytest.fixture(params=LOADERS)
+def loader_client(request):
+    """Factory: loader_client(logdir, config=None) -> a client under TensorBoard's Python loader or its
+    Rust data server (the test runs once with each); the Rust servers are stopped after the test."""
+    started = []
+
+    def make(logdir, config=None, samples=None):
+        if request.param == "python":
+            return PluginClient(logdir, config, samples)
+        client = RustPluginClient(logdir, config, samples)
+        started.append(client)
+        return client
+
+    make.loader = request.param
+    yield make
+    for client in started:
+        client.close()
+
+
 # Logdirs written by the real libraries (tests/logdirs.py), once per session.
 # Tests must not write into them: copy one first (shutil.copytree) to add files.
 

@@ -197,9 +197,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             raise errors.NotFoundError(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
         roles = {}
         for name, index in rows.items():
-            tag = layer.roles[name].histogram_tag
-            buckets = None if tag is None else self._analyzer.histogram_at(ctx, experiment, rd.run, tag, step)
-            roles[name] = responses.role_cell(layer.roles[name], index, buckets)
+            row = layer.roles[name]
+            shown = row.histogram_step_at(index)
+            buckets = None if shown is None else self._analyzer.histogram_at(
+                ctx, experiment, rd.run, row.histogram_tag, shown[0])
+            roles[name] = responses.role_cell(row, index, buckets, shown)
         return responses.cell(rd, layer, step, roles)
 
     def series_impl(self, rd: RunData, layer_name: str, metric: str, role: Optional[str]) -> dict:

@@ -119,6 +119,11 @@ export interface CellRole {
   rule: string | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
+  /** The histogram's step on its own axis; "other" when that axis is not the row's (per epoch, say). */
+  histogram_step: number | null;
+  histogram_axis: "row" | "other" | null;
+  /** Seconds the histogram was written after the row's step (another axis only). */
+  histogram_seconds_from_step: number | null;
   /** Steps of this row kept by TensorBoard and logged by the writer; null when the server does not say. */
   steps_kept: number | null;
   steps_logged: number | null;
@@ -416,6 +421,9 @@ export function parseCell(body: unknown): Cell {
       rule: typeof r.rule === "string" ? r.rule : null,
       metrics,
       histogram: parseBuckets(r.histogram),
+      histogram_step: num(r.histogram_step),
+      histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,
+      histogram_seconds_from_step: num(r.histogram_seconds_from_step),
       steps_kept: num(r.steps_kept),
       steps_logged: num(r.steps_logged),
       steps_logged_at_least: r.steps_logged_at_least === true,

@@ -5,6 +5,7 @@
 import { METRICS } from "./api";
 import type { Cell, CellRole, Finding, Series } from "./api";
 import { histogramChart, lineChart, severityColor } from "./charts";
+import { histogramLabel, outlineLabel } from "./histogram_label";
 import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
@@ -257,7 +258,10 @@ export class DetailPanel {
     const ghost = ghostRole?.histogram ?? null;
     const width = Math.max(260, this.histBox.clientWidth || 420);
     this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190));
-    this.histNote.textContent = ghost && prev !== null ? `Outline: step ${formatStep(prev)}.` : "";
+    const label = histogramLabel(t.step, r);
+    this.histTitle.textContent = label.title;
+    const outline = ghost && prev !== null ? outlineLabel(prev, ghostRole) : "";
+    this.histNote.textContent = [label.note, outline].filter((s) => s).join(" ");
   }
 
   private drawMetrics(r: CellRole | undefined): void {

@@ -129,13 +129,16 @@ class Reader:
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
               listings: Mapping[str, Mapping]) -> runs.RunReads:
         """Reads what the run's classified tags need, and how much of it TensorBoard's sampling dropped."""
-        own = self._read_own(ctx, experiment_id, run, run_tags.own)
+        walls: Dict[tuple, np.ndarray] = {}
+        own = self._read_own(ctx, experiment_id, run, run_tags.own, walls)
         histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
-                                            listings["histograms"].get(run, {}))
+                                            listings["histograms"].get(run, {}), walls)
         diagnosed = run_tags.diagnosed()
-        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed)
+        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed,
+                                         walls)
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
-        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={})
+        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={},
+                              walls=walls)
         kept_steps = reads.kept_steps()
         max_steps = {}
         for plugin, tag in kept_steps:
@@ -152,8 +155,9 @@ class Reader:
         ).get(run, {})
 
     def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                          listing: Mapping) -> Dict[str, metrics.MetricTable]:
-        """Metric tables of histogram tags, reading only the tags whose listing changed."""
+                          listing: Mapping, walls: Dict[tuple, np.ndarray]) -> Dict[str, metrics.MetricTable]:
+        """Metric tables of histogram tags, reading only the tags whose listing changed; each
+        tag's wall times per kept step go into `walls` under ("histograms", tag)."""
         out: Dict[str, metrics.MetricTable] = {}
         stale: List[tags_lib.TagInfo] = []
         for info in infos:
@@ -163,15 +167,17 @@ class Reader:
                 stale.append(info)
             else:
                 out[info.tag] = hit.table
+                walls[("histograms", info.tag)] = hit.wall_times
         size = _FIRST_READ_TAGS
         while stale:
             chunk, stale = stale[:size], stale[size:]
-            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out)
+            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, walls)
             size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
         return out
 
     def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
-                              listing: Mapping, out: Dict[str, metrics.MetricTable]) -> int:
+                              listing: Mapping, out: Dict[str, metrics.MetricTable],
+                              walls: Dict[tuple, np.ndarray]) -> int:
         """Reads one chunk of tags into `out` and the tag cache; returns how many bucket values it read.
 
         The decoded samples are dropped as soon as their metrics are computed,
@@ -192,6 +198,7 @@ class Reader:
         for p, entry in zip(pending, tables.compute(pending)):
             self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
             out[p.key[-1]] = entry.table
+            walls[("histograms", p.key[-1])] = entry.wall_times
         return values_read
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
@@ -218,8 +225,9 @@ class Reader:
         # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
         return None if buckets is None else metrics.as_buckets(buckets).copy()
 
-    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
-        """gradhealth summaries: tag -> (steps, {metric: exact values})."""
+    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
+                  walls: Dict[tuple, np.ndarray]) -> Dict[str, tuple]:
+        """gradhealth summaries: tag -> (steps, {metric: exact values}); wall times into `walls`."""
         if not infos:
             return {}
         result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos])
@@ -232,10 +240,12 @@ class Reader:
                 flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
                 vectors[i, :len(flat)] = flat
             out[tag] = (np.array([d.step for d in datums], dtype=np.int64), metadata.vectors_to_table_values(vectors))
+            walls[(metadata.PLUGIN_NAME, tag)] = np.array([d.wall_time for d in datums], dtype=np.float64)
         return out
 
-    def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, tuple]:
-        """Scalar tags: tag -> (steps, values), by step."""
+    def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str],
+                            walls: Dict[tuple, np.ndarray]) -> Dict[str, tuple]:
+        """Scalar tags: tag -> (steps, values), by step; wall times into `walls`."""
         if not tags:
             return {}
         result = self._provider.read_scalars(
@@ -247,4 +257,5 @@ class Reader:
             datums = _by_step(datums)
             out[tag] = (np.array([d.step for d in datums], dtype=np.int64),
                         np.array([d.value for d in datums], dtype=np.float64))
+            walls[("scalars", tag)] = np.array([d.wall_time for d in datums], dtype=np.float64)
         return out

@@ -7,7 +7,7 @@ routes and the ``gradhealth`` CLI share one run summary and one worst severity.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -200,10 +200,17 @@ def _histogram(buckets: np.ndarray) -> list:
     return [nullable(b) for b in buckets[keep]]
 
 
-def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray]) -> dict:
-    """One role of a ``cell`` answer: status, metrics and histogram at one row of its table."""
+def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
+              shown: Optional[Tuple[int, Optional[float]]] = None) -> dict:
+    """One role of a ``cell`` answer: status, metrics and histogram at one row of its table.
+
+    ``shown``: the histogram's own step and, when it is on another step axis
+    than the row, the seconds it was written after the row's step (see
+    `RoleData.histogram_step_at`).
+    """
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
+    has_histogram = buckets is not None and shown is not None
     return {
         "tags": rdata.tags,
         "source": rdata.source,
@@ -216,6 +223,11 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray]) -> dic
             for name in names
         },
         "histogram": _histogram(buckets) if buckets is not None else None,
+        # The histogram's step on its own axis: the row's step, or, for a histogram
+        # logged on another axis (per epoch), the one written nearest in time.
+        "histogram_step": shown[0] if has_histogram else None,
+        "histogram_axis": ("other" if rdata.histogram_other_axis else "row") if has_histogram else None,
+        "histogram_seconds_from_step": shown[1] if has_histogram and rdata.histogram_other_axis else None,
         # The row's kept steps against its writer's logged steps (they differ after sampling).
         "steps_kept": int(len(table.steps)),
         "steps_logged": _steps_logged(rdata),

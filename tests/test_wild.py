@@ -112,9 +112,17 @@ def test_every_histogram_tag_is_a_row(wild, wild_runs):
         assert summary["unclassified"] == [], run
 
 
+def _told_by_data(summary: dict) -> set:
+    return {tag for layer in summary["layers"] for r in layer["roles"].values() if r.get("decided_by") == "data"
+            for tag in r["tags"]}
+
+
 def test_a_recognised_role_is_the_writers_role(wild_runs, labels):
-    # Recognition may still miss a tag (its row then has role "other"), but never gives it a wrong role.
+    # Recognition by name may still miss a tag (its row then has role "other"), but never gives it a
+    # wrong role. Roles told by the data alone are guesses, measured in tests/test_data_roles.py.
     for (run, tag), label in labels.items():
+        if tag in _told_by_data(wild_runs[run]):
+            continue
         _, role, _ = _served(wild_runs[run])[tag]
         assert role in (label["role"], OTHER), (run, tag, label["role"], role)
 

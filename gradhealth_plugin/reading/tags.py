@@ -68,6 +68,7 @@ BY_RULE = "rule"  # the user's tag rule
 BY_CONVENTION = "convention"  # a known writer's naming (or gradhealth's own metadata)
 BY_PAIRING = "pairing"  # a bare name next to its logged gradient
 BY_NAME = "name"  # the words of the name
+BY_DATA = "data"  # the histograms themselves (see `data_roles`)
 BY_FALLBACK = "fallback"  # nothing told: role OTHER
 
 
@@ -227,6 +228,12 @@ def _make(tag: str, layer: str, role: str, metric: Optional[str] = None, order_h
     layer = _strip_decorations(layer)
     return TagInfo(tag=tag, layer=layer, role=role, group=_group_of(layer, role),
                    kind=_kind_of(layer, role), metric=metric, order_hint=order_hint)
+
+
+def with_role(info: TagInfo, role: str, decided_by: str) -> TagInfo:
+    """The same tag given another role (its group and kind follow the role), and how that was decided."""
+    return dataclasses.replace(info, role=role, group=_group_of(info.layer, role), kind=_kind_of(info.layer, role),
+                               decided_by=decided_by)
 
 
 def own_summary_info(tag: str, layer: str, role: str, position: Optional[int]) -> TagInfo:

@@ -136,3 +136,21 @@ def test_rows_on_one_axis_show_the_histogram_at_their_step(tmp_path, loader_clie
     assert role["histogram_seconds_from_step"] is None
     std = client.ok("/series", run="run", layer=LAYER, metric="std", role="gradient")["series"]["gradient"]
     assert all(v is not None for v in std["values"]), "bucket estimates fill the row on the same axis"
+
+
+def test_a_step_logged_several_times_is_one_step_its_last_sample(tmp_path, loader_client):
+    """A writer that never advances its step (every epoch at step 51): one value per step, the last
+    written, in the table, the heatmap and the cell alike, under both loaders."""
+    rng = np.random.default_rng(5)
+    scales = [0.1, 0.2, 0.3, 0.4, 0.5]
+    buckets = [normal_buckets(rng, scale) for scale in scales]
+    write_run(tmp_path / "run", [event(51, hist_value("weights/dense/kernel", b), wall_time=1000.0 + i)
+                                 for i, b in enumerate(buckets)]
+              + [event(52, hist_value("weights/dense/kernel", normal_buckets(rng, 0.1)), wall_time=1010.0)])
+    client = loader_client(tmp_path)
+    series = client.ok("/series", run="run", layer="dense/kernel", metric="std")["series"]["weight"]
+    assert series["steps"] == [51, 52]
+    last = client.ok("/cell", run="run", layer="dense/kernel", step=51)["roles"]["weight"]
+    assert last["histogram"] == [list(map(float, b)) for b in buckets[-1] if b[2] > 0 and b[1] > b[0]]
+    assert series["values"][0] == pytest.approx(last["metrics"]["std"]["value"])
+    assert 0.3 < series["values"][0] < 0.7  # the last sample's spread (0.5), not the first's (0.1)

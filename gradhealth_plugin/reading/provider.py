@@ -53,7 +53,7 @@ def _write_order(listing: Mapping) -> List[str]:
 
 
 def _by_step(datums: Sequence) -> List:
-    return sorted(datums, key=lambda d: d.step)
+    return tables.last_per_step(datums)
 
 
 class Reader:
@@ -218,8 +218,8 @@ class Reader:
         by_step = self.bucket_cache.get(key, version)
         if by_step is None:
             by_step = {}
-            for datum in self._read_tensors(ctx, experiment_id, "histograms", run, [tag]).get(tag, []):
-                by_step.setdefault(datum.step, datum.numpy)
+            for datum in _by_step(self._read_tensors(ctx, experiment_id, "histograms", run, [tag]).get(tag, [])):
+                by_step[datum.step] = datum.numpy
             self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))
         buckets = by_step.get(step)
         # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.

@@ -57,6 +57,18 @@ class Pending:
     width: int  # most buckets in one fresh row
 
 
+def last_per_step(datums: Sequence) -> list:
+    """The datums by step, one per step: the last written where a writer logged one step several times.
+
+    Some writers never advance their step (every epoch logged at step 51); TensorBoard's
+    Python loader keeps every such sample, its Rust data server only the last. Keeping
+    the last under both makes a row's steps an axis (one value per step), the same
+    whichever loader TensorBoard uses.
+    """
+    ordered = sorted(datums, key=lambda d: d.step)  # stable: write order within a step
+    return [d for d, nxt in zip(ordered, ordered[1:] + [None]) if nxt is None or nxt.step != d.step]
+
+
 def pending(key: tuple, version: tuple, bimodal: bool, datums: Sequence, previous: Optional[TagMetrics]) -> Pending:
     """Sorts a tag's datums by step and finds the rows an earlier result already has.
 
@@ -64,13 +76,10 @@ def pending(key: tuple, version: tuple, bimodal: bool, datums: Sequence, previou
     grows, the loaders keep most old samples, and only new steps need their
     buckets turned into metrics.
     """
+    datums = last_per_step(datums)
     n = len(datums)
     steps = np.array([d.step for d in datums], dtype=np.int64)
     walls = np.array([d.wall_time for d in datums], dtype=np.float64)
-    if n > 1 and np.any(np.diff(steps) < 0):
-        order = np.argsort(steps, kind="stable")
-        datums = [datums[i] for i in order]
-        steps, walls = steps[order], walls[order]
     source = np.full(n, -1, dtype=np.int64)
     if previous is not None and ("bimodal_dip" in previous.table.values) != bimodal:
         previous = None

@@ -56,6 +56,13 @@ def _by_step(datums: Sequence) -> List:
     return sorted(datums, key=lambda d: d.step)
 
 
+class _Unreadable:
+    """What the tag cache keeps for a histogram tag whose tensors are not numbers."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
 class Reader:
     """Turns a data provider's histograms and scalars into `runs.RunData`."""
 
@@ -129,13 +136,15 @@ class Reader:
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
               listings: Mapping[str, Mapping]) -> runs.RunReads:
         """Reads what the run's classified tags need, and how much of it TensorBoard's sampling dropped."""
-        own = self._read_own(ctx, experiment_id, run, run_tags.own)
+        unreadable: Dict[str, str] = {}
+        own = self._read_own(ctx, experiment_id, run, run_tags.own, unreadable)
         histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
-                                            listings["histograms"].get(run, {}))
+                                            listings["histograms"].get(run, {}), unreadable)
         diagnosed = run_tags.diagnosed()
         exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed)
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
-        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={})
+        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={},
+                              unreadable=unreadable)
         kept_steps = reads.kept_steps()
         max_steps = {}
         for plugin, tag in kept_steps:
@@ -152,8 +161,11 @@ class Reader:
         ).get(run, {})
 
     def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                          listing: Mapping) -> Dict[str, metrics.MetricTable]:
-        """Metric tables of histogram tags, reading only the tags whose listing changed."""
+                          listing: Mapping, unreadable: Dict[str, str]) -> Dict[str, metrics.MetricTable]:
+        """Metric tables of histogram tags, reading only the tags whose listing changed.
+
+        A tag whose tensors are not numbers goes to `unreadable` (tag -> why) instead.
+        """
         out: Dict[str, metrics.MetricTable] = {}
         stale: List[tags_lib.TagInfo] = []
         for info in infos:
@@ -161,18 +173,22 @@ class Reader:
             hit = self.tag_cache.get((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time))
             if hit is None:
                 stale.append(info)
+            elif isinstance(hit, _Unreadable):
+                unreadable[info.tag] = hit.why
             else:
                 out[info.tag] = hit.table
         size = _FIRST_READ_TAGS
         while stale:
             chunk, stale = stale[:size], stale[size:]
-            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out)
+            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, unreadable)
             size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
         return out
 
     def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
-                              listing: Mapping, out: Dict[str, metrics.MetricTable]) -> int:
-        """Reads one chunk of tags into `out` and the tag cache; returns how many bucket values it read.
+                              listing: Mapping, out: Dict[str, metrics.MetricTable],
+                              unreadable: Dict[str, str]) -> int:
+        """Reads one chunk of tags into `out` (or `unreadable`) and the tag cache; returns how many
+        bucket values it read.
 
         The decoded samples are dropped as soon as their metrics are computed,
         so that one chunk's worth is the most held at a time.
@@ -185,9 +201,17 @@ class Reader:
             datums = result.pop(info.tag, [])
             if datums:
                 values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+            why = runs.not_numbers(datums)
+            if why is not None:
+                unreadable[info.tag] = why
+                # Remembered like a table: an unchanged tag is not read again to find the same.
+                self.tag_cache.put(key, (ts.max_step, ts.max_wall_time), _Unreadable(why), len(why))
+                continue
             bimodal = info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
-            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums,
-                                          self.tag_cache.peek(key)))
+            previous = self.tag_cache.peek(key)
+            if isinstance(previous, _Unreadable):  # its text is gone (purged or sampled away): start afresh
+                previous = None
+            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums, previous))
         del result
         for p, entry in zip(pending, tables.compute(pending)):
             self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
@@ -218,14 +242,20 @@ class Reader:
         # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
         return None if buckets is None else metrics.as_buckets(buckets).copy()
 
-    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
-        """gradhealth summaries: tag -> (steps, {metric: exact values})."""
+    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
+                  unreadable: Dict[str, str]) -> Dict[str, tuple]:
+        """gradhealth summaries: tag -> (steps, {metric: exact values}); tags whose tensors are
+        not numbers go to `unreadable` (tag -> why)."""
         if not infos:
             return {}
         result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos])
         out = {}
         width = len(metadata.FIELDS)
         for tag, datums in result.items():
+            why = runs.not_numbers(datums)
+            if why is not None:
+                unreadable[tag] = why
+                continue
             datums = _by_step(datums)
             vectors = np.full((len(datums), width), np.nan)
             for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does

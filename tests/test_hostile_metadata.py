@@ -1,0 +1,229 @@
+"""Hostile summaries and failing runs: what cannot be read is reported, everything else is served.
+
+gradhealth's own summaries are written with the real protos (`writing.format.summary_metadata`,
+`tensor_summary`) and then corrupted: metadata naming an unknown role, shapes that are not
+shapes, string tensors. Such a tag is listed in its run's summary as ``unreadable`` with why,
+and the run's other tags are served by every route, under both TensorBoard loaders and in the
+CLI. A run whose analysis fails anyway is listed with its error and the other runs are
+unaffected. Non-finite numbers are null in every answer; a layer named "" can be opened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import cli
+from gradhealth_plugin.analysis import findings as findings_lib
+from gradhealth_plugin.reading import provider as provider_lib
+from gradhealth_plugin.writing import format as fmt
+from gradhealth_plugin.writing.reference import stats_numpy
+from tests.test_bad_input import (ROLES, append_events, call, event, hist_value, normal_buckets, scalar_value, sweep,
+                                  write_run)
+
+STEPS = range(6)
+GOOD = "fc2.weight"  # the layer every hostile run also logs, correctly
+BAD = "fc1.weight"
+
+
+def _vector(rng, std: float = 10.0) -> np.ndarray:
+    """A weight's statistics; a std of 10 is far from He and Glorot for a 16x16 kernel (an init_scale finding)."""
+    return stats_numpy(rng.normal(size=256) * std)
+
+
+def own_value(layer: str, vector, *, role: str = "weight", shape=(16, 16), patch=None):
+    """A gradhealth summary value written with the format's own protos, its metadata then corrupted.
+
+    ``patch`` replaces keys of the metadata JSON; a ``vector`` that is not numbers is stored
+    as the tensor it is (a string tensor).
+    """
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.util import tensor_util
+
+    meta = fmt.summary_metadata(role, layer, position=0, shape=shape)
+    if patch is not None:
+        meta.plugin_data.content = json.dumps(dict(json.loads(meta.plugin_data.content), **patch)).encode()
+    tag = fmt.tag_for(role, layer)
+    if np.asarray(vector).dtype.kind not in "biuf":
+        return summary_pb2.Summary.Value(tag=tag, metadata=meta, tensor=tensor_util.make_tensor_proto(vector))
+    return fmt.tensor_summary(tag, vector, meta).value[0]
+
+
+# name -> (how the bad tag is written, words its "why" must hold)
+HOSTILE = {
+    "role_optimizer_state": (dict(patch={"role": "optimizer_state"}), 'role "optimizer_state"'),
+    "role_empty": (dict(patch={"role": ""}), 'role ""'),
+    "shape_strings": (dict(patch={"shape": ["a", "b"]}), "shape must be a list of integers"),
+    "shape_null": (dict(patch={"shape": [None, 3]}), "shape must be a list of integers"),
+    "shape_nested": (dict(patch={"shape": [[1], [2]]}), "shape must be a list of integers"),
+    "shape_zero": (dict(patch={"shape": [5, 0]}), "positive dimensions"),
+    # json.dumps writes Python's big integer as it is: a 401-digit dimension.
+    "shape_huge": (dict(patch={"shape": [10 ** 400, 2]}), "more elements than a tensor can hold"),
+    "string_tensor": (dict(vector=np.array([b"a", b"b"], dtype=object)), "holds text"),
+}
+
+
+def _hostile_run(root, name: str, rng) -> str:
+    """A run logging GOOD correctly and BAD as the case says; returns the bad tag."""
+    spec, _ = HOSTILE[name]
+    events = []
+    for step in STEPS:
+        bad = dict(spec)
+        vector = bad.pop("vector", _vector(rng))
+        events.append(event(step, own_value(BAD, vector, **bad), own_value(GOOD, _vector(rng))))
+    write_run(root / name, events)
+    return fmt.tag_for("weight", BAD)
+
+
+def _string_histogram_run(root, rng) -> str:
+    """A string tensor under TensorBoard's histograms plugin, next to a good histogram."""
+    events = [event(step, hist_value("gradients/dense/kernel", np.array([[b"a", b"b", b"c"]], dtype=object), None),
+                    hist_value("gradients/dense_1/kernel", normal_buckets(rng)))
+              for step in STEPS]
+    write_run(root / "string_histogram", events)
+    return "gradients/dense/kernel"
+
+
+def _write_case(root, run: str, rng) -> None:
+    if run == "string_histogram":
+        _string_histogram_run(root, rng)
+    else:
+        _hostile_run(root, run, rng)
+
+
+def _good_run(root, rng) -> None:
+    write_run(root / "good", [event(step, own_value(GOOD, _vector(rng))) for step in STEPS])
+
+
+@pytest.fixture(scope="module")
+def hostile_logdir(tmp_path_factory):
+    """One run per hostile case, a string histogram run, and a run with nothing wrong."""
+    root = tmp_path_factory.mktemp("hostile")
+    rng = np.random.default_rng(5)
+    for run in CASES:
+        _write_case(root, run, rng)
+    _good_run(root, rng)
+    return root
+
+
+CASES = list(HOSTILE) + ["string_histogram"]
+
+
+def _by_run(body: dict) -> dict:
+    return {r["run"]: r for r in body["runs"]}
+
+
+def _expected_unreadable(run: str) -> tuple:
+    """(bad tag, words of why, layers served) of one hostile run."""
+    if run == "string_histogram":
+        return "gradients/dense/kernel", "holds text", ["dense_1/kernel"]
+    return fmt.tag_for("weight", BAD), HOSTILE[run][1], [GOOD]
+
+
+@pytest.mark.parametrize("run", CASES)
+def test_an_unreadable_tag_is_reported_and_the_rest_served(tmp_path, loader_client, run):
+    rng = np.random.default_rng(5)
+    _write_case(tmp_path, run, rng)
+    _good_run(tmp_path, rng)
+    client = loader_client(tmp_path)
+    seen = sweep(client)  # every route on every run: 200, 400 or 404 JSON, never a trace
+    summary = seen[run]["summary"]
+    tag, why, served = _expected_unreadable(run)
+    assert [u["tag"] for u in summary["unreadable"]] == [tag]
+    assert why in summary["unreadable"][0]["why"]
+    assert [layer["name"] for layer in summary["layers"]] == served
+    assert tag not in summary["unclassified"]
+    assert seen["good"]["summary"]["unreadable"] == []
+    if run != "string_histogram":
+        # The good layer is still judged: its std is far from He and Glorot.
+        assert [f["layers"] for f in seen[run]["findings"] if f["kind"] == "init_scale"] == [[GOOD]]
+    for role in ROLES:
+        assert all(layer in served for layer in seen[run]["heatmaps"][(role, "health")]["layers"])
+
+
+def test_cli_reports_unreadable_tags(hostile_logdir, capsys):
+    code = cli.main(["report", "--format", "json", str(hostile_logdir)])
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err, err
+    runs = {r["run"]: r for r in json.loads(out)["runs"]}
+    for run in CASES:
+        tag, why, served = _expected_unreadable(run)
+        assert [u["tag"] for u in runs[run]["unreadable"]] == [tag], run
+        assert why in runs[run]["unreadable"][0]["why"], run
+        assert runs[run]["layers"] == served, run
+
+    code = cli.main(["report", str(hostile_logdir)])
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err, err
+    assert f"unreadable tags: {fmt.tag_for('weight', BAD)} (role \"optimizer_state\"" in out
+
+    code = cli.main(["check", "--fail-on", "critical", str(hostile_logdir)])
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_a_histogram_readable_again_is_served(tmp_path, plugin_client):
+    """Text at steps 3-5, then a restart at step 2: TensorBoard purges the later steps, and the tag,
+    unreadable before, is read afresh."""
+    from tensorboard.compat.proto import event_pb2
+
+    def start(step):
+        return event_pb2.Event(step=step, wall_time=1_000_000.0 + step,
+                               session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+
+    rng = np.random.default_rng(10)
+    text = np.array([[b"a", b"b", b"c"]], dtype=object)
+    path = write_run(tmp_path / "run", [start(0)] + [
+        event(step, hist_value("gradients/dense/kernel", text, None),
+              hist_value("gradients/dense_1/kernel", normal_buckets(rng))) for step in (3, 4, 5)])
+    client = plugin_client(tmp_path)
+    assert [u["tag"] for u in client.ok("/runs")["runs"][0]["unreadable"]] == ["gradients/dense/kernel"]
+    append_events(path, [start(2), event(2, hist_value("gradients/dense/kernel", normal_buckets(rng)),
+                                         hist_value("gradients/dense_1/kernel", normal_buckets(rng)))])
+    client.reload()
+    summary = client.ok("/runs")["runs"][0]
+    assert summary["unreadable"] == []
+    assert [layer["name"] for layer in summary["layers"]] == ["dense/kernel", "dense_1/kernel"]
+    assert client.ok("/cell", run="run", layer="dense/kernel", step=2)["roles"]["gradient"]["histogram"]
+
+
+# --------------------------------------------------------------------------- the metadata itself
+
+def _content(**patch) -> bytes:
+    return json.dumps(dict(json.loads(fmt.metadata_content("weight", "fc", 0, (3, 4))), **patch)).encode()
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"\xff", "not JSON"),
+    (b"[" * 100_000, "not JSON"),
+    (b"[1]", "not a JSON object"),
+    (_content(version=2), "format version 2"),
+    (_content(version=True), "format version true"),
+    (_content(role=None), "role null"),
+    (_content(role="other"), 'role "other"'),
+    (_content(layer=3), "layer must be a string"),
+    (_content(position="0"), "position must be an integer"),
+    (_content(position=1.5), "position must be an integer"),
+    (_content(shape=[True, 2]), "shape must be a list of integers"),
+    (_content(shape=[2.0, 2]), "shape must be a list of integers"),
+    (_content(shape="3x4"), "shape must be a list of integers"),
+    (_content(shape=[-1, 4]), "positive dimensions"),
+    (_content(shape=[2 ** 32, 2 ** 32]), "more elements"),
+    (_content(shape=[1] * 10_000 + ["x"]), "..."),  # the message stays short whatever the shape
+])
+def test_metadata_that_is_not_the_format_says_why(content, why):
+    with pytest.raises(fmt.MetadataError) as raised:
+        fmt.parse_metadata(content)
+    assert why in str(raised.value) and len(str(raised.value)) < 200 and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("role", ("gradient", "weight", "activation", "update"))
+def test_metadata_the_writers_write_is_read(role):
+    meta = fmt.parse_metadata(fmt.metadata_content(role, "", 2 ** 40, (2 ** 31, 2 ** 31)))
+    assert (meta["role"], meta["layer"], meta["position"], meta["shape"]) == (role, "", 2 ** 40, [2 ** 31, 2 ** 31])
+    assert fmt.parse_metadata(fmt.metadata_content(role, "x"))["role"] == role  # position and shape optional
+

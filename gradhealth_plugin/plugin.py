@@ -172,14 +172,23 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                                 _role(request))
 
     def runs_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
-        """Every run's summary; a run removed between the listing and its read is left out."""
+        """Every run's summary; a run removed between the listing and its read is left out.
+
+        A run that fails is listed with its error (`responses.failed_run`, logged with the
+        traceback) and the others are served as if it were not there.
+        """
         summaries = []
         for run in self._analyzer.list_runs(ctx, experiment):
             try:
                 rd, found = self._analyzer.run(ctx, experiment, run)
+                summaries.append(responses.run_summary(rd, found))
             except errors.NotFoundError:
                 continue
-            summaries.append(responses.run_summary(rd, found))
+            except analyzer_lib.RunFailed as e:
+                summaries.append(responses.failed_run(run, _message(e)))
+            except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
+                logger.exception("gradhealth: summarising run %r failed", run)
+                summaries.append(responses.failed_run(run, analyzer_lib.failure(run, "summarised", e)))
         return responses.runs(summaries)
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:

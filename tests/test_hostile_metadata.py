@@ -227,3 +227,64 @@ def test_metadata_the_writers_write_is_read(role):
     assert (meta["role"], meta["layer"], meta["position"], meta["shape"]) == (role, "", 2 ** 40, [2 ** 31, 2 ** 31])
     assert fmt.parse_metadata(fmt.metadata_content(role, "x"))["role"] == role  # position and shape optional
 
+
+# --------------------------------------------------------------------------- one run failing
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("two_runs")
+    rng = np.random.default_rng(6)
+    for run in ("broken", "fine"):
+        write_run(root / run, [event(step, own_value(GOOD, _vector(rng))) for step in STEPS])
+    return root
+
+
+class Failing:
+    """Stands in for a function whose argument ``which(*args)`` names the run: raises for "broken"."""
+
+    def __init__(self, original, which):
+        self.original, self.which, self.calls = original, which, []
+
+    def __call__(self, *args, **kwargs):
+        run = self.which(*args)
+        self.calls.append(run)
+        if run == "broken":
+            raise ValueError("could not convert string to float: b'a'")
+        return self.original(*args, **kwargs)
+
+
+def _assert_isolated(client, caplog, doing: str) -> None:
+    with caplog.at_level(logging.ERROR, logger="gradhealth_plugin"):
+        status, body = call(client, "/runs")
+    assert status == 200
+    runs = _by_run(body)
+    assert set(runs) == {"broken", "fine"}
+    assert runs["broken"] == {"run": "broken", "error": runs["broken"]["error"]}
+    error = runs["broken"]["error"]
+    assert f"run 'broken' could not be {doing}" in error and "ValueError" in error and "Traceback" not in error
+    assert [layer["name"] for layer in runs["fine"]["layers"]] == [GOOD]
+    assert any(r.exc_info and "broken" in r.getMessage() for r in caplog.records), "no traceback logged"
+    # The run's own routes answer its error as JSON; the other run's answer as ever.
+    for route, params in (("/findings", {}), ("/heatmap", {}), ("/series", dict(layer=GOOD, metric="mean")),
+                          ("/cell", dict(layer=GOOD, step=0))):
+        response = client.raw(route, run="broken", **params)
+        text = response.get_data(as_text=True)
+        assert response.status_code == 500 and response.mimetype == "application/json", (route, text)
+        assert json.loads(text) == {"error": error} and "Traceback" not in text
+        assert call(client, route, run="fine", **params)[0] == 200
+
+
+def test_a_run_whose_analysis_fails_is_listed_with_its_error(two_runs, loader_client, monkeypatch, caplog):
+    failing = Failing(findings_lib.find, lambda rd, limits: rd.run)
+    monkeypatch.setattr(findings_lib, "find", failing)
+    client = loader_client(two_runs)
+    _assert_isolated(client, caplog, "analysed")
+    # The failure is kept like findings, until the run's data changes: not analysed again per request.
+    assert failing.calls.count("broken") == 1
+
+
+def test_a_run_that_cannot_be_read_is_listed_with_its_error(two_runs, loader_client, monkeypatch, caplog):
+    build = Failing(provider_lib.Reader._build, lambda reader, ctx, experiment_id, run, listings: run)
+    monkeypatch.setattr(provider_lib.Reader, "_build", lambda *args: build(*args))
+    _assert_isolated(loader_client(two_runs), caplog, "read")
+

@@ -119,8 +119,13 @@ def unreadable(rd: RunData) -> List[dict]:
     return [{"tag": tag, "why": why} for tag, why in rd.unreadable.items()]
 
 
+def failed_run(run: str, error: str) -> dict:
+    """A run's entry in the ``runs`` route when it could not be analysed: its name and why."""
+    return {"run": run, "error": error}
+
+
 def runs(summaries: Sequence[dict]) -> dict:
-    """The ``runs`` route: every run's summary."""
+    """The ``runs`` route: every run's summary, or `failed_run` for a run that could not be analysed."""
     return {"runs": list(summaries)}
 
 

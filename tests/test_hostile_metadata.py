@@ -288,3 +288,68 @@ def test_a_run_that_cannot_be_read_is_listed_with_its_error(two_runs, loader_cli
     monkeypatch.setattr(provider_lib.Reader, "_build", lambda *args: build(*args))
     _assert_isolated(loader_client(two_runs), caplog, "read")
 
+
+# --------------------------------------------------------------------------- small ones
+
+def _walk(value, path="$"):
+    """Every (path, leaf) of a JSON value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk(v, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+NON_FINITE_WORDS = {"nan", "inf", "-inf", "infinity", "-infinity"}
+
+
+def _no_non_finite(body) -> None:
+    for path, leaf in _walk(body):
+        assert not (isinstance(leaf, float) and not math.isfinite(leaf)), path
+        assert not (isinstance(leaf, str) and leaf.lower() in NON_FINITE_WORDS), (path, leaf)
+
+
+def test_non_finite_numbers_are_null_in_every_answer(tmp_path, loader_client):
+    """A NaN loss and infinite gradients: evidence, cells and series say null, never "nan"."""
+    rng = np.random.default_rng(7)
+    events = []
+    for step in STEPS:
+        grads = normal_buckets(rng, 1e-2 if step < 3 else 1e30)
+        vector = _vector(rng)
+        if step >= 3:
+            vector[fmt.FIELDS.index("mean")] = np.nan
+            vector[fmt.FIELDS.index("max_abs")] = np.inf
+        events.append(event(step, hist_value("gradients/dense/kernel", grads), own_value(GOOD, vector),
+                            scalar_value("loss", 1.0 if step < 3 else float("nan"))))
+    write_run(tmp_path / "blowup", events)
+    client = loader_client(tmp_path)
+    seen = sweep(client)["blowup"]
+    evidence = [f["evidence"] for f in seen["findings"] if f["kind"] == "nonfinite"]
+    assert evidence and any(e["value"] is None for e in evidence), evidence
+    _no_non_finite(client.ok("/runs"))
+    _no_non_finite(client.ok("/findings", run="blowup"))
+    for layer in (GOOD, "dense/kernel"):
+        _no_non_finite(client.ok("/series", run="blowup", layer=layer, metric="mean"))
+        _no_non_finite(client.ok("/series", run="blowup", layer=layer, metric="max_abs"))
+        for step in STEPS:
+            _no_non_finite(client.ok("/cell", run="blowup", layer=layer, step=step))
+    for heatmap in seen["heatmaps"].values():
+        _no_non_finite(heatmap)
+
+
+def test_non_finite_numbers_are_null_in_the_cli_json(tmp_path, capsys):
+    rng = np.random.default_rng(8)
+    write_run(tmp_path / "blowup", [event(step, own_value(GOOD, _vector(rng)),
+                                       scalar_value("loss", 1.0 if step < 3 else float("nan"))) for step in STEPS])
+    assert cli.main(["report", "--format", "json", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    body = json.loads(out, parse_constant=refuse)
+    assert any(f["kind"] == "nonfinite" for f in body["findings"])
+    _no_non_finite(body)

@@ -69,9 +69,10 @@ def _json_route(handler: Callable) -> Callable:
     return wrapped
 
 
-def _param(request, name: str) -> str:
+def _param(request, name: str, allow_empty: bool = False) -> str:
+    """A required query parameter; with ``allow_empty``, present but empty is the name "" (a layer may be named so)."""
     value = request.args.get(name)
-    if value is None or value == "":
+    if value is None or (value == "" and not allow_empty):
         raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     return value
 
@@ -163,13 +164,14 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def _serve_cell(self, request):
         rd, _ = self._analysis(request)
         return self.cell_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
-                              rd, _param(request, "layer"), _int_param(request, "step"), _role(request))
+                              rd, _param(request, "layer", allow_empty=True), _int_param(request, "step"),
+                              _role(request))
 
     @_json_route
     def _serve_series(self, request):
         rd, _ = self._analysis(request)
-        return self.series_impl(rd, _param(request, "layer"), _choice(request, "metric", HEATMAP_METRICS),
-                                _role(request))
+        return self.series_impl(rd, _param(request, "layer", allow_empty=True),
+                                _choice(request, "metric", HEATMAP_METRICS), _role(request))
 
     def runs_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
         """Every run's summary; a run removed between the listing and its read is left out.

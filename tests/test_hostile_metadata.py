@@ -353,3 +353,20 @@ def test_non_finite_numbers_are_null_in_the_cli_json(tmp_path, capsys):
     body = json.loads(out, parse_constant=refuse)
     assert any(f["kind"] == "nonfinite" for f in body["findings"])
     _no_non_finite(body)
+
+
+def test_a_layer_named_empty_can_be_opened(tmp_path, loader_client):
+    rng = np.random.default_rng(9)
+    write_run(tmp_path / "run", [event(step, own_value("", _vector(rng)), own_value(GOOD, _vector(rng)))
+                                 for step in STEPS])
+    client = loader_client(tmp_path)
+    layers = [layer["name"] for layer in client.ok("/runs")["runs"][0]["layers"]]
+    assert "" in layers
+    cell = client.ok("/cell", run="run", layer="", step=2)
+    assert cell["layer"] == "" and cell["step"] == 2 and "weight" in cell["roles"]
+    series = client.ok("/series", run="run", layer="", metric="std")
+    assert series["layer"] == "" and len(series["series"]["weight"]["steps"]) == len(STEPS)
+    # Absent is still missing: only a present, empty value names the layer "".
+    assert client.get("/cell", run="run", step=2) == (400, {"error": "missing query parameter 'layer'"})
+    assert client.get("/series", run="run", metric="std")[0] == 400
+

@@ -165,7 +165,7 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
     own, shapes, unreadable = [], {}, {}
     for tag, content in own_contents.items():
         try:
-            meta = metadata.parse_metadata(content)
+            meta = metadata.read_metadata(content)
         except metadata.MetadataError as e:
             unreadable[tag] = str(e)
             continue

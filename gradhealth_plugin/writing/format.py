@@ -84,7 +84,7 @@ def _preview(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def parse_metadata(content: bytes) -> Dict:
+def read_metadata(content: bytes) -> Dict:
     """The metadata dict of a gradhealth summary, checked field by field.
 
     Raises `MetadataError` saying why when the content is not this format's: not
@@ -112,6 +112,14 @@ def parse_metadata(content: bytes) -> Dict:
         if problem is not None:
             raise MetadataError(problem)
     return parsed
+
+
+def parse_metadata(content: bytes) -> Optional[Dict]:
+    """The metadata dict, or None when it is not a gradhealth summary we can read (`read_metadata` says why)."""
+    try:
+        return read_metadata(content)
+    except MetadataError:
+        return None
 
 
 def summary_metadata(role: str, layer: str, position: Optional[int] = None,

@@ -93,6 +93,9 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
             out.write(f"  {summary['coverage_note']}\n")
         if summary["unclassified"]:
             out.write(f"  unclassified tags: {', '.join(summary['unclassified'])}\n")
+        if summary["unreadable"]:
+            tags = "; ".join(f"{u['tag']} ({u['why']})" for u in summary["unreadable"])
+            out.write(f"  unreadable tags: {tags}\n")
         for f in mine:
             out.write(f"  [{f.severity}] {f.kind}: {f.message}\n")
             out.write(f"      advice: {f.advice}\n")

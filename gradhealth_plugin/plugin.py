@@ -69,9 +69,10 @@ def _json_route(handler: Callable) -> Callable:
     return wrapped
 
 
-def _param(request, name: str) -> str:
+def _param(request, name: str, allow_empty: bool = False) -> str:
+    """A required query parameter; with ``allow_empty``, present but empty is the name "" (a layer may be named so)."""
     value = request.args.get(name)
-    if value is None or value == "":
+    if value is None or (value == "" and not allow_empty):
         raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     return value
 
@@ -163,23 +164,33 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def _serve_cell(self, request):
         rd, _ = self._analysis(request)
         return self.cell_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
-                              rd, _param(request, "layer"), _int_param(request, "step"), _role(request))
+                              rd, _param(request, "layer", allow_empty=True), _int_param(request, "step"),
+                              _role(request))
 
     @_json_route
     def _serve_series(self, request):
         rd, _ = self._analysis(request)
-        return self.series_impl(rd, _param(request, "layer"), _choice(request, "metric", HEATMAP_METRICS),
-                                _role(request))
+        return self.series_impl(rd, _param(request, "layer", allow_empty=True),
+                                _choice(request, "metric", HEATMAP_METRICS), _role(request))
 
     def runs_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
-        """Every run's summary; a run removed between the listing and its read is left out."""
+        """Every run's summary; a run removed between the listing and its read is left out.
+
+        A run that fails is listed with its error (`responses.failed_run`, logged with the
+        traceback) and the others are served as if it were not there.
+        """
         summaries = []
         for run in self._analyzer.list_runs(ctx, experiment):
             try:
                 rd, found = self._analyzer.run(ctx, experiment, run)
+                summaries.append(responses.run_summary(rd, found))
             except errors.NotFoundError:
                 continue
-            summaries.append(responses.run_summary(rd, found))
+            except analyzer_lib.RunFailed as e:
+                summaries.append(responses.failed_run(run, _message(e)))
+            except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
+                logger.exception("gradhealth: summarising run %r failed", run)
+                summaries.append(responses.failed_run(run, analyzer_lib.failure(run, "summarised", e)))
         return responses.runs(summaries)
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:

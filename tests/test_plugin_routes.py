@@ -313,6 +313,7 @@ ERRORS = [
     ("/series", dict(_GOOD_SERIES, run="nope"), 404),
     ("/findings", {"run": "nope"}, 404),
     ("/cell", dict(_GOOD_CELL, layer="nope"), 404),
+    ("/cell", dict(_GOOD_CELL, layer=""), 404),  # a layer may be named "": this run has none
     ("/series", dict(_GOOD_SERIES, layer="nope"), 404),
     ("/cell", dict(_GOOD_CELL, step="3"), 404),
     ("/cell", dict(_GOOD_CELL, step="-5"), 404),
@@ -327,7 +328,6 @@ ERRORS = [
     ("/findings", {}, 400),
     ("/cell", _without(_GOOD_CELL, "run"), 400),
     ("/cell", _without(_GOOD_CELL, "layer"), 400),
-    ("/cell", dict(_GOOD_CELL, layer=""), 400),
     ("/cell", _without(_GOOD_CELL, "step"), 400),
     ("/series", _without(_GOOD_SERIES, "run"), 400),
     ("/series", _without(_GOOD_SERIES, "layer"), 400),

@@ -46,6 +46,8 @@ export interface RunInfo {
   gradients_judged: boolean;
   /** What the run's logs could not judge, in the server's words; null when it judged every kind. */
   coverage_note: string | null;
+  /** Why the server could not analyse the run, in its words; null when it could. A failed run has nothing else. */
+  error: string | null;
 }
 
 /** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */
@@ -273,6 +275,7 @@ export function parseRuns(body: unknown): RunsResponse {
       finding_counts: counts(r.findings),
       gradients_judged: r.gradients_judged !== false,
       coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
+      error: typeof r.error === "string" ? r.error : null,
     };
   });
   return { runs };

@@ -262,6 +262,15 @@ export class App {
     this.drawRunPickers();
     this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role);
     this.toolbar.showState(this.state);
+    if (run.error !== null) {
+      // Its routes would answer the same error: say it once, in the centre and in the findings.
+      ++this.requestId;
+      this.samplingNote.hidden = this.coverageNote.hidden = true;
+      this.findingsList.error(run.error);
+      this.showNoHeatmap("error", [run.error]);
+      this.persist();
+      return;
+    }
     await Promise.all([this.loadFindings(), this.loadHeatmaps()]);
   }
 

@@ -9,8 +9,10 @@ import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
 
 /** Worst finding of a run as one word and a rank (higher is worse) for sorting. */
 export function runBadge(
-  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged">>,
+  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error">>,
 ): { text: string; cls: string; rank: number } {
+  // A run the server could not analyse says nothing about training: ranked with no data.
+  if (r.error) return { text: "failed", cls: "gh-run-failed", rank: 0 };
   // Any finding ranks above a healthy run (1) and one with no data (0).
   const rank = r.worst_severity ? severityRank(r.worst_severity) : 0;
   if (rank > 0) return { text: r.worst_severity as string, cls: `gh-sev-${r.worst_severity}`, rank: rank + 1 };
@@ -25,6 +27,12 @@ export function worstRun(runs: readonly RunInfo[]): RunInfo | undefined {
   let best: RunInfo | undefined;
   for (const r of runs) if (!best || runBadge(r).rank > runBadge(best).rank) best = r;
   return best;
+}
+
+/** A run's tooltip in the list: its name, then why it failed or its findings and last step. */
+export function runTitle(r: Pick<RunInfo, "run" | "finding_counts" | "last_step"> & Partial<Pick<RunInfo, "error">>): string {
+  if (r.error) return `${r.run}\n${r.error}`;
+  return `${r.run}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}`;
 }
 
 export function countsText(counts: Record<string, number>): string {
@@ -80,7 +88,7 @@ export class RunList {
         if (r.run === this.compared) li.classList.add("gh-compared");
         li.dataset.run = r.run;
         const badge = runBadge(r);
-        li.title = `${r.run}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}`;
+        li.title = runTitle(r);
         li.append(el("span", "gh-run-name", r.run), el("span", `gh-badge ${badge.cls}`, badge.text));
         li.addEventListener("click", () => this.onSelect(r.run));
         return li;

@@ -44,7 +44,7 @@ export class Store {
     const runs = (await fetchRuns()).runs;
     const before = this.runsSignature;
     this.runs = runs;
-    this.runsSignature = JSON.stringify(runs.map((r) => [r.run, r.last_step, r.steps_kept, r.finding_counts, r.roles]));
+    this.runsSignature = JSON.stringify(runs.map((r) => [r.run, r.last_step, r.steps_kept, r.finding_counts, r.roles, r.error]));
     return before !== this.runsSignature;
   }
 

@@ -149,6 +149,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-sev-info { background: transparent; border-color: #1e88e5; color: var(--gh-fg); }
 .gh-status-ok { background: #1a9e77; border-color: #1a9e77; color: #fff; }
 .gh-status-no_data { background: #9e9e9e; border-color: #9e9e9e; color: #fff; }
+.gh-run-failed { background: var(--gh-error-bg); border-color: var(--gh-error-fg); color: var(--gh-error-fg); }
 .gh-legend {
   display: flex;
   flex-wrap: wrap;

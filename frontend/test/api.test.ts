@@ -129,7 +129,16 @@ describe("parseRuns", () => {
       finding_counts: {},
       gradients_judged: true,
       coverage_note: null,
+      error: null,
     });
+  });
+
+  it("keeps a run the server could not analyse, with its error, next to the others", () => {
+    const error = "run 'b' could not be analysed (ValueError: x); the TensorBoard log has the details";
+    const { runs } = parseRuns({ runs: [{ run: "a", roles: ["gradient"] }, { run: "b", error }] });
+    expect(runs.map((r) => [r.run, r.error])).toEqual([["a", null], ["b", error]]);
+    expect(runs[1].layers).toEqual([]);
+    expect(runs[1].roles).toEqual([]);
   });
 
   it("reads what a run could not judge", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, runBadge, worstRun } from "../src/panels";
+import { countsText, runBadge, runTitle, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -23,6 +23,16 @@ describe("run badges", () => {
     const runs = [run("a", null), run("b", "warn"), run("c", "critical"), run("d", "critical")];
     expect(worstRun(runs as never)?.run).toBe("c");
     expect(worstRun([])).toBeUndefined();
+  });
+
+  it("marks a run the server could not analyse as failed, with its error, and opens another first", () => {
+    const error = "run 'b' could not be analysed (ValueError: x); the TensorBoard log has the details";
+    const failed = { ...run("b", null, "no_data"), error };
+    expect(runBadge(failed)).toEqual({ text: "failed", cls: "gh-run-failed", rank: 0 });
+    expect(runBadge({ ...run("a", null), error: null }).text).toBe("healthy");
+    expect(worstRun([failed, run("a", null)] as never)?.run).toBe("a");
+    expect(runTitle({ ...failed, finding_counts: {}, last_step: null })).toBe(`b\n${error}`);
+    expect(runTitle({ run: "a", finding_counts: { warn: 2 }, last_step: 9, error: null })).toBe("a\n2 warn\nlast step 9");
   });
 
   it("summarises finding counts", () => {

@@ -56,6 +56,13 @@ def _by_step(datums: Sequence) -> List:
     return tables.last_per_step(datums)
 
 
+class _Unreadable:
+    """What the tag cache keeps for a histogram tag whose tensors are not numbers."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
 class Reader:
     """Turns a data provider's histograms and scalars into `runs.RunData`."""
 
@@ -130,15 +137,16 @@ class Reader:
               listings: Mapping[str, Mapping]) -> runs.RunReads:
         """Reads what the run's classified tags need, and how much of it TensorBoard's sampling dropped."""
         walls: Dict[tuple, np.ndarray] = {}
-        own = self._read_own(ctx, experiment_id, run, run_tags.own, walls)
+        unreadable: Dict[str, str] = {}
+        own = self._read_own(ctx, experiment_id, run, run_tags.own, walls, unreadable)
         histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
-                                            listings["histograms"].get(run, {}), walls)
+                                            listings["histograms"].get(run, {}), walls, unreadable)
         diagnosed = run_tags.diagnosed()
         exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed,
                                          walls)
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
         reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={},
-                              walls=walls)
+                              walls=walls, unreadable=unreadable)
         kept_steps = reads.kept_steps()
         max_steps = {}
         for plugin, tag in kept_steps:
@@ -155,9 +163,13 @@ class Reader:
         ).get(run, {})
 
     def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                          listing: Mapping, walls: Dict[tuple, np.ndarray]) -> Dict[str, metrics.MetricTable]:
+                          listing: Mapping, walls: Dict[tuple, np.ndarray],
+                          unreadable: Dict[str, str]) -> Dict[str, metrics.MetricTable]:
         """Metric tables of histogram tags, reading only the tags whose listing changed; each
-        tag's wall times per kept step go into `walls` under ("histograms", tag)."""
+        tag's wall times per kept step go into `walls` under ("histograms", tag).
+
+        A tag whose tensors are not numbers goes to `unreadable` (tag -> why) instead.
+        """
         out: Dict[str, metrics.MetricTable] = {}
         stale: List[tags_lib.TagInfo] = []
         for info in infos:
@@ -165,20 +177,24 @@ class Reader:
             hit = self.tag_cache.get((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time))
             if hit is None:
                 stale.append(info)
+            elif isinstance(hit, _Unreadable):
+                unreadable[info.tag] = hit.why
             else:
                 out[info.tag] = hit.table
                 walls[("histograms", info.tag)] = hit.wall_times
         size = _FIRST_READ_TAGS
         while stale:
             chunk, stale = stale[:size], stale[size:]
-            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, walls)
+            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, walls,
+                                                     unreadable)
             size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
         return out
 
     def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
                               listing: Mapping, out: Dict[str, metrics.MetricTable],
-                              walls: Dict[tuple, np.ndarray]) -> int:
-        """Reads one chunk of tags into `out` and the tag cache; returns how many bucket values it read.
+                              walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> int:
+        """Reads one chunk of tags into `out` (or `unreadable`) and the tag cache; returns how many
+        bucket values it read.
 
         The decoded samples are dropped as soon as their metrics are computed,
         so that one chunk's worth is the most held at a time.
@@ -191,9 +207,17 @@ class Reader:
             datums = result.pop(info.tag, [])
             if datums:
                 values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+            why = runs.not_numbers(datums)
+            if why is not None:
+                unreadable[info.tag] = why
+                # Remembered like a table: an unchanged tag is not read again to find the same.
+                self.tag_cache.put(key, (ts.max_step, ts.max_wall_time), _Unreadable(why), len(why))
+                continue
             bimodal = info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
-            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums,
-                                          self.tag_cache.peek(key)))
+            previous = self.tag_cache.peek(key)
+            if isinstance(previous, _Unreadable):  # its text is gone (purged or sampled away): start afresh
+                previous = None
+            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums, previous))
         del result
         for p, entry in zip(pending, tables.compute(pending)):
             self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
@@ -226,14 +250,19 @@ class Reader:
         return None if buckets is None else metrics.as_buckets(buckets).copy()
 
     def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                  walls: Dict[tuple, np.ndarray]) -> Dict[str, tuple]:
-        """gradhealth summaries: tag -> (steps, {metric: exact values}); wall times into `walls`."""
+                  walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> Dict[str, tuple]:
+        """gradhealth summaries: tag -> (steps, {metric: exact values}); wall times into `walls`;
+        tags whose tensors are not numbers go to `unreadable` (tag -> why)."""
         if not infos:
             return {}
         result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos])
         out = {}
         width = len(metadata.FIELDS)
         for tag, datums in result.items():
+            why = runs.not_numbers(datums)
+            if why is not None:
+                unreadable[tag] = why
+                continue
             datums = _by_step(datums)
             vectors = np.full((len(datums), width), np.nan)
             for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does

@@ -112,6 +112,8 @@ class RunData:
     sampling: Optional[dict] = None
     # Scalar tag -> kind for every tag in `scalars` and `scalar_series`.
     scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Tags left out because what they hold cannot be read: tag -> why, for a person.
+    unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -152,6 +154,8 @@ class RunTags:
     scalars: Dict[str, List[str]]  # run-level scalar kind -> tags
     shapes: Dict[str, List[int]]  # layer -> tensor shape, from gradhealth summaries
     unclassified: List[str]
+    # gradhealth tags whose metadata does not follow the format: tag -> why.
+    unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def diagnosed(self) -> List[str]:
         return [t for kind in DIAGNOSED_SCALARS for t in self.scalars.get(kind, [])]
@@ -181,19 +185,29 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
             layer_scalars.append(info)
         else:
             scalars.setdefault(info.kind, []).append(tag)
-    own, shapes = [], {}
+    own, shapes, unreadable = [], {}, {}
     for tag, content in own_contents.items():
-        meta = metadata.parse_metadata(content)
-        if meta is None:
-            unclassified.append(tag)
+        try:
+            meta = metadata.read_metadata(content)
+        except metadata.MetadataError as e:
+            unreadable[tag] = str(e)
             continue
-        position = meta.get("position") if isinstance(meta.get("position"), int) else None
-        own.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], position))
-        if isinstance(meta.get("shape"), list):
+        own.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], meta.get("position")))
+        if "shape" in meta:
             shapes[meta["layer"]] = meta["shape"]
     histograms = tags_lib.separate_shared_rows(tags_lib.pair_rows(infos))
     return RunTags(histograms=histograms, layer_scalars=layer_scalars, own=own,
-                   scalars=scalars, shapes=shapes, unclassified=unclassified)
+                   scalars=scalars, shapes=shapes, unclassified=unclassified, unreadable=unreadable)
+
+
+def not_numbers(datums: Sequence) -> Optional[str]:
+    """Why a tag's tensors cannot be read as numbers (text, complex values), or None when they can."""
+    for d in datums:  # one dtype per step: a tag's tensors need not agree
+        dtype = np.asarray(d.numpy).dtype
+        if dtype.kind not in "biuf":
+            what = "text" if dtype.kind in "OSU" else f"{dtype.name} values"
+            return f"the tensor at step {d.step} holds {what}, not numbers"
+    return None
 
 
 @dataclasses.dataclass
@@ -208,6 +222,8 @@ class RunReads:
     sampling: Dict[tuple, tuple]
     # (plugin, tag) -> wall time of each kept step, where the reader recorded them.
     walls: Dict[tuple, np.ndarray] = dataclasses.field(default_factory=dict)
+    # Tags read but left out, their values not being numbers: tag -> why.
+    unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def kept_steps(self) -> Dict[tuple, np.ndarray]:
         """(plugin, tag) -> the steps TensorBoard kept, for every tag read."""
@@ -375,6 +391,8 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         histogram_interval=logging_interval(t.steps for t in reads.histograms.values()),
         steps_logged=max((r.steps_logged or 0 for r in rows), default=0) or kept,
         sampling=run_sampling(rows),
+        unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
+                                                    key=lambda item: tags_lib.natural_key(item[0]))},
     )
 
 

@@ -7,6 +7,7 @@ the ones the findings imply.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from typing import List, Mapping, Optional, Sequence, Tuple
@@ -20,6 +21,34 @@ from ..analysis import findings
 from ..reading.provider import Reader
 from ..reading.runs import NotFound, RunData
 from ..reading import tags as tags_lib
+
+logger = logging.getLogger(__name__)
+
+# How much of an exception's own message a failed run's error repeats; the log has it whole.
+_MESSAGE_CHARS = 200
+
+
+class RunFailed(errors.PublicError):
+    """A run that could not be read or analysed: the other runs are unaffected.
+
+    HTTP 422: the request is sound, this run's data is what cannot be processed
+    (data crafted or damaged in a way no check foresaw). Its message says what
+    failed, for the tab; the TensorBoard log has the traceback.
+    """
+
+    http_code = 422
+
+    def __init__(self, details: str) -> None:
+        # Prefixed as TensorBoard prefixes its errors, which the routes strip.
+        super().__init__(f"Run failed: {details}")
+
+
+def failure(run: str, doing: str, error: BaseException) -> str:
+    """One line on a run's failure: the run, what failed and the exception, cut short."""
+    text = f"{type(error).__name__}: {error}".splitlines()[0] if str(error) else type(error).__name__
+    if len(text) > _MESSAGE_CHARS:
+        text = text[:_MESSAGE_CHARS] + "..."
+    return f"run {run!r} could not be {doing} ({text}); the TensorBoard log has the details"
 
 
 class Analyzer:
@@ -45,16 +74,28 @@ class Analyzer:
             run: str) -> Tuple[RunData, List[findings.Finding]]:
         """The run's data (with finding-consistent cell statuses) and its findings.
 
-        Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have.
+        Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have,
+        `RunFailed` for one that could not be read or analysed (logged with its traceback).
+        A failed analysis is kept like findings, until the run's data changes; a failed
+        read is tried again on the next request (the data provider may recover).
         """
         try:
             rd = self._reader.run_data(ctx, experiment_id, run)
         except NotFound as e:
             raise errors.NotFoundError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
+            logger.exception("gradhealth: reading run %r failed", run)
+            raise RunFailed(failure(run, "read", e)) from None
         with self._lock:
             found = self._findings.get(rd)
             if found is None:
-                found = findings.find(rd, self._limits)
-                findings.decide_cells(rd, found, self._limits)
+                try:
+                    found = findings.find(rd, self._limits)
+                    findings.decide_cells(rd, found, self._limits)
+                except Exception as e:  # noqa: BLE001 - as above
+                    logger.exception("gradhealth: analysing run %r failed", run)
+                    found = failure(run, "analysed", e)  # kept as its message, without the traceback
                 self._findings[rd] = found
+        if isinstance(found, str):
+            raise RunFailed(found)
         return rd, found

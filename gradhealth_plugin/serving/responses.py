@@ -98,6 +98,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "roles": rd.roles(),
         "scalars": rd.scalars,
         "unclassified": rd.unclassified,
+        # Tags left out because what they hold cannot be read; the rest of the run is served.
+        "unreadable": unreadable(rd),
         "steps_kept": rd.steps_kept,
         "steps_logged": rd.steps_logged,
         "sampling": rd.sampling,
@@ -112,8 +114,18 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     }
 
 
+def unreadable(rd: RunData) -> List[dict]:
+    """The run's tags that could not be read, each with why, in tag order."""
+    return [{"tag": tag, "why": why} for tag, why in rd.unreadable.items()]
+
+
+def failed_run(run: str, error: str) -> dict:
+    """A run's entry in the ``runs`` route when it could not be analysed: its name and why."""
+    return {"run": run, "error": error}
+
+
 def runs(summaries: Sequence[dict]) -> dict:
-    """The ``runs`` route: every run's summary."""
+    """The ``runs`` route: every run's summary, or `failed_run` for a run that could not be analysed."""
     return {"runs": list(summaries)}
 
 
@@ -282,7 +294,8 @@ def cli_run(summary: dict) -> dict:
     return {"run": summary["run"], "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
-            "unclassified": summary["unclassified"], "not_judged": summary["not_judged"],
+            "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
+            "not_judged": summary["not_judged"],
             "coverage_note": summary["coverage_note"]}
 
 

@@ -154,3 +154,15 @@ def test_a_step_logged_several_times_is_one_step_its_last_sample(tmp_path, loade
     assert last["histogram"] == [list(map(float, b)) for b in buckets[-1] if b[2] > 0 and b[1] > b[0]]
     assert series["values"][0] == pytest.approx(last["metrics"]["std"]["value"])
     assert 0.3 < series["values"][0] < 0.7  # the last sample's spread (0.5), not the first's (0.1)
+
+
+def test_per_epoch_steps_with_a_slow_second_epoch():
+    """Two epochs of four iterations, logged every third: epoch 0's histogram is written as iteration 3
+    is, so it alone agrees in time with the per-iteration count; epoch 1's does not. One agreeing point
+    of two does not make one axis, however long the second epoch's steps took."""
+    for slow in (1.0, 10.0, 100.0):
+        iter_walls = np.cumsum([0.0, 1.0, 1.0, 1.0] + [slow] * 4)  # iterations 0..7
+        steps = np.array([0, 3, 6])
+        epochs = np.array([0, 1])
+        epoch_walls = iter_walls[[3, 7]] + 0.01
+        assert axes.same_step_axis(steps, iter_walls[steps], epochs, epoch_walls) is False, slow

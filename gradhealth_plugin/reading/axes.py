@@ -15,8 +15,10 @@ from typing import Optional
 import numpy as np
 
 # Share of the other series' points, inside the reference's step range, that must
-# have been written at the reference's time for the two to share an axis.
-_AGREEING_SHARE = 0.5
+# have been written at the reference's time for the two to share an axis. Not all:
+# a pause (garbage collection, a checkpoint) can delay one write; but with two
+# points, both.
+_AGREEING_SHARE = 0.75
 
 
 def same_step_axis(steps: np.ndarray, walls: np.ndarray, other_steps: np.ndarray,
@@ -27,7 +29,7 @@ def same_step_axis(steps: np.ndarray, walls: np.ndarray, other_steps: np.ndarray
     One sentence: at the other series' steps inside the reference's step range,
     the reference's wall time (interpolated between its logged steps) and the
     other's must agree within half the reference's typical time between two
-    logged steps, for at least half of those steps. It cannot tell with fewer
+    logged steps, for at least three quarters of those steps. It cannot tell with fewer
     than two reference steps, when no other step falls in the reference's range,
     or when the reference's steps took no measurable time.
     """

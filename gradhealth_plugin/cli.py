@@ -8,20 +8,38 @@ code path as the tab) and keeps the same samples TensorBoard keeps by default,
 unless ``--all-steps`` asks for every logged step.
 
 Exit codes: 0 clean (or a report printed), 1 a finding reached --fail-on,
-2 a usage error or an unreadable or empty logdir (one line on stderr).
+2 any error: a usage error, an unreadable or empty logdir, a config file that
+is not a JSON object, or a failure of the analysis (one line on stderr, never
+a traceback). What cannot be read under the logdir (a directory without
+permission, a dangling symlink, a FIFO named like an event file) is skipped,
+one stderr line each, and the rest is analysed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import stat
 import sys
-from typing import List, NoReturn, Optional, Sequence, TextIO
+import tempfile
+from typing import TYPE_CHECKING, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
+
+if TYPE_CHECKING:
+    from .config import Config
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
-EXIT_USAGE = 2
+EXIT_ERROR = 2
+EXIT_USAGE = EXIT_ERROR
+
+EXIT_CODES = """exit codes:
+  0  no finding at --fail-on or above (check), or the report was printed (report)
+  1  check: a finding reached --fail-on
+  2  an error: bad arguments, an unreadable or empty logdir, a config file that is not
+     a JSON object, a failure of the analysis (one line on stderr)"""
 
 
 class UsageError(Exception):
@@ -35,25 +53,118 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str]) -> List[tuple]:
-    """(run data, its findings) per run of the logdir, through TensorBoard's data provider."""
+def _warn(message: str) -> None:
+    print(f"gradhealth: {message}", file=sys.stderr)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _readable_event_files(logdir: str) -> Tuple[Dict[str, List[str]], List[str]]:
+    """Event files TensorBoard would read under the logdir, by run directory relative to it, keeping only
+    regular files this process can open; and one line per directory or file skipped.
+
+    TensorBoard's own walk stops at the first directory it may not list (with a
+    traceback), blocks forever opening a FIFO, and gives up a directory whose
+    first event file is a dangling symlink: each is left out here instead.
+    """
+    from tensorboard.backend.event_processing import io_wrapper
+
+    found: Dict[str, List[str]] = {}
+    skipped: List[str] = []
+    seen = set()  # (device, inode) of directories walked: a symlink loop is walked once
+    stack = [logdir]
+    while stack:
+        directory = stack.pop()
+        try:
+            st = os.stat(directory)
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            if directory == logdir:
+                raise UsageError(f"cannot read logdir {logdir!r}: {e.strerror}") from None
+            skipped.append(f"skipped directory {directory!r}: {e.strerror}")
+            continue
+        subdirectories = []
+        for entry in entries:
+            if entry.is_dir():  # follows symlinks, as TensorBoard does
+                subdirectories.append(entry.path)
+            elif io_wrapper.IsSummaryEventsFile(entry.path):
+                problem = _unreadable(entry.path)
+                if problem:
+                    skipped.append(f"skipped {entry.path!r}: {problem}")
+                else:
+                    found.setdefault(os.path.relpath(directory, logdir), []).append(entry.path)
+        stack.extend(reversed(subdirectories))  # walked in name order
+    return found, skipped
+
+
+def _unreadable(path: str) -> Optional[str]:
+    """Why an event file cannot be read, or None; never opens anything but a regular file."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "not a regular file"
+        with open(path, "rb"):
+            return None
+    except OSError as e:
+        return "dangling symlink" if os.path.islink(path) and not os.path.exists(path) else e.strerror
+
+
+@contextlib.contextmanager
+def _vetted_logdir(found: Dict[str, List[str]]) -> Iterator[str]:
+    """A temporary directory mirroring the logdir's runs with symlinks to their readable event files only,
+    so TensorBoard's loader reads the same runs under the same names and nothing it would trip on."""
+    root = tempfile.mkdtemp(prefix="gradhealth-")
+    try:
+        for run_dir, paths in found.items():
+            target = os.path.join(root, run_dir)
+            os.makedirs(target, exist_ok=True)
+            for path in paths:
+                os.symlink(os.path.abspath(path), os.path.join(target, os.path.basename(path)))
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _analyze(logdir: str, run: Optional[str], all_steps: bool,
+             config_path: Optional[str]) -> Tuple[List[tuple], List[str]]:
+    """(run data, its findings) per run of the logdir, through TensorBoard's data provider; and the config's
+    problems. Every skipped file and config problem is said on stderr."""
     # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
     logdir = os.path.expanduser(logdir)
     if not os.path.isdir(logdir):
         raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
 
-    from tensorboard import context as tb_context
-    from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
-
     from . import config as config_lib
-    from . import plugin
-    from .serving import analyzer as analyzer_lib
-    from .writing import format as metadata
 
     try:
         cfg = config_lib.load(path=config_path, logdir=logdir)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    for problem in cfg.problems:
+        _warn(problem)
+    found, skipped = _readable_event_files(logdir)
+    for line in skipped:
+        _warn(line)
+    if not found:
+        raise UsageError(f"no TensorBoard event files under {logdir!r}" + (
+            f" that can be read ({len(skipped)} skipped)" if skipped else ""))
+    with _vetted_logdir(found) as vetted:
+        return _analyze_runs(vetted, logdir, run, all_steps, cfg), cfg.problems
+
+
+def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config") -> List[tuple]:
+    from tensorboard import context as tb_context
+    from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
+
+    from . import plugin
+    from .serving import analyzer as analyzer_lib
+    from .writing import format as metadata
+
     guidance = dict(data_ingester.DEFAULT_TENSOR_SIZE_GUIDANCE)
     guidance[metadata.PLUGIN_NAME] = plugin.DEFAULT_SAMPLES_PER_PLUGIN[metadata.PLUGIN_NAME]
     if all_steps:
@@ -61,7 +172,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
         size_guidance=dict(data_ingester.DEFAULT_SIZE_GUIDANCE) if not all_steps else {"tensors": 0},
         tensor_size_guidance=guidance)
-    multiplexer.AddRunsFromDirectory(logdir)
+    multiplexer.AddRunsFromDirectory(vetted)
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
     # What the loader keeps per tag, so a run whose tags hold fewer steps is known to be whole.
@@ -103,11 +214,21 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = _Parser(prog="gradhealth", description=__doc__.split("\n")[0])
+    try:
+        return _main(argv)
+    except Exception as e:  # noqa: BLE001 - whatever fails, one line and exit 2, never a traceback
+        _warn(_one_line(f"error: {type(e).__name__}: {e}"))
+        return EXIT_ERROR
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
+    parser = _Parser(prog="gradhealth", description=__doc__.split("\n")[0], epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("report", "print the findings of every run"),
                             ("check", "exit 1 when a finding reaches --fail-on")):
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, epilog=EXIT_CODES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("logdir")
         p.add_argument("--run", default=None, help="only this run (as TensorBoard names it)")
         p.add_argument("--all-steps", action="store_true",
@@ -120,18 +241,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as e:
-        print(f"gradhealth: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        _warn(str(e))
+        return EXIT_ERROR
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     # TensorFlow 2.21 logs its oneDNN notice to stderr whatever TF_CPP_MIN_LOG_LEVEL says, which would
     # bury the one-line error; TensorBoard only reads files with it, so oneDNN makes no difference here.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     try:
-        analyses = _analyze(args.logdir, args.run, args.all_steps, args.config)
+        analyses, config_problems = _analyze(args.logdir, args.run, args.all_steps, args.config)
     except UsageError as e:
-        print(f"gradhealth: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        _warn(_one_line(e))
+        return EXIT_ERROR
 
     from .analysis import finding as finding_lib
     from .serving import responses
@@ -140,7 +261,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "report":
         summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
         if args.format == "json":
-            json.dump(responses.cli_report(summaries, found), sys.stdout, indent=1)
+            json.dump({**responses.cli_report(summaries, found), "config_problems": config_problems},
+                      sys.stdout, indent=1)
             sys.stdout.write("\n")
         else:
             _write_text(summaries, analyses, sys.stdout)

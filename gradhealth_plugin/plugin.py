@@ -104,10 +104,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
-            config = config_lib.load(logdir=getattr(context, "logdir", None))
+            config = config_lib.load_or_defaults(logdir=getattr(context, "logdir", None))
         self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
                                                loader_samples(context))
         self._limits = dict(config.limits)
+        self._config_problems = list(config.problems)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
@@ -191,7 +192,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
                 logger.exception("gradhealth: summarising run %r failed", run)
                 summaries.append(responses.failed_run(run, analyzer_lib.failure(run, "summarised", e)))
-        return responses.runs(summaries)
+        # What was rejected from gradhealth.json: the tab shows it above the run list.
+        return {**responses.runs(summaries), "config_problems": self._config_problems}
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
         return responses.run_findings(rd, found)
@@ -284,9 +286,7 @@ class GradHealthLoader(base_plugin.TBLoader):
     def load(self, context: base_plugin.TBContext) -> GradHealthPlugin:
         flags = context.flags
         path = getattr(flags, "gradhealth_config", "") if flags else ""
-        try:
-            cfg = config_lib.load(path=path or None, logdir=getattr(context, "logdir", None))
-        except ValueError as e:
-            logger.error("gradhealth: %s; using the defaults", e)
-            cfg = config_lib.load()
+        cfg = config_lib.load_or_defaults(path=path or None, logdir=getattr(context, "logdir", None))
+        for problem in cfg.problems:
+            logger.error("gradhealth: %s", problem)
         return GradHealthPlugin(context, cfg)

@@ -89,7 +89,7 @@ def _run(client, name):
 
 def test_runs_lists_every_run_with_layers_and_roles(client):
     body = client.ok("/runs")
-    assert set(body) == {"runs"}
+    assert set(body) == {"runs", "config_problems"} and body["config_problems"] == []
     assert [r["run"] for r in body["runs"]] == ["mlp", "weights_only"]
     mlp = _run(client, "mlp")
     for key in ("layers", "roles", "scalars", "unclassified", "steps_kept", "last_step", "worst_status"):

@@ -63,6 +63,8 @@ export interface Sampling {
 
 export interface RunsResponse {
   runs: RunInfo[];
+  /** Entries of gradhealth.json the server rejected (defaults kept), one line each, in its words. */
+  config_problems: string[];
 }
 
 export interface Heatmap {
@@ -278,7 +280,7 @@ export function parseRuns(body: unknown): RunsResponse {
       error: typeof r.error === "string" ? r.error : null,
     };
   });
-  return { runs };
+  return { runs, config_problems: stringArray(body.config_problems) };
 }
 
 function isCell(v: unknown): v is number | null {

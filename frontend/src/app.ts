@@ -73,6 +73,8 @@ export class App {
   private readonly samplingNote = el("div", "gh-sampling-note");
   /** What the run's logs could not judge (no gradients logged, ...), in the server's words. */
   private readonly coverageNote = el("div", "gh-sampling-note gh-coverage-note");
+  /** The entries of gradhealth.json the server rejected, above the run list. */
+  private readonly configNotice = el("div", "gh-sampling-note gh-config-notice");
   // Messages about the whole log directory go above everything; about one run, in the centre.
   private readonly globalMessage = el("div", "gh-message");
   private readonly message = el("div", "gh-message");
@@ -133,7 +135,8 @@ export class App {
     this.coverageNote.hidden = true;
     this.main.append(this.runList.root, center, this.findingsList.root);
     this.main.hidden = true;
-    app.append(this.toolbar.root, this.globalMessage, this.main);
+    this.configNotice.hidden = true;
+    app.append(this.toolbar.root, this.globalMessage, this.configNotice, this.main);
     body.replaceChildren(app, this.tooltip.root);
   }
 
@@ -227,6 +230,7 @@ export class App {
       this.showNoRuns("error", [errorText(e), " ", button("Retry", () => void this.loadAll())]);
       return;
     }
+    this.showConfigProblems();
     if (this.store.runs.length === 0) {
       const box = el("div", "gh-empty");
       box.append(el("h2", "", "No gradient health data yet"), ...howToLog());
@@ -237,6 +241,15 @@ export class App {
     this.main.hidden = false;
     this.toolbar.showControls(true);
     await this.loadRun();
+  }
+
+  private showConfigProblems(): void {
+    const problems = this.store.configProblems;
+    this.configNotice.hidden = problems.length === 0;
+    this.configNotice.replaceChildren(
+      el("div", "", "Rejected from the gradhealth config (defaults kept):"),
+      ...problems.map((p) => el("div", "gh-config-problem", p)),
+    );
   }
 
   private currentRun(): RunInfo | undefined {
@@ -525,6 +538,7 @@ export class App {
       return;
     }
     setMessage(this.globalMessage, null);
+    this.showConfigProblems();
     if (!force && !changed) return;
     if (!this.currentRun()) {
       this.state = { ...this.state, run: worstRun(this.store.runs)?.run ?? "", layer: "", step: null, finding: "" };

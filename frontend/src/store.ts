@@ -19,6 +19,8 @@ export interface HeatmapPair {
 export class Store {
   private vocab: Promise<Vocabulary> | null = null;
   runs: RunInfo[] = [];
+  /** What the server rejected from gradhealth.json. */
+  configProblems: string[] = [];
   private runsSignature = "";
   findings: Finding[] = [];
   /** The run `findings` belong to. */
@@ -41,9 +43,10 @@ export class Store {
 
   /** Fetches the run list; true when it differs from the one held before. */
   async loadRuns(): Promise<boolean> {
-    const runs = (await fetchRuns()).runs;
+    const { runs, config_problems } = await fetchRuns();
     const before = this.runsSignature;
     this.runs = runs;
+    this.configProblems = config_problems;
     this.runsSignature = JSON.stringify(runs.map((r) => [r.run, r.last_step, r.steps_kept, r.finding_counts, r.roles, r.error]));
     return before !== this.runsSignature;
   }

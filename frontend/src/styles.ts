@@ -168,6 +168,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-sampling-note { font-size: 12px; margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--gh-warn, #f5a623); }
 /* What was not judged is a fact about the logs, not a problem found: the no-data grey. */
 .gh-coverage-note { border-left-color: #9e9e9e; }
+.gh-config-notice { margin: 0 0 8px; }
+.gh-config-problem { font-family: monospace; overflow-wrap: anywhere; }
 .gh-role-guess { color: var(--gh-muted); font-size: 12px; margin-top: 4px; }
 .gh-role-guess summary { cursor: pointer; }
 .gh-rule { font-size: 11px; background: var(--gh-panel, #f5f5f5); padding: 4px 6px; margin: 4px 0; white-space: pre-wrap; }

@@ -141,6 +141,13 @@ describe("parseRuns", () => {
     expect(runs[1].roles).toEqual([]);
   });
 
+  it("reads the config entries the server rejected, and none when it names none", () => {
+    const line = "gradhealth.json: spike_window must be an integer from 3 to 1000; got 0; using 11";
+    expect(parseRuns({ runs: [], config_problems: [line, 3, null] }).config_problems).toEqual([line]);
+    expect(parseRuns({ runs: [] }).config_problems).toEqual([]);
+    expect(parseRuns({ runs: [], config_problems: "x" }).config_problems).toEqual([]);
+  });
+
   it("reads what a run could not judge", () => {
     const { runs } = parseRuns({ runs: [{ run: "train", gradients_judged: false, coverage_note: "Not judged: Exploding gradients." }] });
     expect(runs[0].gradients_judged).toBe(false);

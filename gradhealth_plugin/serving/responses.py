@@ -30,6 +30,44 @@ def nullable(values: np.ndarray) -> list:
     return out.tolist()
 
 
+def step_text(step: Optional[int]) -> Optional[str]:
+    """A step as decimal digits, the exact twin the routes send beside every step number.
+
+    JavaScript's numbers hold integers exactly only up to 2**53; TensorBoard's steps
+    go to 2**63, so the tab reads steps from these strings.
+    """
+    return None if step is None else str(int(step))
+
+
+def step_texts(steps: np.ndarray) -> List[str]:
+    """`step_text` of every step of an array."""
+    return np.asarray(steps, dtype=np.int64).astype(str).tolist()
+
+
+# Evidence keys that hold a step or a list of steps (the others hold values, counts or intervals).
+_EVIDENCE_STEP_KEYS = ("step", "first_step", "last_step", "onset_after", "spike_steps")
+
+
+def _is_step(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def with_step_texts(obj):
+    """A finding's JSON with a ``<key>_text`` twin beside each of its steps, in its evidence too."""
+    if isinstance(obj, list):
+        return [with_step_texts(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for key, value in obj.items():
+        out[key] = with_step_texts(value)
+        if key in _EVIDENCE_STEP_KEYS and _is_step(value):
+            out[f"{key}_text"] = step_text(value)
+        elif key in _EVIDENCE_STEP_KEYS and isinstance(value, list) and all(map(_is_step, value)):
+            out[f"{key}_text"] = [step_text(v) for v in value]
+    return out
+
+
 def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
     """The most severe of the findings' severities, None when there are none."""
     return max((f.severity for f in found), key=finding.SEVERITY_RANK.__getitem__, default=None)
@@ -102,6 +140,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "steps_logged": rd.steps_logged,
         "sampling": rd.sampling,
         "last_step": rd.last_step,
+        "last_step_text": step_text(rd.last_step),
         "worst_severity": worst,
         "worst_status": (worst if worst in (finding.CRITICAL, finding.WARN) else "ok") if has_data else "no_data",
         "findings": counts,
@@ -119,7 +158,7 @@ def runs(summaries: Sequence[dict]) -> dict:
 
 def run_findings(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     """The ``findings`` route: one run's findings."""
-    return {"run": rd.run, "findings": [f.to_json() for f in found]}
+    return {"run": rd.run, "findings": [with_step_texts(f.to_json()) for f in found]}
 
 
 def default_role(rd: RunData) -> str:
@@ -161,6 +200,7 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         # Per row, how its role was decided: the tab marks guesses (name, fallback).
         "decided_by": [layer.roles[role].decided_by for layer in layers],
         "steps": steps.tolist(),
+        "steps_text": step_texts(steps),
         "values": [nullable(row) for row in values],
         "status": status.tolist(),
         "rules": rules.tolist(),
@@ -226,7 +266,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray]) -> dic
 def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dict:
     """The ``cell`` route: one layer at one step, with each role's `role_cell`."""
     return {"run": rd.run, "layer": layer.name, "group": layer.group, "kind": layer.kind, "step": step,
-            "roles": dict(roles)}
+            "step_text": step_text(step), "roles": dict(roles)}
 
 
 def role_series(rdata: RoleData, metric: str) -> dict:
@@ -237,6 +277,7 @@ def role_series(rdata: RoleData, metric: str) -> dict:
         values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
     return {
         "steps": rdata.table.steps.tolist(),
+        "steps_text": step_texts(rdata.table.steps),
         "values": nullable(values),
         "quality": [metrics.QUALITY_NAMES[q] for q in quality],
         "status": rdata.health.status.tolist(),

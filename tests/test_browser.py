@@ -508,6 +508,9 @@ WIDE = "wide/kernel"
 TINY = "tiny/kernel"
 WIDE_BUCKETS = [[-1.7e308, 0.0, 4.0], [0.0, 1.7e308, 6.0]]
 TINY_BUCKETS = [[5e-324, 1e-323, 3.0], [1e-323, 1.5e-323, 5.0], [1.5e-323, 2e-323, 2.0]]
+# A last step that 3 of 8 layers have so far: a writer caught mid-flush.
+PARTIAL_RUN = "partial"
+PARTIAL_STEPS = [0, 10, 20, 30]
 
 
 def _write_extreme_logdir(root: pathlib.Path) -> None:
@@ -519,6 +522,10 @@ def _write_extreme_logdir(root: pathlib.Path) -> None:
                                for step in BIG_STEPS])
     write_run(root / EDGES_RUN, [event(step, hist_value(f"gradients/{WIDE}", WIDE_BUCKETS),
                                        hist_value(f"gradients/{TINY}", TINY_BUCKETS)) for step in range(5)])
+    write_run(root / PARTIAL_RUN, [
+        event(step, *[hist_value(f"gradients/l{i}/kernel", normal_buckets(rng))
+                      for i in range(3 if step == PARTIAL_STEPS[-1] else 8)])
+        for step in PARTIAL_STEPS])
 
 
 @pytest.fixture(scope="module")
@@ -526,7 +533,8 @@ def extreme_server(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("extreme_logdir")
     _write_extreme_logdir(logdir)
     yield from _serve(logdir, lambda runs: runs.get(BIG_RUN, {}).get("steps_kept") == len(BIG_STEPS)
-                      and runs.get(EDGES_RUN, {}).get("steps_kept") == 5)
+                      and runs.get(EDGES_RUN, {}).get("steps_kept") == 5
+                      and runs.get(PARTIAL_RUN, {}).get("steps_kept") == len(PARTIAL_STEPS))
 
 
 @pytest.fixture
@@ -607,3 +615,34 @@ def test_extreme_bucket_edges_draw_finite_charts(extreme_tab):
             assert tab.frame.evaluate(BAD_SVG_ATTRIBUTES) == [], (layer, metric)
     assert tab.errors == []
 
+
+def test_a_partly_written_last_step_is_hatched_with_a_note(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={PARTIAL_RUN}")
+    last, before = PARTIAL_STEPS[-1], PARTIAL_STEPS[-2]
+    assert "(incomplete)" in tab.ui.locator(".gh-summary").text_content()
+    overlay = ".gh-hm-overlay"
+    # The missing layers' cells in the last column are hatched, earlier columns are not.
+    assert tab.pixel(overlay, "l7/kernel", before)[3] == 0
+    hatched = tab.frame.evaluate(
+        """([l, s]) => {
+            const c = window.__gradhealth.cellCenter(l, s);
+            const canvas = document.querySelector(".gh-hm-overlay");
+            const r = canvas.getBoundingClientRect();
+            const k = canvas.width / r.width;
+            const x0 = Math.floor((c.x - r.left - 4) * k), y0 = Math.floor((c.y - r.top - 4) * k);
+            const d = canvas.getContext("2d").getImageData(x0, y0, Math.ceil(8 * k), Math.ceil(8 * k)).data;
+            let painted = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) painted++;
+            return painted;
+        }""", ["l7/kernel", last])
+    assert hatched > 0
+    x, y = tab.cell_point("l7/kernel", last)
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    assert "3 of 8 layers so far" in tip.text_content()
+    x, y = tab.cell_point("l0/kernel", before)
+    tab.page.mouse.move(x, y)
+    tab.frame.wait_for_function("!document.querySelector('.gh-tooltip').textContent.includes('layers so far')")
+    assert tab.errors == []

@@ -1,9 +1,11 @@
-"""Steps the tab must not lose: past 2^53, or written oddly in a request.
+"""Steps the tab must not lose: past 2^53, written oddly in a request, or still being written.
 
 Every route that sends a step also sends it as decimal digits (``<field>_text``):
 JavaScript reads the JSON number 2^60 + 1 as 2^60, so the tab names steps by
 those strings. The ``step`` parameter takes an optional '-' and ASCII digits
-only. Each runs under TensorBoard's Python loader and its Rust data server.
+only. A last step that fewer layers have than the step before (a writer caught
+mid-flush) is marked incomplete in the heatmap. Each runs under TensorBoard's
+Python loader and its Rust data server.
 """
 
 from __future__ import annotations
@@ -139,3 +141,28 @@ def test_extreme_bucket_edges_are_served(tmp_path, loader_client):
         status, series = call(client, "/series", run="run", layer=layer, metric="max_abs")
         assert status == 200
         json.dumps(series, allow_nan=False)
+
+
+def _layers_logdir(tmp_path, rows_per_step):
+    """Run `run`: layers l0, l1, ... with gradients at steps 0, 10, ...; rows_per_step[k] layers at step 10k."""
+    rng = np.random.default_rng(2)
+    write_run(tmp_path / "run", [
+        event(10 * k, *[hist_value(f"gradients/l{i}/kernel", normal_buckets(rng)) for i in range(rows)])
+        for k, rows in enumerate(rows_per_step)])
+    return tmp_path
+
+
+def test_a_partly_written_last_step_is_marked_incomplete(tmp_path, loader_client):
+    client = loader_client(_layers_logdir(tmp_path, [8, 8, 8, 3]))
+    hm = client.ok("/heatmap", run="run", role="gradient", metric="health")
+    assert hm["incomplete"] == {"step": 30, "step_text": "30", "layers": 3, "layers_before": 8}
+    # The metric views say the same.
+    assert client.ok("/heatmap", run="run", role="gradient", metric="max_abs")["incomplete"]["step"] == 30
+    # A role the run does not have has no steps, so nothing incomplete.
+    assert client.ok("/heatmap", run="run", role="weight", metric="health")["incomplete"] is None
+
+
+@pytest.mark.parametrize("rows_per_step", [[8, 8, 8, 8], [3, 8, 8], [8, 3, 8], [8], [3, 8]])
+def test_a_whole_last_step_is_not_marked(tmp_path, loader_client, rows_per_step):
+    client = loader_client(_layers_logdir(tmp_path, rows_per_step))
+    assert client.ok("/heatmap", run="run", role="gradient", metric="health")["incomplete"] is None

@@ -65,6 +65,14 @@ export interface RunsResponse {
   runs: RunInfo[];
 }
 
+/** The heatmap's last step while the writer is still writing it: fewer layers have it than the step before. */
+export interface Incomplete {
+  step: Step;
+  /** Rows with data at that step, and at the step before. */
+  layers: number;
+  layers_before: number;
+}
+
 export interface Heatmap {
   run: string;
   role: string;
@@ -83,6 +91,7 @@ export interface Heatmap {
   quality_names: string[];
   /** Per row, how its role was decided (rule, convention, pairing, name, fallback). */
   decided_by: string[];
+  incomplete: Incomplete | null;
 }
 
 export interface Finding {
@@ -347,7 +356,17 @@ export function parseHeatmap(body: unknown): Heatmap {
     quality_cells: qualityCells,
     quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
     decided_by: decidedBy(body.decided_by, rows),
+    incomplete: parseIncomplete(body.incomplete, exact),
   };
+}
+
+/** The server's incomplete last step, kept only when it is the heatmap's last column. */
+function parseIncomplete(v: unknown, steps: readonly Step[]): Incomplete | null {
+  if (!isRecord(v)) return null;
+  const step = stepField(v, "step");
+  if (step === null || step !== steps[steps.length - 1]) return null;
+  const n = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0);
+  return { step, layers: n(v.layers), layers_before: n(v.layers_before) };
 }
 
 /** One entry per row; rows the server says nothing about count as decided by convention. */

@@ -43,7 +43,7 @@ function summaryText(h: Heatmap): string {
   return [
     `${h.layers.length} layers`,
     `${h.steps.length} steps`,
-    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}` : "",
+    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
     h.quality && h.metric !== "health" ? `${h.quality} values` : "",
   ]
     .filter(Boolean)

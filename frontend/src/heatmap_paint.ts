@@ -290,6 +290,37 @@ function paintSelection(s: Scene, ink: Ink, sel: Selection): void {
   ctx.strokeRect(g.labelW + span[0] - 1, ink.rowY(pos) - 1, w + 2, g.cellH + 2);
 }
 
+/**
+ * Hatches the last column while the writer is still writing it (fewer layers
+ * have it than the step before), so its missing cells read as "not yet", not as holes.
+ */
+function paintIncomplete(s: Scene, ink: Ink, h: Heatmap): void {
+  if (!h.incomplete) return;
+  const span = columnsX(s, h.steps.length - 1, h.steps.length - 1);
+  if (!span) return;
+  const { ctx, g } = ink;
+  const x = g.labelW + span[0];
+  const w = Math.max(2, span[1] - span[0]);
+  const bottom = Math.min(g.viewH, s.order.length * g.cellH - s.scrollTop);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(x, 0, w, bottom);
+  ctx.clip();
+  ctx.globalAlpha = 0.35;
+  ctx.fillStyle = ink.bg;
+  ctx.fillRect(x, 0, w, bottom);
+  ctx.globalAlpha = 0.8;
+  ctx.strokeStyle = ink.bg;
+  ctx.lineWidth = 1.5;
+  ctx.beginPath();
+  for (let d = -bottom; d < w; d += 6) {
+    ctx.moveTo(x + d, bottom);
+    ctx.lineTo(x + d + bottom, 0);
+  }
+  ctx.stroke();
+  ctx.restore();
+}
+
 function paintHover(s: Scene, ink: Ink, hv: Hit): void {
   const span = columnsX(s, hv.col, hv.col);
   if (!span) return;
@@ -320,6 +351,7 @@ export function paintOverlay(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
   const top = s.scrollTop;
   const ink: Ink = { ctx, g, fg: cssVar("--gh-fg", "#212121"), bg: cssVar("--gh-bg", "#ffffff"), rowY: (pos) => pos * g.cellH - top };
+  if (s.h) paintIncomplete(s, ink, s.h);
   if (s.highlight) paintHighlight(s, ink, s.highlight);
   if (s.selection) paintSelection(s, ink, s.selection);
   if (s.hover && s.h && !s.brush) paintHover(s, ink, s.hover);

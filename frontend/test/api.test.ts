@@ -218,6 +218,14 @@ describe("parseHeatmap", () => {
     expect(h.steps).toEqual([2n ** 60n, 2n ** 60n + 1n, 2n ** 60n + 2n]);
   });
 
+  it("reads an incomplete last step, only as the last column", () => {
+    const incomplete = { step: 20, step_text: "20", layers: 1, layers_before: 2 };
+    expect(parseHeatmap({ ...HEATMAP, incomplete }).incomplete).toEqual({ step: 20n, layers: 1, layers_before: 2 });
+    expect(parseHeatmap({ ...HEATMAP, incomplete: { ...incomplete, step: 10, step_text: "10" } }).incomplete).toBeNull();
+    expect(parseHeatmap({ ...HEATMAP, incomplete: null }).incomplete).toBeNull();
+    expect(parseHeatmap(HEATMAP).incomplete).toBeNull();
+  });
+
   it("treats an unknown scale as linear", () => {
     expect(parseHeatmap({ ...HEATMAP, scale: "symlog" }).scale).toBe("linear");
     expect(parseHeatmap({ ...HEATMAP, scale: "log" }).scale).toBe("log");

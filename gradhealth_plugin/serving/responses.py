@@ -172,6 +172,22 @@ def _health_quality(status: np.ndarray) -> np.ndarray:
     return np.where(status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
 
 
+def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[dict]:
+    """The last step while its layers disagree: fewer rows have data there than at the step before.
+
+    A writer flushes a step's summaries one by one, so a step read mid-write holds
+    only some layers; the tab marks that column rather than drawing holes. None
+    when the last step has as many rows as the one before (or there is no step before).
+    """
+    if has_data.shape[1] < 2:
+        return None
+    rows = has_data[:, -2:].sum(axis=0)
+    if rows[1] >= rows[0]:
+        return None
+    return {"step": int(steps[-1]), "step_text": step_text(steps[-1]), "layers": int(rows[1]),
+            "layers_before": int(rows[0])}
+
+
 def heatmap(rd: RunData, role: str, metric: str) -> dict:
     """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab."""
     steps = role_union_steps(rd, role)
@@ -182,9 +198,11 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
     rules = np.full((n_rows, n_cols), None, dtype=object)
     quality_codes: List[np.ndarray] = []
     cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
+    has_data = np.zeros((n_rows, n_cols), dtype=bool)
     for i, layer in enumerate(layers):
         rdata = layer.roles[role]
         cols = np.searchsorted(steps, rdata.table.steps)
+        has_data[i, cols] = True
         values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
         status[i, cols] = rdata.health.status
         rules[i, cols] = rdata.health.rule
@@ -210,6 +228,7 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         "quality_cells": cell_quality.tolist(),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
+        "incomplete": incomplete_last_step(has_data, steps),
     }
 
 

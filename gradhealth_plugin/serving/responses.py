@@ -44,8 +44,9 @@ def step_texts(steps: np.ndarray) -> List[str]:
     return np.asarray(steps, dtype=np.int64).astype(str).tolist()
 
 
-# Evidence keys that hold a step or a list of steps (the others hold values, counts or intervals).
-_EVIDENCE_STEP_KEYS = ("step", "first_step", "last_step", "onset_after", "spike_steps")
+# Keys of a finding's JSON and its evidence that hold a step or a list of steps (the others
+# hold values, counts or intervals).
+_FINDING_STEP_KEYS = ("step", "first_step", "last_step", "onset_after", "spike_steps")
 
 
 def _is_step(v) -> bool:
@@ -61,9 +62,9 @@ def with_step_texts(obj):
     out = {}
     for key, value in obj.items():
         out[key] = with_step_texts(value)
-        if key in _EVIDENCE_STEP_KEYS and _is_step(value):
+        if key in _FINDING_STEP_KEYS and _is_step(value):
             out[f"{key}_text"] = step_text(value)
-        elif key in _EVIDENCE_STEP_KEYS and isinstance(value, list) and all(map(_is_step, value)):
+        elif key in _FINDING_STEP_KEYS and isinstance(value, list) and all(map(_is_step, value)):
             out[f"{key}_text"] = [step_text(v) for v in value]
     return out
 
@@ -336,4 +337,4 @@ def cli_run(summary: dict) -> dict:
 
 def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:
     """``gradhealth report --format json``: the runs and every finding."""
-    return {"runs": [cli_run(s) for s in summaries], "findings": [f.to_json() for f in found]}
+    return {"runs": [cli_run(s) for s in summaries], "findings": [with_step_texts(f.to_json()) for f in found]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from typing import Callable, Dict, List, Optional, Sequence
 
 from tensorboard import context as tb_context
@@ -91,12 +92,24 @@ def _role(request) -> Optional[str]:
     return _choice(request, "role", tags_lib.ROLES) if request.args.get("role") else None
 
 
+# A step as the routes take it: an optional '-' and ASCII digits, nothing else. Python's
+# int() would also take " 5", "1_000", "+5" and other scripts' digits ("５").
+_STEP_PATTERN = re.compile(r"-?[0-9]+")
+# TensorBoard records steps as signed 64-bit integers.
+_STEP_RANGE = (-(2 ** 63), 2 ** 63 - 1)
+
+
 def _int_param(request, name: str) -> int:
     raw = _param(request, name)
-    try:
-        return int(raw)
-    except ValueError:
-        raise errors.InvalidArgumentError(f"{name} must be an integer step; got {raw!r}") from None
+    shown = raw if len(raw) <= 40 else raw[:40] + "..."
+    if not _STEP_PATTERN.fullmatch(raw):
+        raise errors.InvalidArgumentError(
+            f"{name} must be an integer step (ASCII digits, optionally after '-'); got {shown!r}")
+    # Well formed but no step TensorBoard can record: found nowhere. Length first, as int()
+    # of thousands of digits is slow (and refused past 4,300).
+    if len(raw.lstrip("-").lstrip("0")) > 19 or not _STEP_RANGE[0] <= int(raw) <= _STEP_RANGE[1]:
+        raise errors.NotFoundError(f"no step {shown}: TensorBoard's steps lie between -2**63 and 2**63-1")
+    return int(raw)
 
 
 class GradHealthPlugin(base_plugin.TBPlugin):

@@ -114,7 +114,7 @@ def test_a_cell_shows_the_histogram_written_nearest_in_time_with_its_own_step(tw
     for step, epoch in ((5, 0), (295, 5), (105, 1), (145, 2)):
         role = client.ok("/cell", run="run", layer=LAYER, step=step, role="gradient")["roles"]["gradient"]
         assert role["histogram_axis"] == "other"
-        assert role["histogram_step"] == epoch, step
+        assert role["histogram_step"] == epoch and role["histogram_step_text"] == str(epoch), step
         assert role["histogram_seconds_from_step"] == pytest.approx(
             epoch_walls[epoch] - (1000.0 + step * SECONDS_PER_ITER), abs=1e-3)
         assert role["histogram"], "the nearest histogram is shown"

@@ -105,12 +105,12 @@ def server_logdir(tmp_path_factory):
     return logdir
 
 
-@pytest.fixture(scope="module")
-def server(server_logdir):
-    logdir = server_logdir
+def _serve(logdir: pathlib.Path, ready):
+    """A TensorBoard process on `logdir` until the generator is closed; yields its base URL once
+    `ready(runs)` holds for the gradhealth runs it serves (run name -> summary)."""
     port = _free_port()
     exe = pathlib.Path(sys.executable).with_name("tensorboard")
-    log = open(logdir.parent / "tensorboard.log", "wb")
+    log = open(logdir.parent / f"tensorboard-{logdir.name}.log", "wb")
     proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir)],
                             stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -122,8 +122,7 @@ def server(server_logdir):
             try:
                 listing = _get(f"{base}/data/plugins_listing")
                 runs = {r["run"]: r for r in _get(f"{base}/data/plugin/gradhealth/runs")["runs"]}
-                if "gradhealth" in listing and runs.get(RUN, {}).get("steps_kept") == len(STEPS) and XSS_RUN in runs \
-                        and WEIGHTS_RUN in runs:
+                if "gradhealth" in listing and ready(runs):
                     break
             except OSError:
                 pass
@@ -139,6 +138,12 @@ def server(server_logdir):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(server_logdir):
+    yield from _serve(server_logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == len(STEPS)
+                      and XSS_RUN in runs and WEIGHTS_RUN in runs)
 
 
 @pytest.fixture(scope="module")
@@ -488,4 +493,156 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
 
 
 def test_no_console_errors(tab):
+    assert tab.errors == []
+
+
+# --------------------------------------------------------------------------- extreme numbers
+
+# Steps past 2^53, which JavaScript's numbers cannot tell apart (2^60 + 1 reads as 2^60).
+BIG = 2 ** 60
+BIG_RUN = "huge_steps"
+BIG_STEPS = [BIG + k for k in range(5)]
+# Bucket edges at the ends of the doubles, and subnormal ones.
+EDGES_RUN = "extreme_edges"
+WIDE = "wide/kernel"
+TINY = "tiny/kernel"
+WIDE_BUCKETS = [[-1.7e308, 0.0, 4.0], [0.0, 1.7e308, 6.0]]
+TINY_BUCKETS = [[5e-324, 1e-323, 3.0], [1e-323, 1.5e-323, 5.0], [1.5e-323, 2e-323, 2.0]]
+# A last step that 3 of 8 layers have so far: a writer caught mid-flush.
+PARTIAL_RUN = "partial"
+PARTIAL_STEPS = [0, 10, 20, 30]
+
+
+def _write_extreme_logdir(root: pathlib.Path) -> None:
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    rng = np.random.default_rng(3)
+    write_run(root / BIG_RUN, [event(step, *[hist_value(f"gradients/{name}", normal_buckets(rng))
+                                             for name in ("a/kernel", "b/kernel")])
+                               for step in BIG_STEPS])
+    write_run(root / EDGES_RUN, [event(step, hist_value(f"gradients/{WIDE}", WIDE_BUCKETS),
+                                       hist_value(f"gradients/{TINY}", TINY_BUCKETS)) for step in range(5)])
+    write_run(root / PARTIAL_RUN, [
+        event(step, *[hist_value(f"gradients/l{i}/kernel", normal_buckets(rng))
+                      for i in range(3 if step == PARTIAL_STEPS[-1] else 8)])
+        for step in PARTIAL_STEPS])
+
+
+@pytest.fixture(scope="module")
+def extreme_server(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("extreme_logdir")
+    _write_extreme_logdir(logdir)
+    yield from _serve(logdir, lambda runs: runs.get(BIG_RUN, {}).get("steps_kept") == len(BIG_STEPS)
+                      and runs.get(EDGES_RUN, {}).get("steps_kept") == 5
+                      and runs.get(PARTIAL_RUN, {}).get("steps_kept") == len(PARTIAL_STEPS))
+
+
+@pytest.fixture
+def extreme_tab(extreme_server, browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    t = Tab(page, extreme_server)
+    t.responses = []
+    page.on("response", lambda r: t.responses.append((r.status, r.url)) if "/data/plugin/gradhealth/" in r.url else None)
+    yield t
+    page.close()
+
+
+# Every attribute of every SVG element in the detail panel that is not a finite number where one belongs.
+BAD_SVG_ATTRIBUTES = """() => {
+    const bad = [];
+    for (const node of document.querySelectorAll(".gh-detail svg, .gh-detail svg *")) {
+        for (const a of node.attributes) {
+            if (/NaN|Infinity/.test(a.value)) bad.push(`<${node.tagName} ${a.name}="${a.value.slice(0, 80)}">`);
+        }
+    }
+    return bad;
+}"""
+
+
+def test_steps_past_2_53_are_drawn_and_opened_exactly(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={BIG_RUN}")
+    assert tab.ui.locator(".gh-hm-body").first.is_visible()
+    assert "5 steps" in tab.ui.locator(".gh-summary").text_content()
+    # Each of the five steps has its own painted column.
+    texts = [str(s) for s in BIG_STEPS]
+    xs = [tab.cell_point("a/kernel", t)[0] for t in texts]
+    assert all(b - a > 20 for a, b in zip(xs, xs[1:])), xs
+    for t in texts:
+        assert tab.pixel(".gh-hm-body", "a/kernel", t)[3] == 255, t
+    # The axis names the steps themselves, not their rounded doubles.
+    target = texts[1]
+    x, y = tab.cell_point("b/kernel", target)
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    assert "1,152,921,504,606,846,977" in tip.text_content()
+    tab.page.mouse.click(x, y)
+    detail = tab.ui.locator(".gh-detail")
+    detail.wait_for(state="visible", timeout=5000)
+    tab.ui.locator(".gh-detail h3", has_text="Histogram at step 1,152,921,504,606,846,977").wait_for(timeout=5000)
+    bars = detail.locator("rect.gh-bar")
+    bars.first.wait_for(timeout=5000)
+    assert bars.count() == len(_cell(tab.base, BIG_RUN, "b/kernel", target)["histogram"])
+    detail.locator("path.gh-series").wait_for(timeout=5000)
+    cells = [url for status, url in tab.responses if "/cell?" in url]
+    assert any(f"step={target}" in url for url in cells), cells
+    assert not [(status, url) for status, url in tab.responses if status != 200]
+    hash_ = urllib.parse.unquote(tab.page.url.split("#", 1)[1])
+    assert f"p.gradhealth.step={target}" in hash_
+    # The next logged step is the next integer, not the next double.
+    detail.get_by_role("button", name="next step").click()
+    tab.ui.locator(".gh-detail h3", has_text="Histogram at step 1,152,921,504,606,846,978").wait_for(timeout=5000)
+    assert tab.frame.evaluate(BAD_SVG_ATTRIBUTES) == []
+    assert tab.errors == []
+
+
+def test_extreme_bucket_edges_draw_finite_charts(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={EDGES_RUN}")
+    detail = tab.ui.locator(".gh-detail")
+    for layer, buckets in ((WIDE, WIDE_BUCKETS), (TINY, TINY_BUCKETS)):
+        x, y = tab.cell_point(layer, 2)
+        tab.page.mouse.click(x, y)
+        tab.ui.locator(".gh-detail .gh-detail-title", has_text=layer).wait_for(timeout=5000)
+        sync_api.expect(detail.locator("rect.gh-bar")).to_have_count(len(buckets), timeout=5000)
+        # The series on a log scale (max |x|), then on a linear one (mean).
+        for metric in ("max_abs", "mean"):
+            detail.locator("select").select_option(metric)
+            title = f"{metric.replace('_', ' ')} over steps"
+            detail.locator("svg.gh-chart > title", has_text=title).wait_for(state="attached", timeout=5000)
+            assert detail.locator("path.gh-series").count() == 1
+            assert tab.frame.evaluate(BAD_SVG_ATTRIBUTES) == [], (layer, metric)
+    assert tab.errors == []
+
+
+def test_a_partly_written_last_step_is_hatched_with_a_note(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={PARTIAL_RUN}")
+    last, before = PARTIAL_STEPS[-1], PARTIAL_STEPS[-2]
+    assert "(incomplete)" in tab.ui.locator(".gh-summary").text_content()
+    overlay = ".gh-hm-overlay"
+    # The missing layers' cells in the last column are hatched, earlier columns are not.
+    assert tab.pixel(overlay, "l7/kernel", before)[3] == 0
+    hatched = tab.frame.evaluate(
+        """([l, s]) => {
+            const c = window.__gradhealth.cellCenter(l, s);
+            const canvas = document.querySelector(".gh-hm-overlay");
+            const r = canvas.getBoundingClientRect();
+            const k = canvas.width / r.width;
+            const x0 = Math.floor((c.x - r.left - 4) * k), y0 = Math.floor((c.y - r.top - 4) * k);
+            const d = canvas.getContext("2d").getImageData(x0, y0, Math.ceil(8 * k), Math.ceil(8 * k)).data;
+            let painted = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) painted++;
+            return painted;
+        }""", ["l7/kernel", last])
+    assert hatched > 0
+    x, y = tab.cell_point("l7/kernel", last)
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    assert "3 of 8 layers so far" in tip.text_content()
+    x, y = tab.cell_point("l0/kernel", before)
+    tab.page.mouse.move(x, y)
+    tab.frame.wait_for_function("!document.querySelector('.gh-tooltip').textContent.includes('layers so far')")
     assert tab.errors == []

@@ -260,7 +260,7 @@ def test_series_shape(client):
     assert body["status_names"] == STATUS_NAMES
     assert set(body["series"]) == {"gradient", "weight"}
     for role, s in body["series"].items():
-        assert set(s) == {"steps", "values", "quality", "status"}
+        assert set(s) == {"steps", "steps_text", "values", "quality", "status"}
         n = len(s["steps"])
         assert len(s["values"]) == len(s["quality"]) == len(s["status"]) == n
         assert all(q in metrics.QUALITY_NAMES for q in s["quality"])

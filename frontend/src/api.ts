@@ -2,6 +2,8 @@
 // <base href="plugin/gradhealth/"> resolves them under /data/plugin/gradhealth/.
 
 import { ApiError, isRecord, malformed } from "./json";
+import { stepField, stepListField } from "./steps";
+import type { Step } from "./steps";
 import { isSeverity, mildestSeverity, parseVocabulary, statusNames } from "./vocabulary";
 import type { Vocabulary } from "./vocabulary";
 
@@ -31,7 +33,7 @@ export interface RunInfo {
   scalars: Record<string, string[]>;
   unclassified: string[];
   steps_kept: number;
-  last_step: number | null;
+  last_step: Step | null;
   /** Steps the writers logged (largest over the rows); more than kept when TensorBoard sampled. */
   steps_logged: number | null;
   /** What TensorBoard's sampling dropped in this run; null when it kept every logged step. */
@@ -67,12 +69,21 @@ export interface RunsResponse {
   config_problems: string[];
 }
 
+/** The heatmap's last step while the writer is still writing it: fewer layers have it than the step before. */
+export interface Incomplete {
+  step: Step;
+  /** Rows with data at that step, and at the step before. */
+  layers: number;
+  layers_before: number;
+}
+
 export interface Heatmap {
   run: string;
   role: string;
   metric: string;
   layers: string[];
-  steps: number[];
+  /** Ascending and exact (see steps.ts). */
+  steps: Step[];
   values: (number | null)[][];
   status: number[][];
   status_names: string[];
@@ -84,6 +95,7 @@ export interface Heatmap {
   quality_names: string[];
   /** Per row, how its role was decided (rule, convention, pairing, name, fallback). */
   decided_by: string[];
+  incomplete: Incomplete | null;
 }
 
 export interface Finding {
@@ -91,8 +103,8 @@ export interface Finding {
   kind: string;
   severity: Severity;
   layers: string[];
-  first_step: number;
-  last_step: number;
+  first_step: Step;
+  last_step: Step;
   message: string;
   advice: string;
   evidence: Record<string, unknown>;
@@ -124,7 +136,7 @@ export interface CellRole {
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
   /** The histogram's step on its own axis; "other" when that axis is not the row's (per epoch, say). */
-  histogram_step: number | null;
+  histogram_step: Step | null;
   histogram_axis: "row" | "other" | null;
   /** Seconds the histogram was written after the row's step (another axis only). */
   histogram_seconds_from_step: number | null;
@@ -137,12 +149,12 @@ export interface CellRole {
 export interface Cell {
   run: string;
   layer: string;
-  step: number;
+  step: Step;
   roles: Record<string, CellRole>;
 }
 
 export interface SeriesRole {
-  steps: number[];
+  steps: Step[];
   values: (number | null)[];
   quality: string[];
   status: number[];
@@ -269,7 +281,7 @@ export function parseRuns(body: unknown): RunsResponse {
       scalars: isRecord(r.scalars) ? (r.scalars as Record<string, string[]>) : {},
       unclassified: stringArray(r.unclassified),
       steps_kept: typeof r.steps_kept === "number" ? r.steps_kept : 0,
-      last_step: typeof r.last_step === "number" ? r.last_step : null,
+      last_step: stepField(r, "last_step"),
       steps_logged: typeof r.steps_logged === "number" ? r.steps_logged : null,
       sampling: parseSampling(r.sampling),
       worst_severity: severity(r.worst_severity),
@@ -294,18 +306,19 @@ function isCell(v: unknown): v is number | null {
  */
 export function parseHeatmap(body: unknown): Heatmap {
   if (!isRecord(body)) throw malformed("heatmap is not an object");
-  const { layers, steps, values } = body;
+  const { layers, values } = body;
   if (!Array.isArray(layers) || !layers.every((l) => typeof l === "string")) {
     throw malformed("heatmap.layers must be a list of names");
   }
-  if (!Array.isArray(steps) || !steps.every((s) => typeof s === "number")) {
-    throw malformed("heatmap.steps must be a list of numbers");
+  const exact = stepListField(body, "steps");
+  if (exact === null) {
+    throw malformed("heatmap.steps must be a list of integer steps");
   }
-  if (!steps.every((s: number, i) => i === 0 || s > (steps[i - 1] as number))) {
+  if (!exact.every((s, i) => i === 0 || s > exact[i - 1])) {
     throw malformed("heatmap.steps must be strictly ascending");
   }
   const rows = layers.length;
-  const cols = steps.length;
+  const cols = exact.length;
   // Plain loops: a large heatmap has millions of cells and this runs on every load.
   const grid = <T>(name: string, v: unknown, ok: (x: unknown) => x is T): T[][] => {
     if (!Array.isArray(v) || v.length !== rows) {
@@ -343,7 +356,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     role: typeof body.role === "string" ? body.role : "",
     metric: typeof body.metric === "string" ? body.metric : "",
     layers: layers as string[],
-    steps: steps as number[],
+    steps: exact,
     values: vals,
     status,
     status_names: names.length > 0 ? names : statusNames(),
@@ -353,7 +366,17 @@ export function parseHeatmap(body: unknown): Heatmap {
     quality_cells: qualityCells,
     quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
     decided_by: decidedBy(body.decided_by, rows),
+    incomplete: parseIncomplete(body.incomplete, exact),
   };
+}
+
+/** The server's incomplete last step, kept only when it is the heatmap's last column. */
+function parseIncomplete(v: unknown, steps: readonly Step[]): Incomplete | null {
+  if (!isRecord(v)) return null;
+  const step = stepField(v, "step");
+  if (step === null || step !== steps[steps.length - 1]) return null;
+  const n = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0);
+  return { step, layers: n(v.layers), layers_before: n(v.layers_before) };
 }
 
 /** One entry per row; rows the server says nothing about count as decided by convention. */
@@ -378,8 +401,8 @@ export function parseFindings(body: unknown): FindingsResponse {
       kind: f.kind,
       severity: severity(f.severity) ?? mildestSeverity(),
       layers: stringArray(f.layers),
-      first_step: num(f.first_step) ?? 0,
-      last_step: num(f.last_step) ?? num(f.first_step) ?? 0,
+      first_step: stepField(f, "first_step") ?? 0n,
+      last_step: stepField(f, "last_step") ?? stepField(f, "first_step") ?? 0n,
       message: typeof f.message === "string" ? f.message : "",
       advice: typeof f.advice === "string" ? f.advice : "",
       evidence: isRecord(f.evidence) ? f.evidence : {},
@@ -426,7 +449,7 @@ export function parseCell(body: unknown): Cell {
       rule: typeof r.rule === "string" ? r.rule : null,
       metrics,
       histogram: parseBuckets(r.histogram),
-      histogram_step: num(r.histogram_step),
+      histogram_step: stepField(r, "histogram_step"),
       histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,
       histogram_seconds_from_step: num(r.histogram_seconds_from_step),
       steps_kept: num(r.steps_kept),
@@ -437,7 +460,7 @@ export function parseCell(body: unknown): Cell {
   return {
     run: typeof body.run === "string" ? body.run : "",
     layer: typeof body.layer === "string" ? body.layer : "",
-    step: num(body.step) ?? 0,
+    step: stepField(body, "step") ?? 0n,
     roles,
   };
 }
@@ -447,10 +470,12 @@ export function parseSeries(body: unknown): Series {
   const series: Record<string, SeriesRole> = {};
   for (const [name, s] of Object.entries(body.series)) {
     if (!isRecord(s) || !Array.isArray(s.steps) || !Array.isArray(s.values)) continue;
-    const n = s.steps.length;
+    const steps = stepListField(s, "steps");
+    if (steps === null) throw malformed(`series.${name}.steps must be a list of integer steps`);
+    const n = steps.length;
     if (s.values.length !== n) throw malformed(`series.${name}: steps and values differ in length`);
     series[name] = {
-      steps: s.steps.map((x) => (typeof x === "number" ? x : 0)),
+      steps,
       values: s.values.map((x) => num(x)),
       quality: Array.isArray(s.quality) && s.quality.length === n ? stringArray(s.quality) : new Array<string>(n).fill(""),
       status: Array.isArray(s.status) && s.status.length === n ? s.status.map((x) => (typeof x === "number" ? x : 0)) : new Array<number>(n).fill(1),
@@ -500,8 +525,8 @@ export async function fetchFindings(run: string, fetchFn?: FetchLike): Promise<F
   return parseFindings(await getJson("findings", { run }, fetchFn));
 }
 
-export async function fetchCell(run: string, layer: string, step: number, role: string, fetchFn?: FetchLike): Promise<Cell> {
-  return parseCell(await getJson("cell", { run, layer, step: String(step), role }, fetchFn));
+export async function fetchCell(run: string, layer: string, step: Step, role: string, fetchFn?: FetchLike): Promise<Cell> {
+  return parseCell(await getJson("cell", { run, layer, step: step.toString(), role }, fetchFn));
 }
 
 export async function fetchSeries(run: string, layer: string, metric: string, role: string, fetchFn?: FetchLike): Promise<Series> {

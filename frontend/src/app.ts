@@ -15,12 +15,13 @@ import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView } from "./heatmap";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
-import type { StepRange } from "./layout";
 import { buildLegend } from "./legend";
 import { code, howToLog, noRolesMessage, paragraph, setMessage } from "./messages";
 import { FindingsList, RunList, worstRun } from "./panels";
 import { orderRows, rowSeverity } from "./rows";
 import { persistState, readState, sameState } from "./state";
+import { parseStep } from "./steps";
+import type { Step } from "./steps";
 import { Store } from "./store";
 import type { HeatmapPair } from "./store";
 import { Toolbar } from "./toolbar";
@@ -31,7 +32,7 @@ const POLL_MS = 30_000;
 const MIN_REFRESH_GAP_MS = 3_000;
 
 /** Steps at which a heatmap row has data. */
-function rowSteps(h: Heatmap, layer: string): number[] {
+function rowSteps(h: Heatmap, layer: string): Step[] {
   const i = h.layers.indexOf(layer);
   if (i < 0) return [];
   return h.steps.filter((_, j) => statusName(h.status[i][j], h.status_names) !== "no_data");
@@ -42,7 +43,7 @@ function summaryText(h: Heatmap): string {
   return [
     `${h.layers.length} layers`,
     `${h.steps.length} steps`,
-    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}` : "",
+    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
     h.quality && h.metric !== "health" ? `${h.quality} values` : "",
   ]
     .filter(Boolean)
@@ -115,7 +116,7 @@ export class App {
       this.tooltip,
       {
         select: (layer, step) => this.selectCell(layer, step, index),
-        zoom: (range) => this.setZoom(range),
+        zoom: (zoom) => this.setZoom(zoom),
         scrolled: (top) => this.syncScroll(index, top),
       },
       () => (this.state.compare ? (this.store.heatmaps[index]?.run ?? "") : ""),
@@ -382,7 +383,7 @@ export class App {
     const da = heatmapDomain(a);
     const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;
     this.legendSlot.replaceChildren(buildLegend(a.metric, a.scale, shared, b !== null));
-    const zoom = this.zoomRange();
+    const zoom = this.state.zoom;
     this.views[1].root.hidden = b === null;
     this.views[0].setCaption(b ? a.run : "");
     // Layout reads the container width, so the compare view is shown first.
@@ -407,20 +408,17 @@ export class App {
     this.persist();
   }
 
-  private zoomRange(): StepRange | null {
-    return this.state.zoom ? { lo: this.state.zoom[0], hi: this.state.zoom[1] } : null;
-  }
-
-  private setZoom(range: StepRange | null): void {
-    this.state.zoom = range ? [Math.round(range.lo * 100) / 100, Math.round(range.hi * 100) / 100] : null;
-    for (const v of this.views) v.setZoom(this.zoomRange());
+  /** Zooms every view to a window of whole steps (null: every step). */
+  private setZoom(zoom: [Step, Step] | null): void {
+    this.state.zoom = zoom;
+    for (const v of this.views) v.setZoom(zoom);
     this.toolbar.setZoomed(this.state.zoom !== null);
     this.persist();
   }
 
   // ---- selection --------------------------------------------------------------------
 
-  private selectCell(layer: string, step: number, view: 0 | 1): void {
+  private selectCell(layer: string, step: Step, view: 0 | 1): void {
     const compared = this.store.heatmaps[1];
     if (view === 1 && compared) {
       // A click in the compared run opens that run.
@@ -550,9 +548,13 @@ export class App {
 
   // ---- hooks for the browser tests and the benchmark ---------------------------------
 
-  /** Client coordinates of a cell's centre in the main heatmap (null when not shown). */
-  cellCenter(layer: string, step: number, view: 0 | 1 = 0): { x: number; y: number } | null {
-    return this.views[view].cellCenter(layer, step);
+  /**
+   * Client coordinates of a cell's centre in the main heatmap (null when not shown).
+   * The step may be a decimal string: a test names steps past 2^53 exactly that way.
+   */
+  cellCenter(layer: string, step: Step | number | string, view: 0 | 1 = 0): { x: number; y: number } | null {
+    const s = typeof step === "bigint" ? step : parseStep(step);
+    return s === null ? null : this.views[view].cellCenter(layer, s);
   }
 
   /** Rebuilds and repaints the heatmaps from the loaded data, synchronously. */
@@ -560,9 +562,11 @@ export class App {
     this.drawHeatmaps();
   }
 
-  /** Zooms to a step window (null: every step), as a brush would. */
-  zoomTo(range: [number, number] | null): void {
-    this.setZoom(range ? { lo: range[0], hi: range[1] } : null);
+  /** Zooms to a window of whole steps (numbers or decimal strings; null: every step), as a brush would. */
+  zoomTo(range: [number | string, number | string] | null): void {
+    const lo = range ? parseStep(range[0]) : null;
+    const hi = range ? parseStep(range[1]) : null;
+    this.setZoom(lo !== null && hi !== null && hi > lo ? [lo, hi] : null);
   }
 
   get viewState(): ViewState {

@@ -13,6 +13,7 @@ import { findingsFor, findingSpans, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
 import { roleGuessBox } from "./role_guess";
+import type { Step } from "./steps";
 import { kindLabel, kindMetric } from "./vocabulary";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
@@ -21,9 +22,9 @@ export interface DetailTarget {
   run: string;
   layer: string;
   role: string;
-  step: number;
+  step: Step;
   /** Steps at which this layer has data in the heatmap, ascending. */
-  steps: number[];
+  steps: Step[];
   /** The heatmap's metric; health picks a metric that fits the cell's rule. */
   metric: string;
   rule: string | null;
@@ -34,13 +35,13 @@ export interface DetailTarget {
 }
 
 export interface DetailEvents {
-  step(step: number): void;
+  step(step: Step): void;
   close(): void;
 }
 
 /** Where the panel gets its data (the store, which caches it). */
 export interface DetailData {
-  cell(run: string, layer: string, role: string, step: number): Promise<Cell>;
+  cell(run: string, layer: string, role: string, step: Step): Promise<Cell>;
   seriesOf(run: string, layer: string, role: string, metric: string): Promise<Series>;
 }
 
@@ -147,11 +148,11 @@ export class DetailPanel {
     this.drawSeries();
   }
 
-  private neighbours(): { prev: number | null; next: number | null } {
+  private neighbours(): { prev: Step | null; next: Step | null } {
     const t = this.target;
     if (!t) return { prev: null, next: null };
-    let prev: number | null = null;
-    let next: number | null = null;
+    let prev: Step | null = null;
+    let next: Step | null = null;
     for (const s of t.steps) {
       if (s < t.step) prev = s;
       else if (s > t.step) {
@@ -176,7 +177,7 @@ export class DetailPanel {
     if (s !== null) this.events.step(s);
   }
 
-  private cell(step: number): Promise<Cell> {
+  private cell(step: Step): Promise<Cell> {
     const t = this.target as DetailTarget;
     return this.data.cell(t.run, t.layer, t.role, step);
   }

@@ -3,6 +3,8 @@
 
 import type { Finding } from "./api";
 import { isRecord } from "./json";
+import { compareSteps, jsonWithSteps, parseStep, stepField } from "./steps";
+import type { Step } from "./steps";
 import { kindIndex, severityRank } from "./vocabulary";
 
 /** Most severe first, then earliest, then the backend's kind order; stable. */
@@ -12,7 +14,7 @@ export function sortFindings(findings: readonly Finding[]): Finding[] {
     .sort(
       (a, b) =>
         severityRank(b.f.severity) - severityRank(a.f.severity) ||
-        a.f.first_step - b.f.first_step ||
+        compareSteps(a.f.first_step, b.f.first_step) ||
         kindIndex(a.f.kind) - kindIndex(b.f.kind) ||
         a.i - b.i,
     )
@@ -28,29 +30,27 @@ export function findingId(f: Finding): string {
  * Step span per layer: the layer's own span from evidence.layers when the
  * backend gives one, the finding's span otherwise.
  */
-export function findingSpans(f: Finding): Map<string, [number, number]> {
+export function findingSpans(f: Finding): Map<string, [Step, Step]> {
   const perLayer = isRecord(f.evidence.layers) ? f.evidence.layers : {};
-  const out = new Map<string, [number, number]>();
+  const out = new Map<string, [Step, Step]>();
   for (const layer of f.layers) {
     const e = perLayer[layer];
-    if (isRecord(e) && typeof e.first_step === "number" && typeof e.last_step === "number") {
-      out.set(layer, [e.first_step, e.last_step]);
-    } else {
-      out.set(layer, [f.first_step, f.last_step]);
-    }
+    const first = isRecord(e) ? stepField(e, "first_step") : null;
+    const last = isRecord(e) ? stepField(e, "last_step") : null;
+    out.set(layer, first !== null && last !== null ? [first, last] : [f.first_step, f.last_step]);
   }
   return out;
 }
 
 /** Steps at which a spike finding marks a layer. */
-export function spikeSteps(f: Finding, layer: string): number[] {
+export function spikeSteps(f: Finding, layer: string): Step[] {
   if (f.kind !== "spike" && f.kind !== "periodic_spikes") return [];
   const perLayer = isRecord(f.evidence.layers) ? f.evidence.layers : {};
   const e = perLayer[layer];
-  if (isRecord(e) && Array.isArray(e.spike_steps)) {
-    return e.spike_steps.filter((s): s is number => typeof s === "number");
-  }
-  if (isRecord(e) && typeof e.step === "number") return [e.step];
+  const listed = isRecord(e) ? (Array.isArray(e.spike_steps_text) ? e.spike_steps_text : e.spike_steps) : null;
+  if (Array.isArray(listed)) return listed.map(parseStep).filter((s): s is Step => s !== null);
+  const one = isRecord(e) ? stepField(e, "step") : null;
+  if (one !== null) return [one];
   return f.layers.includes(layer) ? [f.first_step] : [];
 }
 
@@ -72,6 +72,7 @@ export const CSV_COLUMNS = [
 export function csvCell(v: unknown): string {
   if (v === null || v === undefined) return "";
   if (typeof v === "number") return Number.isFinite(v) ? String(v) : "";
+  if (typeof v === "bigint") return v.toString();
   let s = typeof v === "string" ? v : String(v);
   if (/^[=+\-@\t\r]/.test(s)) s = `'${s}`;
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
@@ -90,7 +91,8 @@ export function findingsCsv(findings: readonly Finding[]): string {
 }
 
 export function findingsJson(run: string, findings: readonly Finding[]): string {
-  return JSON.stringify({ run, findings }, null, 2) + "\n";
+  // Steps as the routes' exact decimal strings: a JSON number past 2^53 reads back rounded.
+  return jsonWithSteps({ run, findings }, 2) + "\n";
 }
 
 /** A file name from data: anything but letters, digits, dot, dash and underscore becomes "_". */

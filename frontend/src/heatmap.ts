@@ -15,6 +15,8 @@ import { el, measurer } from "./dom";
 import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, rowHeight, rowLabelWidth } from "./layout";
 import type { StepRange } from "./layout";
 import { buildCells } from "./model";
+import { offset, offsets } from "./steps";
+import type { Step } from "./steps";
 import { paintAxis, paintBody, paintOverlay, raster, ROW_FONT, spanX } from "./heatmap_paint";
 import type { Hit, Scene, Selection } from "./heatmap_paint";
 import { HeatmapPointer } from "./heatmap_pointer";
@@ -35,6 +37,7 @@ class ViewScene implements Scene {
   h: Heatmap | null = null;
   model: Scene["model"] = null;
   geo: Scene["geo"] = null;
+  origin: Step = 0n;
   edges: Float64Array = new Float64Array(1);
   full: StepRange = { lo: 0, hi: 1 };
   zoom: StepRange | null = null;
@@ -42,7 +45,7 @@ class ViewScene implements Scene {
   position = new Map<string, number>();
   labels = new Map<string, string>();
   selection: Selection | null = null;
-  highlight: Map<string, [number, number]> | null = null;
+  highlight: Map<string, [Step, Step]> | null = null;
   hover: Hit | null = null;
   brush: { x0: number; x1: number } | null = null;
   offscreen = document.createElement("canvas");
@@ -103,16 +106,23 @@ export class HeatmapView {
     return this.domain;
   }
 
-  /** New data, colour domain, row order and zoom; keeps selection and highlight. */
-  setData(h: Heatmap, domain: Domain | null, order: number[], zoom: StepRange | null): void {
+  /** New data, colour domain, row order and zoom window; keeps selection and highlight. */
+  setData(h: Heatmap, domain: Domain | null, order: number[], zoom: [Step, Step] | null): void {
     const s = this.scene;
-    s.zoom = zoom;
     s.h = h;
     this.domain = domain;
     s.model = buildCells(h, domain, s.model);
-    s.edges = columnEdges(h.steps);
+    // Positions from the first step: far from zero, neighbouring steps stay apart as doubles.
+    s.origin = h.steps[0] ?? 0n;
+    s.edges = columnEdges(offsets(h.steps, s.origin));
     s.full = h.steps.length > 0 ? fullRange(s.edges) : { lo: 0, hi: 1 };
+    s.zoom = this.toRange(zoom);
     this.setOrder(order);
+  }
+
+  /** A zoom window of exact steps as positions on this view's axis. */
+  private toRange(zoom: [Step, Step] | null): StepRange | null {
+    return zoom ? { lo: offset(zoom[0], this.scene.origin), hi: offset(zoom[1], this.scene.origin) } : null;
   }
 
   setOrder(order: number[]): void {
@@ -123,8 +133,8 @@ export class HeatmapView {
     this.layout();
   }
 
-  setZoom(range: StepRange | null): void {
-    this.scene.zoom = range;
+  setZoom(zoom: [Step, Step] | null): void {
+    this.scene.zoom = this.toRange(zoom);
     this.rasterDirty = true;
     this.paintAll();
   }
@@ -143,7 +153,7 @@ export class HeatmapView {
     this.paintOverlay();
   }
 
-  setHighlight(spans: Map<string, [number, number]> | null): void {
+  setHighlight(spans: Map<string, [Step, Step]> | null): void {
     this.scene.highlight = spans;
     this.paintOverlay();
   }
@@ -253,7 +263,7 @@ export class HeatmapView {
    * null when the layer or step is not shown. Used by the browser tests and the
    * benchmark to point at cells.
    */
-  cellCenter(layer: string, step: number): { x: number; y: number } | null {
+  cellCenter(layer: string, step: Step): { x: number; y: number } | null {
     const g = this.scene.geo;
     const pos = this.scene.position.get(layer);
     const span = spanX(this.scene, step, step);

@@ -5,6 +5,7 @@
 
 import type { CellRole } from "./api";
 import { formatStep } from "./format";
+import type { Step } from "./steps";
 
 export interface HistogramLabel {
   title: string;
@@ -20,7 +21,7 @@ function seconds(s: number): string {
 }
 
 /** The title and note for the histogram of `role` at the row's `step`. */
-export function histogramLabel(step: number, role: CellRole | undefined): HistogramLabel {
+export function histogramLabel(step: Step, role: CellRole | undefined): HistogramLabel {
   if (!role || role.histogram_axis !== "other" || role.histogram_step === null) {
     return { title: `Histogram at step ${formatStep(step)}`, note: "" };
   }
@@ -37,7 +38,7 @@ export function histogramLabel(step: number, role: CellRole | undefined): Histog
 }
 
 /** The outline's label: the previous row step, or, on another axis, the histogram's own step. */
-export function outlineLabel(prevStep: number, ghost: CellRole | undefined): string {
+export function outlineLabel(prevStep: Step, ghost: CellRole | undefined): string {
   if (ghost && ghost.histogram_axis === "other" && ghost.histogram_step !== null) {
     return `Outline: the histogram nearest to step ${formatStep(prevStep)} (its own step ${formatStep(ghost.histogram_step)}).`;
   }

@@ -5,6 +5,7 @@
 import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchVocabulary } from "./api";
 import type { Cell, Finding, Heatmap, RunInfo, Series } from "./api";
 import { sortFindings } from "./findings";
+import type { Step } from "./steps";
 import { errorText } from "./json";
 import { installVocabulary } from "./vocabulary";
 import type { Vocabulary } from "./vocabulary";
@@ -47,7 +48,9 @@ export class Store {
     const before = this.runsSignature;
     this.runs = runs;
     this.configProblems = config_problems;
-    this.runsSignature = JSON.stringify(runs.map((r) => [r.run, r.last_step, r.steps_kept, r.finding_counts, r.roles, r.error]));
+    this.runsSignature = JSON.stringify(
+      runs.map((r) => [r.run, String(r.last_step), r.steps_kept, r.finding_counts, r.roles, r.error]),
+    );
     return before !== this.runsSignature;
   }
 
@@ -82,7 +85,7 @@ export class Store {
   }
 
   /** A layer's cell at a step, fetched once until `invalidate`. */
-  cell(run: string, layer: string, role: string, step: number): Promise<Cell> {
+  cell(run: string, layer: string, role: string, step: Step): Promise<Cell> {
     return cached(this.cells, [run, layer, role, step], () => fetchCell(run, layer, step, role));
   }
 
@@ -99,7 +102,7 @@ export class Store {
 }
 
 /** The promise cached under `parts`, made by `load` when absent; a failure is not kept. */
-function cached<T>(cache: Map<string, Promise<T>>, parts: (string | number)[], load: () => Promise<T>): Promise<T> {
+function cached<T>(cache: Map<string, Promise<T>>, parts: (string | number | bigint)[], load: () => Promise<T>): Promise<T> {
   const key = parts.join("\u0000");
   let p = cache.get(key);
   if (!p) {

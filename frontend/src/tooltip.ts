@@ -2,7 +2,7 @@
 // its lines are set with textContent.
 
 import { cellQuality } from "./api";
-import type { Heatmap } from "./api";
+import type { Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { formatStep, formatValue, humanize } from "./format";
@@ -51,5 +51,11 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
     [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${humanize(rule)}` : "")],
   );
+  if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
+}
+
+/** Why the last column is hatched: the step is still being written. */
+export function incompleteText(inc: Incomplete): string {
+  return `${inc.layers} of ${inc.layers_before} layers so far; the writer may still be writing this step`;
 }

@@ -109,7 +109,9 @@ describe("parseRuns", () => {
     const { runs } = await fetchRuns(respond(200, JSON.stringify(body)));
     expect(runs[0].run).toBe("train");
     expect(runs[0].roles).toEqual(["gradient", "weight"]);
-    expect(runs[0].last_step).toBe(19);
+    expect(runs[0].last_step).toBe(19n);
+    const big = parseRuns({ runs: [{ run: "b", last_step: 1152921504606847000, last_step_text: "1152921504606846977" }] });
+    expect(big.runs[0].last_step).toBe(2n ** 60n + 1n);
   });
 
   it("fills missing optional fields", () => {
@@ -217,7 +219,27 @@ describe("parseHeatmap", () => {
     expect(() => parseHeatmap({ ...HEATMAP, values: [[1, 2, 3]] })).toThrow(/one row per layer/);
     expect(() => parseHeatmap({ ...HEATMAP, status: [[1, 1], [1, 1, 1]] })).toThrow(/status\[0\]/);
     expect(() => parseHeatmap({ ...HEATMAP, values: [["a", 1, 2], [1, 2, 3]] })).toThrow(ApiError);
-    expect(() => parseHeatmap({ ...HEATMAP, steps: ["0", "10", "20"] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps: ["a", "b", "c"] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps: [0, 10.5, 20] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps_text: ["0", "1e1", "20"] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps_text: ["0", "10"] })).toThrow(/one entry per step/);
+  });
+
+  it("reads steps past 2^53 exactly from their decimal twins", () => {
+    // As JSON.parse reads the server's numbers: 2^60 .. 2^60+2 all become 1152921504606847000.
+    const steps = [1152921504606847000, 1152921504606847000, 1152921504606847000];
+    const steps_text = ["1152921504606846976", "1152921504606846977", "1152921504606846978"];
+    expect(() => parseHeatmap({ ...HEATMAP, steps })).toThrow(/ascending/);
+    const h = parseHeatmap({ ...HEATMAP, steps, steps_text });
+    expect(h.steps).toEqual([2n ** 60n, 2n ** 60n + 1n, 2n ** 60n + 2n]);
+  });
+
+  it("reads an incomplete last step, only as the last column", () => {
+    const incomplete = { step: 20, step_text: "20", layers: 1, layers_before: 2 };
+    expect(parseHeatmap({ ...HEATMAP, incomplete }).incomplete).toEqual({ step: 20n, layers: 1, layers_before: 2 });
+    expect(parseHeatmap({ ...HEATMAP, incomplete: { ...incomplete, step: 10, step_text: "10" } }).incomplete).toBeNull();
+    expect(parseHeatmap({ ...HEATMAP, incomplete: null }).incomplete).toBeNull();
+    expect(parseHeatmap(HEATMAP).incomplete).toBeNull();
   });
 
   it("treats an unknown scale as linear", () => {
@@ -288,8 +310,11 @@ describe("findings, cell and series", () => {
         },
       },
     };
-    const c = await fetchCell("R", "d", 10, "gradient", respond(200, JSON.stringify(body), seen));
+    const c = await fetchCell("R", "d", 10n, "gradient", respond(200, JSON.stringify(body), seen));
     expect(seen).toEqual(["cell?run=R&layer=d&step=10&role=gradient"]);
+    expect(c.step).toBe(10n);
+    await fetchCell("R", "d", 2n ** 60n + 1n, "gradient", respond(200, JSON.stringify(body), seen));
+    expect(seen[1]).toBe("cell?run=R&layer=d&step=1152921504606846977&role=gradient");
     expect(c.roles.gradient.histogram).toEqual([[-1, 0, 3], [0, 1, 4]]);
     expect(c.roles.gradient.metrics.max_abs).toEqual({ value: 1e5, quality: "estimated" });
     expect(c.roles.gradient.metrics.mean.value).toBeNull();

@@ -32,7 +32,7 @@ describe("run badges", () => {
     expect(runBadge({ ...run("a", null), error: null }).text).toBe("healthy");
     expect(worstRun([failed, run("a", null)] as never)?.run).toBe("a");
     expect(runTitle({ ...failed, finding_counts: {}, last_step: null })).toBe(`b\n${error}`);
-    expect(runTitle({ run: "a", finding_counts: { warn: 2 }, last_step: 9, error: null })).toBe("a\n2 warn\nlast step 9");
+    expect(runTitle({ run: "a", finding_counts: { warn: 2 }, last_step: 9n, error: null })).toBe("a\n2 warn\nlast step 9");
   });
 
   it("summarises finding counts", () => {

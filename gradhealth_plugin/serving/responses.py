@@ -30,6 +30,45 @@ def nullable(values: np.ndarray) -> list:
     return out.tolist()
 
 
+def step_text(step: Optional[int]) -> Optional[str]:
+    """A step as decimal digits, the exact twin the routes send beside every step number.
+
+    JavaScript's numbers hold integers exactly only up to 2**53; TensorBoard's steps
+    go to 2**63, so the tab reads steps from these strings.
+    """
+    return None if step is None else str(int(step))
+
+
+def step_texts(steps: np.ndarray) -> List[str]:
+    """`step_text` of every step of an array."""
+    return np.asarray(steps, dtype=np.int64).astype(str).tolist()
+
+
+# Keys of a finding's JSON and its evidence that hold a step or a list of steps (the others
+# hold values, counts or intervals).
+_FINDING_STEP_KEYS = ("step", "first_step", "last_step", "onset_after", "spike_steps")
+
+
+def _is_step(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def with_step_texts(obj):
+    """A finding's JSON with a ``<key>_text`` twin beside each of its steps, in its evidence too."""
+    if isinstance(obj, list):
+        return [with_step_texts(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for key, value in obj.items():
+        out[key] = with_step_texts(value)
+        if key in _FINDING_STEP_KEYS and _is_step(value):
+            out[f"{key}_text"] = step_text(value)
+        elif key in _FINDING_STEP_KEYS and isinstance(value, list) and all(map(_is_step, value)):
+            out[f"{key}_text"] = [step_text(v) for v in value]
+    return out
+
+
 def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
     """The most severe of the findings' severities, None when there are none."""
     return max((f.severity for f in found), key=finding.SEVERITY_RANK.__getitem__, default=None)
@@ -104,6 +143,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "steps_logged": rd.steps_logged,
         "sampling": rd.sampling,
         "last_step": rd.last_step,
+        "last_step_text": step_text(rd.last_step),
         "worst_severity": worst,
         "worst_status": (worst if worst in (finding.CRITICAL, finding.WARN) else "ok") if has_data else "no_data",
         "findings": counts,
@@ -131,7 +171,7 @@ def runs(summaries: Sequence[dict]) -> dict:
 
 def run_findings(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     """The ``findings`` route: one run's findings."""
-    return {"run": rd.run, "findings": [f.to_json() for f in found]}
+    return {"run": rd.run, "findings": [with_step_texts(f.to_json()) for f in found]}
 
 
 def default_role(rd: RunData) -> str:
@@ -145,6 +185,22 @@ def _health_quality(status: np.ndarray) -> np.ndarray:
     return np.where(status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
 
 
+def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[dict]:
+    """The last step while its layers disagree: fewer rows have data there than at the step before.
+
+    A writer flushes a step's summaries one by one, so a step read mid-write holds
+    only some layers; the tab marks that column rather than drawing holes. None
+    when the last step has as many rows as the one before (or there is no step before).
+    """
+    if has_data.shape[1] < 2:
+        return None
+    rows = has_data[:, -2:].sum(axis=0)
+    if rows[1] >= rows[0]:
+        return None
+    return {"step": int(steps[-1]), "step_text": step_text(steps[-1]), "layers": int(rows[1]),
+            "layers_before": int(rows[0])}
+
+
 def heatmap(rd: RunData, role: str, metric: str) -> dict:
     """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab."""
     steps = role_union_steps(rd, role)
@@ -155,9 +211,11 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
     rules = np.full((n_rows, n_cols), None, dtype=object)
     quality_codes: List[np.ndarray] = []
     cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
+    has_data = np.zeros((n_rows, n_cols), dtype=bool)
     for i, layer in enumerate(layers):
         rdata = layer.roles[role]
         cols = np.searchsorted(steps, rdata.table.steps)
+        has_data[i, cols] = True
         values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
         status[i, cols] = rdata.health.status
         rules[i, cols] = rdata.health.rule
@@ -173,6 +231,7 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         # Per row, how its role was decided: the tab marks guesses (name, fallback).
         "decided_by": [layer.roles[role].decided_by for layer in layers],
         "steps": steps.tolist(),
+        "steps_text": step_texts(steps),
         "values": [nullable(row) for row in values],
         "status": status.tolist(),
         "rules": rules.tolist(),
@@ -182,6 +241,7 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         "quality_cells": cell_quality.tolist(),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
+        "incomplete": incomplete_last_step(has_data, steps),
     }
 
 
@@ -238,6 +298,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.
         "histogram_step": shown[0] if has_histogram else None,
+        "histogram_step_text": step_text(shown[0]) if has_histogram else None,
         "histogram_axis": ("other" if rdata.histogram_other_axis else "row") if has_histogram else None,
         "histogram_seconds_from_step": shown[1] if has_histogram and rdata.histogram_other_axis else None,
         # The row's kept steps against its writer's logged steps (they differ after sampling).
@@ -250,7 +311,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
 def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dict:
     """The ``cell`` route: one layer at one step, with each role's `role_cell`."""
     return {"run": rd.run, "layer": layer.name, "group": layer.group, "kind": layer.kind, "step": step,
-            "roles": dict(roles)}
+            "step_text": step_text(step), "roles": dict(roles)}
 
 
 def role_series(rdata: RoleData, metric: str) -> dict:
@@ -261,6 +322,7 @@ def role_series(rdata: RoleData, metric: str) -> dict:
         values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
     return {
         "steps": rdata.table.steps.tolist(),
+        "steps_text": step_texts(rdata.table.steps),
         "values": nullable(values),
         "quality": [metrics.QUALITY_NAMES[q] for q in quality],
         "status": rdata.health.status.tolist(),
@@ -301,4 +363,4 @@ def cli_run(summary: dict) -> dict:
 
 def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:
     """``gradhealth report --format json``: the runs and every finding."""
-    return {"runs": [cli_run(s) for s in summaries], "findings": [f.to_json() for f in found]}
+    return {"runs": [cli_run(s) for s in summaries], "findings": [with_step_texts(f.to_json()) for f in found]}

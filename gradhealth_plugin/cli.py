@@ -37,9 +37,11 @@ EXIT_USAGE = EXIT_ERROR
 
 EXIT_CODES = """exit codes:
   0  no finding at --fail-on or above (check), or the report was printed (report)
-  1  check: a finding reached --fail-on
+  1  check: a finding reached --fail-on (in the runs that could be analysed)
   2  an error: bad arguments, an unreadable or empty logdir, a config file that is not
-     a JSON object, a failure of the analysis (one line on stderr)"""
+     a JSON object, a failure of the analysis (one line on stderr); a run that alone
+     cannot be analysed is skipped with one line, the others reported, and exit 2
+     unless check found findings"""
 
 
 class UsageError(Exception):
@@ -158,6 +160,7 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool,
 
 
 def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config") -> List[tuple]:
+    """(run data, its findings) per run, or (run name, error) for a run that could not be analysed."""
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
@@ -185,7 +188,13 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
         if run not in names:
             raise UsageError(f"no run named {run!r} in {logdir!r}; runs: {', '.join(names)}")
         names = [run]
-    return [analyzer.run(ctx, "", name) for name in names]
+    analyses = []
+    for name in names:
+        try:
+            analyses.append(analyzer.run(ctx, "", name))
+        except analyzer_lib.RunFailed as e:  # this run only: the others are still reported
+            analyses.append((name, _one_line(str(e).partition(": ")[2] or e)))
+    return analyses
 
 
 def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
@@ -257,23 +266,32 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     from .analysis import finding as finding_lib
     from .serving import responses
 
+    failed = [(name, error) for name, error in analyses if isinstance(error, str)]
+    analyses = [a for a in analyses if not isinstance(a[1], str)]
+    for name, error in failed:
+        _warn(f"run {name!r} skipped: {error}")
     found = [f for _, fs in analyses for f in fs]
     if args.command == "report":
         summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
         if args.format == "json":
-            json.dump({**responses.cli_report(summaries, found), "config_problems": config_problems},
-                      sys.stdout, indent=1)
+            report = responses.cli_report(summaries, found)
+            report["runs"] += [responses.failed_run(name, error) for name, error in failed]
+            json.dump({**report, "config_problems": config_problems}, sys.stdout, indent=1)
             sys.stdout.write("\n")
         else:
             _write_text(summaries, analyses, sys.stdout)
-        return EXIT_OK
+        return EXIT_ERROR if failed else EXIT_OK
     level = finding_lib.SEVERITY_RANK[args.fail_on]
     failing = [f for f in found if finding_lib.SEVERITY_RANK[f.severity] >= level]
     for f in failing:
         print(f"{f.run}: [{f.severity}] {f.kind}: {f.message}")
+    if failed:
+        print(f"gradhealth: {len(failed)} run(s) could not be checked", file=sys.stderr)
     if failing:
         print(f"gradhealth: {len(failing)} finding(s) at {args.fail_on} or above", file=sys.stderr)
-        return EXIT_FINDINGS
+        return EXIT_FINDINGS  # findings are what a check is for, even where some run failed
+    if failed:
+        return EXIT_ERROR
     print(f"gradhealth: {len(analyses)} run(s) checked, nothing at {args.fail_on} or above")
     return EXIT_OK
 

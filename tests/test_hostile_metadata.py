@@ -371,3 +371,21 @@ def test_a_layer_named_empty_can_be_opened(tmp_path, loader_client):
     assert client.get("/cell", run="run", step=2) == (400, {"error": "missing query parameter 'layer'"})
     assert client.get("/series", run="run", metric="std")[0] == 400
 
+
+
+def test_the_cli_reports_the_other_runs_when_one_fails(two_runs, monkeypatch, capsys):
+    from gradhealth_plugin import cli
+
+    monkeypatch.setattr(findings_lib, "find", Failing(findings_lib.find, lambda rd, limits: rd.run))
+    code = cli.main(["report", "--format", "json", str(two_runs)])
+    out, err = capsys.readouterr()
+    assert code == 2, err  # an error: one run could not be reported
+    runs = {r["run"]: r for r in json.loads(out)["runs"]}
+    assert set(runs) == {"broken", "fine"} and runs["fine"]["layers"]
+    assert runs["broken"] == {"run": "broken", "error": runs["broken"]["error"]}
+    assert "could not convert string to float" in runs["broken"]["error"]
+    assert err.strip().splitlines() == [f"gradhealth: run 'broken' skipped: {runs['broken']['error']}"]
+    assert "Traceback" not in out + err
+    code = cli.main(["check", "--fail-on", "critical", str(two_runs)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "1 run(s) could not be checked" in err, (out, err)

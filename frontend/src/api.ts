@@ -50,6 +50,8 @@ export interface RunInfo {
   coverage_note: string | null;
   /** Why the server could not analyse the run, in its words; null when it could. A failed run has nothing else. */
   error: string | null;
+  /** Tags left out because what they hold cannot be read, each with why. */
+  unreadable: { tag: string; why: string }[];
 }
 
 /** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */
@@ -290,6 +292,11 @@ export function parseRuns(body: unknown): RunsResponse {
       gradients_judged: r.gradients_judged !== false,
       coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
       error: typeof r.error === "string" ? r.error : null,
+      unreadable: Array.isArray(r.unreadable)
+        ? r.unreadable
+            .filter(isRecord)
+            .map((u) => ({ tag: String(u.tag ?? ""), why: String(u.why ?? "") }))
+        : [],
     };
   });
   return { runs, config_problems: stringArray(body.config_problems) };

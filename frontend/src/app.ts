@@ -16,7 +16,7 @@ import { heatmapDomain, HeatmapView } from "./heatmap";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend } from "./legend";
-import { code, howToLog, noRolesMessage, paragraph, setMessage } from "./messages";
+import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote } from "./messages";
 import { FindingsList, RunList, worstRun } from "./panels";
 import { orderRows, rowSeverity } from "./rows";
 import { persistState, readState, sameState } from "./state";
@@ -316,8 +316,9 @@ export class App {
     if (!run) return;
     this.samplingNote.hidden = run.sampling === null;
     this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
-    this.coverageNote.hidden = run.coverage_note === null;
-    this.coverageNote.textContent = run.coverage_note ?? "";
+    const coverage = [run.coverage_note, unreadableNote(run.unreadable)].filter((n): n is string => n !== null);
+    this.coverageNote.hidden = coverage.length === 0;
+    this.coverageNote.textContent = coverage.join(" ");
     this.drawRunPickers();
     const { role, metric, compare } = this.state;
     if (!role) {

@@ -122,6 +122,7 @@ describe("parseRuns", () => {
       roles: [],
       scalars: {},
       unclassified: [],
+      unreadable: [],
       steps_kept: 0,
       last_step: null,
       steps_logged: null,

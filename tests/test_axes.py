@@ -113,7 +113,7 @@ def test_a_cell_shows_the_histogram_written_nearest_in_time_with_its_own_step(tw
     # Iteration 295 is in epoch 5, the last: epoch 5's. Iteration 105, early in epoch 2: epoch 1's.
     for step, epoch in ((5, 0), (295, 5), (105, 1), (145, 2)):
         role = client.ok("/cell", run="run", layer=LAYER, step=step, role="gradient")["roles"]["gradient"]
-        assert role["histogram_axis"] == "other"
+        assert role["histogram_axis"] == "other" and role["histogram_tag"] == f"grad_hist/{LAYER}"
         assert role["histogram_step"] == epoch and role["histogram_step_text"] == str(epoch), step
         assert role["histogram_seconds_from_step"] == pytest.approx(
             epoch_walls[epoch] - (1000.0 + step * SECONDS_PER_ITER), abs=1e-3)

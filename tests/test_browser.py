@@ -50,6 +50,10 @@ XSS_RUN = "<img src=x onerror=alert(1)>"
 XSS_LAYER = "<img src=x onerror=window.__xss=1>"
 # Weights only, as Keras' callback logs them: nothing in it can show a gradient problem.
 WEIGHTS_RUN = "weights_only"
+# Statistics per iteration, histograms per epoch: two step axes in one row.
+TWO_AXES_RUN = "two_axes"
+TWO_AXES_LAYER = "layer_0"
+TWO_AXES_STEPS = list(range(0, 200, 5))
 FRAME = "iframe[src*='plugin_entry.html']"
 
 
@@ -98,10 +102,24 @@ def _get(url: str):
         return json.loads(r.read().decode())
 
 
+def _write_two_axes_run(run_dir: pathlib.Path) -> None:
+    """Per-iteration statistics (``grad_mean/layer_0``, 10 iterations a second) beside per-epoch
+    histograms (``grad_hist/layer_0`` at steps 0..3, each written as its epoch of 50 iterations ends)."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    rng = np.random.default_rng(9)
+    events = [event(s, scalar_value(f"grad_mean/{TWO_AXES_LAYER}", 1e-3), wall_time=1000.0 + s * 0.1)
+              for s in TWO_AXES_STEPS]
+    events += [event(e, hist_value(f"grad_hist/{TWO_AXES_LAYER}", normal_buckets(rng)),
+                     wall_time=1000.0 + ((e + 1) * 50 - 1) * 0.1 + 0.01) for e in range(4)]
+    write_run(run_dir, sorted(events, key=lambda e: e.wall_time))
+
+
 @pytest.fixture(scope="module")
 def server_logdir(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("browser_logdir")
     _write_logdir(logdir)
+    _write_two_axes_run(logdir / TWO_AXES_RUN)
     return logdir
 
 
@@ -143,7 +161,7 @@ def _serve(logdir: pathlib.Path, ready):
 @pytest.fixture(scope="module")
 def server(server_logdir):
     yield from _serve(server_logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == len(STEPS)
-                      and XSS_RUN in runs and WEIGHTS_RUN in runs)
+                      and XSS_RUN in runs and WEIGHTS_RUN in runs and TWO_AXES_RUN in runs)
 
 
 @pytest.fixture(scope="module")
@@ -490,6 +508,22 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     # A role known by convention offers nothing to fix.
     _open_cell(tab, "weight", "dense/kernel", STEPS[1])
     assert tab.ui.locator(".gh-detail .gh-role-guess").is_hidden()
+
+
+def test_a_histogram_from_another_step_axis_is_never_titled_with_the_rows_step(tab):
+    """Iteration 105's detail shows epoch 1's histogram (written nearest in time) under its own step."""
+    tab.ui.locator("li.gh-run", has_text=TWO_AXES_RUN).click()
+    _open_cell(tab, "gradient", TWO_AXES_LAYER, 105)
+    title = tab.ui.locator(".gh-detail h3").first
+    title.filter(has_text="nearest in time").wait_for()
+    assert title.text_content() == "Histogram nearest in time (its own step 1)"
+    note = tab.ui.locator(".gh-detail .gh-note").first.text_content()
+    assert "grad_hist/layer_0 is logged on another step axis" in note
+    assert "written 590 ms before this row's step 105" in note
+    # On the row's own axis the title is the row's step, as before.
+    tab.ui.locator("li.gh-run", has_text=RUN).first.click()
+    _open_cell(tab, "gradient", HEALTHY, STEPS[2])
+    assert tab.ui.locator(".gh-detail h3").first.text_content() == f"Histogram at step {STEPS[2]}"
 
 
 def test_no_console_errors(tab):

@@ -137,7 +137,9 @@ export interface CellRole {
   rule: string | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
-  /** The histogram's step on its own axis; "other" when that axis is not the row's (per epoch, say). */
+  /** The tag the histogram comes from, and its step on that tag's own axis; "other" when that axis
+   * is not the row's (per epoch, say). */
+  histogram_tag: string | null;
   histogram_step: Step | null;
   histogram_axis: "row" | "other" | null;
   /** Seconds the histogram was written after the row's step (another axis only). */
@@ -456,6 +458,7 @@ export function parseCell(body: unknown): Cell {
       rule: typeof r.rule === "string" ? r.rule : null,
       metrics,
       histogram: parseBuckets(r.histogram),
+      histogram_tag: typeof r.histogram_tag === "string" ? r.histogram_tag : null,
       histogram_step: stepField(r, "histogram_step"),
       histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,
       histogram_seconds_from_step: num(r.histogram_seconds_from_step),

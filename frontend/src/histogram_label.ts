@@ -26,7 +26,7 @@ export function histogramLabel(step: Step, role: CellRole | undefined): Histogra
     return { title: `Histogram at step ${formatStep(step)}`, note: "" };
   }
   const own = formatStep(role.histogram_step);
-  const tag = role.tags.find((t) => t !== role.tags[0]) ?? role.tags[0] ?? "the histogram";
+  const tag = role.histogram_tag ?? "the histogram";
   const dt = role.histogram_seconds_from_step;
   const when = dt === null ? "" : `, written ${seconds(dt)} ${dt >= 0 ? "after" : "before"} this row's step ${formatStep(step)}`;
   return {

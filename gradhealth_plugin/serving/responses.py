@@ -297,6 +297,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "histogram": _histogram(buckets) if buckets is not None else None,
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.
+        "histogram_tag": rdata.histogram_tag if has_histogram else None,
         "histogram_step": shown[0] if has_histogram else None,
         "histogram_step_text": step_text(shown[0]) if has_histogram else None,
         "histogram_axis": ("other" if rdata.histogram_other_axis else "row") if has_histogram else None,

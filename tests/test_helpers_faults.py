@@ -226,3 +226,45 @@ def test_keras_callback_when_the_log_directory_goes_away(tmp_path, caplog, fault
         assert logged_steps(tmp_path / "train") == set(range(fault_at + 1, epochs * 8))
     else:
         assert (tmp_path / "train").is_file()
+
+
+# ---------------------------------------------------------------------------
+# The PyTorch integration
+
+
+def _torch_train(log_dir, steps):
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(9)
+    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(log_dir), optimizer=optimizer, every_n_steps=1) if log_dir is not None else None
+    g = torch.Generator().manual_seed(9)
+    x, y = torch.randn(32, 8, generator=g), torch.randint(0, 3, (32,), generator=g)
+    losses = []
+    for _ in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+        if handle is not None:
+            handle.flush()  # the event file's buffer reaches the disk every step
+    if handle is not None:
+        unwatch(handle)
+    return handle, [p.detach().numpy().copy() for p in model.parameters()], losses
+
+
+def test_torch_watch_on_a_full_disk_reports_every_failure(tiny_disk, caplog):
+    steps = 150
+    with caplog.at_level(logging.WARNING, logger="gradhealth_plugin"):
+        handle, weights, losses = _torch_train(tiny_disk, steps)
+    assert_disk_full(tiny_disk)
+    _, weights_ref, losses_ref = _torch_train(None, steps)
+    assert losses == losses_ref
+    for a, b in zip(weights, weights_ref):
+        np.testing.assert_array_equal(a, b)
+    assert_reported(handle, caplog)

@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -513,6 +514,15 @@ def _gradhealth_warnings(caplog):
     return [r for r in caplog.records if r.levelno >= logging.WARNING and "gradhealth" in r.getMessage()]
 
 
+def counted(problems):
+    """How many failures `problems` reports: one per line, or the count a line gives."""
+    total = 0
+    for line in problems:
+        match = re.search(r"\((\d+) failures of this kind\)$", line)
+        total += int(match.group(1)) if match else 1
+    return total
+
+
 def test_unwritable_log_dir_does_not_stop_training(tmp_path, caplog):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -539,6 +549,9 @@ def test_full_disk_does_not_stop_training(tmp_path, caplog, monkeypatch):
         unwatch(handle)
     assert len(losses) == 4 and handle.errors >= 4
     assert len(_gradhealth_warnings(caplog)) == 1
+    # The event file's failures are the handle's: each one is in `problems`.
+    assert "No space left on device" in handle.problems[0]
+    assert counted(handle.problems) == handle.errors
 
 
 def test_failing_statistics_do_not_stop_training(tmp_path, monkeypatch, caplog):
@@ -554,6 +567,7 @@ def test_failing_statistics_do_not_stop_training(tmp_path, monkeypatch, caplog):
         unwatch(handle)
     assert len(losses) == 3 and handle.step == 3 and handle.errors >= 3
     assert "out of memory" in handle.problems[0]
+    assert counted(handle.problems) == handle.errors
 
 
 class Odd(nn.Module):

@@ -3,8 +3,8 @@
 A `WatchHandle` holds the watched parameters, the optimizers whose steps it
 counts, the activations captured in the step's first forward pass and the
 event file. Its ``_on_*`` methods are what `hooks.hook` calls; none of them
-raises into training: failures are counted on the handle and warned about
-once per kind.
+raises into training: failures, the event file's included, are counted on the
+handle, listed by kind in ``problems`` and warned about once.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..writing.events import SummaryFileWriter
+from ..writing.failures import Failures
 from ..writing.format import FIELDS
 from . import hooks, kernels
 
@@ -28,7 +29,6 @@ logger = logging.getLogger("gradhealth_plugin.torch")
 GRADIENT, WEIGHT, ACTIVATION = "gradient", "weight", "activation"
 EVENT_FILE_SUFFIX = ".gradhealth"
 _FLUSH_SECS = 5.0
-_MAX_PROBLEMS = 50
 _UPDATE_RATIO = FIELDS.index("update_ratio")
 
 
@@ -78,8 +78,9 @@ class WatchHandle:
 
     ``step`` is the index of the optimizer step in progress, ``errors`` counts
     logging failures (none of which reached the training loop), ``problems``
-    keeps their first messages and ``skipped`` the modules whose output could
-    not be summarised and why.
+    lists them by kind (the first message and how many there were: the
+    counts add up to ``errors``) and ``skipped`` the modules whose output
+    could not be summarised and why.
     """
 
     def __init__(self, model: nn.Module, log_dir: str, every_n_steps: int, update_ratio: bool,
@@ -89,8 +90,7 @@ class WatchHandle:
         self.update_ratio = update_ratio
         self.active = active
         self.number = hooks.next_number()
-        self._errors = 0
-        self.problems: List[str] = []
+        self._failures = Failures(logger)
         self.skipped: Dict[str, str] = {}
         self.steps_logged = 0
         self._model_ref = weakref.ref(model)
@@ -104,7 +104,6 @@ class WatchHandle:
         self._calls: Dict[str, int] = {}
         self._positions: Dict[str, int] = {}
         self._deferred: Optional[tuple] = None  # without an optimizer: weights waiting for their update
-        self._warned: set = set()
         self._writer: Optional[SummaryFileWriter] = None
         self._last_flush = time.monotonic()
         self._closed = False
@@ -119,7 +118,12 @@ class WatchHandle:
 
     @property
     def errors(self) -> int:
-        return self._errors + (self._writer.errors if self._writer is not None else 0)
+        return self._failures.count
+
+    @property
+    def problems(self) -> List[str]:
+        """One line per kind of failure: its first message, and how many there were when more than one."""
+        return self._failures.problems
 
     @property
     def layers(self) -> List[Tuple[int, str, str]]:
@@ -150,16 +154,8 @@ class WatchHandle:
 
     # -- failures --------------------------------------------------------
 
-    def _fail(self, what: str, error: BaseException) -> None:
-        self._errors += 1
-        message = f"{what}: {type(error).__name__}: {error}"
-        if len(self.problems) < _MAX_PROBLEMS:
-            self.problems.append(message)
-        if what not in self._warned:
-            self._warned.add(what)
-            logger.warning("gradhealth: could not %s (%s: %s); training continues", what, type(error).__name__, error)
-        else:
-            logger.debug("gradhealth: could not %s: %s", what, error)
+    def _fail(self, what: str, error: BaseException, kind: Optional[str] = None) -> None:
+        self._failures.report(what, error, kind)
 
     def _skip(self, layer: str, reason: str) -> None:
         if layer not in self.skipped:
@@ -273,7 +269,7 @@ class WatchHandle:
 
     def _ensure_writer(self) -> SummaryFileWriter:
         if self._writer is None:
-            self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX)
+            self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX, failures=self._failures)
         return self._writer
 
     def _take_activations(self) -> Dict[str, tuple]:
@@ -384,7 +380,7 @@ class WatchHandle:
                 acc, _ = kernels.reduce_stats([tensor.detach()])
             self._activations[layer] = (acc, tensor.numel(), tuple(tensor.shape), position)
         except Exception as e:  # noqa: BLE001
-            self._fail(f"summarise the output of {name}", e)
+            self._fail(f"summarise the output of {name}", e, kind="summarise a module's output")
 
     # -- lifecycle -------------------------------------------------------
 
@@ -407,3 +403,4 @@ class WatchHandle:
             source.pending = None
         if self._writer is not None:
             self._writer.close()
+        self._failures.log_total()

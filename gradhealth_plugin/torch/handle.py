@@ -41,7 +41,11 @@ def _first_tensor(output):
 
 
 class WatchedParam:
-    """A trainable parameter `watch` found: its name in the model and its position in model order."""
+    """A parameter `watch` found: its name in the model and its position in model order.
+
+    It is logged on the steps it trains (``requires_grad``), so one frozen
+    when `watch` ran is logged once it is unfrozen.
+    """
 
     __slots__ = ("name", "param", "position")
 
@@ -96,6 +100,7 @@ class WatchHandle:
         self._model_ref = weakref.ref(model)
         self._hooks: list = []
         self._params: List[WatchedParam] = []
+        self._unhooked: List[WatchedParam] = []  # without an optimizer: frozen, so not hooked yet
         self._sources: List[StepSource] = []
         self._backward_step = start_step  # without an optimizer: backward passes count the steps
         self._backward_queued = False
@@ -171,13 +176,13 @@ class WatchHandle:
         """Reduces gradients and weights of `params` on their devices (off the CPU without reading anything back)."""
         pending = _Pending(step)
         with torch.no_grad():
-            with_grad = [p for p in self._present(params) if p.param.grad is not None]
+            present = self._trained(params)
+            with_grad = [p for p in present if p.param.grad is not None]
             grads = [self._dense(p.param.grad) for p in with_grad]
             for group in kernels.grouped(grads):
                 members = [with_grad[i] for i in group]
                 acc, _ = kernels.reduce_stats([grads[i] for i in group])
                 pending.grads.append((members, acc))
-            present = self._present(params)
             weights = [p.param.detach() for p in present]
             for group in kernels.grouped(weights):
                 members = [present[i] for i in group]
@@ -187,8 +192,9 @@ class WatchHandle:
         return pending
 
     @staticmethod
-    def _present(params: List[WatchedParam]) -> List[WatchedParam]:
-        return [p for p in params if p.param.numel() and p.param.is_floating_point()]
+    def _trained(params: List[WatchedParam]) -> List[WatchedParam]:
+        # A frozen parameter has no gradient, and its unchanging weight would read as a stalled update.
+        return [p for p in params if p.param.requires_grad and p.param.numel() and p.param.is_floating_point()]
 
     @staticmethod
     def _dense(grad: torch.Tensor) -> torch.Tensor:
@@ -318,6 +324,19 @@ class WatchHandle:
         except Exception as e:  # noqa: BLE001
             self._fail("follow the end of backward", e)
 
+    def _hook_unfrozen(self) -> None:
+        """Hooks the parameters frozen at `watch` that train now: their gradients then end a step too."""
+        try:
+            unfrozen = [p for p in self._unhooked if p.param.requires_grad]
+            if not unfrozen:
+                return
+            accumulated = hooks.hook_for(self, "_on_grad_accumulated")
+            for p in unfrozen:
+                self._hooks.append(p.param.register_post_accumulate_grad_hook(accumulated))
+            self._unhooked = [p for p in self._unhooked if not p.param.requires_grad]
+        except Exception as e:  # noqa: BLE001
+            self._fail("follow a parameter unfrozen since watch()", e)
+
     def _on_backward_end(self) -> None:
         self._backward_queued = False
         step = self._backward_step
@@ -352,6 +371,8 @@ class WatchHandle:
         self._calls = {}
         # A backward that raised never ran its end callback; a new forward means it is over.
         self._backward_queued = False
+        if self._unhooked:
+            self._hook_unfrozen()
         if self._deferred is not None:
             try:
                 self._write_deferred()

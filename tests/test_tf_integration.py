@@ -416,3 +416,26 @@ def test_under_a_mirrored_strategy_each_step_is_logged_once(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     vectors = read_vectors(tmp_path)  # asserts that no (role, layer, step) is there twice
     assert {(role, step) for role, _, step in vectors} == {(r, s) for r in ("gradient", "weight") for s in range(3)}
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["tf_function", "eager"])
+def test_record_if_false_writes_nothing_and_is_no_error(tmp_path, compiled):
+    v = tf.Variable([1.0, 2.0])
+    optimizer = keras.optimizers.SGD(0.1)
+    gh = GradientHealthLogger(str(tmp_path), every_n_steps=1)
+
+    def train_step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(v * v)
+        grads = tape.gradient(loss, [v])
+        with gh.step(optimizer.iterations, grads, [v]):
+            optimizer.apply_gradients(zip(grads, [v]))
+        return loss
+
+    fn = tf.function(train_step) if compiled else train_step
+    with tf.summary.record_if(False):
+        for _ in range(2):
+            fn()
+    gh.close()
+    assert gh.errors == 0, gh.problems
+    assert read_vectors(tmp_path) == {}

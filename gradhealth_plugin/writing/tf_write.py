@@ -81,13 +81,13 @@ class StatsWriter:
         headers = [(tag_for(role, layer), summary_metadata(role, layer, position, shape))
                    for role, entries, _ in groups for layer, position, shape in entries]
         matrices = [rows for _, _, rows in groups]
-        if tf.executing_eagerly():
-            return tf.constant(self._write(step, headers, matrices))
-        # The Python function may run on one of TensorFlow's threads, which has
-        # neither the caller's tf.summary.record_if nor the replica a
-        # tf.distribute strategy records from: ask here, in the caller's context.
+        # The caller's tf.summary.record_if, and the replica a tf.distribute
+        # strategy records from. Asked here, in the caller's context: the
+        # Python function may run on one of TensorFlow's threads, without it.
         with _RecordingProbe().as_default():
             record = tf.summary.should_record_summaries()
+        if tf.executing_eagerly():
+            return tf.constant(bool(record) and self._write(step, headers, matrices))
 
         def write_now(record, step, *rows):
             return bool(record) and self._write(step, headers, rows)

@@ -19,10 +19,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .writing.failures import attempt, report_failure
+from .writing.failures import Failures
 from .writing.names import unique_names, variable_name
 from .writing.tf_stats import read_variable, stats_many_tf, update_ratio_many_tf, with_update_ratio
-from .writing.tf_write import write_rows
+from .writing.tf_write import StatsWriter
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,8 @@ class GradientHealthCallback(keras.callbacks.Callback):
     histograms (``sequential/dense/kernel/histogram``); activations use the
     layer's path (``sequential/dense``). Summaries go to ``<log_dir>/train``,
     the run Keras' TensorBoard callback writes, in their own event file
-    (``*.gradhealth``), written by ``tf.summary`` ops inside those functions.
+    (``*.gradhealth``): the statistics are computed inside those functions
+    and written from Python (`writing.tf_write.StatsWriter`).
 
     Activations: for Sequential and functional models the callback builds a
     sub-model sharing the layers whose outputs are every top-level layer's
@@ -103,9 +104,13 @@ class GradientHealthCallback(keras.callbacks.Callback):
       gradients, weights, activations: switch each part off.
       run: subdirectory of ``log_dir`` to write into.
 
-    A failure to compute or write never stops training: it is logged (a
-    warning the first time, then at debug level) and ``fit`` goes on. An
-    unwritable ``log_dir`` gives one warning.
+    A failure to compute or write never stops training and never leaves the
+    model changed: it is counted in ``errors`` and listed by kind in
+    ``problems``, the first one logged as a warning, later ones at debug
+    level, and ``fit`` goes on. A full disk or a log directory removed (or
+    replaced by a file) during ``fit`` pauses writing for a growing number of
+    logged steps, then it starts a new event file. An unwritable ``log_dir``
+    gives one warning.
 
     With ``steps_per_execution=k > 1`` Keras calls callbacks every k steps:
     the update ratio then spans k optimizer steps. Under a ``tf.distribute``
@@ -125,10 +130,9 @@ class GradientHealthCallback(keras.callbacks.Callback):
         self._want_activations = activations
         self._probe_input = probe_data
         self._probe = None  # (x, y, sample_weight) tensors
-        self._writer = None
+        self._writer: Optional[StatsWriter] = None
         self._writer_failed = False
-        self._warned = False
-        self.errors = 0
+        self._failures = Failures(logger)
         # Step bookkeeping: Python integers only, so unlogged steps touch no tensors.
         self._epoch_start = 0
         self._last_batch = -1
@@ -144,8 +148,8 @@ class GradientHealthCallback(keras.callbacks.Callback):
                 # TensorFlow's writer, called from the compiled functions: its C++
                 # side does the record checksums a pure-Python writer spends about
                 # 0.2 ms per summary on, milliseconds per logged step.
-                self._writer = tf.summary.create_file_writer(
-                    os.path.join(self.log_dir, self.run), max_queue=1000, filename_suffix=".gradhealth")
+                self._writer = StatsWriter(os.path.join(self.log_dir, self.run), self._failures, max_queue=1000,
+                                           filename_suffix=".gradhealth")
             except Exception as e:  # noqa: BLE001 - an unwritable log_dir must not stop fit
                 self._writer_failed = True
                 self._fail(f"open an event file in {os.path.join(self.log_dir, self.run)!r}; nothing is logged", e)
@@ -206,11 +210,22 @@ class GradientHealthCallback(keras.callbacks.Callback):
     def on_train_end(self, logs=None) -> None:
         self._finish_pending()
         self._flush()
+        self._failures.log_total()
+
+    @property
+    def errors(self) -> int:
+        """How many logging failures there were (none reached ``fit``)."""
+        return self._failures.count
+
+    @property
+    def problems(self) -> List[str]:
+        """The first message of each kind of failure, with how many there were."""
+        return self._failures.problems
 
     # -- helpers ------------------------------------------------------------------
 
     def _fail(self, what: str, error: BaseException) -> None:
-        report_failure(self, what, error)
+        self._failures.report(what, error)
 
     def _finish_pending(self) -> None:
         if self._pending is None:
@@ -224,11 +239,11 @@ class GradientHealthCallback(keras.callbacks.Callback):
 
     def _flush(self) -> None:
         if self._writer is not None:
-            attempt(self, "flush the event file", self._writer.flush)
+            self._writer.flush()
 
 
 class _Passes:
-    """The compiled work of a logged step, written with ``tf.summary`` inside the functions.
+    """The compiled work of a logged step; its rows go to a `StatsWriter`, which never fails the functions.
 
     `begin` (before the optimizer step): copies the trainable weights and
     computes their statistics; with a probe batch it also runs one forward and
@@ -238,7 +253,7 @@ class _Passes:
     ratio of that step.
     """
 
-    def __init__(self, model, writer, probe, gradients: bool, weights: bool, activations: bool) -> None:
+    def __init__(self, model, writer: StatsWriter, probe, gradients: bool, weights: bool, activations: bool) -> None:
         self._model = model
         self._writer = writer
         self._probe = probe
@@ -322,19 +337,19 @@ class _Passes:
             compute = getattr(model, "_compute_loss", None) or model.compute_loss
             loss = compute(x=x, y=y, y_pred=y_pred, sample_weight=sw, training=True)
         grads = tape.gradient(loss, self._variables)
-        written = []
+        groups = []
         if self._gradients:
             # Unconnected variables (None gradient) get no row: zeros would read as vanishing.
             present = [i for i, g in enumerate(grads) if g is not None]
             rows = stats_many_tf([grads[i] for i in present])
             var_positions = self._positions[0]
-            entries = [(self._names[i], var_positions[i], self._shapes[i]) for i in present]
-            written += write_rows(self._writer, step, "gradient", entries, rows)
+            groups.append(("gradient", [(self._names[i], var_positions[i], self._shapes[i]) for i in present], rows))
         if self._activations and captured:
             rows = stats_many_tf([a for _, a in captured])
             act_positions = self._positions[1]
-            entries = [(name, act_positions[j], None) for j, (name, _) in enumerate(captured)]
-            written += write_rows(self._writer, step, "activation", entries, rows)
+            groups.append(("activation", [(name, act_positions[j], None) for j, (name, _) in enumerate(captured)],
+                           rows))
+        written = [self._writer.write(step, groups)] if groups else []
         # Restored after the statistics, so the pass leaves BatchNorm statistics,
         # dropout seeds and loss metrics exactly as training left them.
         with tf.control_dependencies(written):
@@ -346,7 +361,7 @@ class _Passes:
         ratios = update_ratio_many_tf(values, [read_variable(v) for v in self._variables], before_stats)
         rows = with_update_ratio(before_stats, ratios)
         entries = list(zip(self._names, self._positions[0], self._shapes))
-        with tf.control_dependencies(write_rows(self._writer, step, "weight", entries, rows)):
+        with tf.control_dependencies([self._writer.write(step, [("weight", entries, rows)])]):
             return tf.constant(True)
 
 

@@ -75,7 +75,11 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     else:
         accumulated = hooks.hook_for(handle, "_on_grad_accumulated")
         for p in handle._params:
-            handle._hooks.append(p.param.register_post_accumulate_grad_hook(accumulated))
+            if p.param.requires_grad:
+                handle._hooks.append(p.param.register_post_accumulate_grad_hook(accumulated))
+            elif p.param.is_floating_point():
+                # Torch refuses a gradient hook on a frozen parameter: hooked once it is unfrozen.
+                handle._unhooked.append(p)
     # Numbers repeated calls of one module (a shared ReLU) from 0 in each forward pass.
     handle._hooks.append(root.register_forward_pre_hook(hooks.hook_for(handle, "_on_root_forward_pre")))
     handle._set_capture(int(start_step))
@@ -98,7 +102,7 @@ def unwatch(handle_or_model: Union[WatchHandle, nn.Module]) -> None:
 
 
 def _watch_modules(handle: WatchHandle, root: nn.Module, keep: Callable[[str, nn.Module], bool]) -> None:
-    """Lists the trainable parameters and hooks the kept leaf modules' outputs, numbering both in model order."""
+    """Lists the parameters (frozen ones too) and hooks the kept leaf modules' outputs, numbering both in model order."""
     position = 0
     seen = set()
     for module_name, module in root.named_modules():
@@ -106,10 +110,10 @@ def _watch_modules(handle: WatchHandle, root: nn.Module, keep: Callable[[str, nn
             if id(param) in seen:
                 continue  # named_parameters() lists a shared parameter once, under its first name
             seen.add(id(param))
-            if param.requires_grad:
-                name = f"{module_name}.{param_name}" if module_name else param_name
-                handle._params.append(WatchedParam(name, param, position))
-                position += 1
+            # Frozen ones too: they are logged once unfrozen (on the steps they train).
+            name = f"{module_name}.{param_name}" if module_name else param_name
+            handle._params.append(WatchedParam(name, param, position))
+            position += 1
         if not any(True for _ in module.children()) and keep(module_name, module):
             name = module_name or "output"
             handle._positions[name] = position

@@ -325,12 +325,72 @@ def test_vanishing_just_inside_the_healthy_side_never_fires(metric, good):
     assert of_kind(find(run(*three_kernels(g={0: g}))), "vanishing_gradients") == []
 
 
-def test_vanishing_short_run_at_the_end_is_reported():
-    # Training may have stopped because of it: 3 steps at the very end are enough.
+def test_vanishing_short_run_at_the_end_is_reported_as_what_held():
+    # Training may have stopped because of it: 3 steps at the very end are reported, but the
+    # text says what held rather than the rule's 5 steps, at a severity lower.
     g = grad(0)
     g.values["mean_abs"] = at(g.values["mean_abs"], slice(N - 3, N), 1e-8)
     f = one(find(run(*three_kernels(g={0: g}))), "vanishing_gradients")
     assert f.first_step == STEPS[N - 3] and f.last_step == STEPS[N - 1]
+    assert f.severity == findings.INFO
+    assert "5+" not in f.message and f"for only the last 3 of {N} logged steps, too few to be sure" in f.message
+    assert f.evidence["too_few_steps"] == {"steps_needed": 5, "layers": {"dense_0/kernel": {"last": 3, "of": N}}}
+
+
+def test_vanishing_that_held_as_stated_says_so():
+    g = grad(0)
+    g.values["mean_abs"] = at(g.values["mean_abs"], slice(10, 16), 1e-8)
+    f = one(find(run(*three_kernels(g={0: g}))), "vanishing_gradients")
+    assert f.severity == findings.WARN and "for 5+ logged steps" in f.message and "too few" not in f.message
+
+
+@pytest.mark.parametrize("needed", [5, 10])
+def test_vanishing_on_a_run_of_three_logged_steps_never_claims_more(needed):
+    # Three logged steps (0, 100, 200); the gradients vanish at the last two.
+    steps = np.array([0, 100, 200])
+    gs = {i: grad(i, steps=steps) for i in range(3)}
+    gs[0].values["mean_abs"] = at(gs[0].values["mean_abs"], [1, 2], 1e-8)
+    limits = rules.thresholds({"vanishing_steps": needed})
+    found = find(run(*three_kernels(g=gs), limits=limits), limits)
+    f = one(found, "vanishing_gradients")
+    assert f"{needed}+" not in f.message
+    assert "for only the last 2 of 3 logged steps, too few to be sure" in f.message
+    assert f"the rule asks for {needed} in a row" in f.message
+    assert f.severity == findings.INFO
+
+
+def test_a_layer_that_held_and_one_that_only_ended_so_are_two_findings():
+    g0, g1 = grad(0), grad(1)
+    g0.values["mean_abs"] = at(g0.values["mean_abs"], slice(10, 20), 1e-8)
+    g1.values["mean_abs"] = at(g1.values["mean_abs"], slice(N - 2, N), 1e-8)
+    found = of_kind(find(run(*three_kernels(g={0: g0, 1: g1}))), "vanishing_gradients")
+    by_severity = {f.severity: f for f in found}
+    assert set(by_severity) == {findings.WARN, findings.INFO}
+    assert by_severity[findings.WARN].layers == ["dense_0/kernel"] and "5+" in by_severity[findings.WARN].message
+    assert by_severity[findings.INFO].layers == ["dense_1/kernel"]
+    assert "last 2 of 40" in by_severity[findings.INFO].message
+
+
+def _two_last_steps(table_, metric, value):
+    table_.values[metric] = at(table_.values[metric], slice(N - 2, N), value)
+    if metric == "std":
+        table_.values.pop("std_rel_first", None)
+        metrics.add_std_rel_first(table_.values, table_.quality)
+    return table_
+
+
+@pytest.mark.parametrize("kind,build", [
+    ("skewed_distribution", lambda: three_kernels(w={0: _two_last_steps(weight(0), "skewness", 5.0)})),
+    ("update_ratio", lambda: three_kernels(w={0: _two_last_steps(weight(0), "update_ratio", 0.5)})),
+    ("weight_growth", lambda: three_kernels(w={0: _two_last_steps(weight(0), "mean", 3.0)})),
+    ("dead_units", lambda: three_kernels() + [layer("relu_0", kind=T.KIND_OUTPUT,
+                                                    activation=_two_last_steps(act(0), "zero_fraction", 0.9))]),
+])
+def test_every_three_step_rule_met_only_at_the_end_is_a_severity_lower(kind, build):
+    # Each of these rules needs 3 consecutive logged steps; 2 at the very end are reported as such.
+    f = one(find(run(*build())), kind)
+    assert f.severity == findings.INFO
+    assert f"for only the last 2 of {N} logged steps, too few to be sure (the rule asks for 3 in a row)" in f.message
 
 
 def test_vanishing_everywhere_is_critical():
@@ -635,6 +695,92 @@ def test_spikes_in_pure_noise_scalar_are_not_reported():
         assert of_kind(found, "spike") == [] and of_kind(found, "periodic_spikes") == []
 
 
+def test_spikes_of_one_episode_are_one_finding():
+    # A loss diverging over steps 9 to 12: one finding, its four spike steps in the evidence.
+    steps = np.arange(200, dtype=np.int64)
+    loss = _noise(2, 200, 0.05)
+    loss[9:13] = [6.0, 12.0, 30.0, 8.0]
+    loss[150] = 6.0  # a later, separate spike
+    found = of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "spike")
+    assert [(f.first_step, f.last_step) for f in found] == [(9, 12), (150, 150)]
+    assert found[0].evidence["layers"]["loss"]["spike_steps"] == [9, 10, 11, 12]
+    assert found[0].to_json()["evidence"]["layers"]["loss"]["spike_steps"] == [9, 10, 11, 12]
+    assert "from step 9 to step 12" in found[0].message
+
+
+def test_spikes_on_a_periodic_grid_fold_into_the_periodic_finding():
+    # A bad batch every 35 steps: the global norm, logged every step, shows the period; the layers'
+    # gradients, logged every 20 steps, spike where their steps meet it (140, 280) and at 20, off it.
+    steps = np.arange(400, dtype=np.int64)
+    norm = _noise(3, 400, 0.05)
+    norm[(steps % 35 == 0) & (steps > 0)] *= 6.0
+    hist_steps = np.arange(0, 400, 20, dtype=np.int64)
+    gs = {}
+    for i in range(3):
+        gs[i] = grad(i, steps=hist_steps)
+        gs[i].values["l2"] = at(gs[i].values["l2"], [7, 14], 8.0)  # steps 140 and 280
+    gs[1].values["l2"] = at(gs[1].values["l2"], 1, 8.0)  # step 20: not on the grid
+    rd = run(*three_kernels(g=gs), scalar_series={"grad_norm_total": (steps, norm)}, histogram_interval=20.0)
+    found = find(rd)
+    periodic = one(found, "periodic_spikes")
+    assert periodic.period == 35 and periodic.severity == findings.WARN
+    assert set(periodic.layers) == {"grad_norm_total", "dense_0/kernel", "dense_1/kernel", "dense_2/kernel"}
+    assert periodic.evidence["layers"]["dense_0/kernel"]["spike_steps"] == [140, 280]
+    spikes = of_kind(found, "spike")
+    assert [(f.first_step, f.layers) for f in spikes] == [(20, ["dense_1/kernel"])]
+    # The layers' gradient cells at 140 and 280 are the periodic finding's, and nothing else is.
+    findings.decide_cells(rd, found, LIMITS)
+    g0 = rd.layer("dense_0/kernel").roles[T.GRADIENT].health
+    assert g0.rule[7] == g0.rule[14] == "periodic_spikes" and g0.status[7] == health.WARN
+    assert np.count_nonzero(g0.status == health.WARN) == 2
+    assert set(rd.layer("dense_0/kernel").roles[T.WEIGHT].health.status.tolist()) == {health.OK}
+    _check_consistent(rd, found)
+
+
+def test_one_nonfinite_finding_per_run_covers_each_row_at_its_own_steps():
+    g, w = grad(0), weight(0)
+    g.values["nonfinite"] = at(g.values["nonfinite"], slice(30, N), 5.0)
+    w.values["nonfinite"] = at(w.values["nonfinite"], slice(32, N), 5.0)
+    a = act(0)
+    a.values["nonfinite"] = at(a.values["nonfinite"], slice(33, N), 1.0)
+    loss = np.linspace(2.0, 1.0, N)
+    loss[31:] = np.nan
+    rd = run(*three_kernels(g={1: g}, w={1: w}), layer("relu_1", kind=T.KIND_OUTPUT, activation=a),
+             scalar_series={"loss": (STEPS, loss)})
+    found = find(rd)
+    f = one(found, "nonfinite")
+    assert f.role is None and f.first_step == STEPS[30]
+    assert f.layers == ["dense_1/kernel", "loss", "relu_1"]
+    layers = f.to_json()["evidence"]["layers"]
+    assert layers["dense_1/kernel"]["roles"]["gradient"]["first_step"] == STEPS[30]
+    assert layers["dense_1/kernel"]["roles"]["weight"]["first_step"] == STEPS[32]
+    assert layers["loss"]["first_step"] == STEPS[31]
+    assert "(gradients, weights and activations)" in f.message and "scalar loss" in f.message
+    findings.decide_cells(rd, found, LIMITS)
+    lay = rd.layer("dense_1/kernel")
+    # The weight row turns critical where its own values do (32), not where its gradient did (30).
+    assert lay.roles[T.GRADIENT].health.status[30] == health.CRITICAL
+    assert lay.roles[T.WEIGHT].health.status[30] == health.OK
+    assert lay.roles[T.WEIGHT].health.status[32] == health.CRITICAL
+    _check_consistent(rd, found)
+
+
+def test_overshoot_symptoms_before_the_overflow_carry_the_learning_rate_cause():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(20, 30), 5e4)
+    fast, slow = weight(0), weight(1)
+    fast.values["update_ratio"] = at(fast.values["update_ratio"], slice(15, 25), 0.5)
+    slow.values["update_ratio"] = at(slow.values["update_ratio"], slice(15, 25), 1e-8)
+    loss = np.linspace(2.0, 1.0, N)
+    loss[30:] = np.nan
+    found = find(run(*three_kernels(g={0: g}, w={0: fast, 1: slow}), scalar_series={"loss": (STEPS, loss)}))
+    too_fast, too_slow = sorted(of_kind(found, "update_ratio"), key=lambda f: f.evidence["direction"])
+    assert too_fast.evidence["direction"] == "too_high" and too_fast.cause == "learning_rate_too_high"
+    assert too_fast.to_json()["cause"] == "learning_rate_too_high" and "learning rate" in too_fast.message
+    # Updates too small are no sign of a learning rate too high.
+    assert too_slow.cause is None and "cause" not in too_slow.to_json()
+
+
 # --- combined symptoms -----------------------------------------------------------------------------
 
 def test_exploding_with_nan_loss_points_to_the_learning_rate():
@@ -688,8 +834,9 @@ def _covered(f, lay, role, steps):
         return np.zeros(len(steps), dtype=bool)
     first, last = f.spans[lay.name]
     mask = (steps >= first) & (steps <= last)
-    if lay.name in f.points:
-        mask &= np.isin(steps, f.points[lay.name])
+    points = f.points_of(lay.name, role)
+    if points is not None:
+        mask &= np.isin(steps, points)
     return mask
 
 

@@ -38,6 +38,15 @@ class Finding:
     cause: Optional[str] = None
     # For point-wise problems (non-finite values, explosions): the exact steps per layer.
     points: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # For a finding gathered from several roles (role None): role -> layer -> the exact steps
+    # of that layer in that role, so a row is covered only where its own role has the problem.
+    role_points: Dict[str, Dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
+
+    def points_of(self, layer: str, role: str) -> Optional[np.ndarray]:
+        """The exact steps this finding covers in one row (layer and role); None: its whole span."""
+        if self.role_points:
+            return self.role_points.get(role, {}).get(layer, np.zeros(0, dtype=np.int64))
+        return self.points.get(layer)
 
     def to_json(self) -> dict:
         out = {

@@ -61,8 +61,9 @@ def _status(layer: str, role: str, steps: np.ndarray, present: np.ndarray, findi
         first, last = f.spans[layer]
         sev = health.CRITICAL if f.severity == CRITICAL else health.WARN
         covered = present & (steps >= first) & (steps <= last) & (status < sev)
-        if layer in f.points:
-            covered &= np.isin(steps, f.points[layer])
+        points = f.points_of(layer, role)
+        if points is not None:
+            covered &= np.isin(steps, points)
         status = np.where(covered, sev, status).astype(np.uint8)
         rule = np.where(covered, f.kind, rule)
     return status, rule

@@ -13,7 +13,7 @@ from ..reading import tags as tags_lib
 from ..reading.runs import Layer, RunData
 from . import metrics
 from . import series as series_lib
-from .finding import Finding
+from .finding import CRITICAL, INFO, WARN, Finding
 
 # Weight-shape rules (std growth, |mean|, skewness, update ratio) mean little for
 # biases and normalisation parameters that start constant.
@@ -73,15 +73,24 @@ def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List
                    for h in hits},
     }
     subject = f"{layers_text(layers)} {role + 's' if role else ''}".strip()
-    when = f"at step {first}" if first == last else f"from step {first} to step {last}"
     if onset.after is not None and onset.first == first:
-        # Sampled logs: the onset is only known to lie between two kept steps.
-        when += f" (it began after step {onset.after}: the steps in between were not kept)"
         evidence["onset_after"] = onset.after
-    return Finding(run=rd.run, kind=kind, severity=severity, layers=layers, first_step=first, last_step=last,
-                   evidence=evidence, message=f"{subject} {what} {when}", advice=advice, role=role,
-                   spans={h.layer: (h.first, h.last) for h in hits},
-                   points={h.layer: h.points for h in hits if h.points is not None})
+    f = Finding(run=rd.run, kind=kind, severity=severity, layers=layers, first_step=first, last_step=last,
+                evidence=evidence, message="", advice=advice, role=role,
+                spans={h.layer: (h.first, h.last) for h in hits},
+                points={h.layer: h.points for h in hits if h.points is not None})
+    f.message = f"{subject} {what} {when_text(f)}"
+    return f
+
+
+def when_text(f: Finding) -> str:
+    """'at step 5', 'from step 5 to step 99', and when the onset fell between two kept steps, that."""
+    when = f"at step {f.first_step}" if f.first_step == f.last_step else \
+        f"from step {f.first_step} to step {f.last_step}"
+    if f.evidence.get("onset_after") is not None:
+        # Sampled logs: the onset is only known to lie between two kept steps.
+        when += f" (it began after step {f.evidence['onset_after']}: the steps in between were not kept)"
+    return when
 
 
 def role_tables(rd: RunData, role: str,
@@ -159,3 +168,135 @@ def gt(values: np.ndarray, limit: float) -> np.ndarray:
 def lt(values: np.ndarray, limit: float) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return np.nan_to_num(values, nan=np.inf) < limit
+
+
+def lower(severity: str) -> str:
+    """The severity one step down: what a rule that held too briefly to be sure is reported at."""
+    return {CRITICAL: WARN, WARN: INFO}.get(severity, INFO)
+
+
+def short_tail(steps: np.ndarray, points: Optional[np.ndarray], min_length: int) -> Optional[Tuple[int, int]]:
+    """(k, n) when the steps a span rule fired on (`points` among `steps`) never make `min_length`
+    consecutive logged steps and count only because the last k of all n reach the last step
+    (`series.sustained`); None when the rule held as it is stated.
+    """
+    if points is None or len(steps) == 0:
+        return None
+    runs = series_lib.true_runs(np.isin(steps, points))
+    if not runs or any(b - a + 1 >= min_length for a, b in runs):
+        return None
+    a, b = runs[-1]
+    return b - a + 1, len(steps)
+
+
+def tail_text(tails: Sequence[Tuple[int, int]], min_length: int) -> str:
+    """What held instead of the rule, for a person: 'for only the last 2 of 3 logged steps ...'."""
+    ks, ns = sorted({k for k, _ in tails}), sorted({n for _, n in tails})
+    k = str(ks[0]) if len(ks) == 1 else f"{ks[0]} to {ks[-1]}"
+    of = f" of {ns[0]}" if len(ns) == 1 else ""
+    plural = "s" if ks[-1] > 1 or of else ""
+    return (f"for only the last {k}{of} logged step{plural}, too few to be sure "
+            f"(the rule asks for {min_length} in a row)")
+
+
+def group_sustained(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List[Hit],
+                    threshold: float, what: str, advice: str, min_length: int,
+                    stated: Optional[str] = None) -> List[Finding]:
+    """`group` for a rule that must hold `min_length` consecutive logged steps.
+
+    Layers where it did make one finding, its text `stated` (`what` with the
+    rule's step count, where the text names it). Layers where it holds only
+    for a shorter run reaching the last logged step (training may have stopped
+    because of it) make another, a severity lower, whose text says what held.
+    """
+    tails = {h.layer: short_tail(_steps_of(rd, role, h.layer), h.points, min_length) for h in hits}
+    sure = [h for h in hits if tails[h.layer] is None]
+    unsure = [h for h in hits if tails[h.layer] is not None]
+    out = []
+    f = group(rd, kind, severity, role, sure, threshold, stated or what, advice)
+    if f is not None:
+        out.append(f)
+    f = group(rd, kind, lower(severity), role, unsure, threshold, what, advice)
+    if f is not None:
+        held = [tails[h.layer] for h in unsure]
+        f.message += f", {tail_text(held, min_length)}"
+        f.evidence["too_few_steps"] = {"steps_needed": min_length,
+                                       "layers": {h.layer: {"last": tails[h.layer][0], "of": tails[h.layer][1]}
+                                                  for h in unsure}}
+        out.append(f)
+    return out
+
+
+def _steps_of(rd: RunData, role: Optional[str], name: str) -> np.ndarray:
+    layer = rd.layer(name)
+    rdata = layer.roles.get(role) if layer is not None else None
+    return rdata.table.steps if rdata is not None else np.zeros(0, dtype=np.int64)
+
+
+def gather(rd: RunData, kind: str, severity: str, parts: Sequence[Tuple[Optional[str], List[Hit]]],
+           threshold: float, what: str, advice: str) -> Optional[Finding]:
+    """One finding for one problem found in several roles (and run-level scalars, role None).
+
+    A layer found in several roles is listed once, its span the union of its
+    roles' spans; its evidence says the span of each role. When the roles
+    differ the finding's role is None and `Finding.role_points` keeps each
+    row's own steps, so a weight cell is not covered for its gradient's problem.
+    """
+    parts = [(role, hits) for role, hits in parts if hits]
+    if not parts:
+        return None
+    merged: Dict[str, Hit] = {}
+    by_role: Dict[str, Dict[str, Hit]] = {}
+    for role, hits in parts:
+        for h in hits:
+            by_role.setdefault(role, {})[h.layer] = h
+            m = merged.get(h.layer)
+            if m is None:
+                merged[h.layer] = dataclasses.replace(h, detail=dict(h.detail))
+                continue
+            if h.first < m.first:
+                m.value, m.step, m.after, m.threshold = h.value, h.step, h.after, h.threshold
+            m.first, m.last = min(m.first, h.first), max(m.last, h.last)
+            if h.points is not None:
+                m.points = h.points if m.points is None else np.union1d(m.points, h.points)
+    # Run-level scalars (role None) have no row: a role is needed only to tell rows apart.
+    row_roles = sorted({role for role, _ in parts if role is not None})
+    role = row_roles[0] if len(row_roles) == 1 else None
+    f = group(rd, kind, severity, role, list(merged.values()), threshold, what, advice)
+    if len(by_role) > 1:
+        f.message = f"{_subject(f.layers, by_role)} {what} {when_text(f)}"
+        for part_role, hits in by_role.items():
+            for name, h in hits.items():
+                f.evidence["layers"][name].setdefault("roles", {})[part_role or "scalar"] = {
+                    "first_step": h.first, "last_step": h.last, **h.detail}
+    if len(row_roles) > 1:
+        f.role_points = {r: {name: h.points if h.points is not None else _span_steps(rd, r, h)
+                             for name, h in by_role[r].items()} for r in row_roles}
+    return f
+
+
+def _subject(layers: List[str], by_role: Dict[Optional[str], Dict[str, Hit]]) -> str:
+    """'fc1.weight and fc2.weight (gradients and weights) and scalar loss': rows and scalars apart,
+    whichever comes first in `layers` first."""
+    scalars = set(by_role.get(None, {}))
+    rows = [name for name in layers if name not in scalars]
+    roles = [f"{r}s" for r in by_role if r is not None]
+    parts = []
+    if rows:
+        parts.append(f"{layers_text(rows)} {roles[0] if len(roles) == 1 else '(' + and_text(roles) + ')'}")
+    if scalars:
+        parts.append(f"scalar {layers_text([name for name in layers if name in scalars])}")
+    if rows and scalars and layers[0] in scalars:
+        parts.reverse()
+    return " and ".join(parts)
+
+
+def and_text(words: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _span_steps(rd: RunData, role: str, h: Hit) -> np.ndarray:
+    """A row's logged steps from `h.first` to `h.last`, for a hit that names no exact steps."""
+    steps = _steps_of(rd, role, h.layer)
+    return steps[(steps >= h.first) & (steps <= h.last)]

@@ -11,7 +11,7 @@ from ...reading.runs import RunData
 from .. import metrics
 from .. import series as series_lib
 from ..finding import INFO, Finding
-from ..spans import PARAM_SHAPE_KINDS, Hit, group, gt, lt, role_tables
+from ..spans import PARAM_SHAPE_KINDS, Hit, group_sustained, gt, lt, role_tables
 
 KIND = "bimodal_weights"
 ORDER = 70
@@ -38,6 +38,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         spans = series_lib.sustained(enough & lt(ratio, dip), 3)
         if spans:
             a, b = spans[0][0], spans[-1][1]
-            hits.append(Hit(layer.name, int(table.steps[a]), int(table.steps[b]), float(ratio[a]), int(table.steps[a])))
-    f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, dip, "have two separated modes", ADVICE)
-    return [f] if f is not None else []
+            inside = np.concatenate([table.steps[s:e + 1] for s, e in spans])
+            hits.append(Hit(layer.name, int(table.steps[a]), int(table.steps[b]), float(ratio[a]), int(table.steps[a]),
+                            points=inside))
+    return group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, dip, "have two separated modes", ADVICE, 3)

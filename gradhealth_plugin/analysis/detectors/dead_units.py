@@ -11,7 +11,7 @@ from ...reading.runs import RunData
 from .. import health
 from ..finding import INFO, WARN, Finding
 from ..limits import Line
-from ..spans import Test, group, span_hits
+from ..spans import Test, group_sustained, span_hits
 
 KIND = "dead_units"
 ORDER = 40
@@ -37,11 +37,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     hits = span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger)], 3, _OUTPUTS)
     for h in hits:
         h.detail["quality"] = "upper bound from buckets" if h.value < 1 else "exact"
-    warn = group(rd, KIND, WARN, tags_lib.ACTIVATION, hits, danger,
-                 f"are mostly dead (zero fraction above {danger:.0%})", ADVICE)
-    warned = set(warn.layers) if warn else set()
+    warn = group_sustained(rd, KIND, WARN, tags_lib.ACTIVATION, hits, danger,
+                           f"are mostly dead (zero fraction above {danger:.0%})", ADVICE, 3)
+    warned = {layer for f in warn for layer in f.layers}
     info_hits = [h for h in span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", normal)], 3, _OUTPUTS)
                  if h.layer not in warned]
-    info = group(rd, KIND, INFO, tags_lib.ACTIVATION, info_hits, normal,
-                 f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)", ADVICE)
-    return [f for f in (warn, info) if f is not None]
+    info = group_sustained(rd, KIND, INFO, tags_lib.ACTIVATION, info_hits, normal,
+                           f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)", ADVICE, 3)
+    return warn + info

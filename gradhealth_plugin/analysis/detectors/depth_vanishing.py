@@ -12,7 +12,7 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import series as series_lib
 from ..finding import WARN, Finding
-from ..spans import PARAM_SHAPE_KINDS, lt, role_tables
+from ..spans import PARAM_SHAPE_KINDS, lower, lt, role_tables, short_tail, tail_text
 
 KIND = "depth_vanishing"
 ORDER = 110
@@ -38,15 +38,24 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     a, b = first.get("mean_abs")[i1], last.get("mean_abs")[i2]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = a / b
-    spans = series_lib.sustained(lt(ratio, ratio_limit) & (b > 0), int(limits["vanishing_steps"]))
+    needed = int(limits["vanishing_steps"])
+    spans = series_lib.sustained(lt(ratio, ratio_limit) & (b > 0), needed)
     if not spans:
         return []
     s, e = spans[0][0], spans[-1][1]
-    return [Finding(
-        run=rd.run, kind=KIND, severity=SEVERITY, layers=[first_layer.name, last_layer.name],
+    inside = np.concatenate([common[i:j + 1] for i, j in spans])
+    tail = short_tail(common, inside, needed)
+    held = f"for {needed}+ logged steps" if tail is None else tail_text([tail], needed)
+    f = Finding(
+        run=rd.run, kind=KIND, severity=SEVERITY if tail is None else lower(SEVERITY),
+        layers=[first_layer.name, last_layer.name],
         first_step=int(common[s]), last_step=int(common[e]),
         evidence={"threshold": ratio_limit, "value": float(ratio[s]), "step": int(common[s]),
                   "first_layer_mean_abs": float(a[s]), "last_layer_mean_abs": float(b[s])},
         message=(f"gradients at {first_layer.name} are {ratio[s]:.1e}x those at {last_layer.name} "
-                 f"from step {int(common[s])}: they vanish with depth"),
-        advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))})]
+                 f"from step {int(common[s])}, {held}: they vanish with depth"),
+        advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))})
+    if tail is not None:
+        f.evidence["too_few_steps"] = {"steps_needed": needed,
+                                       "layers": {first_layer.name: {"last": tail[0], "of": tail[1]}}}
+    return [f]

@@ -10,7 +10,7 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health
 from ..finding import CRITICAL, Finding
-from ..spans import Hit, group, gt, kept_before, role_tables
+from ..spans import Hit, gather, gt, kept_before, role_tables, when_text
 
 KIND = "nonfinite"
 ORDER = 10
@@ -25,13 +25,12 @@ THRESHOLDS = ()
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    out = [group(rd, KIND, SEVERITY, role, _tensor_hits(rd, role), 0, "contain NaN or Inf values", ADVICE)
-           for role in tags_lib.ROLES]
-    f = group(rd, KIND, SEVERITY, None, _scalar_hits(rd), 0, "is NaN or Inf", ADVICE)
-    if f is not None:
-        f.message = f"scalar {f.message}"
-    out.append(f)
-    return [f for f in out if f is not None]
+    """One finding per run: every layer and scalar with NaN or Inf, each row covered at its own steps."""
+    parts = [(role, _tensor_hits(rd, role)) for role in tags_lib.ROLES] + [(None, _scalar_hits(rd))]
+    f = gather(rd, KIND, SEVERITY, parts, 0, "contain NaN or Inf values", ADVICE)
+    if f is not None and f.layers == [h.layer for h in parts[-1][1]] and len(f.layers) == 1:
+        f.message = f"scalar {f.layers[0]} is NaN or Inf {when_text(f)}"
+    return [f] if f is not None else []
 
 
 def _tensor_hits(rd, role: str) -> List[Hit]:
@@ -56,3 +55,4 @@ def _scalar_hits(rd) -> List[Hit]:
             hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), float(values[idx[0]]), int(steps[idx[0]]),
                             {"source": "scalar"}))
     return hits
+

@@ -9,7 +9,7 @@ from ...reading.runs import RunData
 from .. import health
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Test, group, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Test, group_sustained, span_hits
 
 KIND = "skewed_distribution"
 ORDER = 60
@@ -29,6 +29,5 @@ THRESHOLDS = (Line(tags_lib.WEIGHT, "skewness", "skewness", "above", mirrored=Tr
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     limit = limits["skewness"]
     hits = span_hits(rd, tags_lib.WEIGHT, [Test("skewness", limit, use_abs=True)], 3, PARAM_SHAPE_KINDS)
-    f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, limit,
-              f"are strongly skewed (|skewness| above {limit:g})", ADVICE)
-    return [f] if f is not None else []
+    return group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, limit,
+                           f"are strongly skewed (|skewness| above {limit:g})", ADVICE, 3)

@@ -4,12 +4,16 @@ against a rolling median (seed 004).
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, Optional, Tuple
+
+import numpy as np
 
 from ...reading.runs import RunData
 from ..finding import INFO, Finding
-from ..spans import group
+from ..spans import Hit, group
 from ..spikes import scan
+from . import periodic_spikes
+from .periodic_spikes import _one_hit_per_series
 
 KIND = "spike"
 ORDER = 90
@@ -23,10 +27,46 @@ THRESHOLDS = ()
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
+    """One finding per episode: spikes of one role at adjacent logged steps are one event (a loss
+    diverging over steps 9 to 12), and spikes on a periodic pattern's grid belong to that pattern."""
     z = limits["spike_z"]
+    found = scan(rd, limits)
+    folded = periodic_spikes.members(found)
+    singles = sorted((key for key in found.single if key not in folded), key=lambda k: k[0])
     out = []
-    for (step, role), hits in sorted(scan(rd, limits).single.items(), key=lambda kv: kv[0][0]):
-        plural = "s" if len(hits) == 1 and role is None else ""
-        out.append(group(rd, KIND, SEVERITY, role, hits, z,
-                         f"spike{plural} (robust z-score above {z:g} against the rolling median)", ADVICE))
+    for role in dict.fromkeys(r for _, r in singles):
+        for episode in _episodes(rd, [(step, found.single[(step, r)]) for step, r in singles if r == role], role):
+            hits = _one_hit_per_series(episode)
+            plural = "s" if len(hits) == 1 and role is None else ""
+            out.append(group(rd, KIND, SEVERITY, role, hits, z,
+                             f"spike{plural} (robust z-score above {z:g} against the rolling median)", ADVICE))
     return out
+
+
+def _episodes(rd: RunData, spikes: List[Tuple[int, List[Hit]]], role: Optional[str]) -> List[List[List[Hit]]]:
+    """Spike steps (ascending, with their hits) cut into episodes.
+
+    A step continues the episode when none of the series spiking there had a
+    calm logged step since the episode's last spike: each series' previous
+    logged step is at or before it.
+    """
+    out: List[List[List[Hit]]] = []
+    last = None
+    for step, hits in spikes:
+        previous = max(_previous_step(rd, role, h.layer, step) for h in hits)
+        if last is not None and previous is not None and previous <= last:
+            out[-1].append(hits)
+        else:
+            out.append([hits])
+        last = step
+    return out
+
+
+def _previous_step(rd: RunData, role: Optional[str], name: str, step: int) -> Optional[int]:
+    """The logged step of one series before `step` (None for its first)."""
+    if role is None:
+        steps = rd.scalar_series[name][0]
+    else:
+        steps = rd.layer(name).roles[role].table.steps
+    i = int(np.searchsorted(steps, step))
+    return int(steps[i - 1]) if i > 0 else None

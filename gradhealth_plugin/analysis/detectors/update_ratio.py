@@ -9,7 +9,7 @@ from ...reading.runs import RunData
 from .. import health
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Test, group, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Test, group_sustained, span_hits
 
 KIND = "update_ratio"
 ORDER = 80
@@ -37,10 +37,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     high, low = limits["update_ratio_high"], limits["update_ratio_low"]
     too_high = span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", high)], 3, PARAM_SHAPE_KINDS)
     too_low = span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", low, above=False)], 3, PARAM_SHAPE_KINDS)
-    out = [
-        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_high, high,
-              f"update too fast (update/weight ratio above {high:g}; about 1e-3 is healthy)", ADVICE),
-        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_low, low,
-              f"barely move (update/weight ratio below {low:g}; about 1e-3 is healthy)", ADVICE),
-    ]
-    return [f for f in out if f is not None]
+    fast = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_high, high,
+                           f"update too fast (update/weight ratio above {high:g}; about 1e-3 is healthy)", ADVICE, 3)
+    slow = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_low, low,
+                           f"barely move (update/weight ratio below {low:g}; about 1e-3 is healthy)", ADVICE, 3)
+    for direction, found in (("too_high", fast), ("too_low", slow)):
+        for f in found:  # a learning rate too high explains the one, never the other (`combine.name_causes`)
+            f.evidence["direction"] = direction
+    return fast + slow

@@ -9,7 +9,7 @@ from ...reading.runs import RunData
 from .. import health
 from ..finding import CRITICAL, WARN, Finding
 from ..limits import Line
-from ..spans import Test, group, role_tables, span_hits
+from ..spans import Test, group_sustained, role_tables, span_hits
 
 KIND = "vanishing_gradients"
 ORDER = 30
@@ -34,12 +34,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     steps_needed = int(limits["vanishing_steps"])
     tests = (Test("small_fraction", fraction, inclusive=True), Test("mean_abs", small, above=False))
     hits = span_hits(rd, tags_lib.GRADIENT, tests, steps_needed)
-    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, small,
-              f"vanish (>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g} "
-              f"for {steps_needed}+ logged steps)", ADVICE)
-    if f is None:
-        return []
+    what = f"(>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g}"
+    out = group_sustained(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, small, f"vanish {what})", ADVICE,
+                          steps_needed, stated=f"vanish {what} for {steps_needed}+ logged steps)")
     total = sum(1 for _ in role_tables(rd, tags_lib.GRADIENT))
-    if len(f.layers) == total and total > 1:
-        f.severity = CRITICAL
-    return [f]
+    if len(hits) == total and total > 1:
+        for f in out:  # every gradient vanishes: a level up, whether or not long enough to be sure
+            f.severity = CRITICAL if f.severity == WARN else WARN
+    return out

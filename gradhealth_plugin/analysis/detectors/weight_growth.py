@@ -9,7 +9,7 @@ from ...reading.runs import RunData
 from .. import health
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Test, group, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Test, group_sustained, span_hits
 
 KIND = "weight_growth"
 ORDER = 50
@@ -34,6 +34,6 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     growth, abs_mean = limits["weight_std_growth"], limits["weight_abs_mean"]
     tests = (Test("std_rel_first", growth), Test("mean", abs_mean, use_abs=True))
     hits = span_hits(rd, tags_lib.WEIGHT, tests, 3, PARAM_SHAPE_KINDS)
-    f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
-              f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})", ADVICE)
-    return [f] if f is not None else []
+    return group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
+                           f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
+                           ADVICE, 3)

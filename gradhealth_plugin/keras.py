@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from .writing import schedule
 from .writing.failures import Failures
 from .writing.names import unique_names, variable_name
 from .writing.tf_stats import read_variable, stats_many_tf, update_ratio_many_tf, with_update_ratio
@@ -41,11 +42,12 @@ _SKIPPED_LAYERS = tuple(getattr(keras.layers, name) for name in (
 class GradientHealthCallback(keras.callbacks.Callback):
     """Logs exact per-variable gradient, weight, update-ratio and activation statistics during ``fit``.
 
-    Every ``every_n_steps`` training steps (counted like
-    ``model.optimizer.iterations``, so a resumed ``fit`` continues the count)
-    it writes gradhealth summaries (`writing.format.FIELDS`: count, mean, std, min,
-    max, L2 norm, zero and near-zero fractions, NaN and Inf counts, skewness,
-    kurtosis, mean and max |x|, update ratio) for:
+    At each of the first ``first_steps`` training steps (30), then every
+    ``every_n_steps`` (100), counted like ``model.optimizer.iterations`` (so a
+    resumed ``fit`` continues the count), it writes gradhealth summaries
+    (`writing.format.FIELDS`: count, mean, std, min, max, L2 norm, zero and
+    near-zero fractions, NaN and Inf counts, skewness, kurtosis, mean and max
+    |x|, update ratio; and a compact histogram) for:
 
     * **weights**: every trainable variable as the logged step starts (the
       values its gradient is computed at), with the update-to-weight ratio
@@ -96,7 +98,9 @@ class GradientHealthCallback(keras.callbacks.Callback):
     Args:
       log_dir: the directory given to ``keras.callbacks.TensorBoard``.
       every_n_steps: log every N training steps (the first step of ``fit`` is
-        logged when it is a multiple of N).
+        logged when it is a multiple of N or below `first_steps`).
+      first_steps: also log every step below this one (30 by default), so
+        trouble in the first steps is seen as it starts; 0 for none.
       probe_data: ``(x, y)`` or ``(x, y, sample_weight)`` (arrays or
         tensors), or a ``tf.data.Dataset`` whose first element is used. One
         batch of the training batch size is a good choice. Without it only
@@ -118,12 +122,11 @@ class GradientHealthCallback(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir: str, every_n_steps: int = 100, probe_data=None, gradients: bool = True,
-                 weights: bool = True, activations: bool = True, run: str = "train") -> None:
+                 weights: bool = True, activations: bool = True, run: str = "train",
+                 first_steps: int = schedule.FIRST_STEPS) -> None:
         super().__init__()
-        if every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be >= 1; got {every_n_steps}")
+        self.every_n_steps, self.first_steps = schedule.check(every_n_steps, first_steps)
         self.log_dir = os.fspath(log_dir)
-        self.every_n_steps = int(every_n_steps)
         self.run = run
         self._want_gradients = gradients
         self._want_weights = weights
@@ -159,7 +162,7 @@ class GradientHealthCallback(keras.callbacks.Callback):
             base = 0
         self._epoch_start = base
         self._last_batch = -1
-        self._next_log = -(-base // self.every_n_steps) * self.every_n_steps
+        self._next_log = schedule.next_logged(base, self.every_n_steps, self.first_steps)
         self._pending = None
         self._probe = None
         if self._writer is None:
@@ -190,7 +193,7 @@ class GradientHealthCallback(keras.callbacks.Callback):
             # while tracing its first step: building them here would create
             # their variables in the callback's own scope. Log the next step.
             return
-        self._next_log = (step // self.every_n_steps + 1) * self.every_n_steps
+        self._next_log = schedule.next_logged(step + 1, self.every_n_steps, self.first_steps)
         self._finish_pending()
         try:
             if self._passes is None:

@@ -15,7 +15,8 @@ One line in a ``tf.GradientTape`` loop, eager or inside ``tf.function``::
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-Every ``every_n_steps`` steps this writes, per variable, the exact statistics
+At each of the first ``first_steps`` steps (30), then every ``every_n_steps``
+steps, this writes, per variable, the exact statistics
 (`writing.format.FIELDS`) of its gradient and of its value before the update (the
 values the gradient was computed at), with the update-to-weight ratio of
 exactly that optimizer step. On other steps it costs two ``tf.cond`` ops
@@ -37,6 +38,7 @@ from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
 import numpy as np
 import tensorflow as tf
 
+from .writing import schedule
 from .writing.failures import Failures
 from .writing.names import unique_names, variable_name
 from .writing.tf_stats import (plain, read_variable, stats_many_tf, stats_tf, update_ratio_many_tf, update_ratio_tf,
@@ -70,6 +72,8 @@ class GradientHealthLogger:
       every_n_steps: log when ``step % every_n_steps == 0``. Other steps run a
         ``tf.cond`` that takes the empty branch (graph mode) or return at once
         (eager).
+      first_steps: also log when ``0 <= step < first_steps`` (30 by default),
+        so trouble in the first steps is seen as it starts; 0 for none.
       names: optional layer names, one per variable, in the order the
         variables are passed; by default ``variable.path`` (Keras 3) or
         ``variable.name`` without ``:0``.
@@ -86,10 +90,9 @@ class GradientHealthLogger:
     without logging.
     """
 
-    def __init__(self, logdir, every_n_steps: int = 100, names: Optional[Sequence[str]] = None) -> None:
-        if every_n_steps < 1:
-            raise ValueError(f"every_n_steps must be >= 1; got {every_n_steps}")
-        self.every_n_steps = int(every_n_steps)
+    def __init__(self, logdir, every_n_steps: int = 100, names: Optional[Sequence[str]] = None,
+                 first_steps: int = schedule.FIRST_STEPS) -> None:
+        self.every_n_steps, self.first_steps = schedule.check(every_n_steps, first_steps)
         self._names = list(names) if names is not None else None
         self._failures = Failures(logger)
         self._writer: Optional[StatsWriter] = None
@@ -179,8 +182,8 @@ class GradientHealthLogger:
 
     def _should_log_eager(self, step) -> bool:
         if isinstance(step, (int, np.integer)):
-            return int(step) % self.every_n_steps == 0
-        return int(tf.convert_to_tensor(step).numpy()) % self.every_n_steps == 0
+            return schedule.is_logged(int(step), self.every_n_steps, self.first_steps)
+        return schedule.is_logged(int(tf.convert_to_tensor(step).numpy()), self.every_n_steps, self.first_steps)
 
     @plain
     def _enter(self, step, variables: List, snapshot: bool = True):
@@ -206,6 +209,8 @@ class GradientHealthLogger:
                 return None
             step_t = tf.cast(tf.convert_to_tensor(step), tf.int64)
             pred = tf.equal(tf.math.floormod(step_t, self.every_n_steps), 0)
+            if self.first_steps:
+                pred = pred | ((step_t >= 0) & (step_t < self.first_steps))
             before = None
             if snapshot and variables:
                 # The empty branch returns shape-[0] tensors: keeping a read of

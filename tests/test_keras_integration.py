@@ -149,7 +149,8 @@ def fit(kind, logdir, jit_compile="auto", every=EVERY, poison=False, extra_callb
 
     model.compile(keras.optimizers.Adam(1e-2), loss, jit_compile=jit_compile)
     reference = Reference(chain, _probe(), flag)
-    callback = GradientHealthCallback(str(logdir), every_n_steps=every, probe_data=_probe() if probe else None)
+    callback = GradientHealthCallback(str(logdir), every_n_steps=every, first_steps=0,
+                                      probe_data=_probe() if probe else None)
     x, y = _data()
     history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0,
                         callbacks=[reference, callback, *extra_callbacks])
@@ -295,7 +296,8 @@ def test_the_callback_does_not_change_training(tmp_path):
                                   keras.layers.Dense(N_OUT)])
         model.compile(keras.optimizers.SGD(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
-        callbacks = [GradientHealthCallback(str(tmp_path), every_n_steps=2, probe_data=_probe())] if with_callback else []
+        callbacks = ([GradientHealthCallback(str(tmp_path), every_n_steps=2, first_steps=0, probe_data=_probe())]
+                     if with_callback else [])
         x, y = _data()
         history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0, callbacks=callbacks)
         return [v.numpy() for v in model.variables], history.history

@@ -277,3 +277,26 @@ def test_a_period_hidden_by_sampling_is_not_guessed():
     spikes = np.arange(90, 1000, 270)
     assert series.judge_period(spikes, full) == (270, None)
     assert series.judge_period(np.arange(45, 1000, 45), full) == (45, None)
+
+
+@pytest.mark.parametrize("steps,interval", [
+    # gradhealth's integrations: every step of the first 30, then every 25th (or 10th, 100th).
+    (np.r_[np.arange(30), np.arange(50, 2000, 25)], 25),
+    (np.r_[np.arange(31), np.arange(40, 400, 10)], 10),
+    (np.r_[np.arange(30), 100, 200, 300], 100),
+    # TensorBoard's random drops leave no run of equal gaps followed by only larger ones.
+    ([0, 25, 75, 100, 175], 25),
+    ([0, 1, 3, 6, 10, 15], 1),
+    (np.arange(0, 1000, 25), 25),
+])
+def test_logging_interval_after_a_denser_start(steps, interval):
+    assert series.logging_interval(steps) == interval
+
+
+def test_an_onset_after_a_denser_start_is_not_said_to_follow_dropped_steps():
+    from gradhealth_plugin.analysis.spans import kept_before
+
+    steps = np.r_[np.arange(30), np.arange(50, 2000, 25)].astype(np.int64)
+    assert kept_before(steps, int(np.searchsorted(steps, 850))) is None
+    sampled = np.array([0, 25, 50, 100, 125], dtype=np.int64)  # 75 dropped
+    assert kept_before(sampled, 3) == 50

@@ -141,7 +141,7 @@ def _train(logdir, compiled: bool, poison_step=None):
     model = _model()
     optimizer = keras.optimizers.Adam(1e-2)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    gh = GradientHealthLogger(str(logdir), every_n_steps=EVERY)
+    gh = GradientHealthLogger(str(logdir), every_n_steps=EVERY, first_steps=0)
     x, y = _data()
     variables = model.trainable_variables
 
@@ -264,7 +264,7 @@ def test_log_without_snapshot_and_plain_tf_variables(tmp_path):
     """`log` alone: gradients and weights (no update ratio), tf.Variables named by TF."""
     w = tf.Variable(np.random.default_rng(0).normal(size=(4, 2)).astype(np.float32), name="layer/w")
     extra = [tf.Variable(tf.ones([2]), name="Variable"), tf.Variable(tf.ones([3]), name="Variable")]
-    gh = GradientHealthLogger(str(tmp_path), every_n_steps=2)
+    gh = GradientHealthLogger(str(tmp_path), every_n_steps=2, first_steps=0)
 
     @tf.function
     def step_fn(step):
@@ -324,7 +324,7 @@ def test_xla_compiled_step_with_logging_outside_the_compiled_part(tmp_path):
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     x, y = _data()
     variables = model.trainable_variables
-    gh = GradientHealthLogger(str(tmp_path), every_n_steps=2)
+    gh = GradientHealthLogger(str(tmp_path), every_n_steps=2, first_steps=0)
 
     @tf.function(jit_compile=True)
     def gradients(x, y):

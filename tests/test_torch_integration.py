@@ -163,7 +163,7 @@ def main_run(tmp_path_factory):
     model = Net()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     recorder = Recorder(model, ACTIVATIONS)
-    handle = watch(model, log_dir=str(logdir), optimizer=optimizer, every_n_steps=N_MAIN)
+    handle = watch(model, log_dir=str(logdir), optimizer=optimizer, every_n_steps=N_MAIN, first_steps=0)
     train(model, optimizer, STEPS_MAIN, recorder)
     unwatch(handle)
     recorder.remove()
@@ -260,7 +260,7 @@ def test_accelerator_path_gives_the_same_exact_values(tmp_path, monkeypatch):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     model.net[0].bias.register_hook(lambda grad: torch.where(torch.arange(24) == 3, float("inf"), grad))
     recorder = Recorder(model, ACTIVATIONS)
-    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=2)
+    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=2, first_steps=0)
     train(model, optimizer, 3, recorder)
     unwatch(handle)
     recorder.remove()
@@ -347,7 +347,7 @@ def test_accelerator_path_update_ratio_of_a_single_parameter(tmp_path, monkeypat
 def test_without_optimizer_gradients_and_update_ratio(tmp_path):
     torch.manual_seed(1)
     model = Net()
-    handle = watch(model, tmp_path, every_n_steps=2)
+    handle = watch(model, tmp_path, every_n_steps=2, first_steps=0)
     assert hook_state(model) != {}
     ref = []
     for x, y in batches(5, seed=1):
@@ -424,9 +424,10 @@ def test_nan_gradient_is_counted_and_training_continues(nan_run):
 def test_plugin_reports_nonfinite_on_the_layer(nan_run, plugin_client):
     client = plugin_client(nan_run["logdir"], samples={"gradhealth": 500})
     found = client.ok("/findings", run=".")["findings"]
-    nonfinite = [f for f in found if f["kind"] == "nonfinite" and f["role"] == "gradient"]
-    assert nonfinite, found
-    assert nonfinite[0]["layers"][0] == "fc1.weight" and nonfinite[0]["first_step"] == NAN_STEP
+    # One nonfinite finding for the run; fc1.weight's gradient is the first non-finite value.
+    (nonfinite,) = [f for f in found if f["kind"] == "nonfinite"]
+    assert nonfinite["layers"][0] == "fc1.weight" and nonfinite["first_step"] == NAN_STEP
+    assert nonfinite["evidence"]["layers"]["fc1.weight"]["roles"]["gradient"]["first_step"] == NAN_STEP
     cell = client.ok("/cell", run=".", layer="fc1.weight", step=NAN_STEP, role="gradient")["roles"]["gradient"]
     assert cell["metrics"]["nonfinite"] == {"value": 1.0, "quality": "exact"}
 
@@ -456,7 +457,7 @@ def test_all_ranks_write_to_their_own_run(tmp_path, monkeypatch):
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 1)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=2, all_ranks=True)
+    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=2, first_steps=0, all_ranks=True)
     train(model, optimizer, 4)
     unwatch(handle)
     assert handle.active and handle.log_dir == str(tmp_path / "rank1")
@@ -470,7 +471,7 @@ def test_rank_zero_writes(tmp_path, monkeypatch):
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=2)
+    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=2, first_steps=0)
     train(model, optimizer, 4)
     unwatch(handle)
     assert sorted(read_summaries(tmp_path)["gradhealth/gradient/fc1.weight"]) == [0, 2]
@@ -492,7 +493,7 @@ def test_real_ddp_uses_the_wrapped_module_names(tmp_path):
         ddp = nn.parallel.DistributedDataParallel(model)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
         recorder = Recorder(model, ["relu1"])
-        handle = watch(ddp, tmp_path, optimizer=optimizer, every_n_steps=2)
+        handle = watch(ddp, tmp_path, optimizer=optimizer, every_n_steps=2, first_steps=0)
         train(ddp, optimizer, 4, recorder)
         unwatch(ddp)
         recorder.remove()
@@ -798,7 +799,7 @@ def test_torch_compile_logs_parameters_without_graph_breaks(tmp_path):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     compiled = torch.compile(model, backend="aot_eager")
     recorder = Recorder(model, [])
-    handle = watch(compiled, tmp_path, optimizer=optimizer, every_n_steps=2)
+    handle = watch(compiled, tmp_path, optimizer=optimizer, every_n_steps=2, first_steps=0)
     train(compiled, optimizer, 4, recorder)
     unwatch(compiled)
     try:

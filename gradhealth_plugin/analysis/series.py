@@ -203,11 +203,36 @@ def logging_interval(steps: np.ndarray) -> Optional[int]:
 
     TensorBoard's reservoir only removes steps, so every kept gap is a whole
     multiple of the writer's interval; the smallest gap need not be the
-    interval once steps were dropped, their common divisor is.
+    interval once steps were dropped, their common divisor is. A denser start
+    (gradhealth's integrations log every step at first, then every N-th) does
+    not count: the interval is the one the writer kept to after it.
     """
     steps = np.unique(np.asarray(steps, dtype=np.int64))
     gaps = np.diff(steps)
-    return int(np.gcd.reduce(gaps)) if len(gaps) else None
+    return int(np.gcd.reduce(gaps[denser_start(gaps):])) if len(gaps) else None
+
+
+def denser_start(gaps: np.ndarray) -> int:
+    """How many leading gaps belong to a denser start, 0 when there is none.
+
+    A denser start is a run of at least 3 equal gaps at the beginning, after
+    which the logging became sparser for good: the count returned is the last
+    j at which every gap before is smaller than every gap from j on (the gap
+    from the dense steps to the first sparse one is left out with them).
+    Random drops by TensorBoard's sampling leave no such run of equal gaps
+    followed by only larger ones.
+    """
+    gaps = np.asarray(gaps)
+    if len(gaps) < 4:
+        return 0
+    run = int(np.argmax(gaps != gaps[0])) if np.any(gaps != gaps[0]) else len(gaps)
+    if run < 3 or run == len(gaps):
+        return 0
+    before = np.maximum.accumulate(gaps)[:-1]  # largest of gaps[:j], j = 1 .. len - 1
+    after = np.minimum.accumulate(gaps[::-1])[::-1][1:]  # smallest of gaps[j:]
+    j = np.nonzero(before < after)[0] + 1
+    j = j[j >= run]
+    return int(j[-1]) if len(j) else 0
 
 
 def logged_steps(kept_steps: np.ndarray, max_step: Optional[int], capacity: Optional[float] = None,

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..writing.events import SummaryFileWriter
+from ..writing import schedule
 from ..writing.failures import Failures
 from ..writing.format import FIELDS
 from . import hooks, kernels
@@ -88,9 +89,10 @@ class WatchHandle:
     """
 
     def __init__(self, model: nn.Module, log_dir: str, every_n_steps: int, update_ratio: bool,
-                 start_step: int, active: bool) -> None:
+                 start_step: int, active: bool, first_steps: int = 0) -> None:
         self.log_dir = log_dir
         self.every_n_steps = every_n_steps
+        self.first_steps = first_steps
         self.update_ratio = update_ratio
         self.active = active
         self.number = hooks.next_number()
@@ -155,7 +157,8 @@ class WatchHandle:
     def __repr__(self) -> str:
         model = self._model_ref()
         return (f"WatchHandle({type(model).__name__ if model is not None else None}, log_dir={self.log_dir!r}, "
-                f"every_n_steps={self.every_n_steps}, step={self.step}, active={self.active}, errors={self.errors})")
+                f"every_n_steps={self.every_n_steps}, first_steps={self.first_steps}, step={self.step}, "
+                f"active={self.active}, errors={self.errors})")
 
     # -- failures --------------------------------------------------------
 
@@ -170,7 +173,7 @@ class WatchHandle:
     # -- step logic ------------------------------------------------------
 
     def _logged(self, step: int) -> bool:
-        return step % self.every_n_steps == 0
+        return schedule.is_logged(step, self.every_n_steps, self.first_steps)
 
     def _start(self, params: List[WatchedParam], step: int, snapshots: bool) -> _Pending:
         """Reduces gradients and weights of `params` on their devices (off the CPU without reading anything back)."""

@@ -9,6 +9,7 @@ from typing import Callable, Iterable, List, Tuple, Union
 import torch
 from torch import nn
 
+from ..writing import schedule
 from . import hooks
 from .handle import StepSource, WatchedParam, WatchHandle
 
@@ -23,7 +24,8 @@ _SKIPPED_MODULES = (nn.Identity, nn.Flatten, nn.Unflatten, nn.Dropout, nn.Dropou
 
 def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 100,
           activations: Union[bool, Iterable[str], Callable[[str, nn.Module], bool]] = True, *,
-          update_ratio: bool = True, start_step: int = 0, all_ranks: bool = False) -> WatchHandle:
+          update_ratio: bool = True, start_step: int = 0, all_ranks: bool = False,
+          first_steps: int = schedule.FIRST_STEPS) -> WatchHandle:
     """Logs exact statistics of `model`'s gradients, weights, updates and activations.
 
     Args:
@@ -36,6 +38,8 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
         Without one, each backward pass is a step and the update ratio is measured
         at the next forward pass.
       every_n_steps: log steps whose index is a multiple of this (step 0 first).
+      first_steps: also log every step whose index is below this (30 by default),
+        so trouble in the first steps is seen as it starts; 0 for none.
       activations: True for every leaf module (except Identity, Flatten,
         Dropout), False for none, module names, or ``f(name, module) -> bool``.
       update_ratio: measure ||w_after - w_before|| / ||w_before||; this keeps a
@@ -48,9 +52,10 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"gradhealth: watch() needs an nn.Module, got {type(model).__name__}")
-    if int(every_n_steps) < 1:
-        raise ValueError("gradhealth: every_n_steps must be at least 1")
-    every_n_steps = int(every_n_steps)
+    try:
+        every_n_steps, first_steps = schedule.check(every_n_steps, first_steps)
+    except ValueError as e:
+        raise ValueError(f"gradhealth: {e}") from None
     root = _unwrap(model)
     optimizers = _optimizers(optimizer)
     log_dir = os.fspath(log_dir)
@@ -65,7 +70,7 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
         logger.info("gradhealth: %s was already watched; replacing that watch", type(root).__name__)
         unwatch(previous)
 
-    handle = WatchHandle(root, log_dir, every_n_steps, bool(update_ratio), int(start_step), active)
+    handle = WatchHandle(root, log_dir, every_n_steps, bool(update_ratio), int(start_step), active, first_steps)
     if not active:
         return handle
 

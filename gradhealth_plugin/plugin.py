@@ -130,6 +130,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/heatmap": self._serve_heatmap,
             "/cell": self._serve_cell,
             "/series": self._serve_series,
+            "/distribution": self._serve_distribution,
             "/findings": self._serve_findings,
             "/vocabulary": self._serve_vocabulary,
         }
@@ -187,6 +188,12 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return self.series_impl(rd, _param(request, "layer", allow_empty=True),
                                 _choice(request, "metric", HEATMAP_METRICS), _role(request))
 
+    @_json_route
+    def _serve_distribution(self, request):
+        rd, _ = self._analysis(request)
+        return self.distribution_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
+                                      rd, _param(request, "layer", allow_empty=True), _role(request))
+
     def runs_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
         """Every run's summary; a run removed between the listing and its read is left out.
 
@@ -227,8 +234,25 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             shown = row.histogram_step_at(index)
             buckets = None if shown is None else self._analyzer.histogram_at(
                 ctx, experiment, rd.run, row.histogram_tag, shown[0])
-            roles[name] = responses.role_cell(row, index, buckets, shown)
+            own = buckets is None and row.own_tag is not None
+            if own:
+                # gradhealth's own summary carries a histogram (format version 2) on the row's axis.
+                buckets = self._analyzer.histograms_of(ctx, experiment, rd.run, row.own_tag, own=True).get(step)
+                shown = (step, None) if buckets is not None else shown
+            roles[name] = responses.role_cell(row, index, buckets, shown, own)
         return responses.cell(rd, layer, step, roles)
+
+    def distribution_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
+                          role: Optional[str]) -> dict:
+        """One layer's distribution over steps per role: percentiles of its histograms at each step."""
+        layer = _layer(rd, layer_name)
+        out = {}
+        for name, row in responses.layer_roles(layer, role).items():
+            own = row.histogram_tag is None and row.own_tag is not None
+            tag = row.own_tag if own else row.histogram_tag
+            by_step = {} if tag is None else self._analyzer.histograms_of(ctx, experiment, rd.run, tag, own=own)
+            out[name] = responses.role_distribution(row, by_step, own)
+        return responses.distribution(rd, layer, out)
 
     def series_impl(self, rd: RunData, layer_name: str, metric: str, role: Optional[str]) -> dict:
         """One layer's metric over its steps per role, with the threshold lines that apply."""

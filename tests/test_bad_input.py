@@ -141,6 +141,11 @@ def sweep(client) -> dict:
                     check_cell(cell)
             status, _ = call(client, "/series", run=run, layer=layer["name"], metric="health")
             assert status == 200
+            status, dist = call(client, "/distribution", run=run, layer=layer["name"])
+            assert status == 200, dist
+            for d in dist["distributions"].values():
+                assert len(d["steps"]) == len(d["steps_text"]) == len(d["values"])
+                assert all(v is None or np.isfinite(v) for row in d["values"] for v in row)
     return seen
 
 

@@ -201,7 +201,7 @@ def _content(**patch) -> bytes:
     (b"\xff", "not JSON"),
     (b"[" * 100_000, "not JSON"),
     (b"[1]", "not a JSON object"),
-    (_content(version=2), "format version 2"),
+    (_content(version=3), "format version 3"),
     (_content(version=True), "format version true"),
     (_content(role=None), "role null"),
     (_content(role="other"), 'role "other"'),

@@ -249,6 +249,39 @@ class Reader:
         # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
         return None if buckets is None else metrics.as_buckets(buckets).copy()
 
+    def histograms_of(self, ctx, experiment_id: str, run: str, tag: str, own: bool = False) -> Dict[int, np.ndarray]:
+        """step -> ``[k, 3]`` buckets of every kept step of one tag, cached like `histogram_at`'s.
+
+        `own`: the tag is a gradhealth summary, whose histogram (format version
+        2) is rebuilt from its vector (`format.histogram_of`); a step logged
+        without one (version 1) is left out.
+        """
+        plugin = metadata.PLUGIN_NAME if own else "histograms"
+        listing = self._provider.list_tensors(
+            ctx, experiment_id=experiment_id, plugin_name=plugin,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]),
+        ).get(run, {}).get(tag)
+        if listing is None:
+            return {}
+        key = (experiment_id, run, "own buckets" if own else "buckets", tag)
+        version = (listing.max_step, listing.max_wall_time)
+        by_step = self.bucket_cache.get(key, version)
+        if by_step is None:
+            by_step = {}
+            for datum in _by_step(self._read_tensors(ctx, experiment_id, plugin, run, [tag]).get(tag, [])):
+                if not own:
+                    by_step[datum.step] = datum.numpy
+                    continue
+                try:
+                    buckets = metadata.histogram_of(np.asarray(datum.numpy, dtype=np.float64))
+                except (TypeError, ValueError):  # text where numbers belong: no histogram
+                    buckets = None
+                if buckets is not None:
+                    by_step[datum.step] = buckets
+            self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))
+        # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
+        return {step: metrics.as_buckets(b) for step, b in by_step.items()}
+
     def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
                   walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> Dict[str, tuple]:
         """gradhealth summaries: tag -> (steps, {metric: exact values}); wall times into `walls`;

@@ -73,6 +73,12 @@ class RoleData:
             return None
         return int(self.histogram_steps[nearest]), float(self.histogram_walls[nearest] - wall)
 
+    @property
+    def own_tag(self) -> Optional[str]:
+        """The row's gradhealth summary tag (`role_data` lists it first), whose vectors carry a histogram
+        from format version 2 on; None for a row without one."""
+        return self.tags[0] if self.source.split("+")[0] == "gradhealth" else None
+
 
 @dataclasses.dataclass
 class Layer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tensorboard import context as tb_context
@@ -69,6 +69,10 @@ class Analyzer:
     def histogram_at(self, ctx: tb_context.RequestContext, experiment_id: str, run: str, tag: str,
                      step: int) -> Optional[np.ndarray]:
         return self._reader.histogram_at(ctx, experiment_id, run, tag, step)
+
+    def histograms_of(self, ctx: tb_context.RequestContext, experiment_id: str, run: str, tag: str,
+                      own: bool = False) -> Dict[int, np.ndarray]:
+        return self._reader.histograms_of(ctx, experiment_id, run, tag, own)
 
     def run(self, ctx: tb_context.RequestContext, experiment_id: str,
             run: str) -> Tuple[RunData, List[findings.Finding]]:

@@ -12,6 +12,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..analysis import detectors, finding, health, metrics
+from ..analysis import distribution as distribution_lib
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
 
@@ -273,12 +274,13 @@ def _histogram(buckets: np.ndarray) -> list:
 
 
 def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
-              shown: Optional[Tuple[int, Optional[float]]] = None) -> dict:
+              shown: Optional[Tuple[int, Optional[float]]] = None, own: bool = False) -> dict:
     """One role of a ``cell`` answer: status, metrics and histogram at one row of its table.
 
     ``shown``: the histogram's own step and, when it is on another step axis
     than the row, the seconds it was written after the row's step (see
-    `RoleData.histogram_step_at`).
+    `RoleData.histogram_step_at`). ``own``: the histogram is the one the row's
+    gradhealth summary carries (format version 2).
     """
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
@@ -297,7 +299,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "histogram": _histogram(buckets) if buckets is not None else None,
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.
-        "histogram_tag": rdata.histogram_tag if has_histogram else None,
+        "histogram_tag": (rdata.own_tag if own else rdata.histogram_tag) if has_histogram else None,
         "histogram_step": shown[0] if has_histogram else None,
         "histogram_step_text": step_text(shown[0]) if has_histogram else None,
         "histogram_axis": ("other" if rdata.histogram_other_axis else "row") if has_histogram else None,
@@ -337,6 +339,33 @@ def series(rd: RunData, layer: Layer, metric: str, roles: Mapping[str, RoleData]
             "series": {name: role_series(rdata, metric) for name, rdata in roles.items()},
             "status_names": list(health.STATUS_NAMES),
             "thresholds": {name: thresholds[name] for name in roles}}
+
+
+def role_distribution(rdata: RoleData, by_step: Mapping[int, np.ndarray], own: bool) -> dict:
+    """One role's distribution over steps: the `distribution_lib.PERCENTILES` of its histogram at each step.
+
+    ``by_step``: the histograms of the row's histogram tag (on its own step axis,
+    `axis` "other" when that is not the row's) or of its gradhealth summaries.
+    """
+    steps = np.array(sorted(by_step), dtype=np.int64)
+    values = np.zeros((0, len(distribution_lib.PERCENTILES)))
+    if len(steps):
+        h = metrics.stack_histograms(steps, np.zeros(len(steps)), [by_step[int(s)] for s in steps])
+        values = distribution_lib.percentiles(h)
+    source = None if not len(steps) else "gradhealth" if own else "histogram"
+    return {
+        "source": source,
+        "axis": "other" if source == "histogram" and rdata.histogram_other_axis else "row",
+        "steps": steps.tolist(),
+        "steps_text": step_texts(steps),
+        "values": [nullable(row) for row in values],
+    }
+
+
+def distribution(rd: RunData, layer: Layer, roles: Mapping[str, dict]) -> dict:
+    """The ``distribution`` route: one layer's percentiles over steps per role."""
+    return {"run": rd.run, "layer": layer.name, "percentiles": list(distribution_lib.PERCENTILES),
+            "distributions": dict(roles)}
 
 
 def cli_sampling(sampling: Optional[dict]) -> Optional[dict]:

@@ -3,8 +3,9 @@
     from gradhealth_plugin.torch import watch
     watch(model, "runs/exp1", optimizer=optimizer)
 
-Every `every_n_steps` optimizer steps this writes one gradhealth summary
-(`writing.format.FIELDS`) per watched tensor into an event file in `log_dir`:
+At every one of the first `first_steps` (30) optimizer steps, then every
+`every_n_steps` (100), this writes one gradhealth summary (`writing.format.FIELDS`
+and a compact histogram) per watched tensor into an event file in `log_dir`:
 
 * ``gradient``: each trainable parameter's ``.grad`` just before
   ``optimizer.step()`` (after backward, after ``GradScaler.unscale_``);

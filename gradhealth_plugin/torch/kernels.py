@@ -1,9 +1,11 @@
 """Exact statistics of PyTorch tensors, reduced on their own device in float64.
 
 `reduce_stats` turns tensors into accumulator rows (sums, power sums about
-the mean, counts and extrema) without reading anything back; `to_host` moves
+the mean, counts and extrema, and the histogram's counts over the values at
+`format.sample_indices`) without reading anything back; `to_host` moves
 them to the CPU with one transfer per device and `finalize` turns them into
-`format.FIELDS` vectors. `tensor_stats` does all three for any tensors.
+summary vectors (`format.FIELDS`, then the histogram). `tensor_stats` does
+all three for any tensors.
 
 Two paths give the same values: on the CPU, where reading a value is free,
 a one-pass path for the usual all-finite tensor; elsewhere a branch-free
@@ -19,7 +21,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ..writing.format import FIELDS, SMALL
+from ..writing import format as fmt
+from ..writing.format import FIELDS, HISTOGRAM_BUCKETS, SMALL
 
 __all__ = ["tensor_stats", "reduce_stats", "reduce_update", "finalize", "update_ratios", "grouped", "to_host",
            "ACC_WIDTH"]
@@ -33,7 +36,9 @@ _S_NONFINITE, _S_INF, _S_SUM, _S_SUMSQ, _S_SUMABS, _S_ZERO, _S_SMALL, _S_M2, _S_
 _N_SUMS = 10
 _X_MAX, _X_NEGMIN, _X_MAXABS = range(3)
 _N_MAXES = 3
-ACC_WIDTH = _N_SUMS + _N_MAXES
+# Then the histogram's counts over the sample, scaled to the tensor's finite count in `finalize`.
+_HIST = _N_SUMS + _N_MAXES
+ACC_WIDTH = _HIST + HISTOGRAM_BUCKETS
 _FIELD = {name: i for i, name in enumerate(FIELDS)}
 
 
@@ -128,8 +133,60 @@ def reduce_stats(tensors: Sequence[torch.Tensor], snapshot: bool = False) -> Tup
     `reduce_update` compares the tensors with later.
     """
     if _CPU_BRANCHING and tensors[0].device.type == "cpu":
-        return _reduce_cpu(tensors, snapshot)
-    return _reduce_buckets(tensors, snapshot)
+        acc, snapshots = _reduce_cpu(tensors, snapshot)
+    else:
+        acc, snapshots = _reduce_buckets(tensors, snapshot)
+    return torch.cat([acc, _histograms(tensors, acc[:, _N_SUMS + _X_MAXABS])], dim=1), snapshots
+
+
+_SAMPLES: Dict[tuple, Tuple[torch.Tensor, np.ndarray]] = {}
+
+
+def _sample(device: torch.device, n: int) -> Tuple[torch.Tensor, np.ndarray]:
+    """`format.sample_indices_of` a tensor of n values: (indices on `device`, which to count), cached."""
+    key = (device, n)
+    with _LAYOUTS_LOCK:
+        hit = _SAMPLES.get(key)
+        if hit is None:
+            if len(_SAMPLES) > 256:  # activations of varying batch sizes; never grow without bound
+                _SAMPLES.clear()
+            indices, valid = fmt.sample_indices_of(np.int64(n), np)
+            hit = _SAMPLES[key] = (torch.as_tensor(indices, device=device), np.asarray(valid, dtype=bool))
+    return hit
+
+
+def _histograms(tensors: Sequence[torch.Tensor], max_abs: torch.Tensor) -> torch.Tensor:
+    """(len(tensors), HISTOGRAM_BUCKETS) counts of each tensor's sample in `format.histogram_bucket`s.
+
+    One gather of at most `format.HISTOGRAM_SAMPLE` values per tensor, then a
+    few integer ops over all samples at once: a small cost next to the
+    statistics' passes over every value. On the CPU the samples go to numpy,
+    whose ops on a few thousand values cost a fraction of torch's; elsewhere
+    torch ops that read nothing back.
+    """
+    device = max_abs.device
+    samples, counted = [], []
+    for t in tensors:
+        indices, valid = _sample(device, t.numel())
+        flat = t.reshape(-1)
+        samples.append(flat[indices] if t.numel() else torch.zeros(len(indices), dtype=flat.dtype, device=device))
+        counted.append(valid)
+    x = torch.stack(samples).to(torch.float64)
+    k, width = len(tensors), HISTOGRAM_BUCKETS
+    if device.type == "cpu":
+        x = x.numpy()
+        keep = np.stack(counted) & np.isfinite(x)
+        buckets = fmt.histogram_bucket(x, max_abs.numpy()[:, None]) + np.arange(k)[:, None] * width
+        return torch.from_numpy(np.bincount(buckets[keep], minlength=k * width).reshape(k, width).astype(np.float64))
+    weight = torch.as_tensor(np.stack(counted), dtype=torch.float64, device=device) * torch.isfinite(x)
+    per_sign = fmt.HISTOGRAM_PER_SIGN
+    # `format.histogram_bucket`, in torch: the octave below max |x| from the ratio's exponent bits.
+    j = (1022 - ((x.abs() / max_abs[:, None]).view(torch.int64) >> 52)).clamp_(0, per_sign)
+    j = torch.where(x < 0, j, 2 * per_sign - j) + torch.arange(k, device=device)[:, None] * width
+    # index_add_ rather than bincount: bincount reads its input's maximum back from the device.
+    counts = torch.zeros(k * width, dtype=torch.float64, device=device)
+    counts.index_add_(0, j.reshape(-1), weight.reshape(-1))
+    return counts.reshape(k, width)
 
 
 def reduce_update(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -221,7 +278,7 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[torch.Tensor]:
         small += float(torch.count_nonzero(torch.lt(a, SMALL, out=mask)))
         zero += float(torch.count_nonzero(torch.eq(x, 0, out=mask)))
     d = t1 / n  # mean - shift
-    row = [0.0] * ACC_WIDTH
+    row = [0.0] * _HIST
     row[_S_SUM] = t1 + n * shift
     row[_S_SUMSQ] = t2 + 2 * shift * t1 + n * shift * shift
     row[_S_SUMABS] = sum_abs
@@ -322,13 +379,19 @@ def _reduce_update_buckets(before: Sequence[torch.Tensor], tensors: Sequence[tor
 
 
 def finalize(acc: np.ndarray, numels: Sequence[int]) -> np.ndarray:
-    """Accumulator rows to `FIELDS` vectors, with `reference.stats_numpy`'s conventions."""
+    """Accumulator rows to summary vectors (`FIELDS`, then the histogram), with `reference.stats_numpy`'s
+    conventions."""
     acc = np.asarray(acc, dtype=np.float64).reshape(len(numels), ACC_WIDTH)
-    s, x = acc[:, :_N_SUMS], acc[:, _N_SUMS:]
+    s, x = acc[:, :_N_SUMS], acc[:, _N_SUMS:_HIST]
     count = np.asarray(numels, dtype=np.float64)
     nonfinite, inf = s[:, _S_NONFINITE], s[:, _S_INF]
     n = count - nonfinite
-    out = np.full((len(numels), len(FIELDS)), np.nan)
+    out = np.full((len(numels), len(FIELDS) + HISTOGRAM_BUCKETS), np.nan)
+    sampled = acc[:, _HIST:]
+    total = sampled.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # The sample's counts scaled to the tensor's finite values.
+        out[:, len(FIELDS):] = np.where(total > 0, sampled * (n[:, None] / total), 0.0)
     out[:, _FIELD["count"]] = count
     out[:, _FIELD["nan_count"]] = nonfinite - inf
     out[:, _FIELD["inf_count"]] = inf
@@ -380,14 +443,15 @@ def to_host(matrices: Sequence[torch.Tensor]) -> List[np.ndarray]:
 
 
 def tensor_stats(tensors: Union[torch.Tensor, Sequence[torch.Tensor]]) -> np.ndarray:
-    """Exact statistics of tensors, rows of `FIELDS`, reduced on their device.
+    """Exact statistics of tensors and their histograms, rows of `FIELDS` then the histogram's counts,
+    reduced on their device.
 
     Equals `reference.stats_numpy` of each tensor up to float64 rounding.
     """
     if isinstance(tensors, torch.Tensor):
         tensors = [tensors]
     tensors = [t.detach() for t in tensors]
-    rows = np.full((len(tensors), len(FIELDS)), np.nan)
+    rows = np.full((len(tensors), len(FIELDS) + HISTOGRAM_BUCKETS), np.nan)
     with torch.no_grad():
         pending = []
         for group in grouped(tensors):

@@ -6,6 +6,14 @@ summaries without it), and a float64 vector whose fields are `FIELDS` in
 order. The metadata's JSON content says the format version, the role, the
 layer, its position in the model and the tensor's shape.
 
+Version 2 appends a compact histogram to the vector: `HISTOGRAM_BUCKETS`
+counts in log-spaced buckets of |x| relative to the tensor's max |x|, one
+octave wide (see `histogram_edges`), from the values at `sample_indices`
+(every value of a tensor of up to `HISTOGRAM_SAMPLE`), scaled to the
+tensor's finite count.
+The first `FIELDS` keep their places: a reader of version 1 files reads
+them alike, and a version 1 vector is a version 2 one without a histogram.
+
 As TensorBoard's own plugins keep theirs in ``metadata.py``, this is the one
 module both the writers and the reading side import to agree on the format.
 It needs only tensorboard and numpy.
@@ -23,7 +31,9 @@ if TYPE_CHECKING:
     from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 
 PLUGIN_NAME = "gradhealth"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions this reader reads: 1 (statistics only) and 2 (statistics and a histogram).
+READ_VERSIONS = (1, 2)
 TAG_PREFIX = "gradhealth/"
 FIELDS = (
     "count", "mean", "std", "min", "max", "l2", "zero_fraction", "small_fraction",
@@ -31,6 +41,18 @@ FIELDS = (
 )
 # |x| below this counts towards small_fraction, in every integration alike.
 SMALL = 1e-6
+
+# The histogram: per sign, HISTOGRAM_PER_SIGN buckets of |x| / max|x|, each one octave (a
+# factor of 2) wide, so about 6 decades; one bucket around zero for the rest (exact zeros
+# included); in ascending order of value: the most negative bucket first. Octaves, as a value's
+# bucket is then its binary exponent: exact, and cheap on every device.
+HISTOGRAM_PER_SIGN = 20
+HISTOGRAM_BUCKETS = 2 * HISTOGRAM_PER_SIGN + 1
+# Values a histogram is counted from: every value of a smaller tensor, else one value of each of
+# this many equal stretches of the flattened tensor, at a fixed pseudo-random place in it.
+HISTOGRAM_SAMPLE = 4096
+# The length of a version 2 vector: the statistics, then the histogram.
+VECTOR_WIDTH = len(FIELDS) + HISTOGRAM_BUCKETS
 
 
 def tag_for(role: str, layer: str) -> str:
@@ -41,7 +63,9 @@ def tag_for(role: str, layer: str) -> str:
 def metadata_content(role: str, layer: str, position: Optional[int] = None,
                      shape: Optional[Sequence[int]] = None) -> bytes:
     """The plugin data content (JSON bytes) of a gradhealth summary."""
-    content = {"version": FORMAT_VERSION, "role": role, "layer": layer, "fields": list(FIELDS)}
+    # The version says the vector's layout (`FIELDS`, then the histogram): the JSON stays short, as
+    # it goes with many values (tf.summary writes it with every one).
+    content = {"version": FORMAT_VERSION, "role": role, "layer": layer}
     if position is not None:
         content["position"] = int(position)
     if shape is not None:
@@ -98,8 +122,9 @@ def read_metadata(content: bytes) -> Dict:
         raise MetadataError("metadata is not JSON") from None
     if not isinstance(parsed, dict):
         raise MetadataError("metadata is not a JSON object")
-    if parsed.get("version") != FORMAT_VERSION or isinstance(parsed.get("version"), bool):
-        raise MetadataError(f"format version {_preview(parsed.get('version'))}; this version reads {FORMAT_VERSION}")
+    if parsed.get("version") not in READ_VERSIONS or isinstance(parsed.get("version"), bool):
+        raise MetadataError(f"format version {_preview(parsed.get('version'))}; this version reads "
+                            f"{' and '.join(map(str, READ_VERSIONS))}")
     role = parsed.get("role")
     if role not in ROLES:
         raise MetadataError(f"role {_preview(role)} is not one of {', '.join(ROLES)}")
@@ -157,3 +182,85 @@ def vectors_to_table_values(vectors: np.ndarray, fields: Sequence[str] = FIELDS)
         "mean_abs", "max_abs", "update_ratio")}
     values["nonfinite"] = np.nan_to_num(col.get("nan_count", nan)) + np.nan_to_num(col.get("inf_count", nan))
     return values
+
+
+def sample_indices(n: int) -> np.ndarray:
+    """The flat indices of the values a tensor of `n` values is histogrammed from (int64).
+
+    Every index when n <= `HISTOGRAM_SAMPLE`; otherwise one per equal stretch
+    of the flattened tensor, at an offset a multiplicative hash of the
+    stretch's number picks, so a sample of a convolution kernel does not
+    fall on one channel. Integrations compute the same indices on the device
+    (`sample_indices_of`); this is the definition.
+    """
+    indices, valid = sample_indices_of(np.int64(n), np)
+    return np.asarray(indices, dtype=np.int64)[np.asarray(valid, dtype=bool)]
+
+
+def sample_indices_of(n, ops):
+    """(indices, valid): `HISTOGRAM_SAMPLE` indices into a flat tensor of `n` values and which of them
+    to count, written with array functions `ops` provides (numpy, or a framework's equivalents with
+    `arange`, `minimum`, `maximum`, `where` and integer `//` and `%`): the formula the reference and
+    every integration share. A tensor of at most that many values is taken whole: its indices, then
+    repeats of its last index that are not counted."""
+    s = HISTOGRAM_SAMPLE
+    i = ops.arange(s, dtype=ops.int64)
+    lo = i * n // s
+    width = ops.maximum((i + 1) * n // s - lo, 1)
+    picked = lo + (i * 2654435761 + 12345) % 2147483647 % width
+    small = n <= s
+    return ops.where(small, ops.minimum(i, ops.maximum(n - 1, 0)), picked), (i < n) | (n > s)
+
+
+def histogram_edges(max_abs: np.ndarray) -> np.ndarray:
+    """The `HISTOGRAM_BUCKETS + 1` bucket edges (ascending) for each max |x| in `max_abs` (shape (..., B + 1)).
+
+    Magnitude edges are ``max_abs * 2 ** -j`` for j = 0 .. per_sign; the
+    middle bucket spans minus to plus the smallest.
+    """
+    m = np.asarray(max_abs, dtype=np.float64)[..., None]
+    magnitudes = m * 2.0 ** -np.arange(HISTOGRAM_PER_SIGN + 1)  # largest first
+    return np.concatenate([-magnitudes, magnitudes[..., ::-1]], axis=-1)
+
+
+def histogram_bucket(x: np.ndarray, max_abs) -> np.ndarray:
+    """The bucket (0 .. `HISTOGRAM_BUCKETS` - 1) of each value, for a tensor whose max |x| is `max_abs`.
+
+    |x| / max_abs in [2**-(j+1), 2**-j) is magnitude bucket j: 1022 minus the
+    biased exponent of the float64 ratio (max_abs itself joins bucket 0).
+    Zero, and anything below the last octave, falls in the middle bucket.
+    Integer work on the ratio's bits only, which every framework does alike.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.abs(np.asarray(x, dtype=np.float64)) / max_abs
+    j = np.clip(1022 - (ratio.view(np.int64) >> 52), 0, HISTOGRAM_PER_SIGN)
+    return np.where(x < 0, j, 2 * HISTOGRAM_PER_SIGN - j)
+
+
+def histogram_numpy(x: np.ndarray, max_abs: float, finite_count: float) -> np.ndarray:
+    """The histogram counts of a flat array (the reference the integrations match)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    sample = x[sample_indices(x.size)] if x.size else x
+    sample = sample[np.isfinite(sample)]
+    if not sample.size or not np.isfinite(max_abs):
+        return np.zeros(HISTOGRAM_BUCKETS)
+    counts = np.bincount(histogram_bucket(sample, max_abs), minlength=HISTOGRAM_BUCKETS).astype(np.float64)
+    return counts * (finite_count / sample.size)
+
+
+def histogram_of(vector: np.ndarray) -> Optional[np.ndarray]:
+    """The ``[k, 3]`` (left, right, count) buckets a version 2 vector carries, empty ones left out,
+    between the tensor's exact min and max; None for a vector without a histogram."""
+    vector = np.asarray(vector, dtype=np.float64).ravel()
+    counts = vector[len(FIELDS):len(FIELDS) + HISTOGRAM_BUCKETS]
+    if len(counts) < HISTOGRAM_BUCKETS or not np.all(np.isfinite(counts)):
+        return None
+    max_abs, low, high = (vector[FIELDS.index(name)] for name in ("max_abs", "min", "max"))
+    keep = counts > 0
+    if not keep.any() or not np.all(np.isfinite([max_abs, low, high])):
+        return np.zeros((0, 3))
+    # The buckets' edges inside the exact range; the outer ones reach its ends (a sample may miss them).
+    edges = np.clip(histogram_edges(max_abs), low, high)
+    out = np.stack([edges[:-1], edges[1:], counts], axis=1)[keep]
+    out[0, 0], out[-1, 1] = low, high
+    return out

@@ -10,11 +10,12 @@ from typing import Optional
 
 import numpy as np
 
-from .format import FIELDS, SMALL
+from .format import FIELDS, HISTOGRAM_BUCKETS, SMALL, histogram_numpy
 
 
 def stats_numpy(x: np.ndarray, before: Optional[np.ndarray] = None) -> np.ndarray:
-    """The exact statistics vector of an array (the reference the integrations match).
+    """The vector a summary holds for an array (the reference the integrations match): the exact
+    statistics `FIELDS`, then the histogram (`format.histogram_numpy`).
 
     Moments and norms are over the finite values; NaN and Inf are counted, not
     propagated, so one bad value does not hide the rest of the tensor.
@@ -22,7 +23,8 @@ def stats_numpy(x: np.ndarray, before: Optional[np.ndarray] = None) -> np.ndarra
     x = np.asarray(x, dtype=np.float64).ravel()
     finite = x[np.isfinite(x)]
     n = finite.size
-    out = np.full(len(FIELDS), np.nan)
+    out = np.full(len(FIELDS) + HISTOGRAM_BUCKETS, np.nan)
+    out[len(FIELDS):] = histogram_numpy(x, np.max(np.abs(finite)) if n else np.nan, n)
     out[FIELDS.index("count")] = x.size
     out[FIELDS.index("nan_count")] = np.isnan(x).sum()
     out[FIELDS.index("inf_count")] = np.isinf(x).sum()

@@ -1,6 +1,7 @@
 """Exact statistics of TensorFlow tensors, computed on the device with TensorFlow ops.
 
-Rows follow `format.FIELDS` and match `reference.stats_numpy`. The
+Rows follow `format.FIELDS`, then the histogram's counts (`format.HISTOGRAM_BUCKETS`),
+and match `reference.stats_numpy`. The
 TensorFlow helper (`gradhealth_plugin.tf`, which exports the public
 functions) and the Keras callback both compute their rows here, eagerly or
 inside ``tf.function``.
@@ -13,7 +14,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from .format import FIELDS, SMALL
+from . import format as fmt
+from .format import FIELDS, HISTOGRAM_BUCKETS, SMALL
 
 # Nothing here branches on tensor values in Python: AutoGraph conversion would
 # only add seconds to every trace of the user's train step.
@@ -60,7 +62,7 @@ def stats_many_tf(tensors: Sequence) -> tf.Tensor:
     """`stats_tf` of several tensors, one row each ([len(tensors), len(FIELDS)]), with few ops."""
     tensors = list(tensors)
     if not tensors:
-        return tf.zeros([0, _F], tf.float64)
+        return tf.zeros([0, _F + HISTOGRAM_BUCKETS], tf.float64)
     buckets = _buckets(tensors)
     return _in_order([_bucket_stats([tensors[i] for i in bucket]) for bucket in buckets], buckets)
 
@@ -105,9 +107,9 @@ def update_ratio_many_tf(befores: Sequence, afters: Sequence, before_stats: Opti
 
 def with_update_ratio(rows: tf.Tensor, ratios: tf.Tensor) -> tf.Tensor:
     """`rows` with their update_ratio column replaced by `ratios`."""
-    # update_ratio is the last field: replacing the column is one concat.
+    # update_ratio is the last field (the histogram follows): replacing the column is one concat.
     assert _INDEX["update_ratio"] == _F - 1
-    return tf.concat([rows[:, :-1], ratios[:, None]], 1)
+    return tf.concat([rows[:, :_F - 1], ratios[:, None], rows[:, _F:]], 1)
 
 
 def _flat64(t) -> tf.Tensor:
@@ -190,9 +192,55 @@ def _bucket_stats(tensors: List) -> tf.Tensor:
     k = len(tensors)
     x, ids, sizes = _segments([_flat64(t) for t in tensors])
     total = _segment("sum", x, ids, k)
-    return tf.cond(tf.reduce_all(tf.math.is_finite(total)),
+    rows = tf.cond(tf.reduce_all(tf.math.is_finite(total)),
                    lambda: _finite_stats(x, ids, sizes, total, k),
                    lambda: _masked_stats(x, ids, sizes, k))
+    return tf.concat([rows, _histograms(x, ids, rows, k)], 1)
+
+
+def _gather(x, indices) -> tf.Tensor:
+    """x[indices]; zeros (not counted) for an empty x, which has no index to read."""
+    size = x.shape.num_elements()
+    if size is None:  # known only when the step runs
+        return tf.cond(tf.size(x) > 0, lambda: tf.gather(x, indices), lambda: tf.zeros_like(indices, x.dtype))
+    return tf.gather(x, indices) if size else tf.zeros_like(indices, x.dtype)
+
+
+class _Ops:
+    """The array functions `format.sample_indices_of` needs, as TensorFlow ops."""
+
+    int64 = tf.int64
+    minimum, maximum, where = tf.minimum, tf.maximum, tf.where
+
+    @staticmethod
+    def arange(n, dtype):
+        return tf.range(n, dtype=dtype)
+
+
+def _histograms(x, ids, rows, k: int) -> tf.Tensor:
+    """[k, HISTOGRAM_BUCKETS]: each tensor's sample counted in `format.histogram_bucket`s, scaled to its
+    finite values. Tensors sharing a bucket are smaller than the sample: all their values count."""
+    f64 = tf.float64
+    if ids is None:
+        # One tensor: the values at `format.sample_indices`.
+        indices, valid = fmt.sample_indices_of(tf.size(x, out_type=tf.int64), _Ops)
+        x = _gather(x, indices)
+        weight = tf.cast(valid, f64)
+        ids = tf.zeros_like(indices)
+    else:
+        weight = tf.ones_like(x)
+    weight *= tf.cast(tf.math.is_finite(x), f64)
+    max_abs = tf.gather(rows[:, _INDEX["max_abs"]], ids)
+    per_sign = fmt.HISTOGRAM_PER_SIGN
+    # `format.histogram_bucket`: the octave below max |x| from the ratio's exponent bits.
+    biased = tf.bitwise.right_shift(tf.bitcast(tf.abs(x) / max_abs, tf.int64), 52)
+    j = tf.clip_by_value(1022 - biased, 0, per_sign)
+    segment = tf.cast(ids, tf.int64) * HISTOGRAM_BUCKETS + tf.where(x < 0, j, 2 * per_sign - j)
+    counts = tf.reshape(tf.math.unsorted_segment_sum(weight, segment, k * HISTOGRAM_BUCKETS), [k, HISTOGRAM_BUCKETS])
+    finite = rows[:, _INDEX["count"]] - rows[:, _INDEX["nan_count"]] - rows[:, _INDEX["inf_count"]]
+    total = tf.reduce_sum(counts, 1)
+    scale = tf.where(total > 0, finite / tf.where(total > 0, total, tf.ones_like(total)), tf.zeros_like(total))
+    return counts * scale[:, None]
 
 
 def _finite_stats(x, ids, sizes, total, k: int) -> tf.Tensor:

@@ -10,11 +10,11 @@ import numpy as np
 import tensorflow as tf
 
 from .failures import Failures
-from .format import FIELDS, summary_metadata, tag_for
+from .format import VECTOR_WIDTH, summary_metadata, tag_for
 
 # (layer, position in the model, static shape or None) of one row.
 Entry = Tuple[str, Optional[int], Optional[Sequence[int]]]
-# (role, entries, rows): row j of the [len(entries), len(FIELDS)] rows is the `role` summary of entries[j].
+# (role, entries, rows): row j of the [len(entries), VECTOR_WIDTH] rows is the `role` summary of entries[j].
 Group = Tuple[str, Sequence[Entry], Any]
 
 # After a failed write the writer rests for 1, 2, 4, ... up to this many calls before the next try.
@@ -150,7 +150,7 @@ class StatsWriter:
                 step = int(step)
                 if self._broken:
                     self._resume()
-                summary = _summary(headers, [np.asarray(m, np.float64).reshape(-1, len(FIELDS)) for m in matrices])
+                summary = _summary(headers, [np.asarray(m, np.float64).reshape(-1, VECTOR_WIDTH) for m in matrices])
                 # Leaving as_default flushes: a failure shows here, not in a later step.
                 with self._writer.as_default():
                     tf.summary.experimental.write_raw_pb(summary, step=step)
@@ -215,7 +215,7 @@ def _summary(headers: List[tuple], matrices: List[np.ndarray]) -> bytes:
     """One serialized ``Summary`` with one value per row; the metadata goes with every value, as tf.summary does."""
     from tensorboard.compat.proto import summary_pb2, types_pb2
 
-    rows = np.concatenate(matrices) if matrices else np.zeros((0, len(FIELDS)))
+    rows = np.concatenate(matrices) if matrices else np.zeros((0, VECTOR_WIDTH))
     summary = summary_pb2.Summary()
     for (tag, meta), row in zip(headers, rows):
         value = summary.value.add(tag=tag)

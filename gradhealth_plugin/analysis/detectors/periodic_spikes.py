@@ -36,7 +36,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     for key, hits in sorted(found.periodic.items(), key=lambda kv: kv[0][:2]):
         period, artefact, role = key
         # Single spikes of other series on this grid are occurrences of the same pattern.
-        parts = [(role, hits)] + [(r, _one_hit_per_series(found.single[(step, r)] for step, r in steps))
+        parts = [(role, hits)] + [(r, one_hit_per_series(found.single[(step, r)] for step, r in steps))
                                   for r, steps in _by_role([k for k, v in folded.items() if v == key]).items()]
         f = gather(rd, KIND, INFO if artefact else SEVERITY, parts, z, f"spike every {period} steps", ADVICE)
         f.period, f.artefact = period, artefact
@@ -96,7 +96,7 @@ def _by_role(keys: Iterable[Tuple[int, Optional[str]]]) -> Dict[Optional[str], L
     return out
 
 
-def _one_hit_per_series(groups: Iterable[List[Hit]]) -> List[Hit]:
+def one_hit_per_series(groups: Iterable[List[Hit]]) -> List[Hit]:
     """The single-spike hits of several steps, one per series, with all its spike steps."""
     by_name: Dict[str, List[Hit]] = {}
     for hits in groups:

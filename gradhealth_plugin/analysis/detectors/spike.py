@@ -13,7 +13,6 @@ from ..finding import INFO, Finding
 from ..spans import Hit, group
 from ..spikes import scan
 from . import periodic_spikes
-from .periodic_spikes import _one_hit_per_series
 
 KIND = "spike"
 ORDER = 90
@@ -36,7 +35,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     out = []
     for role in dict.fromkeys(r for _, r in singles):
         for episode in _episodes(rd, [(step, found.single[(step, r)]) for step, r in singles if r == role], role):
-            hits = _one_hit_per_series(episode)
+            hits = periodic_spikes.one_hit_per_series(episode)
             plural = "s" if len(hits) == 1 and role is None else ""
             out.append(group(rd, KIND, SEVERITY, role, hits, z,
                              f"spike{plural} (robust z-score above {z:g} against the rolling median)", ADVICE))
@@ -53,8 +52,8 @@ def _episodes(rd: RunData, spikes: List[Tuple[int, List[Hit]]], role: Optional[s
     out: List[List[List[Hit]]] = []
     last = None
     for step, hits in spikes:
-        previous = max(_previous_step(rd, role, h.layer, step) for h in hits)
-        if last is not None and previous is not None and previous <= last:
+        before = [p for p in (_previous_step(rd, role, h.layer, step) for h in hits) if p is not None]
+        if last is not None and before and max(before) <= last:
             out[-1].append(hits)
         else:
             out.append([hits])

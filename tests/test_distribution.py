@@ -152,6 +152,26 @@ def test_version_2_vectors_keep_the_version_1_fields_in_place():
     assert fmt.histogram_of(vector[:len(fmt.FIELDS)]) is None
 
 
+@pytest.mark.parametrize("host", [True, False], ids=["numpy", "torch ops"])
+def test_torch_histograms_count_what_the_reference_counts(host):
+    # The CPU path (numpy) and the accelerator path (torch ops that read nothing back), on the CPU.
+    from gradhealth_plugin.torch import kernels
+
+    g = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(300, 50, generator=g), torch.randn(7, generator=g),
+               torch.tensor([0.0, 0.0, 1.0, float("nan"), -2.0, 0.5, 0.25, -1e-9, float("inf")]),
+               torch.relu(torch.randn(64, 32, generator=g)), torch.randn(20, 30, generator=g).t(),
+               torch.randn(5000, generator=g).to(torch.bfloat16), torch.zeros(0), torch.zeros(10)]
+    values = [t.to(torch.float64).numpy().ravel() for t in tensors]
+    max_abs = [np.abs(v[np.isfinite(v)]).max() if np.isfinite(v).any() else np.nan for v in values]
+    got = kernels._histograms(tensors, torch.tensor(max_abs, dtype=torch.float64), host=host).numpy()
+    for v, m, counts in zip(values, max_abs, got):
+        sample = v[fmt.sample_indices(v.size)] if v.size else v
+        finite = sample[np.isfinite(sample)]
+        expected = fmt.histogram_numpy(v, m, finite.size)  # scaled to the sample: its raw counts
+        np.testing.assert_array_equal(counts, expected)
+
+
 def test_percentiles_of_buckets():
     # Two steps: uniform on [0, 10] in ten buckets, and a point mass at 3.
     left = np.array([np.arange(10.0), np.r_[3.0, np.full(9, 0.0)]])

@@ -155,16 +155,19 @@ def _sample(device: torch.device, n: int) -> Tuple[torch.Tensor, np.ndarray]:
     return hit
 
 
-def _histograms(tensors: Sequence[torch.Tensor], max_abs: torch.Tensor) -> torch.Tensor:
+def _histograms(tensors: Sequence[torch.Tensor], max_abs: torch.Tensor, host: Optional[bool] = None) -> torch.Tensor:
     """(len(tensors), HISTOGRAM_BUCKETS) counts of each tensor's sample in `format.histogram_bucket`s.
 
     One gather of at most `format.HISTOGRAM_SAMPLE` values per tensor, then a
     few integer ops over all samples at once: a small cost next to the
     statistics' passes over every value. On the CPU the samples go to numpy,
     whose ops on a few thousand values cost a fraction of torch's; elsewhere
-    torch ops that read nothing back.
+    torch ops that read nothing back (`host=False` takes them on the CPU too).
     """
     device = max_abs.device
+    if device.type == "cpu" and host is not False:
+        return torch.from_numpy(_histograms_host(tensors, max_abs.numpy()))
+    k, width = len(tensors), HISTOGRAM_BUCKETS
     samples, counted = [], []
     for t in tensors:
         indices, valid = _sample(device, t.numel())
@@ -172,12 +175,6 @@ def _histograms(tensors: Sequence[torch.Tensor], max_abs: torch.Tensor) -> torch
         samples.append(flat[indices] if t.numel() else torch.zeros(len(indices), dtype=flat.dtype, device=device))
         counted.append(valid)
     x = torch.stack(samples).to(torch.float64)
-    k, width = len(tensors), HISTOGRAM_BUCKETS
-    if device.type == "cpu":
-        x = x.numpy()
-        keep = np.stack(counted) & np.isfinite(x)
-        buckets = fmt.histogram_bucket(x, max_abs.numpy()[:, None]) + np.arange(k)[:, None] * width
-        return torch.from_numpy(np.bincount(buckets[keep], minlength=k * width).reshape(k, width).astype(np.float64))
     weight = torch.as_tensor(np.stack(counted), dtype=torch.float64, device=device) * torch.isfinite(x)
     per_sign = fmt.HISTOGRAM_PER_SIGN
     # `format.histogram_bucket`, in torch: the octave below max |x| from the ratio's exponent bits.
@@ -194,6 +191,27 @@ def reduce_update(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor
     if _CPU_BRANCHING and tensors[0].device.type == "cpu":
         return _reduce_update_cpu(before, tensors)
     return _reduce_update_buckets(before, tensors)
+
+
+# dtypes numpy reads as they are; others (bfloat16) go through float64 first.
+_NUMPY_DTYPES = (torch.float16, torch.float32, torch.float64)
+
+
+def _histograms_host(tensors: Sequence[torch.Tensor], max_abs: np.ndarray) -> np.ndarray:
+    """`_histograms` of CPU tensors, in numpy: `format.histogram_bucket` itself, over all samples at once."""
+    k, width = len(tensors), HISTOGRAM_BUCKETS
+    x = np.zeros((k, fmt.HISTOGRAM_SAMPLE))
+    keep = np.zeros((k, fmt.HISTOGRAM_SAMPLE), dtype=bool)
+    for row, t in enumerate(tensors):
+        if not t.numel():
+            continue
+        indices, valid = _sample(t.device, t.numel())
+        flat = t.reshape(-1)
+        x[row] = (flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()[indices.numpy()]
+        keep[row] = valid
+    keep &= np.isfinite(x)
+    buckets = fmt.histogram_bucket(x, max_abs[:, None]) + np.arange(k)[:, None] * width
+    return np.bincount(buckets[keep], minlength=k * width).reshape(k, width).astype(np.float64)
 
 
 # On the CPU reading a value costs no synchronisation, so each tensor is first

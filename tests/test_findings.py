@@ -244,6 +244,19 @@ def test_exploding_in_three_layers_is_one_finding():
     assert_evidence(f)
 
 
+def test_exploding_text_names_the_norm_a_norm_scalar_is_held_to():
+    steps = np.arange(0, 400, 10)
+    norm = np.full(len(steps), 1.0)
+    norm[30:] = 5e3
+    found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, norm)}))
+    f = one(found, "exploding_gradients")
+    assert "max |g| or the gradient norm above 1000" in f.message
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(20, 30), 5e4)
+    f = one(find(run(*three_kernels(g={0: g}))), "exploding_gradients")
+    assert "(max |g| above 1000 or" in f.message
+
+
 def test_exploding_from_grad_norm_scalar():
     steps = np.arange(200, dtype=np.int64)
     values = _noise(3, 200)
@@ -726,6 +739,10 @@ def test_spikes_on_a_periodic_grid_fold_into_the_periodic_finding():
     assert periodic.period == 35 and periodic.severity == findings.WARN
     assert set(periodic.layers) == {"grad_norm_total", "dense_0/kernel", "dense_1/kernel", "dense_2/kernel"}
     assert periodic.evidence["layers"]["dense_0/kernel"]["spike_steps"] == [140, 280]
+    # Only the pattern's own series is said to spike every 35 steps; the others where its grid met their steps.
+    assert periodic.message.startswith("grad_norm_total spike every 35 steps from step 35 to step")
+    assert "dense_0/kernel, dense_1/kernel, dense_2/kernel spike on the same grid, at steps 140 and 280" in \
+        periodic.message
     spikes = of_kind(found, "spike")
     assert [(f.first_step, f.layers) for f in spikes] == [(20, ["dense_1/kernel"])]
     # The layers' gradient cells at 140 and 280 are the periodic finding's, and nothing else is.

@@ -33,9 +33,11 @@ THRESHOLDS = (Line(tags_lib.GRADIENT, "max_abs", "exploding_max_abs", "above"),)
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     limit, jump = limits["exploding_max_abs"], limits["exploding_jump"]
     window = int(limits["spike_window"])
-    hits = _layer_hits(rd, limit, jump, window) + _scalar_hits(rd, limit, jump, window)
-    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, limit,
-              f"explode (max |g| above {limit:g} or the norm jumps {jump:g}x its running median)", ADVICE)
+    scalars = _scalar_hits(rd, limit, jump, window)
+    # A gradient-norm scalar is held to the limit itself: say so where one is in the finding.
+    over = f"max |g| or the gradient norm above {limit:g}," if scalars else f"max |g| above {limit:g}"
+    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, _layer_hits(rd, limit, jump, window) + scalars, limit,
+              f"explode ({over} or the norm jumps {jump:g}x its running median)", ADVICE)
     return [f] if f is not None else []
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...reading.runs import RunData
 from .. import series as series_lib
 from ..finding import INFO, WARN, Finding
-from ..spans import Hit, gather, group
+from ..spans import Hit, and_text, gather, group, layers_text
 from ..spikes import scan
 
 KIND = "periodic_spikes"
@@ -36,9 +36,17 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     for key, hits in sorted(found.periodic.items(), key=lambda kv: kv[0][:2]):
         period, artefact, role = key
         # Single spikes of other series on this grid are occurrences of the same pattern.
-        parts = [(role, hits)] + [(r, one_hit_per_series(found.single[(step, r)] for step, r in steps))
-                                  for r, steps in _by_role([k for k, v in folded.items() if v == key]).items()]
-        f = gather(rd, KIND, INFO if artefact else SEVERITY, parts, z, f"spike every {period} steps", ADVICE)
+        extra = [(r, one_hit_per_series(found.single[(step, r)] for step, r in steps))
+                 for r, steps in _by_role([k for k, v in folded.items() if v == key]).items()]
+        f = gather(rd, KIND, INFO if artefact else SEVERITY, [(role, hits)] + extra, z,
+                   f"spike every {period} steps", ADVICE)
+        if extra:
+            # The pattern's own series state the period; the others spiked only where its grid met their steps.
+            pattern = group(rd, KIND, f.severity, role, hits, z, f"spike every {period} steps", ADVICE)
+            others = [h for _, member in extra for h in member]
+            at = sorted({int(s) for h in others for s in h.points})
+            f.message = (f"{pattern.message}; {layers_text([h.layer for h in others])} spike on the same grid, "
+                         f"at step{'s' if len(at) > 1 else ''} {and_text([str(s) for s in at[:10]])}")
         f.period, f.artefact = period, artefact
         f.evidence["period"] = period
         f.evidence["histogram_interval"] = rd.histogram_interval

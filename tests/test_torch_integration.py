@@ -855,3 +855,22 @@ def test_import_and_use_do_not_import_tensorflow(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "IMPORTED []" in out.stdout, out.stdout + out.stderr
     assert read_summaries(tmp_path)["gradhealth/gradient/0.weight"].keys() == {0, 1}
+
+
+def test_event_records_carry_the_crc_tensorboard_computes():
+    # The writer's own CRC32C (eight bytes a step) frames records as TensorBoard's RecordWriter does.
+    import io
+    import os
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+    from tensorboard.summary.writer.record_writer import RecordWriter as TensorBoardRecordWriter
+
+    from gradhealth_plugin.writing import records
+
+    for n in (0, 1, 7, 8, 9, 63, 64, 531, 4096):
+        data = os.urandom(n)
+        assert records.masked_crc32c(data) == masked_crc32c(data), n
+        ours, theirs = io.BytesIO(), io.BytesIO()
+        records.RecordWriter(ours).write(data)
+        TensorBoardRecordWriter(theirs).write(data)
+        assert ours.getvalue() == theirs.getvalue(), n

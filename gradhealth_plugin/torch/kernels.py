@@ -198,20 +198,26 @@ _NUMPY_DTYPES = (torch.float16, torch.float32, torch.float64)
 
 
 def _histograms_host(tensors: Sequence[torch.Tensor], max_abs: np.ndarray) -> np.ndarray:
-    """`_histograms` of CPU tensors, in numpy: `format.histogram_bucket` itself, over all samples at once."""
+    """`_histograms` of CPU tensors, in numpy: `format.histogram_bucket` itself, over every tensor's
+    counted sample values at once (a small tensor's few values, not `HISTOGRAM_SAMPLE` slots)."""
     k, width = len(tensors), HISTOGRAM_BUCKETS
-    x = np.zeros((k, fmt.HISTOGRAM_SAMPLE))
-    keep = np.zeros((k, fmt.HISTOGRAM_SAMPLE), dtype=bool)
+    parts, lengths = [], np.zeros(k, dtype=np.int64)
     for row, t in enumerate(tensors):
-        if not t.numel():
+        n = min(t.numel(), fmt.HISTOGRAM_SAMPLE)
+        if not n:
             continue
-        indices, valid = _sample(t.device, t.numel())
+        indices, _ = _sample(t.device, t.numel())  # the counted ones come first: all of them
         flat = t.reshape(-1)
-        x[row] = (flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()[indices.numpy()]
-        keep[row] = valid
-    keep &= np.isfinite(x)
-    buckets = fmt.histogram_bucket(x, max_abs[:, None]) + np.arange(k)[:, None] * width
-    return np.bincount(buckets[keep], minlength=k * width).reshape(k, width).astype(np.float64)
+        parts.append((flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()[indices.numpy()[:n]])
+        lengths[row] = n
+    if not parts:
+        return np.zeros((k, width))
+    x = np.concatenate(parts).astype(np.float64, copy=False)
+    rows = np.repeat(np.arange(k), lengths)
+    buckets = fmt.histogram_bucket(x, max_abs[rows]) + rows * width
+    finite = np.isfinite(x)
+    counts = np.bincount(buckets if finite.all() else buckets[finite], minlength=k * width)
+    return counts.reshape(k, width).astype(np.float64)
 
 
 # On the CPU reading a value costs no synchronisation, so each tensor is first

@@ -17,6 +17,7 @@ import numpy as np
 
 from .failures import Failures
 from .format import summary_metadata, tag_for, tensor_summary
+from .records import RecordWriter
 
 
 class EventFile:
@@ -37,8 +38,6 @@ class EventFile:
 
     def __init__(self, logdir: str, suffix: str) -> None:
         from tensorboard.compat.proto import event_pb2
-        from tensorboard.summary.writer.record_writer import RecordWriter
-
         name = "events.out.tfevents.%010d.%s.%s.%s%s" % (
             time.time(), socket.gethostname(), os.getpid(), next(self._uid), suffix)
         if "://" in logdir:

@@ -261,9 +261,16 @@ export function lineChart(input: LineChartInput, width: number, height: number):
 
 /**
  * Histogram of one step as bars, with an optional second histogram (a
- * neighbouring step) drawn as an outline for comparison.
+ * neighbouring step) drawn as an outline for comparison; `logCount` draws the
+ * counts on a log scale (empty buckets then draw nothing).
  */
-export function histogramChart(buckets: readonly Bucket[], ghost: readonly Bucket[] | null, width: number, height: number): SVGSVGElement {
+export function histogramChart(
+  buckets: readonly Bucket[],
+  ghost: readonly Bucket[] | null,
+  width: number,
+  height: number,
+  logCount = false,
+): SVGSVGElement {
   const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
   root.append(svg("title", {}, "histogram"));
   const m = { ...MARGIN, left: 48 };
@@ -286,10 +293,14 @@ export function histogramChart(buckets: readonly Bucket[], ghost: readonly Bucke
   }
   if (lo === hi) [lo, hi] = around(lo, 0.5);
   const xs = scaleLinear([lo, hi], [x0, x1]);
-  const ys = scaleLinear([0, top], [y1, y0]);
+  let least = top;
+  for (const [, , c] of all) if (c > 0 && c < least) least = c;
+  const counts = logCount ? scaleLog([least, top], [y1, y0]) : scaleLinear([0, top], [y1, y0]);
+  // On a log scale a bar rises from the decade below the smallest count; an empty bucket stays flat.
+  const ys = (c: number): number => (logCount && !(c > 0) ? y1 : Math.min(y1, counts(c)));
   const g = svg("g");
   root.append(g);
-  axisLeft(g, ys.ticks(4), ys, x0, x1, y0, y1);
+  axisLeft(g, counts.ticks(4), ys, x0, x1, y0, y1);
   const ticks = xs.ticks(Math.max(2, Math.floor((x1 - x0) / 80))).map((v) => ({ x: xs(v), text: formatValue(v, 3) }));
   axisBottom(g, ticks, y1, x0, x1);
   const [dlo, dhi] = xs.domain;

@@ -12,6 +12,7 @@ import { button, el, setOptions } from "./dom";
 import { findingsFor, findingSpans, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
+import { DistributionView } from "./distribution";
 import { roleGuessBox } from "./role_guess";
 import type { Step } from "./steps";
 import { kindLabel, kindMetric } from "./vocabulary";
@@ -62,6 +63,7 @@ export class DetailPanel {
   private readonly seriesNote = el("div", "gh-note");
   private readonly seriesBox = el("div", "gh-chart-box");
   private readonly findingsBox = el("div", "gh-detail-findings");
+  private readonly distribution = new DistributionView((step) => this.events.step(step), () => this.drawHistogram());
   private target: DetailTarget | null = null;
   private seriesMetric = "";
   private token = 0;
@@ -90,7 +92,7 @@ export class DetailPanel {
     const ghostLabel = el("label", "gh-check");
     ghostLabel.append(this.ghost, el("span", "", "outline the previous step"));
     const histHead = el("div", "gh-section-head");
-    histHead.append(this.histTitle, this.prev, this.next, ghostLabel);
+    histHead.append(this.histTitle, this.prev, this.next, ghostLabel, this.distribution.logToggle);
 
     setOptions(this.seriesSelect, METRICS.map((m) => ({ value: m, text: humanize(m) })), ["max_abs"]);
     this.seriesSelect.addEventListener("change", () => {
@@ -102,7 +104,7 @@ export class DetailPanel {
     seriesHead.append(el("h3", "", "Over all steps"), this.seriesSelect);
 
     const left = el("div", "gh-detail-col");
-    left.append(histHead, this.histNote, this.histBox, el("h3", "", "At this step"), this.metricsBox);
+    left.append(histHead, this.histNote, this.histBox, this.distribution.root, el("h3", "", "At this step"), this.metricsBox);
     const right = el("div", "gh-detail-col");
     right.append(seriesHead, this.seriesNote, this.seriesBox, el("h3", "", "Findings for this layer"), this.findingsBox);
     const cols = el("div", "gh-detail-cols");
@@ -136,6 +138,7 @@ export class DetailPanel {
     this.seriesSelect.value = this.seriesMetric;
     this.drawFindings();
     this.updateButtons();
+    this.distribution.show(t.run, t.layer, t.role, t.step, t.steps);
     void this.loadCell();
     if (!same || !this.lastSeries) void this.loadSeries();
     else this.drawSeries();
@@ -146,6 +149,7 @@ export class DetailPanel {
     if (!this.isOpen) return;
     this.drawHistogram();
     this.drawSeries();
+    this.distribution.relayout();
   }
 
   private neighbours(): { prev: Step | null; next: Step | null } {
@@ -258,7 +262,7 @@ export class DetailPanel {
     const ghostRole = this.ghost.checked && this.lastGhost ? this.lastGhost.roles[t.role] : undefined;
     const ghost = ghostRole?.histogram ?? null;
     const width = Math.max(260, this.histBox.clientWidth || 420);
-    this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190));
+    this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190, this.distribution.logCount));
     const label = histogramLabel(t.step, r);
     this.histTitle.textContent = label.title;
     const outline = ghost && prev !== null ? outlineLabel(prev, ghostRole) : "";

@@ -1,0 +1,285 @@
+// A layer's distribution over steps, beside its histogram at one step: the
+// `distribution` route's percentiles drawn as nested bands (the extremes, then
+// 7-93%, 16-84% and 31-69%, and the median line), as TensorBoard's
+// Distributions tab draws them; and the switch that draws the histogram's
+// counts on a log scale, where a ReLU output's spike at zero hides the rest.
+
+import { getJson } from "./api";
+import type { FetchLike } from "./api";
+import { el, svg } from "./dom";
+import { formatStep, formatValue } from "./format";
+import { errorText, isRecord, malformed } from "./json";
+import { scaleLinear } from "./scale";
+import { offsets, stepListField } from "./steps";
+import type { Step } from "./steps";
+
+export interface RoleDistribution {
+  /** "gradhealth" (its own summaries' histograms), "histogram", or null: nothing to draw. */
+  source: string | null;
+  /** "other" when the histograms count steps otherwise than the row (per epoch). */
+  axis: "row" | "other";
+  steps: Step[];
+  /** Per step, one value per percentile (null where a step has no counted value). */
+  values: (number | null)[][];
+}
+
+export interface Distribution {
+  layer: string;
+  /** In percent, ascending; the first and last are 0 and 100. */
+  percentiles: number[];
+  roles: Record<string, RoleDistribution>;
+}
+
+function num(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+/** Checks the `distribution` route's answer; a role whose lists disagree in length is left out. */
+export function parseDistribution(body: unknown): Distribution {
+  if (!isRecord(body) || !isRecord(body.distributions) || !Array.isArray(body.percentiles)) {
+    throw malformed('distribution: expected {"percentiles": [...], "distributions": {...}}');
+  }
+  const percentiles = body.percentiles.map(num).filter((p): p is number => p !== null);
+  const roles: Record<string, RoleDistribution> = {};
+  for (const [role, d] of Object.entries(body.distributions)) {
+    if (!isRecord(d) || !Array.isArray(d.values)) continue;
+    const steps = stepListField(d, "steps");
+    if (steps === null || steps.length !== d.values.length) continue;
+    roles[role] = {
+      source: typeof d.source === "string" ? d.source : null,
+      axis: d.axis === "other" ? "other" : "row",
+      steps,
+      values: d.values.map((row) =>
+        Array.isArray(row) && row.length === percentiles.length ? row.map(num) : percentiles.map(() => null),
+      ),
+    };
+  }
+  return { layer: typeof body.layer === "string" ? body.layer : "", percentiles, roles };
+}
+
+export async function fetchDistribution(run: string, layer: string, role: string, fetchFn?: FetchLike): Promise<Distribution> {
+  return parseDistribution(await getJson("distribution", { run, layer, role }, fetchFn));
+}
+
+/** Bands to fill, outermost first: pairs of percentile indices symmetric about the median. */
+export function bandPairs(percentiles: readonly number[]): [number, number][] {
+  const out: [number, number][] = [];
+  for (let i = 0, j = percentiles.length - 1; i < j; i++, j--) out.push([i, j]);
+  return out;
+}
+
+/** The index of the median (50%), or -1. */
+export function medianIndex(percentiles: readonly number[]): number {
+  return percentiles.findIndex((p) => Math.abs(p - 50) < 1e-9);
+}
+
+/** The smallest and largest finite value of a distribution, or null when it has none. */
+export function valueRange(d: RoleDistribution): [number, number] | null {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const row of d.values) {
+    for (const v of row) {
+      if (v === null) continue;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+  }
+  return Number.isFinite(lo) && Number.isFinite(hi) ? [lo, hi] : null;
+}
+
+const MARGIN = { top: 10, right: 14, bottom: 26, left: 58 };
+// Outermost band palest, as TensorBoard shades them.
+const BAND_OPACITY = [0.14, 0.24, 0.36, 0.5];
+
+/** Nested percentile bands over steps, the median as a line, the selected step marked. */
+export function distributionChart(
+  d: RoleDistribution,
+  percentiles: readonly number[],
+  width: number,
+  height: number,
+  selected: Step | null,
+  onPick: (step: Step) => void,
+): SVGSVGElement {
+  const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
+  root.append(svg("title", {}, "distribution over steps"));
+  const [x0, x1, y0, y1] = [MARGIN.left, width - MARGIN.right, MARGIN.top, height - MARGIN.bottom];
+  const origin = d.steps[0] ?? 0n;
+  const at = offsets(d.steps, origin);
+  const first = at.length ? at[0] : 0;
+  const last = at.length ? at[at.length - 1] : 0;
+  // Steps as offsets from the first, exact whatever their size; the axis ends at the first and last step.
+  const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
+  const range = valueRange(d) ?? [0, 1];
+  const ys = scaleLinear(range[0] === range[1] ? [range[0] - 1, range[1] + 1] : range, [y1, y0]);
+  const g = svg("g");
+  root.append(g);
+  for (const t of ys.ticks(5)) {
+    const y = Math.round(ys(t)) + 0.5;
+    g.append(svg("line", { x1: x0, x2: x1, y1: y, y2: y, class: "gh-grid-line" }));
+    g.append(svg("text", { x: x0 - 5, y: y + 4, "text-anchor": "end", class: "gh-axis-text" }, formatValue(t, 3)));
+  }
+  g.append(svg("line", { x1: x0, x2: x1, y1: y1 + 0.5, y2: y1 + 0.5, class: "gh-axis-line" }));
+  for (const [i, text] of [[0, formatStep(d.steps[0] ?? 0n)], [at.length - 1, formatStep(d.steps[d.steps.length - 1] ?? 0n)]] as const) {
+    if (i < 0 || i >= at.length) continue;
+    g.append(svg("text", { x: xs(at[i]), y: y1 + 15, "text-anchor": i === 0 ? "start" : "end", class: "gh-axis-text" }, text));
+  }
+  bandPairs(percentiles).forEach(([lo, hi], k) => {
+    g.append(svg("path", { d: bandPath(at, d.values, lo, hi, xs, ys), style: `fill: var(--gh-bar); fill-opacity: ${BAND_OPACITY[k] ?? 0.5}` }));
+  });
+  const mid = medianIndex(percentiles);
+  if (mid >= 0) g.append(svg("path", { d: linePath(at, d.values, mid, xs, ys), class: "gh-series" }));
+  if (selected !== null && d.steps.length) {
+    const x = Math.round(xs(Number(selected - origin))) + 0.5;
+    if (x >= x0 - 1 && x <= x1 + 1) g.append(svg("line", { x1: x, x2: x, y1: y0, y2: y1, class: "gh-selected-step" }));
+  }
+  const readout = svg("text", { x: x0 + 4, y: y0 + 10, class: "gh-readout" });
+  const hit = svg("rect", { x: x0, y: y0, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0), fill: "transparent", class: "gh-hit" });
+  g.append(readout, hit);
+  const nearest = (clientX: number): number => {
+    const pos = xs.invert(clientX - root.getBoundingClientRect().left);
+    let best = 0;
+    for (let i = 1; i < at.length; i++) if (Math.abs(at[i] - pos) < Math.abs(at[best] - pos)) best = i;
+    return best;
+  };
+  hit.addEventListener("mousemove", (e) => {
+    if (!at.length) return;
+    const i = nearest(e.clientX);
+    const row = d.values[i];
+    const median = mid >= 0 ? row[mid] : null;
+    readout.textContent = `step ${formatStep(d.steps[i])}: median ${formatValue(median)}, ` +
+      `${formatValue(row[0])} .. ${formatValue(row[row.length - 1])}`;
+  });
+  hit.addEventListener("mouseleave", () => (readout.textContent = ""));
+  hit.addEventListener("click", (e) => {
+    if (at.length) onPick(d.steps[nearest(e.clientX)]);
+  });
+  return root;
+}
+
+type Axis = (v: number) => number;
+
+/** The band between percentiles lo and hi, broken where a step has no value. */
+export function bandPath(at: Float64Array, values: (number | null)[][], lo: number, hi: number, xs: Axis, ys: Axis): string {
+  let d = "";
+  let run: number[] = [];
+  const flush = (): void => {
+    if (!run.length) return;
+    // A lone step is a thin vertical band, one pixel either side.
+    const pad = run.length === 1 ? 1 : 0;
+    const top = run.map((i, k) => `${k ? "L" : "M"}${(xs(at[i]) - pad).toFixed(1)},${ys(values[i][hi] as number).toFixed(1)}`);
+    if (pad) top.push(`L${(xs(at[run[0]]) + pad).toFixed(1)},${ys(values[run[0]][hi] as number).toFixed(1)}`);
+    const bottom = run.slice().reverse().map((i) => `L${(xs(at[i]) + pad).toFixed(1)},${ys(values[i][lo] as number).toFixed(1)}`);
+    if (pad) bottom.push(`L${(xs(at[run[0]]) - pad).toFixed(1)},${ys(values[run[0]][lo] as number).toFixed(1)}`);
+    d += top.join("") + bottom.join("") + "Z";
+    run = [];
+  };
+  for (let i = 0; i < at.length; i++) {
+    if (values[i][lo] === null || values[i][hi] === null) flush();
+    else run.push(i);
+  }
+  flush();
+  return d;
+}
+
+function linePath(at: Float64Array, values: (number | null)[][], k: number, xs: Axis, ys: Axis): string {
+  let d = "";
+  let pen = false;
+  for (let i = 0; i < at.length; i++) {
+    const v = values[i][k];
+    if (v === null) {
+      pen = false;
+      continue;
+    }
+    d += `${pen ? "L" : "M"}${xs(at[i]).toFixed(1)},${ys(v).toFixed(1)}`;
+    pen = true;
+  }
+  return d;
+}
+
+/**
+ * The detail panel's distribution section and its log-count switch. `show` fetches a layer's
+ * distribution when the layer, role or its steps changed; `select` only moves the marked step.
+ */
+export class DistributionView {
+  readonly root = el("div");
+  /** Goes beside the histogram's title: it switches that chart's counts to a log scale. */
+  readonly logToggle = el("label", "gh-check");
+  private readonly box = el("div", "gh-chart-box");
+  private readonly note = el("div", "gh-note");
+  private readonly check = el("input");
+  private key = "";
+  private data: Distribution | null = null;
+  private role = "";
+  private selected: Step | null = null;
+
+  constructor(
+    private readonly pick: (step: Step) => void,
+    onLogCount: () => void,
+    private readonly fetchFn?: FetchLike,
+  ) {
+    this.check.type = "checkbox";
+    this.check.addEventListener("change", onLogCount);
+    this.logToggle.title = "Draw the histogram's counts on a log scale: a spike (a ReLU's zeros) no longer hides the rest";
+    this.logToggle.append(this.check, el("span", "", "log counts"));
+    const head = el("div", "gh-section-head");
+    head.append(el("h3", "", "Distribution over steps"));
+    this.root.append(head, this.note, this.box);
+  }
+
+  get logCount(): boolean {
+    return this.check.checked;
+  }
+
+  /** Shows a layer's distribution in one role, marking `step`; fetches only what changed. */
+  show(run: string, layer: string, role: string, step: Step, steps: readonly Step[]): void {
+    this.selected = step;
+    this.role = role;
+    const key = [run, layer, role, steps.length, String(steps[steps.length - 1] ?? "")].join("\u0000");
+    if (key === this.key) {
+      this.draw();
+      return;
+    }
+    this.key = key;
+    void this.load(run, layer, role, key);
+  }
+
+  relayout(): void {
+    this.draw();
+  }
+
+  private async load(run: string, layer: string, role: string, key: string): Promise<void> {
+    this.note.textContent = "Loading\u2026";
+    this.note.className = "gh-note";
+    try {
+      const d = await fetchDistribution(run, layer, role, this.fetchFn);
+      if (key !== this.key) return;
+      this.data = d;
+      this.draw();
+    } catch (e) {
+      if (key !== this.key) return;
+      this.data = null;
+      this.box.replaceChildren();
+      this.note.textContent = errorText(e);
+      this.note.className = "gh-note gh-error-text";
+    }
+  }
+
+  private draw(): void {
+    const d = this.data?.roles[this.role];
+    if (!this.data || !d) return;
+    if (!d.source || d.steps.length === 0) {
+      this.box.replaceChildren();
+      this.note.textContent = "No histograms logged for this tensor: its distribution over steps cannot be drawn.";
+      return;
+    }
+    const width = Math.max(260, this.box.clientWidth || 420);
+    // Histograms on another step axis: their steps are not the row's, so none is marked or picked.
+    const row = d.axis === "row";
+    this.box.replaceChildren(
+      distributionChart(d, this.data.percentiles, width, 170, row ? this.selected : null, row ? this.pick : () => undefined),
+    );
+    const from = d.source === "gradhealth" ? "gradhealth's histograms (up to 4,096 values a step)" : "the logged histograms";
+    const axis = d.axis === "other" ? " Its histograms count steps otherwise than this row (per epoch): no step is marked." : "";
+    this.note.textContent = `Bands: min-max, 7-93%, 16-84%, 31-69% of the values; line: median. From ${from}.${axis}`;
+  }
+}

@@ -64,7 +64,15 @@ def stats_many_tf(tensors: Sequence) -> tf.Tensor:
     if not tensors:
         return tf.zeros([0, _F + HISTOGRAM_BUCKETS], tf.float64)
     buckets = _buckets(tensors)
-    return _in_order([_bucket_stats([tensors[i] for i in bucket]) for bucket in buckets], buckets)
+    rows, samples, first = [], [], 0
+    for bucket in buckets:
+        bucket_rows, sample = _bucket_stats([tensors[i] for i in bucket], first)
+        rows.append(bucket_rows)
+        samples.append(sample)
+        first += len(bucket)
+    stats = tf.concat(rows, 0) if len(rows) > 1 else rows[0]
+    # Every tensor's histogram in one set of ops: per bucket of tensors they cost more than their values.
+    return _in_order([tf.concat([stats, _histograms(samples, stats)], 1)], buckets)
 
 
 @plain
@@ -180,8 +188,9 @@ def _spread(per_segment, ids, sizes):
     return per_segment[0] if ids is None else tf.repeat(per_segment, sizes)
 
 
-def _bucket_stats(tensors: List) -> tf.Tensor:
-    """[len(tensors), F] statistics of tensors reduced together.
+def _bucket_stats(tensors: List, first: int) -> tuple:
+    """[len(tensors), F] statistics of tensors reduced together, and their histograms' sample
+    (`_sample`; `first` is the first tensor's row among all the buckets').
 
     Each element is read about 20 times: the cost of a logged step is these
     passes, so the usual case (every value finite) skips the masking. A sum
@@ -195,7 +204,7 @@ def _bucket_stats(tensors: List) -> tf.Tensor:
     rows = tf.cond(tf.reduce_all(tf.math.is_finite(total)),
                    lambda: _finite_stats(x, ids, sizes, total, k),
                    lambda: _masked_stats(x, ids, sizes, k))
-    return tf.concat([rows, _histograms(x, ids, rows, k)], 1)
+    return rows, _sample(x, ids, first)
 
 
 def _gather(x, indices) -> tf.Tensor:
@@ -217,27 +226,35 @@ class _Ops:
         return tf.range(n, dtype=dtype)
 
 
-def _histograms(x, ids, rows, k: int) -> tf.Tensor:
-    """[k, HISTOGRAM_BUCKETS]: each tensor's sample counted in `format.histogram_bucket`s, scaled to its
-    finite values. Tensors sharing a bucket are smaller than the sample: all their values count."""
+def _sample(x, ids, first: int) -> tuple:
+    """(values, weights, rows) a bucket's histograms count: a lone tensor's values at
+    `format.sample_indices` (computed once, in numpy, when its size is known); the values of tensors
+    sharing a bucket, all smaller than the sample, all of them."""
     f64 = tf.float64
-    if ids is None:
-        # One tensor: the values at `format.sample_indices`.
+    if ids is not None:
+        return x, tf.ones_like(x), ids + first
+    size = x.shape.num_elements()
+    if size is None:  # known only when the step runs
         indices, valid = fmt.sample_indices_of(tf.size(x, out_type=tf.int64), _Ops)
-        x = _gather(x, indices)
-        weight = tf.cast(valid, f64)
-        ids = tf.zeros_like(indices)
     else:
-        weight = tf.ones_like(x)
+        indices, valid = (tf.constant(a) for a in fmt.sample_indices_of(np.int64(size), np))
+    return _gather(x, indices), tf.cast(valid, f64), tf.fill(tf.shape(indices), tf.constant(first, tf.int64))
+
+
+def _histograms(samples: List[tuple], stats: tf.Tensor) -> tf.Tensor:
+    """[k, HISTOGRAM_BUCKETS]: every tensor's sample counted in `format.histogram_bucket`s and scaled
+    to its finite values; `stats` are the k tensors' rows."""
+    f64 = tf.float64
+    k = tf.shape(stats, out_type=tf.int64)[0]
+    x, weight, rows = (tf.concat(part, 0) for part in zip(*samples)) if len(samples) > 1 else samples[0]
     weight *= tf.cast(tf.math.is_finite(x), f64)
-    max_abs = tf.gather(rows[:, _INDEX["max_abs"]], ids)
     per_sign = fmt.HISTOGRAM_PER_SIGN
     # `format.histogram_bucket`: the octave below max |x| from the ratio's exponent bits.
-    biased = tf.bitwise.right_shift(tf.bitcast(tf.abs(x) / max_abs, tf.int64), 52)
+    biased = tf.bitwise.right_shift(tf.bitcast(tf.abs(x) / tf.gather(stats[:, _INDEX["max_abs"]], rows), tf.int64), 52)
     j = tf.clip_by_value(1022 - biased, 0, per_sign)
-    segment = tf.cast(ids, tf.int64) * HISTOGRAM_BUCKETS + tf.where(x < 0, j, 2 * per_sign - j)
-    counts = tf.reshape(tf.math.unsorted_segment_sum(weight, segment, k * HISTOGRAM_BUCKETS), [k, HISTOGRAM_BUCKETS])
-    finite = rows[:, _INDEX["count"]] - rows[:, _INDEX["nan_count"]] - rows[:, _INDEX["inf_count"]]
+    segment = rows * HISTOGRAM_BUCKETS + tf.where(x < 0, j, 2 * per_sign - j)
+    counts = tf.reshape(tf.math.unsorted_segment_sum(weight, segment, k * HISTOGRAM_BUCKETS), [-1, HISTOGRAM_BUCKETS])
+    finite = stats[:, _INDEX["count"]] - stats[:, _INDEX["nan_count"]] - stats[:, _INDEX["inf_count"]]
     total = tf.reduce_sum(counts, 1)
     scale = tf.where(total > 0, finite / tf.where(total > 0, total, tf.ones_like(total)), tf.zeros_like(total))
     return counts * scale[:, None]

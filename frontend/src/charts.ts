@@ -295,8 +295,8 @@ export function histogramChart(
   const xs = scaleLinear([lo, hi], [x0, x1]);
   let least = top;
   for (const [, , c] of all) if (c > 0 && c < least) least = c;
-  const counts = logCount ? scaleLog([least, top], [y1, y0]) : scaleLinear([0, top], [y1, y0]);
-  // On a log scale a bar rises from the decade below the smallest count; an empty bucket stays flat.
+  // On a log scale a bar rises from a decade below the smallest count (so that one shows); an empty bucket stays flat.
+  const counts = logCount ? scaleLog([least / 2, top], [y1, y0]) : scaleLinear([0, top], [y1, y0]);
   const ys = (c: number): number => (logCount && !(c > 0) ? y1 : Math.min(y1, counts(c)));
   const g = svg("g");
   root.append(g);

@@ -127,7 +127,10 @@ export function distributionChart(
     g.append(svg("path", { d: bandPath(at, d.values, lo, hi, xs, ys), style: `fill: var(--gh-bar); fill-opacity: ${BAND_OPACITY[k] ?? 0.5}` }));
   });
   const mid = medianIndex(percentiles);
-  if (mid >= 0) g.append(svg("path", { d: linePath(at, d.values, mid, xs, ys), class: "gh-series" }));
+  // Styled here, not as the series line: the panel's metric chart owns that class.
+  if (mid >= 0) {
+    g.append(svg("path", { d: linePath(at, d.values, mid, xs, ys), class: "gh-dist-median", style: "fill: none; stroke: var(--gh-link); stroke-width: 1.5" }));
+  }
   if (selected !== null && d.steps.length) {
     const x = Math.round(xs(Number(selected - origin))) + 0.5;
     if (x >= x0 - 1 && x <= x1 + 1) g.append(svg("line", { x1: x, x2: x, y1: y0, y2: y1, class: "gh-selected-step" }));

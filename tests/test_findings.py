@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from gradhealth_plugin.analysis import findings, health, metrics
+from gradhealth_plugin.analysis import combine, findings, health, metrics
 from gradhealth_plugin.analysis import limits as rules
 from gradhealth_plugin.reading import runs
 from gradhealth_plugin.reading import tags as T
@@ -806,3 +806,20 @@ def test_findings_are_sorted_most_severe_first():
     for severity in (findings.INFO, findings.WARN, findings.CRITICAL):
         starts = [f.first_step for f in found if f.severity == severity]
         assert starts == sorted(starts)
+
+
+def test_a_spike_inside_a_span_only_finding_far_apart_is_explained():
+    # A NaN loss at steps 0 and 2**62: its finding has a span but no points. Whether a spike lies
+    # in it is a comparison; the steps in between were once built as a set.
+    far = 2 ** 62
+    nan_loss = findings.Finding(run="r", kind="nonfinite", severity=findings.CRITICAL, layers=["loss"], first_step=0,
+                                last_step=far, evidence={}, message="", advice="", spans={"loss": (0, far)})
+
+    def spike(step):
+        return findings.Finding(run="r", kind="spike", severity=findings.INFO, layers=["loss", "grad_norm"],
+                                first_step=step, last_step=step, evidence={"layers": {"loss": {}, "grad_norm": {}}},
+                                message="", advice="", spans={"loss": (step, step), "grad_norm": (step, step)})
+
+    kept = combine.drop_explained_spikes([nan_loss, spike(far // 2), spike(far + 1)])
+    assert [(f.kind, f.first_step, f.layers) for f in kept] == [
+        ("nonfinite", 0, ["loss"]), ("spike", far // 2, ["grad_norm"]), ("spike", far + 1, ["loss", "grad_norm"])]

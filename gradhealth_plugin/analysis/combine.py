@@ -4,7 +4,7 @@ dropped, and co-occurring symptoms name their likely cause (seed 004).
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from .finding import INFO, Finding
 
@@ -13,17 +13,27 @@ _POINTWISE = ("exploding_gradients", "nonfinite")
 
 def drop_explained_spikes(findings: List[Finding]) -> List[Finding]:
     """Drops a one-off spike at a step where the same series already explodes or turns non-finite."""
-    explained: Dict[str, set] = {}
+    # Per layer, the exact steps of point-wise findings and the (first, last) spans of those
+    # without points: a span is tested by comparison, never expanded into its steps, whose
+    # number is bounded only by the step numbers a writer chose.
+    points: Dict[str, set] = {}
+    spans: Dict[str, List[Tuple[int, int]]] = {}
     for f in findings:
         if f.kind in _POINTWISE:
             for layer in f.layers:
                 steps = f.points.get(layer)
-                explained.setdefault(layer, set()).update(
-                    steps.tolist() if steps is not None else range(f.spans[layer][0], f.spans[layer][1] + 1))
+                if steps is not None:
+                    points.setdefault(layer, set()).update(steps.tolist())
+                else:
+                    spans.setdefault(layer, []).append(f.spans[layer])
+
+    def explained(layer: str, step: int) -> bool:
+        return step in points.get(layer, ()) or any(first <= step <= last for first, last in spans.get(layer, ()))
+
     kept = []
     for f in findings:
         if f.kind == "spike":
-            layers = [layer for layer in f.layers if f.first_step not in explained.get(layer, ())]
+            layers = [layer for layer in f.layers if not explained(layer, f.first_step)]
             if not layers:
                 continue
             if len(layers) < len(f.layers):

@@ -64,3 +64,25 @@ def test_two_values_far_apart_are_two_points(tmp_path, loader_client, far):
             assert call(client, "/cell", run=run, layer=layer, step=far - 1, role=role)[0] == 404
     summary = seen["histograms"]["summary"]
     assert summary["last_step"] == far and summary["steps_kept"] == 2
+
+
+# Primes: the largest below 2**52 and below 2**62 / 3 (so that three periods fit in an int64 step).
+PRIME_PERIODS = (4503599627370449, 1537228672809129233)
+
+
+@pytest.mark.parametrize("period", PRIME_PERIODS)
+def test_loss_spiking_with_a_huge_prime_period(tmp_path, loader_client, period):
+    """A period is judged from the steps kept, not by factoring it: a prime near 2**62 took hours to factor.
+
+    Its steps are also past 2**53, where a float cannot hold them: the period must be exact.
+    """
+    steps = np.concatenate([np.arange(30)] + [k * period + np.arange(15) for k in (1, 2, 3)])
+    loss = 1.0 + 0.01 * np.sin(np.arange(len(steps)))
+    spikes = np.searchsorted(steps, [period, 2 * period, 3 * period])
+    loss[spikes] = 1000.0
+    write_run(tmp_path / "run", [event(int(s), scalar_value("loss", v), wall_time=1e6 + i)
+                                 for i, (s, v) in enumerate(zip(steps, loss))])
+    seen = sweep(loader_client(tmp_path))["run"]
+    (periodic,) = [f for f in seen["findings"] if f["kind"] == "periodic_spikes"]
+    assert periodic["period"] == period
+    assert periodic["evidence"]["layers"]["loss"]["spike_steps"] == [period, 2 * period, 3 * period]

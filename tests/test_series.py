@@ -277,3 +277,58 @@ def test_a_period_hidden_by_sampling_is_not_guessed():
     spikes = np.arange(90, 1000, 270)
     assert series.judge_period(spikes, full) == (270, None)
     assert series.judge_period(np.arange(45, 1000, 45), full) == (45, None)
+
+
+# --- periods past 2**53, and the prime check that replaced factoring ---------------------------------
+
+def test_a_huge_prime_period_is_exact_and_quick():
+    # A float cannot hold these steps; factoring the period by trial division took hours.
+    for period in (4503599627370449, 1537228672809129233):
+        logged = np.concatenate([np.arange(30)] + [k * period + np.arange(15) for k in (1, 2, 3)])
+        spikes = np.array([period, 2 * period, 3 * period])
+        assert series.judge_period(spikes, logged) == (period, None)
+    # Spikes every 2P (P prime, 6P < 2**63): kept steps between them on the grid of P refute
+    # "every P" only when two of them lie off the grid of 2P but on that of 2 (even offsets).
+    p = 1537228672809129233
+    spikes = np.array([2 * p, 4 * p, 6 * p])
+    between = [3 * p, 5 * p, 2 * p + 1]  # odd multiples of P refute "every 2": q = 2 is settled
+    assert series.judge_period(spikes, np.concatenate([spikes, between, [2 * p + 2]])) == \
+        (None, series.TOO_FEW_REGULAR)
+    assert series.judge_period(spikes, np.concatenate([spikes, between, [2 * p + 2, 2 * p + 4]])) == (2 * p, None)
+
+
+def _prime_factors(n):
+    out, p = [], 2
+    while p * p <= n:
+        if n % p == 0:
+            out.append(p)
+            while n % p == 0:
+                n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _refuted_by_trial_division(offset, period, ratio, min_refuting):
+    """The check as it was: factor `ratio`, count the kept steps on each finer grid."""
+    return all(np.count_nonzero((offset % (period // q) == 0) & (offset % period != 0)) >= min_refuting
+               for q in _prime_factors(ratio))
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_finer_grids_check_equals_factoring_the_period(seed):
+    rng = np.random.default_rng(seed)
+    interval = int(rng.choice([1, 2, 3, 10]))
+    period = interval * int(rng.integers(2, 400))
+    offset = np.unique(rng.integers(0, 20 * period // interval, size=int(rng.integers(1, 60))) * interval)
+    min_refuting = int(rng.integers(1, 4))
+    assert series._finer_grids_refuted(offset, period, period // interval, min_refuting) == \
+        _refuted_by_trial_division(offset, period, period // interval, min_refuting)
+
+
+def test_is_prime_matches_trial_division_and_known_large_numbers():
+    assert [n for n in range(3000) if series._is_prime(n)] == [n for n in range(2, 3000) if _prime_factors(n) == [n]]
+    for prime in (2 ** 61 - 1, 4503599627370449, 1537228672809129233, 9223372036854775783):
+        assert series._is_prime(prime)
+    # Carmichael numbers, a square of a prime, a product of two large primes.
+    for composite in (561, 41041, 3215031751, (2 ** 31 - 1) ** 2, 4503599627370449 * 3):
+        assert not series._is_prime(composite)

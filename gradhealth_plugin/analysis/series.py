@@ -157,12 +157,12 @@ def judge_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: 
     smallest = int(gaps.min())
     interval = logging_interval(logged) or 1
     span = logged[(logged >= spike_steps[0]) & (logged <= spike_steps[-1])]
-    # Largest P dividing every gap; try the smallest gap and its divisors.
+    # Largest P dividing every gap; try the smallest gap and its divisors (in integers: a
+    # step past 2**53 has no exact float).
     for divisor in range(1, 9):
-        period = smallest / divisor
-        if period < 2 or period != int(period):
+        if smallest % divisor or smallest // divisor < 2:
             continue
-        period = int(period)
+        period = smallest // divisor
         if np.any(gaps % period):
             continue
         offset = span - spike_steps[0]
@@ -174,28 +174,58 @@ def judge_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: 
         grid_share = len(on_grid) / max(1, len(span))
         if hits < min_coverage or grid_share > 0.5:
             return None, None
-        if period % interval == 0:
-            for q in _primes(period // interval):
-                finer = period // q
-                refuting = np.count_nonzero((offset % finer == 0) & (offset % period != 0))
-                if refuting < min_refuting:
-                    return None, TOO_FEW_REGULAR
+        if period % interval == 0 and not _finer_grids_refuted(offset, period, period // interval, min_refuting):
+            return None, TOO_FEW_REGULAR
         return period, None
     return None, None
 
 
-def _primes(n: int) -> List[int]:
-    """The distinct prime factors of n (n >= 1)."""
-    out, p = [], 2
-    while p * p <= n:
+def _finer_grids_refuted(offset: np.ndarray, period: int, ratio: int, min_refuting: int) -> bool:
+    """Whether, for each prime q dividing `ratio` (a divisor of `period`), at least
+    `min_refuting` offsets lie on the grid of period / q but off the grid of period.
+
+    An offset lies there exactly when period / gcd(offset, period) is q, so the
+    only primes that can pass are the values of that quotient the kept steps
+    take: the work is bounded by the steps kept, where factoring `ratio` by
+    trial division would take sqrt(ratio) steps, and step numbers are the
+    writer's to choose (up to 2**63).
+    """
+    if min_refuting <= 0:
+        return True
+    quotients, counts = np.unique(period // np.gcd(offset, period), return_counts=True)
+    rest = ratio
+    for q in quotients[counts >= min_refuting].tolist():
+        if q > 1 and rest % q == 0 and _is_prime(q):
+            while rest % q == 0:
+                rest //= q
+    return rest == 1
+
+
+# Miller-Rabin with these witnesses is exact below 3.3e24, so for every int64.
+_WITNESSES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+
+
+def _is_prime(n: int) -> bool:
+    """Whether n is prime, in time logarithmic in n (deterministic Miller-Rabin)."""
+    if n < 2:
+        return False
+    for p in _WITNESSES:
         if n % p == 0:
-            out.append(p)
-            while n % p == 0:
-                n //= p
-        p += 1
-    if n > 1:
-        out.append(n)
-    return out
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in _WITNESSES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
 
 
 def logging_interval(steps: np.ndarray) -> Optional[int]:

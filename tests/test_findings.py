@@ -808,6 +808,84 @@ def test_findings_are_sorted_most_severe_first():
         assert starts == sorted(starts)
 
 
+# --- many layers judged at once: the same answers as one layer at a time -----------------------------
+
+def _mixed_run(seed, n_layers=24):
+    """Layers of three kinds, two lengths and several roles, with random problems: every stacked group."""
+    rng = np.random.default_rng(seed)
+    layers = []
+    for i in range(n_layers):
+        steps = STEPS if i % 3 else STEPS[:25]
+        kind = (T.KIND_KERNEL, T.KIND_BIAS, T.KIND_OUTPUT)[i % 4 % 3]
+        g, w = grad(i, steps=steps), weight(i, steps=steps, count=5000.0)
+        for t, problems in ((g, (("max_abs", 5e3), ("mean_abs", 1e-8), ("small_fraction", 0.95), ("nonfinite", 2.0),
+                                 ("l2", 40.0))),
+                            (w, (("skewness", 3.0), ("update_ratio", 0.5), ("mean", 2.0), ("bimodal_dip", 0.1)))):
+            for metric, bad in problems:
+                if rng.random() < 0.4:
+                    start = int(rng.integers(0, len(steps) - 1))
+                    t.values[metric] = at(t.get(metric), slice(start, start + int(rng.integers(1, 8))), bad)
+        roles = {"gradient": g, "weight": w} if kind != T.KIND_OUTPUT else {"activation": act(i, steps=steps)}
+        if kind == T.KIND_OUTPUT and rng.random() < 0.5:
+            roles["activation"].values["zero_fraction"] = at(roles["activation"].values["zero_fraction"],
+                                                             slice(10, 20), 0.9)
+        layers.append(layer(f"block_{i}/t", kind=kind, **roles))
+    return run(*layers)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_detectors_judge_each_layer_of_many_as_if_alone(seed):
+    rd = _mixed_run(seed)
+    found = find(rd)
+    assert len({f.kind for f in found}) >= 5, [f.kind for f in found]
+    for lay in rd.layers:
+        alone = find(run(layer(lay.name, kind=lay.kind, **{r: d.table for r, d in lay.roles.items()})))
+
+        def evidence(found, severity=lambda f: f.severity):
+            return {f"{f.kind} {severity(f)} {f.role}": f.to_json()["evidence"]["layers"][lay.name]
+                    for f in found if f.kind != "depth_vanishing" and lay.name in f.evidence.get("layers", {})}
+
+        # A layer vanishing alone is all the gradients there are: critical, where among others it is a warning.
+        assert evidence(found) == evidence(alone, lambda f: findings.WARN if f.kind == "vanishing_gradients"
+                                           else f.severity), lay.name
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cell_rules_score_stacked_tables_as_each_table_alone(seed):
+    rd = _mixed_run(seed)
+    for role in (T.GRADIENT, T.WEIGHT):
+        tables = [lay.roles[role].table for lay in rd.layers if role in lay.roles and len(lay.roles[role].table.steps) == N]
+        stacked = health.rule_health(metrics.stack_tables(tables), role, T.KIND_KERNEL, LIMITS,
+                                     findings.detectors.CELL_RULES)
+        for i, t in enumerate(tables):
+            alone = findings.cell_health(t, role, T.KIND_KERNEL, LIMITS)
+            assert np.array_equal(stacked.score[i], alone.score, equal_nan=True)
+            assert stacked.status[i].tolist() == alone.status.tolist() and stacked.rule[i].tolist() == alone.rule.tolist()
+
+
+@pytest.mark.parametrize("cells_at_once", [1, 100, 1 << 17])
+def test_decide_cells_of_many_layers_equal_each_row_decided_alone(monkeypatch, cells_at_once):
+    monkeypatch.setattr(findings, "_CELLS_AT_ONCE", cells_at_once)  # chunks of one row, of a few, of all
+    rd = _mixed_run(7)
+    found = find(rd)
+    findings.decide_cells(rd, found, LIMITS)
+    severity_code = {findings.WARN: health.WARN, findings.CRITICAL: health.CRITICAL}
+    for lay in rd.layers:
+        for role, r in lay.roles.items():
+            alone = findings.cell_health(r.table, role, lay.kind, LIMITS)
+            status = alone.status.copy()
+            status[status != health.NO_DATA] = health.OK
+            rule = np.where(status == health.OK, "", None).astype(object)
+            for f in found:
+                covered = _covered(f, lay, role, r.table.steps) & (status != health.NO_DATA)
+                code = severity_code.get(f.severity, health.OK)
+                rule = np.where(covered & (status < code), f.kind, rule)
+                status = np.where(covered & (status < code), code, status)
+            assert r.health.status.tolist() == status.tolist(), (lay.name, role)
+            assert r.health.rule.tolist() == rule.tolist(), (lay.name, role)
+            assert np.array_equal(r.health.score, health.in_band(alone.score, status), equal_nan=True)
+
+
 def test_a_spike_inside_a_span_only_finding_far_apart_is_explained():
     # A NaN loss at steps 0 and 2**62: its finding has a span but no points. Whether a spike lies
     # in it is a comparison; the steps in between were once built as a set.

@@ -279,6 +279,57 @@ def test_a_period_hidden_by_sampling_is_not_guessed():
     assert series.judge_period(np.arange(45, 1000, 45), full) == (45, None)
 
 
+# --- many series at once: rows of a 2-D array give exactly the per-series results ------------------
+
+def _rows_with_gaps(rng, rows, n):
+    """Lognormal norms with NaN gaps, zeros, infinities and 10x outliers: every branch of the helpers."""
+    values = _noise(rng, rows * n).reshape(rows, n)
+    values[rng.random((rows, n)) < 0.05] = np.nan
+    values[rng.random((rows, n)) < 0.02] = 0.0
+    values[rng.random((rows, n)) < 0.01] = np.inf
+    values[rng.random((rows, n)) < 0.03] *= 10.0
+    values[0] = np.nan  # an all-NaN row
+    return values
+
+
+def _same(a, b):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 12, 200])
+def test_row_wise_helpers_equal_the_per_series_results(n):
+    rng = np.random.default_rng(n)
+    values = _rows_with_gaps(rng, 9, n)
+    med, mad = series.centered_baseline(values, 3)
+    for i, row in enumerate(values):
+        m1, d1 = series.centered_baseline(row, 3)
+        _same(med[i], m1)
+        _same(mad[i], d1)
+        _same(series.trailing_median(values, WINDOW)[i], series.trailing_median(row, WINDOW))
+        _same(series.noise_scale(values, 50)[i], series.noise_scale(row, 50))
+        _same(series.spike_mask(values, Z, WINDOW)[i], series.spike_mask(row, Z, WINDOW))
+        assert series.spikes(row, Z, WINDOW).tolist() == np.nonzero(series.spike_mask(values, Z, WINDOW)[i])[0].tolist()
+
+
+def test_stacked_groups_rows_by_length_in_bounded_chunks(monkeypatch):
+    rng = np.random.default_rng(1)
+    rows = [rng.normal(size=n) for n in (5, 3, 5, 0, 3, 5, 5, 5)]
+    monkeypatch.setattr(series, "_WINDOW_BUDGET", 10)  # two rows of 5 per chunk
+    seen = []
+    for idx, block in series.stacked(rows):
+        assert block.shape == (len(idx), len(rows[idx[0]])) and block.dtype == np.float64
+        assert block.size <= 10 or len(idx) == 1
+        for i, row in zip(idx.tolist(), block):
+            _same(row, rows[i])
+        seen += idx.tolist()
+    assert sorted(seen) == list(range(len(rows)))
+    lengths = [len(r) for r in rows]
+    assert [g.tolist() for g in series.same_length(lengths)] == [[0, 2], [5, 6], [7], [1, 4], [3]]
+    # Five window values per point: a row of five fills a chunk.
+    assert [len(g) for g in series.same_length(lengths, points_per_value=5)] == [1] * 8
+
+
 # --- periods past 2**53, and the prime check that replaced factoring ---------------------------------
 
 def test_a_huge_prime_period_is_exact_and_quick():
@@ -332,3 +383,12 @@ def test_is_prime_matches_trial_division_and_known_large_numbers():
     # Carmichael numbers, a square of a prime, a product of two large primes.
     for composite in (561, 41041, 3215031751, (2 ** 31 - 1) ** 2, 4503599627370449 * 3):
         assert not series._is_prime(composite)
+
+
+def test_logged_steps_of_unsorted_repeated_steps_equal_those_of_their_sorted_set():
+    rng = np.random.default_rng(3)
+    kept = np.sort(rng.choice(np.arange(0, 5000, 5), 300, replace=False))
+    messy = rng.permutation(np.concatenate([kept, kept[:40]]))
+    for args in ((None,), (5000,), (5000, 500), (5000, None, 0)):
+        assert series.logged_steps(messy, *args) == series.logged_steps(kept, *args)
+    assert series.logging_interval(messy) == series.logging_interval(kept) == 5

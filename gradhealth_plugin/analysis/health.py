@@ -46,13 +46,12 @@ class CellHealth:
 
 
 def has_data(table: MetricTable) -> np.ndarray:
-    n = len(table.steps)
-    present = np.zeros(n, dtype=bool)
+    """Where a table has any value (or counted non-finite ones); of the table's shape, so also for stacked tables."""
+    present = table.get("nonfinite") > 0
     for name, values in table.values.items():
         if name in ("nonfinite", "count"):
             continue
-        present |= ~np.isnan(values)
-    present |= table.get("nonfinite") > 0
+        present = present | ~np.isnan(values)
     return present
 
 
@@ -70,12 +69,15 @@ def _closeness(value: np.ndarray, threshold: float, above: bool, log: bool) -> n
 
 def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float],
                 rules: Sequence[CellRule]) -> CellHealth:
-    """Scores every step of one tensor's metric table by `rules` alone, the worst firing rule naming the cell."""
-    n = len(table.steps)
+    """Scores every step of one tensor's metric table by `rules` alone, the worst firing rule naming the cell.
+
+    Element-wise throughout: a stacked table (`metrics.stack_tables`) of
+    tensors of one role and kind is scored in one pass, a row each.
+    """
     present = has_data(table)
     level = np.where(present, OK, NO_DATA).astype(np.uint8)
     rule = np.where(present, "", None).astype(object)
-    worst = np.zeros(n)  # closeness of the nearest-to-firing rule, for the score
+    worst = np.zeros(present.shape)  # closeness of the nearest-to-firing rule, for the score
     for r in rules:
         if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
             continue

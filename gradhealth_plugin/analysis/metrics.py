@@ -57,7 +57,11 @@ class Histograms:
 
 @dataclasses.dataclass
 class MetricTable:
-    """Metric values (N,) with a quality code per value; NaN where no data."""
+    """Metric values (N,) with a quality code per value; NaN where no data.
+
+    `stack_tables` makes one of several equally long tables, every array then
+    (rows, N): the analysis judges a run's layers together that way.
+    """
 
     steps: np.ndarray
     values: Dict[str, np.ndarray]
@@ -69,12 +73,12 @@ class MetricTable:
     def get(self, name: str) -> np.ndarray:
         if name in self.values:
             return self.values[name]
-        return np.full(len(self.steps), np.nan)
+        return np.full(np.shape(self.steps), np.nan)
 
     def quality_of(self, name: str) -> np.ndarray:
         if name in self.quality:
             return self.quality[name]
-        return np.zeros(len(self.steps), dtype=np.uint8)
+        return np.zeros(np.shape(self.steps), dtype=np.uint8)
 
 
 def _as_buckets(a) -> np.ndarray:
@@ -420,6 +424,17 @@ def merge_exact(base: MetricTable, steps: np.ndarray, exact: Mapping[str, np.nda
 
 def empty_table() -> MetricTable:
     return MetricTable(steps=np.zeros(0, dtype=np.int64), values={}, quality={})
+
+
+def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
+    """Equally long tables as one, a row each: every metric any of them has, NaN (no data) where one lacks it.
+
+    Only the values are stacked, for judging them; answers read each table's own quality.
+    """
+    names = dict.fromkeys(name for t in tables for name in t.values)
+    return MetricTable(steps=np.array([t.steps for t in tables], dtype=np.int64),
+                       values={name: np.array([t.get(name) for t in tables], dtype=np.float64) for name in names},
+                       quality={})
 
 
 def summarize_quality(codes: np.ndarray) -> Optional[str]:

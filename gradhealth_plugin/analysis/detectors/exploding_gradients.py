@@ -14,7 +14,7 @@ from .. import health
 from .. import series as series_lib
 from ..finding import CRITICAL, Finding
 from ..limits import Line
-from ..spans import Hit, group, gt, kept_before, role_tables
+from ..spans import Hit, group, gt, kept_before, role_tables, stack
 
 KIND = "exploding_gradients"
 ORDER = 20
@@ -47,21 +47,29 @@ def _jumps(values: np.ndarray, window: int) -> tuple:
 
 
 def _layer_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
-    hits = []
-    for layer, table in role_tables(rd, tags_lib.GRADIENT):
-        max_abs, l2 = table.get("max_abs"), table.get("l2")
+    layers = list(role_tables(rd, tags_lib.GRADIENT))
+    found = {}
+    # Layers of equal length are judged together, a row each; only the rows that fire build a hit.
+    for rows in series_lib.same_length([len(table.steps) for _, table in layers], window):
+        tables = [layers[i][1] for i in rows]
+        l2, max_abs = stack(tables, lambda t: t.get("l2")), stack(tables, lambda t: t.get("max_abs"))
         baseline, ratio = _jumps(l2, window)
         over, jumped = gt(max_abs, limit), gt(ratio, jump)
-        idx = np.nonzero(over | jumped)[0]
-        if len(idx) == 0:
-            continue
-        j, value, threshold = _evidence(max_abs, ratio, over, jumped, limit, jump)
-        detail = {"metric": "max_abs"} if over.any() else {
-            "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
-        hits.append(Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
-                        int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
-                        after=kept_before(table.steps, int(idx[0]))))
-    return hits
+        for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
+            found[int(rows[r])] = _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r], over[r],
+                                             jumped[r], limit, jump)
+    return [found[i] for i in sorted(found)]
+
+
+def _layer_hit(layer_table, max_abs, l2, baseline, ratio, over, jumped, limit: float, jump: float) -> Hit:
+    layer, table = layer_table
+    idx = np.nonzero(over | jumped)[0]
+    j, value, threshold = _evidence(max_abs, ratio, over, jumped, limit, jump)
+    detail = {"metric": "max_abs"} if over.any() else {
+        "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
+    return Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
+               int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
+               after=kept_before(table.steps, int(idx[0])))
 
 
 def _scalar_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:

@@ -10,7 +10,8 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health
 from ..finding import CRITICAL, Finding
-from ..spans import Hit, group, gt, kept_before, role_tables
+from .. import series as series_lib
+from ..spans import Hit, group, gt, kept_before, role_tables, stack
 
 KIND = "nonfinite"
 ORDER = 10
@@ -35,16 +36,20 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
 
 
 def _tensor_hits(rd, role: str) -> List[Hit]:
-    hits = []
-    for layer, table in role_tables(rd, role):
-        nonfinite = table.get("nonfinite")
-        mask = gt(nonfinite, 0)
-        if mask.any():
-            idx = np.nonzero(mask)[0]
-            hits.append(Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]),
-                            float(nonfinite[idx[0]]), int(table.steps[idx[0]]), {"steps_with_nonfinite": len(idx)},
-                            table.steps[idx], after=kept_before(table.steps, int(idx[0]))))
-    return hits
+    layers = list(role_tables(rd, role))
+    found = {}
+    # Layers of equal length are checked together, a row each.
+    for rows in series_lib.same_length([len(table.steps) for _, table in layers]):
+        counts = stack([layers[i][1] for i in rows], lambda t: t.get("nonfinite"))
+        masks = gt(counts, 0)
+        for r in np.nonzero(masks.any(axis=1))[0].tolist():
+            layer, table = layers[rows[r]]
+            nonfinite, idx = counts[r], np.nonzero(masks[r])[0]
+            found[int(rows[r])] = Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]),
+                                      float(nonfinite[idx[0]]), int(table.steps[idx[0]]),
+                                      {"steps_with_nonfinite": len(idx)}, table.steps[idx],
+                                      after=kept_before(table.steps, int(idx[0])))
+    return [found[i] for i in sorted(found)]
 
 
 def _scalar_hits(rd) -> List[Hit]:

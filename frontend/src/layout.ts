@@ -200,8 +200,16 @@ export function stepAxisLabels(r: StepRange, width: number, measure: Measure, ga
   let interval = niceIntervalAtLeast((r.hi - r.lo) / Math.max(1, Math.floor(width / (widest + gap))));
   for (let guard = 0; guard < 64; guard++) {
     const labels: AxisLabel[] = [];
-    // + 0 turns -0 into 0.
-    for (let m = Math.ceil(r.lo / interval) * interval + 0; m <= r.hi; m += interval) {
+    // Counted from 0 up to the number of labels: past 2**53 neither m += interval nor
+    // k++ on a multiple of the interval need move, doubles being further apart there.
+    const k0 = Math.ceil(r.lo / interval);
+    const count = Math.floor(r.hi / interval) - k0 + 1;
+    if (count > width) {
+      interval = nextNiceInterval(interval);
+      continue;
+    }
+    for (let i = 0; i < count; i++) {
+      const m = (k0 + i) * interval + 0; // + 0 turns -0 into 0
       const tick = xOfStep(m, r, width);
       const text = formatStepTick(m, interval);
       const w = measure(text);

@@ -181,6 +181,15 @@ describe("stepAxisLabels", () => {
     for (const l of stepAxisLabels({ lo: 0, hi: 1000 }, 500, measure)) expect(l.tick).toBeCloseTo(l.step / 2);
   });
 
+  it("ends on steps past 2**53, where an interval can be smaller than the gap between two doubles", () => {
+    // Zoomed in on steps near 2**60: the doubles there are 128 and 256 apart, the label interval 50.
+    for (const [lo, hi] of [[2 ** 60 - 128, 2 ** 60], [2 ** 60, 2 ** 60 + 256], [2 ** 62, 2 ** 62 + 2048]]) {
+      const labels = stepAxisLabels({ lo, hi }, 800, measure);
+      expect(labels.length).toBeGreaterThan(0);
+      assertReadable(labels, 800);
+    }
+  });
+
   it("labels single steps and nothing for an empty window", () => {
     expect(stepAxisLabels({ lo: 41.5, hi: 42.5 }, 48, measure).map((l) => l.text)).toEqual(["42"]);
     expect(stepAxisLabels({ lo: 1, hi: 1 }, 100, measure)).toEqual([]);

@@ -432,3 +432,19 @@ def test_heatmap_rows_say_how_their_role_was_decided(tmp_path, plugin_client):
     assert other["layers"] == ["input/images"] and other["decided_by"] == ["fallback"]
     (summary,) = client.ok("/runs")["runs"]
     assert {layer["name"]: layer["roles"] for layer in summary["layers"]}["input/images"]["other"]["decided_by"] == "fallback"
+
+
+def test_answers_are_the_json_tensorboard_would_write(client):
+    # Answers are written without TensorBoard's cleansing walk, byte for byte as it writes them;
+    # one holding NaN (answers send null) still goes through it.
+    from tensorboard.backend import json_util
+
+    for route, params in (("/runs", {}), ("/heatmap", {"run": "mlp", "metric": "mean"}), ("/findings", {"run": "mlp"}),
+                          ("/series", {"run": "mlp", "layer": "dense/kernel", "metric": "l2"}),
+                          ("/cell", {"run": "mlp", "layer": "dense/kernel", "step": 5}), ("/vocabulary", {})):
+        response = client.raw(route, **params)
+        text = response.get_data(as_text=True)
+        assert response.status_code == 200 and response.mimetype == "application/json"
+        assert text == json.dumps(json_util.Cleanse(json.loads(text))), route
+    nan = {"value": float("nan")}
+    assert plugin._json_text(nan) is nan and plugin._json_text({"value": None}) == '{"value": null}'

@@ -104,7 +104,8 @@ def _measure(logdir: str, repeats: int, profile: bool) -> dict:
     from gradhealth_plugin import plugin
 
     t0 = time.perf_counter()
-    multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance=dict(plugin.DEFAULT_SAMPLES_PER_PLUGIN))
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(
+        tensor_size_guidance=dict(plugin.DEFAULT_SAMPLES_PER_PLUGIN))
     multiplexer.AddRunsFromDirectory(logdir)
     multiplexer.Reload()
     dp = data_provider.MultiplexerDataProvider(multiplexer, logdir)

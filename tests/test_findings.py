@@ -854,13 +854,15 @@ def test_detectors_judge_each_layer_of_many_as_if_alone(seed):
 def test_cell_rules_score_stacked_tables_as_each_table_alone(seed):
     rd = _mixed_run(seed)
     for role in (T.GRADIENT, T.WEIGHT):
-        tables = [lay.roles[role].table for lay in rd.layers if role in lay.roles and len(lay.roles[role].table.steps) == N]
+        tables = [lay.roles[role].table for lay in rd.layers
+                  if role in lay.roles and len(lay.roles[role].table.steps) == N]
         stacked = health.rule_health(metrics.stack_tables(tables), role, T.KIND_KERNEL, LIMITS,
                                      findings.detectors.CELL_RULES)
         for i, t in enumerate(tables):
             alone = findings.cell_health(t, role, T.KIND_KERNEL, LIMITS)
             assert np.array_equal(stacked.score[i], alone.score, equal_nan=True)
-            assert stacked.status[i].tolist() == alone.status.tolist() and stacked.rule[i].tolist() == alone.rule.tolist()
+            assert stacked.status[i].tolist() == alone.status.tolist()
+            assert stacked.rule[i].tolist() == alone.rule.tolist()
 
 
 @pytest.mark.parametrize("cells_at_once", [1, 100, 1 << 17])

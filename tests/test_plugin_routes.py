@@ -3,7 +3,7 @@
 Run ``mlp``: a small MLP trained with a TF2 custom loop logs ``gradients/<var.name>``,
 ``weights/<var.name>`` and ``activations/<layer>`` histograms every 5 steps; the
 ``dense/bias`` gradient only every 10 steps (so its heatmap row has holes), one
-gradient is blown up at one step (critical), and a ReLU with a large negative
+gradient is blown up at the last logged step (critical), and a ReLU with a large negative
 bias is mostly dead (warn). Run ``weights_only`` has weight histograms only.
 """
 
@@ -23,7 +23,7 @@ from gradhealth_plugin.reading import tags as tags_lib
 
 LOGGED = (0, 5, 10, 15, 20, 25)
 BIAS_GRAD_STEPS = (0, 10, 20)
-EXPLODE_STEP = 15
+EXPLODE_STEP = LOGGED[-1]  # blown up at the last logged step, it never comes back: an explosion
 KERNELS = ("dense/kernel", "dense_1/kernel")
 PARAMS = ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")
 STATUS_NAMES = ["no_data", "ok", "warn", "critical"]

@@ -26,6 +26,7 @@ def find(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     """Every finding for one run, most severe first."""
     found = [f for d in detectors.DETECTORS for f in d.detect(rd, limits)]
     found = combine.drop_explained_spikes(found)
+    found = combine.fold_after_nonfinite(found)
     combine.name_causes(found)
     found.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.first_step, KINDS.index(f.kind)))
     return found

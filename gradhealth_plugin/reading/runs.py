@@ -365,13 +365,22 @@ def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
 
 
 def add_update_ratios(layers: Iterable[Layer]) -> None:
-    """The update-to-weight ratio of layers logging both their weights and their updates."""
+    """The update-to-weight ratio of layers logging their weights: estimated from their updates where
+    those are logged too, else, for kernels, the lower bound the weights' own norms prove (other
+    parameters often start at zero, where any update is large against the weights)."""
     for layer in layers:
         weight = layer.roles.get(tags_lib.WEIGHT)
         update = layer.roles.get(tags_lib.UPDATE)
-        if weight is None or update is None or "update_ratio" in weight.table.values:
+        if weight is None or "update_ratio" in weight.table.values:
             continue
-        ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
+        if update is None and layer.kind != tags_lib.KIND_KERNEL:
+            continue
+        if update is None:
+            ratio, quality = metrics.update_ratio_lower_bound(weight.table)
+            if not np.isfinite(ratio).any():
+                continue
+        else:
+            ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
         weight.table.values["update_ratio"] = ratio
         weight.table.quality["update_ratio"] = quality
 

@@ -1,5 +1,8 @@
 """Gradients that explode: max |g| past an absolute limit, or a norm jumping
-far above its running median (seeds 002, 004). A one-off outlier is a `spike`.
+far above its running median (seeds 002, 004), for consecutive logged steps or
+not back to normal at the next logged step (still up, vanished, NaN, or the log
+ends). A one-off outlier that comes back at the next logged step (a corrupted
+batch) is a `spike`.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ THRESHOLDS = (Line(tags_lib.GRADIENT, "max_abs", "exploding_max_abs", "above"),)
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     limit, jump = limits["exploding_max_abs"], limits["exploding_jump"]
-    window = int(limits["spike_window"])
-    hits = _layer_hits(rd, limit, jump, window) + _scalar_hits(rd, limit, jump, window)
+    window, lasting = int(limits["spike_window"]), int(limits["exploding_steps"])
+    hits = _layer_hits(rd, limit, jump, window, lasting) + _scalar_hits(rd, limit, jump, window, lasting)
     f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, limit,
               f"explode (max |g| above {limit:g} or the norm jumps {jump:g}x its running median)", ADVICE)
     return [f] if f is not None else []
@@ -46,12 +49,34 @@ def _jumps(values: np.ndarray, window: int) -> tuple:
         return baseline, values / baseline
 
 
-def _layer_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
+def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: int, jump: float,
+             window: int) -> np.ndarray:
+    """The hits of an explosion: from the first run of at least `min_steps` consecutive logged steps
+    past a limit, or the first run not followed by a logged step back to normal (finite, and `level`
+    within `jump` of its running median before the run; none at the end of the log). Every later hit
+    of the series belongs to the same explosion. A run that comes back is a spike, not an explosion.
+    """
+    baseline = series_lib.trailing_median(level, window)
+    keep = np.zeros(len(hit), dtype=bool)
+    for a, b in series_lib.true_runs(hit, 1):
+        nxt = b + 1
+        back = nxt < len(hit) and bool(finite[nxt]) and not (
+            np.isfinite(baseline[a]) and level[nxt] < baseline[a] / jump)
+        if b - a + 1 >= min_steps or not back:
+            keep[a:] = hit[a:]
+            break
+    return keep
+
+
+def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> List[Hit]:
     hits = []
     for layer, table in role_tables(rd, tags_lib.GRADIENT):
         max_abs, l2 = table.get("max_abs"), table.get("l2")
         baseline, ratio = _jumps(l2, window)
         over, jumped = gt(max_abs, limit), gt(ratio, jump)
+        finite = np.isfinite(max_abs) & ~gt(table.get("nonfinite"), 0)
+        keep = _lasting(over | jumped, max_abs, finite, min_steps, jump, window)
+        over, jumped = over & keep, jumped & keep
         idx = np.nonzero(over | jumped)[0]
         if len(idx) == 0:
             continue
@@ -64,13 +89,15 @@ def _layer_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
     return hits
 
 
-def _scalar_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
+def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> List[Hit]:
     hits = []
     for tag, (steps, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_GRAD_NORM:
             continue
         baseline, ratio = _jumps(values, window)
         over, jumped = gt(values, limit), gt(ratio, jump)
+        keep = _lasting(over | jumped, values, np.isfinite(values), min_steps, jump, window)
+        over, jumped = over & keep, jumped & keep
         idx = np.nonzero(over | jumped)[0]
         if len(idx):
             j, value, threshold = _evidence(values, ratio, over, jumped, limit, jump)

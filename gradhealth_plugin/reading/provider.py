@@ -22,6 +22,7 @@ from tensorboard.data import provider
 
 from ..analysis import metrics
 from ..writing import format as metadata
+from . import hparams as hparams_lib
 from . import runs, tables
 from . import tags as tags_lib
 from .cache import TagCache
@@ -85,6 +86,29 @@ class Reader:
         for listing in self._listings(ctx, experiment_id, run=None).values():
             seen.update(listing)
         return sorted(seen, key=tags_lib.natural_key)
+
+    def hparams(self, ctx, experiment_id: str) -> Dict[str, hparams_lib.Session]:
+        """Each run's hyperparameters (`hparams.assign`), from the listing of the HParams plugin's summaries.
+
+        The listing carries each session start info in its metadata, so nothing is read
+        but the listings; runs without hyperparameters are left out.
+        """
+        listed = self._provider.list_tensors(ctx, experiment_id=experiment_id,
+                                             plugin_name=hparams_lib.PLUGIN_NAME, run_tag_filter=None)
+        sessions = {}
+        for run, tags in listed.items():
+            ts = tags.get(hparams_lib.SESSION_START_TAG)
+            values = None if ts is None else hparams_lib.parse_session_start(ts.plugin_content)
+            if values is not None:
+                sessions[run] = values
+        if not sessions:
+            return {}
+        listings = self._listings(ctx, experiment_id, run=None)
+        data_runs = set()
+        for listing in listings.values():
+            data_runs.update(listing)
+        own_data = set(listings["histograms"]) | set(listings[metadata.PLUGIN_NAME])
+        return hparams_lib.assign(sorted(data_runs, key=tags_lib.natural_key), sessions, own_data)
 
     def run_data(self, ctx, experiment_id: str, run: str) -> runs.RunData:
         """The run's model, rebuilt only when what the provider lists for it changed."""

@@ -1,6 +1,6 @@
 """``gradhealth``: the tab's analysis from the command line, to read or to gate CI.
 
-    gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps]
+    gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps] [--by-hparams]
     gradhealth check LOGDIR [--fail-on warn|critical] [--all-steps]
 
 It loads the logdir with TensorBoard's own loader and data provider (the same
@@ -132,10 +132,11 @@ def _vetted_logdir(found: Dict[str, List[str]]) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _analyze(logdir: str, run: Optional[str], all_steps: bool,
-             config_path: Optional[str]) -> Tuple[List[tuple], List[str]]:
-    """(run data, its findings) per run of the logdir, through TensorBoard's data provider; and the config's
-    problems. Every skipped file and config problem is said on stderr."""
+def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str],
+             by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict]]:
+    """(run data, its findings) per run of the logdir, through TensorBoard's data provider; the config's
+    problems; with ``by_hparams`` the sweep's answer (else None). Every skipped file and config problem is
+    said on stderr."""
     # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
     logdir = os.path.expanduser(logdir)
     if not os.path.isdir(logdir):
@@ -156,16 +157,20 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool,
         raise UsageError(f"no TensorBoard event files under {logdir!r}" + (
             f" that can be read ({len(skipped)} skipped)" if skipped else ""))
     with _vetted_logdir(found) as vetted:
-        return _analyze_runs(vetted, logdir, run, all_steps, cfg), cfg.problems
+        analyses, sweep = _analyze_runs(vetted, logdir, run, all_steps, cfg, by_hparams)
+        return analyses, cfg.problems, sweep
 
 
-def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config") -> List[tuple]:
-    """(run data, its findings) per run, or (run name, error) for a run that could not be analysed."""
+def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config",
+                  by_hparams: bool = False) -> Tuple[List[tuple], Optional[dict]]:
+    """(run data, its findings) per run, or (run name, error) for a run that could not be analysed;
+    with ``by_hparams``, the sweep's answer over the same runs."""
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
     from . import plugin
     from .serving import analyzer as analyzer_lib
+    from .serving import sweep as sweep_answer
     from .writing import format as metadata
 
     guidance = dict(data_ingester.DEFAULT_TENSOR_SIZE_GUIDANCE)
@@ -194,7 +199,39 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
             analyses.append(analyzer.run(ctx, "", name))
         except analyzer_lib.RunFailed as e:  # this run only: the others are still reported
             analyses.append((name, _one_line(str(e).partition(": ")[2] or e)))
-    return analyses
+    # The analyses above are cached: the sweep's lines cost no second analysis.
+    return analyses, (sweep_answer.answer(analyzer, ctx, "", names) if by_hparams else None)
+
+
+def _cell(value) -> str:
+    from .analysis import sweep as sweep_lib
+
+    return "-" if value is None else sweep_lib.format_value(value)
+
+
+def _write_sweep(sweep: dict, out: TextIO) -> None:
+    """The sweep for a person: a line per run with its hyperparameters, worst status and the kinds found
+    (onset step, first layer), then what the hyperparameters explain."""
+    names = [h["name"] for h in sweep["hparams"]]
+    header = ["run"] + names + ["worst", "kinds found (from step, first layer)"]
+    lines = []
+    for row in sweep["runs"]:
+        if "error" in row:
+            lines.append([row["run"]] + ["-"] * len(names) + ["failed", row["error"]])
+            continue
+        kinds = "; ".join(f"{k['kind']} ({k['first_step_text']}, {k['layer'] or '-'})" for k in row["kinds"])
+        lines.append([row["run"]] + [_cell(row["hparams"].get(n)) for n in names]
+                     + [row["worst_status"], kinds or "-"])
+    widths = [max(len(str(line[i])) for line in [header] + lines) for i in range(len(header) - 1)]
+    for line in [header] + lines:
+        out.write("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) + "  " + str(line[-1]) + "\n")
+    out.write("\nwhat the hyperparameters explain:\n")
+    if not names:
+        out.write("  no run logged hyperparameters (hp.hparams, hp.KerasCallback or add_hparams)\n")
+    elif not sweep["splits"]:
+        out.write(f"  no clear split in {len(lines)} runs\n")
+    for split in sweep["splits"]:
+        out.write(f"  {split['sentence']}\n")
 
 
 def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
@@ -245,6 +282,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         p.add_argument("--config", default=None, help="gradhealth.json with tag rules and thresholds")
         if name == "report":
             p.add_argument("--format", choices=("text", "json"), default="text")
+            p.add_argument("--by-hparams", action="store_true",
+                           help="a line per run with its hyperparameters, and which values go with which findings")
         else:
             p.add_argument("--fail-on", choices=("warn", "critical"), default="warn")
     try:
@@ -258,7 +297,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # bury the one-line error; TensorBoard only reads files with it, so oneDNN makes no difference here.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     try:
-        analyses, config_problems = _analyze(args.logdir, args.run, args.all_steps, args.config)
+        analyses, config_problems, sweep = _analyze(args.logdir, args.run, args.all_steps, args.config,
+                                                    getattr(args, "by_hparams", False))
     except UsageError as e:
         _warn(_one_line(e))
         return EXIT_ERROR
@@ -276,8 +316,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         if args.format == "json":
             report = responses.cli_report(summaries, found)
             report["runs"] += [responses.failed_run(name, error) for name, error in failed]
+            if sweep is not None:
+                report["sweep"] = sweep
             json.dump({**report, "config_problems": config_problems}, sys.stdout, indent=1)
             sys.stdout.write("\n")
+        elif sweep is not None:
+            _write_sweep(sweep, sys.stdout)
         else:
             _write_text(summaries, analyses, sys.stdout)
         return EXIT_ERROR if failed else EXIT_OK

@@ -26,6 +26,7 @@ from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
 from .serving import analyzer as analyzer_lib
 from .serving import responses
+from .serving import sweep as sweep_answer
 from .writing import format as metadata
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/series": self._serve_series,
             "/findings": self._serve_findings,
             "/vocabulary": self._serve_vocabulary,
+            "/sweep": self._serve_sweep,
         }
 
     def is_active(self) -> bool:
@@ -163,6 +165,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     @_json_route
     def _serve_findings(self, request):
         return self.findings_impl(*self._analysis(request))
+
+    @_json_route
+    def _serve_sweep(self, request):
+        return self.sweep_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ))
 
     @_json_route
     def _serve_vocabulary(self, request):
@@ -207,6 +213,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 summaries.append(responses.failed_run(run, analyzer_lib.failure(run, "summarised", e)))
         # What was rejected from gradhealth.json: the tab shows it above the run list.
         return {**responses.runs(summaries), "config_problems": self._config_problems}
+
+    def sweep_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
+        """Every run's sweep line with its hyperparameters, and the splits they make of the findings."""
+        return sweep_answer.answer(self._analyzer, ctx, experiment)
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
         return responses.run_findings(rd, found)

@@ -365,3 +365,81 @@ def cli_run(summary: dict) -> dict:
 def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:
     """``gradhealth report --format json``: the runs and every finding."""
     return {"runs": [cli_run(s) for s in summaries], "findings": [with_step_texts(f.to_json()) for f in found]}
+
+
+# Sweep: one line per run, its hyperparameters and what they explain.
+
+# Columns of a sweep line's status strip at most: a long run's steps are binned, each bin its worst status.
+STRIP_BINS = 120
+KIND_LABELS = {d.KIND: d.LABEL for d in detectors.DETECTORS}
+
+
+def _first_layer(f: finding.Finding) -> Optional[str]:
+    """The layer a finding reached first (its spans' earliest start), else its first named layer."""
+    if f.spans:
+        return min(f.spans, key=lambda name: (f.spans[name][0], f.layers.index(name) if name in f.layers else 0))
+    return f.layers[0] if f.layers else None
+
+
+def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
+    """The worst cell status per step over every layer and role, binned to at most `bins` columns
+    (each the worst of its steps, named by its first step)."""
+    rows = [r for layer in rd.layers for r in layer.roles.values() if len(r.table.steps)]
+    if not rows:
+        return {"steps": [], "steps_text": [], "status": []}
+    all_steps = np.concatenate([r.table.steps for r in rows])
+    all_status = np.concatenate([np.asarray(r.health.status, dtype=np.uint8) for r in rows])
+    steps, where = np.unique(all_steps, return_inverse=True)
+    worst = np.zeros(len(steps), dtype=np.uint8)
+    np.maximum.at(worst, where, all_status)
+    if len(steps) > bins:
+        starts = np.unique(np.linspace(0, len(steps), bins, endpoint=False).astype(np.int64))
+        worst, steps = np.maximum.reduceat(worst, starts), steps[starts]
+    return {"steps": steps.tolist(), "steps_text": step_texts(steps), "status": worst.tolist()}
+
+
+def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
+    """One run's line in the sweep, without its hyperparameters (they come from other summaries):
+    the worst finding, each kind found with its onset and first layer, and the status strip."""
+    summary_status = run_summary(rd, found)
+    kinds: Dict[str, dict] = {}
+    for f in sorted(found, key=lambda f: f.first_step):
+        entry = kinds.get(f.kind)
+        if entry is None:
+            kinds[f.kind] = {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
+                             "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
+                             "layer": _first_layer(f), "count": 1}
+        else:
+            entry["count"] += 1
+            if finding.SEVERITY_RANK[f.severity] > finding.SEVERITY_RANK[entry["severity"]]:
+                entry["severity"] = f.severity
+    worst = min(found, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step), default=None)
+    return {
+        "run": rd.run,
+        "worst_severity": summary_status["worst_severity"],
+        "worst_status": summary_status["worst_status"],
+        "worst": None if worst is None else {
+            "kind": worst.kind, "label": KIND_LABELS.get(worst.kind, worst.kind), "severity": worst.severity,
+            "message": worst.message, "first_step": int(worst.first_step),
+            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst)},
+        # Most severe first, then by onset.
+        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        "not_judged": summary_status["not_judged"],
+        "last_step": rd.last_step,
+        "last_step_text": step_text(rd.last_step),
+        "strip": status_strip(rd),
+    }
+
+
+def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[str, str],
+          splits: Sequence[dict]) -> dict:
+    """The ``sweep`` route and ``report --by-hparams``: the hyperparameter columns, a line per run
+    (`sweep_row` or `failed_run`, with its hyperparameters and where they were read) and the clear splits."""
+    runs_out = []
+    for row in rows:
+        session = sessions.get(row["run"])
+        runs_out.append({**row, "hparams": dict(sorted(session.values.items())) if session is not None else {},
+                         "hparams_from": None if session is None else
+                         {"source": session.source, "run": session.source_run}})
+    return {"hparams": [{"name": name, "type": kind} for name, kind in types.items()],
+            "runs": runs_out, "splits": list(splits)}

@@ -161,3 +161,17 @@ def test_report_without_by_hparams_has_no_sweep(sweep_logdir, capsys, tmp_path):
     code, out, err = _cli(capsys, "report", tmp_path, "--format", "json")
     assert code == 0, err
     assert "sweep" not in json.loads(out)
+
+
+def test_the_demo_sweep_logged_as_seed_003_shows_its_split(capsys):
+    """demo/runs/sweep: hp.KerasCallback writes into the trial, Keras into trial/train and /validation."""
+    from tests.conftest import REPO
+
+    code, out, err = _cli(capsys, "report", REPO / "demo" / "runs" / "sweep", "--by-hparams", "--format", "json")
+    assert code == 0, err
+    sweep = json.loads(out)["sweep"]
+    rows = {r["run"]: r for r in sweep["runs"]}
+    assert rows["lr_0.3_sgd/train"]["hparams"] == {"learning_rate": 0.3, "optimizer": "sgd"}
+    assert rows["lr_0.3_sgd/validation"]["hparams_from"] == {"source": "parent", "run": "lr_0.3_sgd"}
+    assert [s["sentence"] for s in sweep["splits"]] == [
+        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]

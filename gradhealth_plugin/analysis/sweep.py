@@ -26,6 +26,10 @@ import numpy as np
 
 Value = Union[float, str, bool]
 
+# Besides each finding kind, one outcome for the run as a whole: any finding at warn or above.
+UNHEALTHY = "unhealthy"
+UNHEALTHY_LABEL = "Warnings or worse"
+
 MAX_P = 0.05
 MIN_SIDE = 2
 # Shuffles of which runs have a kind, to measure how often the best split looks as clear by luck.

@@ -44,7 +44,11 @@ def answer(analyzer: analyzer_lib.Analyzer, ctx: tb_context.RequestContext, expe
             continue
         rows.append(row)
         session = sessions.get(run)
-        judged.append(sweep_lib.SweepRun(run, session.values if session is not None else {},
-                                         {k["kind"] for k in row["kinds"]}, set(row["not_judged"])))
-    splits = analyzer.splits(judged, responses.KIND_LABELS)
+        kinds = {k["kind"] for k in row["kinds"]}
+        if row["worst_severity"] in ("warn", "critical"):
+            kinds.add(sweep_lib.UNHEALTHY)
+        # A run without layers (Keras' validation scalars) says nothing of its training's health.
+        blind = set(row["not_judged"]) | ({sweep_lib.UNHEALTHY} if row["worst_status"] == "no_data" else set())
+        judged.append(sweep_lib.SweepRun(run, session.values if session is not None else {}, kinds, blind))
+    splits = analyzer.splits(judged, {**responses.KIND_LABELS, sweep_lib.UNHEALTHY: sweep_lib.UNHEALTHY_LABEL})
     return responses.sweep(rows, sessions, sweep_lib.hparam_types(judged), [s.to_json() for s in splits])

@@ -132,15 +132,36 @@ def _vetted_logdir(found: Dict[str, List[str]]) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _read_s3_without_tensorflow(logdir: str) -> None:
+    """Makes TensorBoard read an ``s3://`` logdir with its own file layer (boto3, honouring S3_ENDPOINT).
+
+    TensorBoard reads through TensorFlow's file systems wherever TensorFlow is
+    installed, and those know no ``s3://`` since TensorFlow 2.6 (tensorflow-io
+    adds it back). Reading event files needs nothing else from TensorFlow, so the
+    CLI takes TensorBoard's TensorFlow-free layer, as TensorBoard itself does on
+    a machine without TensorFlow. Other schemes (``gs://``) stay with TensorFlow's.
+    """
+    if not logdir.startswith("s3://") or "tensorboard.compat.notf" in sys.modules:
+        return
+    import types
+
+    # TensorBoard's own switch (tensorboard.compat.tf() imports it first): its presence selects the stub.
+    sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
+
+
 def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str],
              by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict]]:
     """(run data, its findings) per run of the logdir, through TensorBoard's data provider; the config's
     problems; with ``by_hparams`` the sweep's answer (else None). Every skipped file and config problem is
     said on stderr."""
-    # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
-    logdir = os.path.expanduser(logdir)
-    if not os.path.isdir(logdir):
-        raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
+    url = "://" in logdir
+    if url:
+        _read_s3_without_tensorflow(logdir)
+    else:
+        # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
+        logdir = os.path.expanduser(logdir)
+        if not os.path.isdir(logdir):
+            raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
 
     from . import config as config_lib
 
@@ -150,6 +171,11 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
         raise UsageError(str(e)) from None
     for problem in cfg.problems:
         _warn(problem)
+    if url:
+        # Object storage has no FIFOs, permissions per directory or dangling symlinks to vet for:
+        # TensorBoard's loader lists and reads it as the server does.
+        analyses, sweep = _analyze_runs(logdir, logdir, run, all_steps, cfg, by_hparams)
+        return analyses, cfg.problems, sweep
     found, skipped = _readable_event_files(logdir)
     for line in skipped:
         _warn(line)

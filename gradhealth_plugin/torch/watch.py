@@ -168,9 +168,12 @@ def _optimizers(optimizer) -> List:
 def _unwrap_optimizer(optimizer):
     """A torch Optimizer from wrappers that keep it in ``.optimizer`` (Accelerate, Lightning)."""
     for _ in range(8):
-        if isinstance(optimizer, torch.optim.Optimizer) or not hasattr(optimizer, "optimizer"):
+        inner = getattr(optimizer, "optimizer", None)
+        # Accelerate's AcceleratedOptimizer subclasses Optimizer without its hook tables: the inner one steps.
+        if inner is None or (isinstance(optimizer, torch.optim.Optimizer)
+                             and not isinstance(inner, torch.optim.Optimizer)):
             break
-        optimizer = optimizer.optimizer
+        optimizer = inner
     if not hasattr(optimizer, "register_step_pre_hook"):
         raise TypeError(f"gradhealth: {type(optimizer).__name__} is not a torch.optim.Optimizer")
     return optimizer

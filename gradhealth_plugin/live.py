@@ -21,7 +21,7 @@ run is no longer judged.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import logging
 import os
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -153,9 +153,15 @@ class LiveRun:
         if self._skeleton is None:
             self._skeleton = self._build(tables, last)
             return self._skeleton
-        layers = [dataclasses.replace(layer, roles={
-            role: dataclasses.replace(rdata, table=tables[rdata.tags[0]], steps_logged=len(tables[rdata.tags[0]].steps))
-            for role, rdata in layer.roles.items()}) for layer in self._skeleton.layers]
+        layers = []
+        for layer in self._skeleton.layers:
+            # Shallow copies (cheaper than dataclasses.replace) holding this judge's tables.
+            layer = copy.copy(layer)
+            layer.roles = {role: copy.copy(rdata) for role, rdata in layer.roles.items()}
+            for rdata in layer.roles.values():
+                rdata.table = tables[rdata.tags[0]]
+                rdata.steps_logged = len(rdata.table.steps)
+            layers.append(layer)
         kept = np.unique(np.concatenate([t.steps for t in tables.values()]))
         # A new object each time: analyses cache per RunData object.
         return runs.RunData(run=self.run, layers=layers, scalars={}, unclassified=[], steps_kept=len(kept),

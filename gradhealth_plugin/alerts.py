@@ -29,10 +29,13 @@ ENV_PREFIX = "GRADHEALTH_"
 class Alert:
     """Findings to act on: at `on` or above, of `kinds` (None: every kind), held `consecutive` logged steps.
 
-    ``consecutive=1`` (the default) acts as soon as a finding exists, that is after
-    the consecutive steps its own rule needs (5 for vanishing gradients, 3 for
-    dead units, one for NaN/Inf and explosions); more asks each finding to have
-    held that many consecutive logged steps first.
+    ``consecutive=1`` (the default) acts as soon as a finding exists, as the tab
+    shows it. A rule that needs several consecutive logged steps (5 for vanishing
+    gradients, 3 for dead units) already reports a condition that has held 2 at
+    the end of what was logged (the training may have stopped because of it):
+    while a run trains, that is at its second logged step. ``consecutive=5``
+    asks every finding to have held 5 logged steps of its row first, seed 003's
+    "5 consecutive steps, then notify".
     """
 
     on: str = CRITICAL

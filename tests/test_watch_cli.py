@@ -261,3 +261,13 @@ def test_consecutive_steps_delay_the_alert_until_the_finding_held_them():
     assert [(step, type(e).__name__) for step, e in said] == [(30, "Match"), (35, "Recovery")]
     assert said[0][1].steps == 3 and "(3 consecutive logged steps)" in said[0][1].line()
     assert said[0][1].finding.first_step == 20
+
+
+@pytest.mark.parametrize("consecutive, said_at", [(1, 25), (5, 40)])
+def test_vanishing_is_said_at_its_second_logged_step_or_once_held_n(consecutive, said_at):
+    # fc0's gradients vanish from logged step 20 on. The rule needs 5 consecutive logged steps, but at
+    # the end of what was logged it reports one that has held 2 (as the tab does); --consecutive 5 waits.
+    scales = [1] * 4 + [1e-9] * 6
+    announcer = alerts.Announcer(alerts.Alert("warn", kinds=["vanishing_gradients"], consecutive=consecutive))
+    said = [(rd.last_step, event) for rd, found in _series(scales) for event in announcer.update(rd, found)]
+    assert [(step, e.finding.first_step, e.steps) for step, e in said] == [(said_at, 20, (said_at - 20) // 5 + 1)]

@@ -7,6 +7,8 @@ plugin's routes, under both loaders, which must show why training stopped and
 the finding it stopped on.
 """
 
+import json
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,15 @@ def test_torch_stop_on_critical_stops_at_the_onset(torch_stopped):
 def test_torch_stop_is_in_the_run_the_tab_reads(torch_stopped, loader_client):
     logdir, result = torch_stopped
     _assert_routes_show_stop(loader_client(logdir), "run", result.owner)
+
+
+def test_report_json_says_why_training_stopped(torch_stopped, capsys):
+    from gradhealth_plugin import cli
+
+    logdir, result = torch_stopped
+    assert cli.main(["report", str(logdir), "--format", "json"]) == 0
+    run, = json.loads(capsys.readouterr().out)["runs"]
+    assert run["stopped"] == {"step": ONSET, "message": result.owner.stop_message}
 
 
 def test_torch_raise_on_stop_raises_from_the_optimizer_step(tmp_path):

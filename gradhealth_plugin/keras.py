@@ -401,7 +401,8 @@ class _Passes:
         ratios = update_ratio_many_tf(values, [read_variable(v) for v in self._variables], before_stats)
         rows = with_update_ratio(before_stats, ratios)
         entries = list(zip(self._names, self._positions[0], self._shapes))
-        written = write_rows(self._writer, step, "weight", entries, rows) + self._recorded("weight", entries, step, rows)
+        written = write_rows(self._writer, step, "weight", entries, rows)
+        written += self._recorded("weight", entries, step, rows)
         with tf.control_dependencies(written):
             return tf.constant(True)
 

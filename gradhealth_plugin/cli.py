@@ -2,12 +2,15 @@
 
     gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps] [--by-hparams]
     gradhealth check LOGDIR [--fail-on warn|critical] [--all-steps]
+    gradhealth watch LOGDIR [--on warn|critical] [--kinds K,..] [--consecutive N] [--format text|json]
+                     [--exit-on-first] [--exec CMD] [--interval SECONDS] [--time-limit SECONDS]
 
 It loads the logdir with TensorBoard's own loader and data provider (the same
 code path as the tab) and keeps the same samples TensorBoard keeps by default,
 unless ``--all-steps`` asks for every logged step.
 
-Exit codes: 0 clean (or a report printed), 1 a finding reached --fail-on,
+Exit codes: 0 clean (or a report printed; watch: its time limit reached),
+1 a finding reached --fail-on (watch: --exit-on-first and a finding reached --on),
 2 any error: a usage error, an unreadable or empty logdir, a config file that
 is not a JSON object, or a failure of the analysis (one line on stderr, never
 a traceback). What cannot be read under the logdir (a directory without
@@ -285,6 +288,54 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         out.write("\n")
 
 
+def _add_watch_parser(sub) -> None:
+    p = sub.add_parser("watch", help="follow a live logdir and alert on findings as the training runs")
+    p.add_argument("logdir")
+    p.add_argument("--on", choices=("warn", "critical"), default="warn",
+                   help="alert on findings at this severity or above (never on info)")
+    p.add_argument("--kinds", default=None, help="only these finding kinds, comma-separated")
+    p.add_argument("--consecutive", type=int, default=1, metavar="N",
+                   help="alert once a finding has held N consecutive logged steps (default 1: as soon as it exists)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="one line, or one JSON object, per event")
+    p.add_argument("--exit-on-first", action="store_true", help="exit with code 1 at the first alert")
+    p.add_argument("--exec", dest="exec_cmd", default=None, metavar="CMD",
+                   help="run CMD through the shell at each alert and recovery, the event in GRADHEALTH_* variables")
+    p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="seconds between polls")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds, exit code 0 (default: until interrupted)")
+    p.add_argument("--run", default=None, help="only this run (as TensorBoard names it)")
+    p.add_argument("--all-steps", action="store_true",
+                   help="read every logged step instead of TensorBoard's default samples")
+    p.add_argument("--config", default=None, help="gradhealth.json with tag rules and thresholds")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """``gradhealth watch``: see `follow`."""
+    from . import follow
+    from .alerts import Alert
+
+    try:
+        if not args.interval > 0:
+            raise follow.WatchError(f"--interval must be a positive number of seconds, got {args.interval:g}")
+        if args.time_limit is not None and not args.time_limit >= 0:
+            raise follow.WatchError(f"--time-limit must be 0 or more seconds, got {args.time_limit:g}")
+        try:
+            kinds = follow.kinds_option(args.kinds)
+            alert = Alert(on=args.on, kinds=kinds, consecutive=args.consecutive)
+        except ValueError as e:
+            raise follow.WatchError(str(e).replace("gradhealth: ", "", 1)) from None
+        opts = follow.Options(logdir=args.logdir, alert=alert, interval=args.interval, time_limit=args.time_limit,
+                              exit_on_first=args.exit_on_first, exec_cmd=args.exec_cmd,
+                              json_lines=args.format == "json", run=args.run, all_steps=args.all_steps,
+                              config=args.config)
+        return follow.watch(opts)
+    except follow.WatchError as e:
+        print(f"gradhealth: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return _main(argv)
@@ -312,6 +363,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
                            help="a line per run with its hyperparameters, and which values go with which findings")
         else:
             p.add_argument("--fail-on", choices=("warn", "critical"), default="warn")
+    _add_watch_parser(sub)
     try:
         args = parser.parse_args(argv)
     except UsageError as e:
@@ -322,6 +374,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # TensorFlow 2.21 logs its oneDNN notice to stderr whatever TF_CPP_MIN_LOG_LEVEL says, which would
     # bury the one-line error; TensorBoard only reads files with it, so oneDNN makes no difference here.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    if args.command == "watch":
+        return _watch(args)
     try:
         analyses, config_problems, sweep = _analyze(args.logdir, args.run, args.all_steps, args.config,
                                                     getattr(args, "by_hparams", False))

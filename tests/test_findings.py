@@ -1057,3 +1057,14 @@ def test_findings_after_a_transient_overflow_stand_on_their_own():
     assert one(found, "vanishing_gradients").first_step == STEPS[25]
     nan = one(found, "nonfinite")
     assert nan.evidence["collapse_step"] is None and "consequences" not in nan.evidence
+
+
+def test_no_progress_is_not_read_into_a_few_bouncing_values():
+    """Under 20 values each tenth is one value: a per-batch loss bouncing by 10% early in training
+    proves no stall; the same count of flat values (a loss stuck at ln 2) does."""
+    steps = np.arange(15, dtype=np.int64)
+    bouncing = 1.386 * (1 + 0.1 * np.sin(np.arange(15) * 2.1))
+    bouncing[-1] = bouncing[0]  # not lower at the end than at the start
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, bouncing)})), "no_progress") == []
+    flat = 0.693 + 0.001 * np.sin(np.arange(15))
+    assert one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")

@@ -9,7 +9,7 @@ triggers are the contract in DESIGN section 4; each kind is a module in
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -22,9 +22,14 @@ KINDS = detectors.KINDS
 ADVICE = {d.KIND: d.ADVICE for d in detectors.DETECTORS}
 
 
-def find(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    """Every finding for one run, most severe first."""
-    found = [f for d in detectors.DETECTORS for f in d.detect(rd, limits)]
+def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = None) -> List[Finding]:
+    """Every finding for one run, most severe first.
+
+    `only`: run just these detector modules (for a caller that acts on some kinds
+    alone); their findings are those a full run gives, but for a cause named only
+    from kinds left out.
+    """
+    found = [f for d in (detectors.DETECTORS if only is None else only) for f in d.detect(rd, limits)]
     found = combine.drop_explained_spikes(found)
     found = combine.fold_after_nonfinite(found)
     combine.name_causes(found)

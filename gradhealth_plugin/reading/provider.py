@@ -150,12 +150,18 @@ class Reader:
         # server alphabetically; answers must not depend on which one TensorBoard uses.
         # Ordering by last write keeps the writer's order for tags written every step.
         own_listing = listings[metadata.PLUGIN_NAME].get(run, {})
+        scalar_listing = dict(listings["scalars"].get(run, {}))
+        # The record an integration's stop_on wrote: why training stopped, in its description.
+        stop = scalar_listing.pop(metadata.STOP_TAG, None)
         run_tags = runs.classify_run_tags(
-            _write_order(listings["histograms"].get(run, {})), _write_order(listings["scalars"].get(run, {})),
+            _write_order(listings["histograms"].get(run, {})), _write_order(scalar_listing),
             {tag: own_listing[tag].plugin_content for tag in _write_order(own_listing)}, self._tag_rules)
         reads = self._read(ctx, experiment_id, run, run_tags, listings)
         max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
-        return runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+        data = runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+        if stop is not None:
+            data.stopped = {"step": int(stop.max_step), "message": stop.description or ""}
+        return data
 
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
               listings: Mapping[str, Mapping]) -> runs.RunReads:

@@ -114,6 +114,8 @@ class RunData:
     scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
     # Tags left out because what they hold cannot be read: tag -> why, for a person.
     unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Where an integration's stop_on stopped training, and why: {"step", "message"}; None if it did not.
+    stopped: Optional[dict] = None
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():

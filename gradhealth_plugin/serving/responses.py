@@ -151,6 +151,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "not_judged": unjudged,
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
         "coverage_note": coverage_note(unjudged),
+        # Why an integration's stop_on stopped training ({"step", "message"}), or None.
+        "stopped": rd.stopped,
     }
 
 
@@ -359,7 +361,7 @@ def cli_run(summary: dict) -> dict:
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
             "not_judged": summary["not_judged"],
-            "coverage_note": summary["coverage_note"]}
+            "coverage_note": summary["coverage_note"], "stopped": summary["stopped"]}
 
 
 def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:

@@ -157,3 +157,29 @@ def vectors_to_table_values(vectors: np.ndarray, fields: Sequence[str] = FIELDS)
         "mean_abs", "max_abs", "update_ratio")}
     values["nonfinite"] = np.nan_to_num(col.get("nan_count", nan)) + np.nan_to_num(col.get("inf_count", nan))
     return values
+
+
+# Written once into a run that an integration's ``stop_on`` stopped: a scalar (plugin
+# ``scalars``) at the step training stopped, its summary description saying why.
+# The scalar listing carries the description, so reading it costs no extra read.
+STOP_TAG = "gradhealth/stopped"
+
+
+def stop_metadata(message: str) -> "SummaryMetadata":
+    """The scalar metadata of the stop record: its description says why training stopped."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+    meta = scalar_metadata.create_summary_metadata(display_name=STOP_TAG, description=message)
+    meta.data_class = summary_pb2.DATA_CLASS_SCALAR
+    return meta
+
+
+def stop_summary(step: int, message: str) -> "Summary":
+    """The ``Summary`` recording why training stopped at `step` (its value is that step)."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.util import tensor_util
+
+    value = summary_pb2.Summary.Value(tag=STOP_TAG, metadata=stop_metadata(message),
+                                      tensor=tensor_util.make_tensor_proto(np.float32(step)))
+    return summary_pb2.Summary(value=[value])

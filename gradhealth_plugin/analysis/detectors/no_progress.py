@@ -1,6 +1,7 @@
 """A loss that does not improve over the run (seed 003's CI alerts; SageMaker
 Debugger's LossNotDecreasing): the median of its last tenth of logged values
-not clearly below that of its first tenth. Every loss tag must fail: a
+not clearly below that of its first tenth, even allowing for the loss's noise between logged
+values (a bouncing per-batch loss early in training proves no stall). Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss with NaN or Inf is the `nonfinite` finding's.
 """
@@ -36,9 +37,16 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS:
             continue
         verdict = _judge(np.asarray(steps), np.asarray(values, dtype=np.float64), points)
+        if verdict is not None and verdict["k"] == 1 and verdict["spread"] > needed:
+            # With under 20 values each tenth is one value: only a flat loss (every value within
+            # the improvement asked for of their median) proves a stall; a few early per-batch
+            # losses that have not fallen yet prove nothing.
+            verdict = None
         if verdict is not None:
             judged[tag] = verdict
-    if not judged or any(v["improvement"] >= needed for v in judged.values()):
+    # Stalled only when even the noise cannot hide an improvement: a per-batch loss early in
+    # training bounces by more than the improvement asked for, and proves nothing yet.
+    if not judged or any(v["improvement"] + v["noise_margin"] >= needed for v in judged.values()):
         return []
     tags = sorted(judged, key=lambda t: (-judged[t]["points"], t))
     onset = judged[tags[0]]
@@ -63,5 +71,11 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
     head, tail = float(np.median(values[:k])), float(np.median(values[-k:]))
     if head == 0:
         return None
+    # The loss's noise from one logged value to the next (robust, and blind to a steady trend),
+    # and the standard error of the difference of two medians of k such values.
+    noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)
+    margin = 1.2533 * noise * np.sqrt(2 / k) / abs(head)
     return {"first_median": head, "last_median": tail, "improvement": (head - tail) / abs(head),
+            "noise_margin": float(margin), "k": int(k),
+            "spread": float(np.max(np.abs(values - np.median(values))) / abs(head)),
             "points": int(len(values)), "first_step": int(steps[0]), "last_step": int(steps[-1])}

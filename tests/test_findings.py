@@ -1066,5 +1066,8 @@ def test_no_progress_is_not_read_into_a_few_bouncing_values():
     bouncing = 1.386 * (1 + 0.1 * np.sin(np.arange(15) * 2.1))
     bouncing[-1] = bouncing[0]  # not lower at the end than at the start
     assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, bouncing)})), "no_progress") == []
+    # Smooth, so its noise is small, but moving: up by 6% and back, not flat.
+    hump = 1.4 + 0.08 * np.sin(np.pi * np.arange(15) / 14)
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, hump)})), "no_progress") == []
     flat = 0.693 + 0.001 * np.sin(np.arange(15))
     assert one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")

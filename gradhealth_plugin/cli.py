@@ -261,7 +261,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.command == "report":
         summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
         if args.format == "json":
-            json.dump({**responses.cli_report(summaries, found), "config_problems": config_problems},
+            json.dump({**responses.cli_report(summaries, analyses), "config_problems": config_problems},
                       sys.stdout, indent=1)
             sys.stdout.write("\n")
         else:

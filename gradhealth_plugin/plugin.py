@@ -131,6 +131,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/cell": self._serve_cell,
             "/series": self._serve_series,
             "/findings": self._serve_findings,
+            "/track": self._serve_track,
             "/vocabulary": self._serve_vocabulary,
         }
 
@@ -163,6 +164,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     @_json_route
     def _serve_findings(self, request):
         return self.findings_impl(*self._analysis(request))
+
+    @_json_route
+    def _serve_track(self, request):
+        rd, _ = self._analysis(request)
+        return self.track_impl(rd)
 
     @_json_route
     def _serve_vocabulary(self, request):
@@ -210,6 +216,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
         return responses.run_findings(rd, found)
+
+    def track_impl(self, rd: RunData) -> dict:
+        """The run's loss, global gradient norm and learning rate, for the track above the heatmap."""
+        return responses.track(rd)
 
     def heatmap_impl(self, rd: RunData, role: str, metric: str) -> dict:
         return responses.heatmap(rd, role, metric)

@@ -308,7 +308,7 @@ TRACK_KINDS = (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_GRAD_NORM, tags_lib.SCALAR_
 # What the track calls each kind.
 TRACK_LABELS = {tags_lib.SCALAR_LOSS: "loss", tags_lib.SCALAR_GRAD_NORM: "global gradient norm",
                 tags_lib.SCALAR_LR: "learning rate"}
-# A longer series is sent as the lowest and highest value of each of this many step bins.
+# A longer series is sent as the first, lowest and highest point of each of this many bins of steps.
 TRACK_BINS = 1000
 # A positive series spanning this many times its smallest value is drawn on a log scale.
 _LOG_SPAN = 10.0
@@ -359,12 +359,19 @@ def downsample(steps: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
     span = float(offset[-1]) or 1.0
     which = np.minimum((offset / span * bins).astype(np.int64), bins - 1)
     starts = np.flatnonzero(np.concatenate(([True], np.diff(which) > 0)))
+    counts = np.diff(np.append(starts, n))
     low = np.where(np.isfinite(values), values, np.inf)
     high = np.where(np.isfinite(values), values, -np.inf)
-    # Sorted by bin, then by value: each bin's first entry is its lowest (highest) point.
-    lowest = np.lexsort((low, which))[starts]
-    highest = np.lexsort((-high, which))[starts]
-    return np.unique(np.concatenate((starts, lowest, highest)))
+    return np.unique(np.concatenate((starts, _first_equal(low, np.minimum.reduceat(low, starts), counts),
+                                     _first_equal(high, np.maximum.reduceat(high, starts), counts))))
+
+
+def _first_equal(values: np.ndarray, per_bin: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per bin (consecutive runs of `counts` entries), the index of its first entry equal to the bin's `per_bin`."""
+    bin_of = np.repeat(np.arange(len(counts)), counts)
+    hits = np.flatnonzero(values == per_bin[bin_of])
+    _, first = np.unique(bin_of[hits], return_index=True)
+    return hits[first]
 
 
 def layer_roles(layer: Layer, role: Optional[str]) -> Dict[str, RoleData]:

@@ -394,7 +394,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.command == "report":
         summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
         if args.format == "json":
-            report = responses.cli_report(summaries, found)
+            report = responses.cli_report(summaries, analyses)
             report["runs"] += [responses.failed_run(name, error) for name, error in failed]
             if sweep is not None:
                 report["sweep"] = sweep

@@ -132,6 +132,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/cell": self._serve_cell,
             "/series": self._serve_series,
             "/findings": self._serve_findings,
+            "/track": self._serve_track,
             "/vocabulary": self._serve_vocabulary,
             "/sweep": self._serve_sweep,
         }
@@ -169,6 +170,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     @_json_route
     def _serve_sweep(self, request):
         return self.sweep_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ))
+
+    @_json_route
+    def _serve_track(self, request):
+        rd, _ = self._analysis(request)
+        return self.track_impl(rd)
 
     @_json_route
     def _serve_vocabulary(self, request):
@@ -220,6 +226,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
         return responses.run_findings(rd, found)
+
+    def track_impl(self, rd: RunData) -> dict:
+        """The run's loss, global gradient norm and learning rate, for the track above the heatmap."""
+        return responses.track(rd)
 
     def heatmap_impl(self, rd: RunData, role: str, metric: str) -> dict:
         return responses.heatmap(rd, role, metric)

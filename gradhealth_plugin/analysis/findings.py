@@ -57,6 +57,18 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
             rdata.health = health.CellHealth(score=health.in_band(scored.score, status), status=status, rule=rule)
 
 
+def covers(f: Finding, layer: str, steps: np.ndarray) -> np.ndarray:
+    """Which of `steps` (a row's or a scalar's) the finding covers for `layer`: its span, narrowed to
+    its exact steps for point-wise findings. The heatmap's statuses and the tab's outlines both read it."""
+    if layer not in f.spans:
+        return np.zeros(len(steps), dtype=bool)
+    first, last = f.spans[layer]
+    covered = (steps >= first) & (steps <= last)
+    if layer in f.points:
+        covered &= np.isin(steps, f.points[layer])
+    return covered
+
+
 def _status(layer: str, role: str, steps: np.ndarray, present: np.ndarray, findings: List[Finding]) -> tuple:
     """(status, rule) per step of one row: the worst warn or critical finding covering it."""
     status = np.where(present, health.OK, health.NO_DATA).astype(np.uint8)
@@ -64,11 +76,8 @@ def _status(layer: str, role: str, steps: np.ndarray, present: np.ndarray, findi
     for f in findings:
         if f.severity == INFO or layer not in f.spans or (f.role is not None and f.role != role):
             continue
-        first, last = f.spans[layer]
         sev = health.CRITICAL if f.severity == CRITICAL else health.WARN
-        covered = present & (steps >= first) & (steps <= last) & (status < sev)
-        if layer in f.points:
-            covered &= np.isin(steps, f.points[layer])
+        covered = present & covers(f, layer, steps) & (status < sev)
         status = np.where(covered, sev, status).astype(np.uint8)
         rule = np.where(covered, f.kind, rule)
     return status, rule

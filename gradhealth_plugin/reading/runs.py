@@ -116,6 +116,9 @@ class RunData:
     unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
     # Where an integration's stop_on stopped training, and why: {"step", "message"}; None if it did not.
     stopped: Optional[dict] = None
+    # Per tag of `scalar_series`: whether it counts steps as the layers' rows do (False: Keras'
+    # per-epoch scalars beside per-iteration rows), None where the wall times cannot tell.
+    scalar_axes: Dict[str, Optional[bool]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -404,7 +407,30 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         sampling=run_sampling(rows),
         unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
+        scalar_axes=scalar_axes(reads),
     )
+
+
+def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
+    """Per run-level scalar: whether it counts steps as the layers' rows do, told from wall times.
+
+    The rows' axis is that of gradhealth's own summaries where there are any (they
+    set the row's steps), else of the histograms, else of the per-layer scalars;
+    the longest series of that kind stands for it.
+    """
+    candidates = ([(metadata.PLUGIN_NAME, tag, steps) for tag, (steps, _) in reads.own.items()]
+                  or [("histograms", tag, table.steps) for tag, table in reads.histograms.items()]
+                  or [("scalars", tag, steps) for tag, (steps, _) in reads.exact.items()])
+    known = [(len(steps), key, tag, steps) for key, tag, steps in candidates if (key, tag) in reads.walls]
+    if not known:
+        return {tag: None for tag in reads.scalar_series}
+    _, key, tag, steps = max(known, key=lambda c: c[0])
+    walls = reads.walls[(key, tag)]
+    out: Dict[str, Optional[bool]] = {}
+    for scalar, (scalar_steps, _) in reads.scalar_series.items():
+        scalar_walls = reads.walls.get(("scalars", scalar))
+        out[scalar] = None if scalar_walls is None else axes.same_step_axis(steps, walls, scalar_steps, scalar_walls)
+    return out
 
 
 # Within one module: weights first, then biases, then normalisation parameters,

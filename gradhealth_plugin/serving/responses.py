@@ -12,6 +12,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..analysis import detectors, finding, health, metrics
+from ..analysis import findings as findings_lib
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
 
@@ -173,7 +174,61 @@ def runs(summaries: Sequence[dict]) -> dict:
 
 def run_findings(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     """The ``findings`` route: one run's findings."""
-    return {"run": rd.run, "findings": [with_step_texts(f.to_json()) for f in found]}
+    return {"run": rd.run, "findings": findings_json(rd, found)}
+
+
+def findings_json(rd: RunData, found: Sequence[finding.Finding]) -> List[dict]:
+    """The findings as the route and ``gradhealth report --format json`` send them, each with what it `covers`."""
+    layers = {layer.name: layer for layer in rd.layers}
+    out = []
+    for f in found:
+        covers = finding_covers(rd, layers, f)
+        out.append({**with_step_texts(f.to_json()), "covers": covers,
+                    "covers_text": {name: [[step_text(a), step_text(b)] for a, b in spans]
+                                    for name, spans in covers.items()}})
+    return out
+
+
+def finding_covers(rd: RunData, layers: Mapping[str, Layer], f: finding.Finding) -> Dict[str, List[List[int]]]:
+    """Per layer (or run-level scalar) of a finding: the steps it covers, as spans of consecutive logged steps.
+
+    Exactly the cells whose status the finding sets (`findings.covers`, which
+    `findings.decide_cells` reads too): a layer's healthy steps between two of
+    its spans, or between two spikes, are left out. Inside a span lie only
+    covered steps of that layer, and steps it did not log.
+    """
+    out = {}
+    for name in f.layers:
+        steps = _logged_steps(rd, layers, f, name)
+        if steps is None:
+            continue
+        spans = step_spans(steps, findings_lib.covers(f, name, steps))
+        if spans:
+            out[name] = spans
+    return out
+
+
+def _logged_steps(rd: RunData, layers: Mapping[str, Layer], f: finding.Finding, name: str) -> Optional[np.ndarray]:
+    """The steps a finding's layer logged in the finding's role (every role for a finding without one),
+    or the steps of the run-level scalar of that name; None for neither."""
+    layer = layers.get(name)
+    if layer is not None:
+        rows = [r.table.steps for role, r in layer.roles.items() if f.role is None or role == f.role]
+        return np.unique(np.concatenate(rows)) if rows else None
+    if name in rd.scalar_series:
+        return np.asarray(rd.scalar_series[name][0])
+    return None
+
+
+def step_spans(steps: np.ndarray, mask: np.ndarray) -> List[List[int]]:
+    """The runs of consecutive entries of ascending `steps` where `mask` holds, as [first step, last step]."""
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1)
+    starts = idx[np.concatenate(([0], breaks + 1))]
+    ends = idx[np.concatenate((breaks, [len(idx) - 1]))]
+    return [[int(steps[a]), int(steps[b])] for a, b in zip(starts, ends)]
 
 
 def default_role(rd: RunData) -> str:
@@ -182,9 +237,14 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(status: np.ndarray) -> np.ndarray:
-    """Quality codes of health scores: estimated wherever a cell has data."""
-    return np.where(status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
+def _health_quality(rdata: RoleData) -> np.ndarray:
+    """Quality codes of a row's health scores: exact where every metric at that step is exact
+    (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
+    status = rdata.health.status
+    codes = [rdata.table.quality_of(name) for name in rdata.table.values]
+    estimated = np.any(np.stack(codes) >= metrics.ESTIMATED, axis=0) if codes else np.ones(len(status), dtype=bool)
+    quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
+    return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
 
 
 def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[dict]:
@@ -221,11 +281,9 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
         status[i, cols] = rdata.health.status
         rules[i, cols] = rdata.health.rule
-        if metric != "health":
-            quality_codes.append(rdata.table.quality_of(metric))
-            cell_quality[i, cols] = rdata.table.quality_of(metric)
-        else:
-            cell_quality[i, cols] = _health_quality(rdata.health.status)
+        codes = rdata.table.quality_of(metric) if metric != "health" else _health_quality(rdata)
+        quality_codes.append(codes)
+        cell_quality[i, cols] = codes
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
     return {
         "run": rd.run, "role": role, "metric": metric,
@@ -238,13 +296,84 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         "status": status.tolist(),
         "rules": rules.tolist(),
         "status_names": list(health.STATUS_NAMES),
-        "quality": "estimated" if metric == "health" else quality,
+        "quality": quality,
         # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
         "quality_cells": cell_quality.tolist(),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
         "incomplete": incomplete_last_step(has_data, steps),
     }
+
+
+# The run-level scalars the track above the heatmap draws, in this order.
+TRACK_KINDS = (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_GRAD_NORM, tags_lib.SCALAR_LR)
+# What the track calls each kind.
+TRACK_LABELS = {tags_lib.SCALAR_LOSS: "loss", tags_lib.SCALAR_GRAD_NORM: "global gradient norm",
+                tags_lib.SCALAR_LR: "learning rate"}
+# A longer series is sent as the first, lowest and highest point of each of this many bins of steps.
+TRACK_BINS = 1000
+# A positive series spanning this many times its smallest value is drawn on a log scale.
+_LOG_SPAN = 10.0
+
+
+def track(rd: RunData, bins: int = TRACK_BINS) -> dict:
+    """The ``track`` route: the run's loss, global gradient norm and learning rate over steps.
+
+    Each series' steps are real logged steps, exact. A series longer than
+    2 x `bins` points keeps, per bin of steps, its first point and the points of
+    its lowest and highest value, so a one-step spike is never averaged away;
+    non-finite values are listed as spans of steps, and break the line as nulls.
+    """
+    tags = [tag for kind in TRACK_KINDS for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == kind]
+    return {"run": rd.run, "series": [_track_series(rd, tag, bins) for tag in tags]}
+
+
+def _track_series(rd: RunData, tag: str, bins: int) -> dict:
+    steps, values = (np.asarray(a) for a in rd.scalar_series[tag])
+    values = values.astype(np.float64)
+    finite = np.isfinite(values)
+    keep = downsample(steps, values, bins)
+    nonfinite = step_spans(steps, ~finite)
+    positive = values[finite & (values > 0)]
+    log = bool(finite.any() and len(positive) == finite.sum() and positive.max() >= _LOG_SPAN * positive.min())
+    axis = rd.scalar_axes.get(tag)
+    return {
+        "tag": tag, "kind": rd.scalar_kinds.get(tag), "label": TRACK_LABELS.get(rd.scalar_kinds.get(tag), tag),
+        # Whether its steps are the heatmap's: "other" for a per-epoch scalar beside per-iteration layers.
+        "axis": "unknown" if axis is None else "row" if axis else "other",
+        "steps": steps[keep].tolist(), "steps_text": step_texts(steps[keep]),
+        "values": nullable(values[keep]),
+        "logged": int(len(steps)), "binned": bool(len(keep) < len(steps)),
+        "scale": "log" if log else "linear",
+        "nonfinite": nonfinite, "nonfinite_text": [[step_text(a), step_text(b)] for a, b in nonfinite],
+    }
+
+
+def downsample(steps: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
+    """Indices of the points to draw: every point of a short series; of a long one, per bin of equal
+    step width, its first point and those of its lowest and highest finite values (ascending)."""
+    n = len(steps)
+    if n <= 2 * bins:
+        return np.arange(n)
+    # Bins by step, not by index, so an irregular logging interval keeps its shape; as doubles,
+    # since int64 differences of TensorBoard's steps can overflow.
+    offset = steps.astype(np.float64) - float(steps[0])
+    span = float(offset[-1]) or 1.0
+    which = np.minimum((offset / span * bins).astype(np.int64), bins - 1)
+    starts = np.flatnonzero(np.concatenate(([True], np.diff(which) > 0)))
+    counts = np.diff(np.append(starts, n))
+    low = np.where(np.isfinite(values), values, np.inf)
+    high = np.where(np.isfinite(values), values, -np.inf)
+    return np.unique(np.concatenate((starts, _first_equal(low, np.minimum.reduceat(low, starts), counts),
+                                     _first_equal(high, np.maximum.reduceat(high, starts), counts))))
+
+
+def _first_equal(values: np.ndarray, per_bin: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per bin (consecutive runs of `counts` entries), the index of its first entry equal to the bin's `per_bin`."""
+    bin_of = np.repeat(np.arange(len(counts)), counts)
+    hits = np.flatnonzero(values == per_bin[bin_of])
+    _, first = np.unique(bin_of[hits], return_index=True)
+    return hits[first]
 
 
 def layer_roles(layer: Layer, role: Optional[str]) -> Dict[str, RoleData]:
@@ -320,7 +449,7 @@ def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dic
 def role_series(rdata: RoleData, metric: str) -> dict:
     """One role's series of one metric (or the health score) over its logged steps."""
     if metric == "health":
-        values, quality = rdata.health.score, _health_quality(rdata.health.status)
+        values, quality = rdata.health.score, _health_quality(rdata)
     else:
         values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
     return {
@@ -364,9 +493,10 @@ def cli_run(summary: dict) -> dict:
             "coverage_note": summary["coverage_note"], "stopped": summary["stopped"]}
 
 
-def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:
-    """``gradhealth report --format json``: the runs and every finding."""
-    return {"runs": [cli_run(s) for s in summaries], "findings": [with_step_texts(f.to_json()) for f in found]}
+def cli_report(summaries: Sequence[dict], analyses: Sequence[Tuple[RunData, Sequence[finding.Finding]]]) -> dict:
+    """``gradhealth report --format json``: the runs and every finding, run by run (as `findings_json`)."""
+    return {"runs": [cli_run(s) for s in summaries],
+            "findings": [f for rd, fs in analyses for f in findings_json(rd, fs)]}
 
 
 # Sweep: one line per run, its hyperparameters and what they explain.

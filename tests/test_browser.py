@@ -709,9 +709,12 @@ DEMO_VIEWPORT = {"width": 1600, "height": 1000}
 
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory):
-    runs_on_disk = {str(p.parent.relative_to(DEMO)) for p in DEMO.rglob("events.out.tfevents.*")}
+    from tests.test_demos import BROKEN, CLEAN
+
+    # Every demo run with data (a sweep trial's own folder holds only its hyperparameters: no run).
+    expected = set(BROKEN) | set(CLEAN)
     # The log goes to a scratch folder: the demo runs are part of the repository.
-    yield from _serve(DEMO, lambda runs: runs_on_disk <= set(runs), tmp_path_factory.mktemp("demo_log"))
+    yield from _serve(DEMO, lambda runs: expected <= set(runs), tmp_path_factory.mktemp("demo_log"))
 
 
 @pytest.fixture
@@ -757,10 +760,14 @@ def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
     cell_x = tab.frame.evaluate("window.__gradhealth.cellCenter('sequential/dense/kernel', 140).x")
     assert abs(x140 - cell_x) < 1.5, (x140, cell_x)
     assert track.locator(".gh-track-label", has_text="loss").count() == 1
-    # The validation folder, scalars only, is folded away under "no data".
+    # Validation folders, scalars only, are folded away under "no data".
+    # A run with a finding stays listed, whatever its data.
+    no_data = [r["run"] for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
+               if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    assert "healthy/keras/validation" in no_data
     group = tab.ui.locator(".gh-run-group details")
-    assert group.locator("summary").text_content() == "no data (1)"
-    assert group.get_attribute("open") is None and not group.locator("li.gh-run").is_visible()
+    assert group.locator("summary").text_content() == f"no data ({len(no_data)})"
+    assert group.get_attribute("open") is None and not group.locator("li.gh-run").first.is_visible()
     # Clicking the finding selects it on the track, and leaves the all-green heatmap unveiled.
     tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()
     tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') !== null")

@@ -43,11 +43,15 @@ export function countsText(counts: Record<string, number>): string {
 /**
  * The runs listed one by one, and those with no layer data (a validation folder
  * of scalars only), which the list folds under one collapsed "no data" entry.
+ * A run with a finding (a validation loss turned NaN) stays listed: folding it
+ * away would hide the finding.
  */
-export function groupRuns<R extends Pick<RunInfo, "worst_status" | "error">>(runs: readonly R[]): { listed: R[]; noData: R[] } {
+export function groupRuns<R extends Pick<RunInfo, "worst_status" | "error"> & Partial<Pick<RunInfo, "worst_severity">>>(
+  runs: readonly R[],
+): { listed: R[]; noData: R[] } {
   const listed: R[] = [];
   const noData: R[] = [];
-  for (const r of runs) (r.worst_status === "no_data" && !r.error ? noData : listed).push(r);
+  for (const r of runs) (r.worst_status === "no_data" && !r.error && !r.worst_severity ? noData : listed).push(r);
   return { listed, noData };
 }
 

@@ -45,9 +45,10 @@ describe("run badges", () => {
       { run: "train", worst_status: "ok", error: null },
       { run: "validation", worst_status: "no_data", error: null },
       { run: "broken", worst_status: "no_data", error: "could not be read" },
+      { run: "nan_validation", worst_status: "no_data", error: null, worst_severity: "critical" as const },
     ];
     const { listed, noData } = groupRuns(runs);
-    expect(listed.map((r) => r.run)).toEqual(["train", "broken"]);
+    expect(listed.map((r) => r.run)).toEqual(["train", "broken", "nan_validation"]);
     expect(noData.map((r) => r.run)).toEqual(["validation"]);
   });
 });

@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import re
 from typing import Callable, Dict, List, Optional, Sequence
 
 from tensorboard import context as tb_context
@@ -26,6 +27,7 @@ from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
 from .serving import analyzer as analyzer_lib
 from .serving import responses
+from .serving import sweep as sweep_answer
 from .writing import format as metadata
 
 logger = logging.getLogger(__name__)
@@ -83,9 +85,10 @@ def _json_text(answer: object) -> object:
         return answer
 
 
-def _param(request, name: str) -> str:
+def _param(request, name: str, allow_empty: bool = False) -> str:
+    """A required query parameter; with ``allow_empty``, present but empty is the name "" (a layer may be named so)."""
     value = request.args.get(name)
-    if value is None or value == "":
+    if value is None or (value == "" and not allow_empty):
         raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     return value
 
@@ -104,12 +107,24 @@ def _role(request) -> Optional[str]:
     return _choice(request, "role", tags_lib.ROLES) if request.args.get("role") else None
 
 
+# A step as the routes take it: an optional '-' and ASCII digits, nothing else. Python's
+# int() would also take " 5", "1_000", "+5" and other scripts' digits ("５").
+_STEP_PATTERN = re.compile(r"-?[0-9]+")
+# TensorBoard records steps as signed 64-bit integers.
+_STEP_RANGE = (-(2 ** 63), 2 ** 63 - 1)
+
+
 def _int_param(request, name: str) -> int:
     raw = _param(request, name)
-    try:
-        return int(raw)
-    except ValueError:
-        raise errors.InvalidArgumentError(f"{name} must be an integer step; got {raw!r}") from None
+    shown = raw if len(raw) <= 40 else raw[:40] + "..."
+    if not _STEP_PATTERN.fullmatch(raw):
+        raise errors.InvalidArgumentError(
+            f"{name} must be an integer step (ASCII digits, optionally after '-'); got {shown!r}")
+    # Well formed but no step TensorBoard can record: found nowhere. Length first, as int()
+    # of thousands of digits is slow (and refused past 4,300).
+    if len(raw.lstrip("-").lstrip("0")) > 19 or not _STEP_RANGE[0] <= int(raw) <= _STEP_RANGE[1]:
+        raise errors.NotFoundError(f"no step {shown}: TensorBoard's steps lie between -2**63 and 2**63-1")
+    return int(raw)
 
 
 class GradHealthPlugin(base_plugin.TBPlugin):
@@ -117,10 +132,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
-            config = config_lib.load(logdir=getattr(context, "logdir", None))
+            config = config_lib.load_or_defaults(logdir=getattr(context, "logdir", None))
         self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
                                                loader_samples(context))
         self._limits = dict(config.limits)
+        self._config_problems = list(config.problems)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
@@ -130,7 +146,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             "/cell": self._serve_cell,
             "/series": self._serve_series,
             "/findings": self._serve_findings,
+            "/track": self._serve_track,
             "/vocabulary": self._serve_vocabulary,
+            "/sweep": self._serve_sweep,
         }
 
     def is_active(self) -> bool:
@@ -164,6 +182,15 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return self.findings_impl(*self._analysis(request))
 
     @_json_route
+    def _serve_sweep(self, request):
+        return self.sweep_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ))
+
+    @_json_route
+    def _serve_track(self, request):
+        rd, _ = self._analysis(request)
+        return self.track_impl(rd)
+
+    @_json_route
     def _serve_vocabulary(self, request):
         return self.vocabulary_impl()
 
@@ -177,27 +204,46 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def _serve_cell(self, request):
         rd, _ = self._analysis(request)
         return self.cell_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
-                              rd, _param(request, "layer"), _int_param(request, "step"), _role(request))
+                              rd, _param(request, "layer", allow_empty=True), _int_param(request, "step"),
+                              _role(request))
 
     @_json_route
     def _serve_series(self, request):
         rd, _ = self._analysis(request)
-        return self.series_impl(rd, _param(request, "layer"), _choice(request, "metric", HEATMAP_METRICS),
-                                _role(request))
+        return self.series_impl(rd, _param(request, "layer", allow_empty=True),
+                                _choice(request, "metric", HEATMAP_METRICS), _role(request))
 
     def runs_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
-        """Every run's summary; a run removed between the listing and its read is left out."""
+        """Every run's summary; a run removed between the listing and its read is left out.
+
+        A run that fails is listed with its error (`responses.failed_run`, logged with the
+        traceback) and the others are served as if it were not there.
+        """
         summaries = []
         for run in self._analyzer.list_runs(ctx, experiment):
             try:
                 rd, found = self._analyzer.run(ctx, experiment, run)
+                summaries.append(responses.run_summary(rd, found))
             except errors.NotFoundError:
                 continue
-            summaries.append(responses.run_summary(rd, found))
-        return responses.runs(summaries)
+            except analyzer_lib.RunFailed as e:
+                summaries.append(responses.failed_run(run, _message(e)))
+            except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
+                logger.exception("gradhealth: summarising run %r failed", run)
+                summaries.append(responses.failed_run(run, analyzer_lib.failure(run, "summarised", e)))
+        # What was rejected from gradhealth.json: the tab shows it above the run list.
+        return {**responses.runs(summaries), "config_problems": self._config_problems}
+
+    def sweep_impl(self, ctx: tb_context.RequestContext, experiment: str) -> dict:
+        """Every run's sweep line with its hyperparameters, and the splits they make of the findings."""
+        return sweep_answer.answer(self._analyzer, ctx, experiment)
 
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
         return responses.run_findings(rd, found)
+
+    def track_impl(self, rd: RunData) -> dict:
+        """The run's loss, global gradient norm and learning rate, for the track above the heatmap."""
+        return responses.track(rd)
 
     def heatmap_impl(self, rd: RunData, role: str, metric: str) -> dict:
         return responses.heatmap(rd, role, metric)
@@ -211,9 +257,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             raise errors.NotFoundError(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
         roles = {}
         for name, index in rows.items():
-            tag = layer.roles[name].histogram_tag
-            buckets = None if tag is None else self._analyzer.histogram_at(ctx, experiment, rd.run, tag, step)
-            roles[name] = responses.role_cell(layer.roles[name], index, buckets)
+            row = layer.roles[name]
+            shown = row.histogram_step_at(index)
+            buckets = None if shown is None else self._analyzer.histogram_at(
+                ctx, experiment, rd.run, row.histogram_tag, shown[0])
+            roles[name] = responses.role_cell(row, index, buckets, shown)
         return responses.cell(rd, layer, step, roles)
 
     def series_impl(self, rd: RunData, layer_name: str, metric: str, role: Optional[str]) -> dict:
@@ -285,9 +333,7 @@ class GradHealthLoader(base_plugin.TBLoader):
     def load(self, context: base_plugin.TBContext) -> GradHealthPlugin:
         flags = context.flags
         path = getattr(flags, "gradhealth_config", "") if flags else ""
-        try:
-            cfg = config_lib.load(path=path or None, logdir=getattr(context, "logdir", None))
-        except ValueError as e:
-            logger.error("gradhealth: %s; using the defaults", e)
-            cfg = config_lib.load()
+        cfg = config_lib.load_or_defaults(path=path or None, logdir=getattr(context, "logdir", None))
+        for problem in cfg.problems:
+            logger.error("gradhealth: %s", problem)
         return GradHealthPlugin(context, cfg)

@@ -22,8 +22,10 @@ exactly that optimizer step. On other steps it costs two ``tf.cond`` ops
 that take the empty branch (eagerly: one Python modulo). ``gh.log(step,
 grads, variables)`` logs gradients and weights without the update ratio.
 
-The statistics are computed on the device with TensorFlow ops and written
-with ``tf.summary.write``, so the same code runs eagerly and in graph mode.
+The statistics are computed on the device with TensorFlow ops, eagerly or in
+the graph; they are written from Python (`writing.tf_write.StatsWriter`), so a
+write that fails (disk full, log directory removed) is counted and never fails
+the training step.
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
 import numpy as np
 import tensorflow as tf
 
-from .writing.failures import attempt, report_failure
+from .writing.failures import Failures
 from .writing.names import unique_names, variable_name
 from .writing.tf_stats import (plain, read_variable, stats_many_tf, stats_tf, update_ratio_many_tf, update_ratio_tf,
                                weight_stats_many_tf, weight_stats_tf)
-from .writing.tf_write import write_rows
+from .writing.tf_write import StatsWriter
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +74,16 @@ class GradientHealthLogger:
         variables are passed; by default ``variable.path`` (Keras 3) or
         ``variable.name`` without ``:0``.
 
-    Failures never reach the training loop. Outside ``tf.function`` any error
-    is caught and logged (a warning the first time, then at debug level).
-    Inside ``tf.function`` the logging ops are built so they cannot fail on
-    values (NaN, Inf, empty tensors); an error while building them (tracing)
-    is caught the same way and the step is traced without logging.
+    Failures never reach the training loop: each is counted in ``errors``
+    and listed by kind in ``problems``; the first one is logged as a warning,
+    later ones at debug level. Outside ``tf.function`` any error is caught.
+    Inside ``tf.function`` the statistics ops are built so they cannot fail
+    on values (NaN, Inf, empty tensors), and the rows leave the graph to be
+    written from Python, where a failed write (disk full, log directory
+    removed or replaced by a file) is caught; after one, writing pauses for
+    a growing number of logged steps and then starts a new event file. An
+    error while building the ops (tracing) is caught and the step is traced
+    without logging.
     """
 
     def __init__(self, logdir, every_n_steps: int = 100, names: Optional[Sequence[str]] = None) -> None:
@@ -84,26 +91,34 @@ class GradientHealthLogger:
             raise ValueError(f"every_n_steps must be >= 1; got {every_n_steps}")
         self.every_n_steps = int(every_n_steps)
         self._names = list(names) if names is not None else None
-        self._warned = False
-        self.errors = 0
-        self._writer = None
-        self._owns_writer = False
-        if isinstance(logdir, (str, bytes)) or hasattr(logdir, "__fspath__"):
-            try:
-                self._writer = tf.summary.create_file_writer(str(logdir if not isinstance(logdir, bytes)
-                                                                 else logdir.decode()))
-                self._owns_writer = True
-            except Exception as e:  # noqa: BLE001 - an unwritable logdir must not stop training
-                self._fail(f"open a summary writer in {logdir!r}", e)
-        else:
-            self._writer = logdir
+        self._failures = Failures(logger)
+        self._writer: Optional[StatsWriter] = None
+        target = logdir
+        if isinstance(logdir, bytes):
+            target = logdir.decode()
+        elif hasattr(logdir, "__fspath__"):
+            target = str(logdir)
+        try:
+            self._writer = StatsWriter(target, self._failures)
+        except Exception as e:  # noqa: BLE001 - an unwritable logdir must not stop training
+            self._fail(f"open a summary writer in {logdir!r}", e)
 
     @property
     def enabled(self) -> bool:
         return self._writer is not None
 
+    @property
+    def errors(self) -> int:
+        """How many logging failures there were (none reached the training loop)."""
+        return self._failures.count
+
+    @property
+    def problems(self) -> List[str]:
+        """The first message of each kind of failure, with how many there were."""
+        return self._failures.problems
+
     def _fail(self, what: str, error: BaseException) -> None:
-        report_failure(self, what, error)
+        self._failures.report(what, error)
 
     # -- public API ---------------------------------------------------------
 
@@ -152,11 +167,13 @@ class GradientHealthLogger:
 
     def flush(self) -> None:
         if self._writer is not None:
-            attempt(self, "flush the summary writer", self._writer.flush)
+            self._writer.flush()
 
     def close(self) -> None:
-        if self._writer is not None and self._owns_writer:
-            attempt(self, "close the summary writer", self._writer.close)
+        """Closes the event file it opened (a writer it was given is only flushed); logging stops."""
+        if self._writer is not None:
+            self._writer.close()
+        self._failures.log_total()
 
     # -- internals ----------------------------------------------------------
 
@@ -214,11 +231,7 @@ class GradientHealthLogger:
             if pred is None:
                 self._write_all(step_t, entries)
             else:
-                def write():
-                    self._write_all(step_t, entries)
-                    return tf.constant(True)
-
-                _unlowered_cond(pred, write, lambda: tf.constant(False))
+                _unlowered_cond(pred, lambda: self._write_all(step_t, entries), lambda: tf.constant(False))
         except Exception as e:  # noqa: BLE001
             self._fail("log gradient-health statistics", e)
 
@@ -262,10 +275,12 @@ class GradientHealthLogger:
                             + [f"param_{i}" for i in range(len(variables), wanted)])
 
     @plain
-    def _write_all(self, step_t, entries: List[tuple]) -> None:
+    def _write_all(self, step_t, entries: List[tuple]) -> tf.Tensor:
+        """Computes every row and writes them in one call; True when written."""
         groups: dict = {}
         for entry in entries:
             groups.setdefault((entry[0], entry[5] is not None), []).append(entry)
+        written = []
         for (role, with_before), items in groups.items():
             tensors = [get() for _, _, _, _, get, _ in items]
             if with_before:
@@ -274,8 +289,8 @@ class GradientHealthLogger:
                 matrix = weight_stats_many_tf(befores, tensors)
             else:
                 matrix = stats_many_tf(tensors)
-            rows = [(layer, position, shape) for _, layer, position, shape, _, _ in items]
-            write_rows(self._writer, step_t, role, rows, matrix)
+            written.append((role, [(layer, position, shape) for _, layer, position, shape, _, _ in items], matrix))
+        return self._writer.write(step_t, written)
 
 
 def _unlowered_cond(pred, true_fn, false_fn):

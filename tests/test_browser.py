@@ -7,7 +7,9 @@ gradients vanish from ``QUIET_STEP`` on; a second run is named, and has a layer
 named, like an XSS payload. Debian's /usr/bin/chromium is
 driven by Playwright; nothing downloads a browser.
 
-Screenshots for the README land in $GRADHEALTH_SCREENSHOTS (docs/screenshots/ when refreshing them).
+The tests at the end open the demo runs (`demo/runs`) at 1600x1000, as a new user
+would see them; the README's screenshots, taken of those runs, land in
+$GRADHEALTH_SCREENSHOTS (docs/screenshots/ when refreshing them).
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ XSS_RUN = "<img src=x onerror=alert(1)>"
 XSS_LAYER = "<img src=x onerror=window.__xss=1>"
 # Weights only, as Keras' callback logs them: nothing in it can show a gradient problem.
 WEIGHTS_RUN = "weights_only"
+# Statistics per iteration, histograms per epoch: two step axes in one row.
+TWO_AXES_RUN = "two_axes"
+TWO_AXES_LAYER = "layer_0"
+TWO_AXES_STEPS = list(range(0, 200, 5))
 FRAME = "iframe[src*='plugin_entry.html']"
 
 
@@ -98,19 +104,34 @@ def _get(url: str):
         return json.loads(r.read().decode())
 
 
+def _write_two_axes_run(run_dir: pathlib.Path) -> None:
+    """Per-iteration statistics (``grad_mean/layer_0``, 10 iterations a second) beside per-epoch
+    histograms (``grad_hist/layer_0`` at steps 0..3, each written as its epoch of 50 iterations ends)."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    rng = np.random.default_rng(9)
+    events = [event(s, scalar_value(f"grad_mean/{TWO_AXES_LAYER}", 1e-3), wall_time=1000.0 + s * 0.1)
+              for s in TWO_AXES_STEPS]
+    events += [event(e, hist_value(f"grad_hist/{TWO_AXES_LAYER}", normal_buckets(rng)),
+                     wall_time=1000.0 + ((e + 1) * 50 - 1) * 0.1 + 0.01) for e in range(4)]
+    write_run(run_dir, sorted(events, key=lambda e: e.wall_time))
+
+
 @pytest.fixture(scope="module")
 def server_logdir(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("browser_logdir")
     _write_logdir(logdir)
+    _write_two_axes_run(logdir / TWO_AXES_RUN)
     return logdir
 
 
-@pytest.fixture(scope="module")
-def server(server_logdir):
-    logdir = server_logdir
+def _serve(logdir: pathlib.Path, ready, log_dir: pathlib.Path = None):
+    """A TensorBoard process on `logdir` until the generator is closed; yields its base URL once
+    `ready(runs)` holds for the gradhealth runs it serves (run name -> summary). Its log goes
+    beside the logdir, or into `log_dir`."""
     port = _free_port()
     exe = pathlib.Path(sys.executable).with_name("tensorboard")
-    log = open(logdir.parent / "tensorboard.log", "wb")
+    log = open((log_dir or logdir.parent) / f"tensorboard-{logdir.name}.log", "wb")
     proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir)],
                             stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -122,8 +143,7 @@ def server(server_logdir):
             try:
                 listing = _get(f"{base}/data/plugins_listing")
                 runs = {r["run"]: r for r in _get(f"{base}/data/plugin/gradhealth/runs")["runs"]}
-                if "gradhealth" in listing and runs.get(RUN, {}).get("steps_kept") == len(STEPS) and XSS_RUN in runs \
-                        and WEIGHTS_RUN in runs:
+                if "gradhealth" in listing and ready(runs):
                     break
             except OSError:
                 pass
@@ -139,6 +159,12 @@ def server(server_logdir):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(server_logdir):
+    yield from _serve(server_logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == len(STEPS)
+                      and XSS_RUN in runs and WEIGHTS_RUN in runs and TWO_AXES_RUN in runs)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +263,6 @@ def test_tab_appears(tab):
 
 
 def test_heatmap_is_drawn_and_shows_the_broken_layer(tab):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     healthy = tab.pixel(".gh-hm-body", HEALTHY, 100)
     broken = tab.pixel(".gh-hm-body", BROKEN, 100)
     before_break = tab.pixel(".gh-hm-body", BROKEN, 0)
@@ -248,7 +273,6 @@ def test_heatmap_is_drawn_and_shows_the_broken_layer(tab):
     assert healthy[1] > healthy[0] + 60, healthy
     assert sum(abs(a - b) for a, b in zip(healthy[:3], broken[:3])) > 150
     assert sum(abs(a - b) for a, b in zip(healthy[:3], before_break[:3])) < 90
-    tab.page.screenshot(path=str(SCREENSHOTS / "heatmap.png"))
     with tab.page.expect_download() as dl:
         tab.ui.get_by_role("button", name="PNG").click()
     png = pathlib.Path(dl.value.path()).read_bytes()
@@ -322,7 +346,7 @@ def test_hover_shows_the_cell_numbers(tab):
     assert float(value) == pytest.approx(expected["value"], rel=1e-3)
     assert quality == f"({expected['quality']})"
     assert float(value) > 1e3
-    assert lines["status"].startswith("critical") and "exploding gradients" in lines["status"]
+    assert lines["status"].startswith("critical") and "Exploding gradients" in lines["status"]
     tab.page.mouse.move(5, 5)
     tab.set_metric("health")
 
@@ -350,8 +374,6 @@ def test_click_opens_the_detail_panel(tab):
     hash_ = urllib.parse.unquote(tab.page.url.split("#", 1)[1])
     assert "p.gradhealth.run=train" in hash_ and f"p.gradhealth.layer={BROKEN}" in hash_
     assert "p.gradhealth.step=110" in hash_
-    detail.scroll_into_view_if_needed()
-    tab.page.screenshot(path=str(SCREENSHOTS / "detail.png"), full_page=False)
 
 
 def test_shared_link_restores_the_selection(tab, browser):
@@ -393,7 +415,6 @@ def test_selecting_a_finding_outlines_its_cells(tab):
     served = _get(f"{tab.base}/data/plugin/gradhealth/findings?run={RUN}")["findings"]
     assert exported["run"] == RUN
     assert sorted(f["kind"] for f in exported["findings"]) == sorted(f["kind"] for f in served)
-    tab.page.screenshot(path=str(SCREENSHOTS / "findings.png"))
 
 
 def test_new_steps_appear_on_reload_and_the_selection_stays(tab, server_logdir):
@@ -487,5 +508,351 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     assert tab.ui.locator(".gh-detail .gh-role-guess").is_hidden()
 
 
+def test_a_histogram_from_another_step_axis_is_never_titled_with_the_rows_step(tab):
+    """Iteration 105's detail shows epoch 1's histogram (written nearest in time) under its own step."""
+    tab.ui.locator("li.gh-run", has_text=TWO_AXES_RUN).click()
+    _open_cell(tab, "gradient", TWO_AXES_LAYER, 105)
+    title = tab.ui.locator(".gh-detail h3").first
+    title.filter(has_text="nearest in time").wait_for()
+    assert title.text_content() == "Histogram nearest in time (its own step 1)"
+    note = tab.ui.locator(".gh-detail .gh-note").first.text_content()
+    assert "grad_hist/layer_0 is logged on another step axis" in note
+    assert "written 590 ms before this row's step 105" in note
+    # On the row's own axis the title is the row's step, as before.
+    tab.ui.locator("li.gh-run", has_text=RUN).first.click()
+    _open_cell(tab, "gradient", HEALTHY, STEPS[2])
+    assert tab.ui.locator(".gh-detail h3").first.text_content() == f"Histogram at step {STEPS[2]}"
+
+
 def test_no_console_errors(tab):
     assert tab.errors == []
+
+
+# --------------------------------------------------------------------------- extreme numbers
+
+# Steps past 2^53, which JavaScript's numbers cannot tell apart (2^60 + 1 reads as 2^60).
+BIG = 2 ** 60
+BIG_RUN = "huge_steps"
+BIG_STEPS = [BIG + k for k in range(5)]
+# Bucket edges at the ends of the doubles, and subnormal ones.
+EDGES_RUN = "extreme_edges"
+WIDE = "wide/kernel"
+TINY = "tiny/kernel"
+WIDE_BUCKETS = [[-1.7e308, 0.0, 4.0], [0.0, 1.7e308, 6.0]]
+TINY_BUCKETS = [[5e-324, 1e-323, 3.0], [1e-323, 1.5e-323, 5.0], [1.5e-323, 2e-323, 2.0]]
+# A last step that 3 of 8 layers have so far: a writer caught mid-flush.
+PARTIAL_RUN = "partial"
+PARTIAL_STEPS = [0, 10, 20, 30]
+# Three logged steps each: cells drawn half an interval around them must not widen the axis.
+THREE_STEP_RUNS = {"three_steps": [0, 100, 200], "three_small_steps": [0, 5, 10]}
+
+
+def _write_extreme_logdir(root: pathlib.Path) -> None:
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    rng = np.random.default_rng(3)
+    write_run(root / BIG_RUN, [event(step, *[hist_value(f"gradients/{name}", normal_buckets(rng))
+                                             for name in ("a/kernel", "b/kernel")])
+                               for step in BIG_STEPS])
+    write_run(root / EDGES_RUN, [event(step, hist_value(f"gradients/{WIDE}", WIDE_BUCKETS),
+                                       hist_value(f"gradients/{TINY}", TINY_BUCKETS)) for step in range(5)])
+    for run, steps in THREE_STEP_RUNS.items():
+        write_run(root / run, [event(step, hist_value("gradients/a/kernel", normal_buckets(rng))) for step in steps])
+    write_run(root / PARTIAL_RUN, [
+        event(step, *[hist_value(f"gradients/l{i}/kernel", normal_buckets(rng))
+                      for i in range(3 if step == PARTIAL_STEPS[-1] else 8)])
+        for step in PARTIAL_STEPS])
+
+
+@pytest.fixture(scope="module")
+def extreme_server(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("extreme_logdir")
+    _write_extreme_logdir(logdir)
+    yield from _serve(logdir, lambda runs: runs.get(BIG_RUN, {}).get("steps_kept") == len(BIG_STEPS)
+                      and runs.get(EDGES_RUN, {}).get("steps_kept") == 5
+                      and runs.get(PARTIAL_RUN, {}).get("steps_kept") == len(PARTIAL_STEPS)
+                      and all(runs.get(run, {}).get("steps_kept") == 3 for run in THREE_STEP_RUNS))
+
+
+@pytest.fixture
+def extreme_tab(extreme_server, browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    t = Tab(page, extreme_server)
+    t.responses = []
+    page.on("response", lambda r: t.responses.append((r.status, r.url)) if "/data/plugin/gradhealth/" in r.url else None)
+    yield t
+    page.close()
+
+
+# Every attribute of every SVG element in the detail panel that is not a finite number where one belongs.
+BAD_SVG_ATTRIBUTES = """() => {
+    const bad = [];
+    for (const node of document.querySelectorAll(".gh-detail svg, .gh-detail svg *")) {
+        for (const a of node.attributes) {
+            if (/NaN|Infinity/.test(a.value)) bad.push(`<${node.tagName} ${a.name}="${a.value.slice(0, 80)}">`);
+        }
+    }
+    return bad;
+}"""
+
+
+def test_steps_past_2_53_are_drawn_and_opened_exactly(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={BIG_RUN}")
+    assert tab.ui.locator(".gh-hm-body").first.is_visible()
+    assert "5 steps" in tab.ui.locator(".gh-summary").text_content()
+    # Each of the five steps has its own painted column.
+    texts = [str(s) for s in BIG_STEPS]
+    xs = [tab.cell_point("a/kernel", t)[0] for t in texts]
+    assert all(b - a > 20 for a, b in zip(xs, xs[1:])), xs
+    for t in texts:
+        assert tab.pixel(".gh-hm-body", "a/kernel", t)[3] == 255, t
+    # The axis names the steps themselves, not their rounded doubles.
+    target = texts[1]
+    x, y = tab.cell_point("b/kernel", target)
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    assert "1,152,921,504,606,846,977" in tip.text_content()
+    tab.page.mouse.click(x, y)
+    detail = tab.ui.locator(".gh-detail")
+    detail.wait_for(state="visible", timeout=5000)
+    tab.ui.locator(".gh-detail h3", has_text="Histogram at step 1,152,921,504,606,846,977").wait_for(timeout=5000)
+    bars = detail.locator("rect.gh-bar")
+    bars.first.wait_for(timeout=5000)
+    assert bars.count() == len(_cell(tab.base, BIG_RUN, "b/kernel", target)["histogram"])
+    detail.locator("path.gh-series").wait_for(timeout=5000)
+    cells = [url for status, url in tab.responses if "/cell?" in url]
+    assert any(f"step={target}" in url for url in cells), cells
+    assert not [(status, url) for status, url in tab.responses if status != 200]
+    hash_ = urllib.parse.unquote(tab.page.url.split("#", 1)[1])
+    assert f"p.gradhealth.step={target}" in hash_
+    # The next logged step is the next integer, not the next double.
+    detail.get_by_role("button", name="next step").click()
+    tab.ui.locator(".gh-detail h3", has_text="Histogram at step 1,152,921,504,606,846,978").wait_for(timeout=5000)
+    assert tab.frame.evaluate(BAD_SVG_ATTRIBUTES) == []
+    assert tab.errors == []
+
+
+def test_extreme_bucket_edges_draw_finite_charts(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={EDGES_RUN}")
+    detail = tab.ui.locator(".gh-detail")
+    for layer, buckets in ((WIDE, WIDE_BUCKETS), (TINY, TINY_BUCKETS)):
+        x, y = tab.cell_point(layer, 2)
+        tab.page.mouse.click(x, y)
+        tab.ui.locator(".gh-detail .gh-detail-title", has_text=layer).wait_for(timeout=5000)
+        sync_api.expect(detail.locator("rect.gh-bar")).to_have_count(len(buckets), timeout=5000)
+        # The series on a log scale (max |x|), then on a linear one (mean).
+        for metric in ("max_abs", "mean"):
+            detail.locator("select").select_option(metric)
+            title = f"{metric.replace('_', ' ')} over steps"
+            detail.locator("svg.gh-chart > title", has_text=title).wait_for(state="attached", timeout=5000)
+            assert detail.locator("path.gh-series").count() == 1
+            assert tab.frame.evaluate(BAD_SVG_ATTRIBUTES) == [], (layer, metric)
+    assert tab.errors == []
+
+
+def test_a_partly_written_last_step_is_hatched_with_a_note(extreme_tab):
+    tab = extreme_tab
+    tab.open(f"gradhealth&p.gradhealth.run={PARTIAL_RUN}")
+    last, before = PARTIAL_STEPS[-1], PARTIAL_STEPS[-2]
+    assert "(incomplete)" in tab.ui.locator(".gh-summary").text_content()
+    overlay = ".gh-hm-overlay"
+    # The missing layers' cells in the last column are hatched, earlier columns are not.
+    assert tab.pixel(overlay, "l7/kernel", before)[3] == 0
+    hatched = tab.frame.evaluate(
+        """([l, s]) => {
+            const c = window.__gradhealth.cellCenter(l, s);
+            const canvas = document.querySelector(".gh-hm-overlay");
+            const r = canvas.getBoundingClientRect();
+            const k = canvas.width / r.width;
+            const x0 = Math.floor((c.x - r.left - 4) * k), y0 = Math.floor((c.y - r.top - 4) * k);
+            const d = canvas.getContext("2d").getImageData(x0, y0, Math.ceil(8 * k), Math.ceil(8 * k)).data;
+            let painted = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) painted++;
+            return painted;
+        }""", ["l7/kernel", last])
+    assert hatched > 0
+    x, y = tab.cell_point("l7/kernel", last)
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    assert "3 of 8 layers so far" in tip.text_content()
+    x, y = tab.cell_point("l0/kernel", before)
+    tab.page.mouse.move(x, y)
+    tab.frame.wait_for_function("!document.querySelector('.gh-tooltip').textContent.includes('layers so far')")
+    assert tab.errors == []
+
+
+def test_the_axis_of_a_three_step_run_names_only_steps_inside_it(extreme_server, browser):
+    for run, steps in THREE_STEP_RUNS.items():
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        tab = Tab(page, extreme_server)
+        try:
+            tab.open(f"gradhealth&p.gradhealth.run={run}")
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
+            named = [int(s) for s in tab.frame.evaluate("window.__gradhealth.axisSteps()")]
+            # Cells reach half an interval past the first and last step (-50 to 250); the axis names none of that.
+            assert named and all(steps[0] <= s <= steps[-1] for s in named), (run, named)
+            assert steps[0] in named and steps[-1] in named, (run, named)
+            assert tab.errors == []
+        finally:
+            page.close()
+
+
+# --------------------------------------------------------------------------- the demo runs, as a new user sees them
+
+DEMO = REPO / "demo" / "runs"
+DEMO_VIEWPORT = {"width": 1600, "height": 1000}
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory):
+    from tests.test_demos import BROKEN, CLEAN
+
+    # Every demo run with data (a sweep trial's own folder holds only its hyperparameters: no run).
+    expected = set(BROKEN) | set(CLEAN)
+    # The log goes to a scratch folder: the demo runs are part of the repository.
+    yield from _serve(DEMO, lambda runs: expected <= set(runs), tmp_path_factory.mktemp("demo_log"))
+
+
+@pytest.fixture
+def demo_tab(demo_server, browser):
+    """Factory: demo_tab(run, role=None) -> a new page at 1600x1000 with the tab open on that run."""
+    pages = []
+
+    def open_run(run, role=None):
+        page = browser.new_page(viewport=DEMO_VIEWPORT)
+        pages.append(page)
+        tab = Tab(page, demo_server)
+        tab.open(f"gradhealth&p.gradhealth.run={urllib.parse.quote(run, safe='')}"
+                 + (f"&p.gradhealth.role={role}" if role else ""))
+        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
+        tab.ui.locator("li.gh-finding").first.wait_for(timeout=20_000)
+        return tab
+
+    yield open_run
+    for page in pages:
+        page.close()
+
+
+def _served_findings(tab, run):
+    return _get(f"{tab.base}/data/plugin/gradhealth/findings?run={urllib.parse.quote(run, safe='')}")["findings"]
+
+
+def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
+    run = "periodic/bad_batch"
+    tab = demo_tab(run)
+    periodic = next(f for f in _served_findings(tab, run) if f["kind"] == "periodic_spikes")
+    tag = "train/global_gradient_norm"
+    occurrences = [int(a) for a, b in periodic["covers_text"][tag]]
+    assert periodic["period"] == 35 and occurrences == list(range(35, 281, 35))
+    track = tab.ui.locator(".gh-track")
+    mark = track.locator(".gh-track-mark[data-kind=periodic_spikes]")
+    mark.wait_for(timeout=10_000)
+    drawn = [int(s) for s in mark.locator(".gh-track-occurrence").evaluate_all("els => els.map(e => e.dataset.step)")]
+    assert drawn == occurrences
+    assert mark.locator(".gh-track-period-text").text_content() == "every 35 steps"
+    # The loss and the learning-rate-free norm share the heatmap's axis: step 140 is where the heatmap's column is.
+    x140 = mark.locator(".gh-track-occurrence[data-step='140']").evaluate(
+        "e => { const r = e.getBoundingClientRect(); return r.left + r.width / 2; }")
+    cell_x = tab.frame.evaluate("window.__gradhealth.cellCenter('sequential/dense/kernel', 140).x")
+    assert abs(x140 - cell_x) < 1.5, (x140, cell_x)
+    assert track.locator(".gh-track-label", has_text="loss").count() == 1
+    # Validation folders, scalars only, are folded away under "no data".
+    # A run with a finding stays listed, whatever its data.
+    no_data = [r["run"] for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
+               if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    assert "healthy/keras/validation" in no_data
+    group = tab.ui.locator(".gh-run-group details")
+    assert group.locator("summary").text_content() == f"no data ({len(no_data)})"
+    assert group.get_attribute("open") is None and not group.locator("li.gh-run").first.is_visible()
+    # Clicking the finding selects it on the track, and leaves the all-green heatmap unveiled.
+    tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()
+    tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') !== null")
+    mark = track.locator(".gh-track-mark[data-kind=periodic_spikes]")
+    assert mark.get_attribute("opacity") is None
+    assert track.locator(".gh-track-mark[data-kind=spike]").first.get_attribute("opacity") == "0.3"
+    assert tab.pixel(".gh-hm-overlay", "sequential/dense/kernel", 140)[3] == 0
+    tab.page.screenshot(path=str(_shots() / "track.png"))
+    # A mark on the track selects its finding.
+    tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()  # unselect
+    tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') === null")
+    box = mark.locator(".gh-track-occurrence[data-step='70']").bounding_box()
+    tab.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2)
+    selected = tab.ui.locator("li.gh-finding[aria-selected=true]")
+    selected.wait_for(timeout=5000)
+    assert "Periodic spikes" in selected.text_content()
+    assert tab.errors == []
+
+
+def _shots():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS
+
+
+# Runs, with the role their warn and critical findings are about.
+COVERAGE_RUNS = [("exploding/unclipped", "gradient"), ("vanishing/sigmoid", "gradient"),
+                 ("lr_too_high/lr_0.3", "gradient"), ("lr_too_high/lr_0.3", "weight"),
+                 ("dead_relu/relu", "activation"), ("weight_growth/no_decay", "weight")]
+
+
+def test_a_findings_outlines_hold_no_healthy_cell(demo_tab):
+    checked = 0
+    for run, role in COVERAGE_RUNS:
+        tab = demo_tab(run, role)
+        if run == "exploding/unclipped":
+            # The README's first picture: the run, its track and its findings, nothing selected.
+            tab.ui.locator(".gh-track .gh-track-line").first.wait_for(timeout=10_000)
+            tab.page.screenshot(path=str(_shots() / "heatmap.png"))
+        heatmap = _get(f"{tab.base}/data/plugin/gradhealth/heatmap?" + urllib.parse.urlencode({"run": run, "role": role}))
+        for f in _served_findings(tab, run):
+            rows = set(f["covers"]) & set(heatmap["layers"])
+            if f["severity"] == "info" or (f["role"] or role) != role or not rows:
+                continue
+            item = tab.ui.locator("li.gh-finding").filter(has_text=f["message"][:60]).first
+            before = tab.frame.evaluate("window.__gradhealth.viewState.finding")
+            item.click()
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.finding !== {json.dumps(before)}")
+            cells = tab.frame.evaluate("window.__gradhealth.highlightCells()")
+            assert {c["layer"] for c in cells} == rows, (run, f["kind"])
+            healthy = [c for c in cells if c["status"] == "ok"]
+            assert not healthy, (run, f["kind"], healthy[:5])
+            if run == "exploding/unclipped" and f["kind"] == "exploding_gradients":
+                tab.page.screenshot(path=str(_shots() / "findings.png"))
+            item.click()  # unselect before the next one
+            checked += 1
+        if run == "exploding/unclipped":
+            # The detail panel gives each finding's steps on the layer clicked, not the union over its layers.
+            x, y = tab.cell_point("layer_0", 30)
+            tab.page.mouse.click(x, y)
+            spans = tab.ui.locator(".gh-detail .gh-detail-finding", has_text="Exploding gradients").locator(".gh-layer-spans")
+            spans.wait_for(timeout=10_000)
+            assert spans.text_content() == "On this layer: steps 7 to 8, 15, 17 and 30."
+            tab.ui.locator(".gh-detail rect.gh-bar").first.wait_for(timeout=10_000)
+            tab.page.mouse.move(5, 500)
+            tab.ui.locator(".gh-tooltip").wait_for(state="hidden")
+            tab.page.screenshot(path=str(_shots() / "detail.png"))
+        assert tab.errors == []
+    assert checked >= 8
+
+
+def test_the_detail_panel_opens_in_view_below_26_rows(demo_tab):
+    run = "vanishing/sigmoid"
+    tab = demo_tab(run)
+    layers = _get(f"{tab.base}/data/plugin/gradhealth/heatmap?run={run}&role=gradient")["layers"]
+    assert len(layers) == 26
+    x, y = tab.cell_point(layers[25], 200)
+    tab.page.mouse.click(x, y)
+    detail = tab.ui.locator(".gh-detail")
+    detail.locator(".gh-metric-table").wait_for(timeout=10_000)
+    tab.frame.wait_for_timeout(300)
+    height = tab.frame.evaluate("innerHeight")
+    for part in (".gh-detail-title", ".gh-detail-status", ".gh-metric-table"):
+        box = tab.frame.evaluate(f"(() => {{ const r = document.querySelector('.gh-detail {part}').getBoundingClientRect();"
+                                 " return [r.top, r.bottom]; })()")
+        assert 0 <= box[0] and box[1] <= height, (part, box, height)
+    assert detail.locator(".gh-detail-title").text_content() == layers[25]
+    assert tab.errors == []
+

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin import cli
+from gradhealth_plugin.analysis import limits
 
 FINDING_KEYS = {"run", "kind", "severity", "layers", "first_step", "last_step", "message", "advice", "evidence"}
 RUNS = {"healthy", "broken/train", "warn_only", "periodic"}
@@ -64,7 +65,8 @@ def _mlp_run(path, seed, grad_scale=lambda step: 1.0, weight_scale=lambda step: 
             decay = 1.0 - 0.5 * step / STEPS
             g = rng.normal(0.0, 1e-2 * decay * noise[step, i], (20, 20)) * grad_scale(step)
             out[f"gradients/dense_{i}/kernel"] = g.astype(np.float32)
-            out[f"weights/dense_{i}/kernel"] = base_w[i] * weight_scale(step)
+            # Trained weights move a little every step (identical ones would be a frozen layer).
+            out[f"weights/dense_{i}/kernel"] = base_w[i] * weight_scale(step) * (1 + 1e-3 * step / STEPS)
         return out
 
     def scalars(step):
@@ -85,7 +87,8 @@ def _periodic_run(path, n=450, period=50):
     w = rng.normal(0.0, 0.1, (20, 20)).astype(np.float32)
 
     def hists(step):
-        return {"gradients/dense/kernel": g, "weights/dense/kernel": w} if step % period == 0 else {}
+        moved = w * np.float32(1 + 1e-3 * step / n)  # trained weights move a little
+        return {"gradients/dense/kernel": g, "weights/dense/kernel": moved} if step % period == 0 else {}
 
     _write(path, range(n), hists, lambda step: {"global_grad_norm": float(norm[step]), "loss": 1.0 / (1 + step)})
 
@@ -140,7 +143,8 @@ def _kinds(findings, severity=None):
 
 def test_report_json_shape(main_logdir, run_cli):
     payload = _report(run_cli, main_logdir)
-    assert set(payload) == {"runs", "findings"}
+    assert set(payload) == {"runs", "findings", "config_problems"}
+    assert payload["config_problems"] == []
     assert {r["run"] for r in payload["runs"]} == RUNS  # relative to the logdir, nested runs with "/"
     for r in payload["runs"]:
         assert not os.path.isabs(r["run"])
@@ -188,10 +192,13 @@ def test_report_broken_run(main_logdir, run_cli):
 
 def test_report_warn_only_run(main_logdir, run_cli):
     found = _by_run(_report(run_cli, main_logdir), "warn_only")
-    assert _kinds(found, "warn") == {"weight_growth"}
+    # The weights jump 5x in one step: they grow, and their norm alone proves the update too large.
+    assert _kinds(found, "warn") == {"weight_growth", "update_ratio"}
     assert _kinds(found, "critical") == set()
     growth = next(f for f in found if f["kind"] == "weight_growth")
     assert growth["first_step"] == 30 and growth["evidence"]["value"] == pytest.approx(5.0, rel=0.05)
+    ratio = next(f for f in found if f["kind"] == "update_ratio")
+    assert (ratio["first_step"], ratio["last_step"]) == (30, 30) and ratio["evidence"]["quality"] == "lower_bound"
 
 
 def test_report_periodic_spikes_are_a_logging_artefact(main_logdir, run_cli):
@@ -305,11 +312,34 @@ def test_bad_arguments(argv, run_cli):
     assert "usage:" not in line
 
 
-def test_bad_config(main_logdir, tmp_path, run_cli):
+@pytest.mark.parametrize("content", ['{"thresholds": {"spike_window": 5}', '["spike_window"]'])
+def test_config_that_is_not_a_json_object(main_logdir, tmp_path, run_cli, content):
     config = tmp_path / "gradhealth.json"
-    config.write_text('{"thresholds": {"no_such_threshold": 1}}')
+    config.write_text(content)
     line = _one_line_error(*run_cli("check", main_logdir / "healthy", "--config", config))
-    assert "no_such_threshold" in line
+    assert str(config) in line
+
+
+def test_config_problems_are_said_and_the_rest_applies(main_logdir, tmp_path, run_cli):
+    config = tmp_path / "gradhealth.json"
+    config.write_text('{"thresholds": {"no_such_threshold": 1, "spike_window": NaN, "vanishing_steps": 1e400,'
+                      ' "exploding_max_abs": 0.01}, "tag_rules": [{"pattern": "^(?P<layer>zz)?gradients/",'
+                      ' "role": "weight"}]}')
+    code, out, err = run_cli("check", main_logdir / "healthy", "--config", config)
+    assert code == 1  # the 0.01 limit applies: the healthy run's max |g| of about 0.05 explodes
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert [line for line in lines if str(config) in line] == [
+        f"gradhealth: {config}: rule 0: bad pattern '^(?P<layer>zz)?gradients/': its layer group is optional, "
+        "so a tag it matches may get no row name; make the group required; rule ignored",
+        f"gradhealth: {config}: unknown threshold \"no_such_threshold\"; ignored (known: "
+        + ", ".join(sorted(limits.DEFAULTS)) + ")",
+        f"gradhealth: {config}: spike_window must be an integer from 3 to 1000; got NaN; using 11",
+        f"gradhealth: {config}: vanishing_steps must be an integer from 1 to 1000000; got Infinity; using 5",
+    ]
+    payload = _report(run_cli, main_logdir / "healthy", "--config", config)
+    assert len(payload["config_problems"]) == 4 and "spike_window must be" in payload["config_problems"][2]
+    assert "exploding_gradients" in _kinds(payload["findings"])
 
 
 def test_config_thresholds_are_honoured(main_logdir, tmp_path, run_cli):
@@ -348,12 +378,12 @@ def _console():
     return [script] if script else [sys.executable, "-m", "gradhealth_plugin.cli"]
 
 
-def _subprocess(*argv):
+def _subprocess(*argv, prefix=(), timeout=300):
     env = dict(os.environ)
     for name in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS"):  # the CLI must quiet TensorFlow itself
         env.pop(name, None)
-    return subprocess.run(_console() + [str(a) for a in argv], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(list(prefix) + _console() + [str(a) for a in argv], capture_output=True, text=True,
+                          env=env, timeout=timeout)
 
 
 def test_console_script(main_logdir, run_cli):
@@ -392,3 +422,147 @@ def test_a_run_with_gradients_judges_every_gradient_kind(main_logdir, run_cli):
     payload = _report(run_cli, main_logdir / "healthy")
     healthy = next(r for r in payload["runs"] if r["run"] == ".")
     assert not {"exploding_gradients", "vanishing_gradients", "depth_vanishing"} & set(healthy["not_judged"])
+
+
+# --- what cannot be read ---------------------------------------------------------------------------
+
+def _small_run(run_dir):
+    """A run of 10 steps written with TensorBoard's record writer (no TensorFlow needed)."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    rng = np.random.default_rng(0)
+    return write_run(run_dir, [event(s, hist_value("gradients/fc1", normal_buckets(rng)),
+                                     scalar_value("loss", 1.0 / (s + 1))) for s in range(10)])
+
+
+def _reports_good(out):
+    assert "run good:" in out, out
+
+
+def _skipped(err, *names):
+    """The stderr lines saying what was skipped: one per name, each naming it."""
+    lines = [line for line in err.strip().splitlines() if "skipped" in line]
+    assert len(lines) == len(names), err
+    for line, name in zip(lines, names):
+        assert line.startswith("gradhealth: skipped") and str(name) in line, line
+    assert "Traceback" not in err
+    return lines
+
+
+def test_a_dangling_symlink_does_not_hide_the_event_file_next_to_it(tmp_path, run_cli):
+    _small_run(tmp_path / "good")
+    link = tmp_path / "good" / "events.out.tfevents.0.dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    code, out, err = run_cli("report", tmp_path)
+    assert code == 0, err
+    _reports_good(out)
+    assert "dangling symlink" in _skipped(err, link)[0]
+
+
+def test_a_file_as_a_path_component_is_a_one_line_error(tmp_path, run_cli):
+    (tmp_path / "file").write_text("x")
+    line = _one_line_error(*run_cli("report", tmp_path / "file" / "run"))
+    assert "not a directory" in line
+
+
+def test_an_unlistable_directory_is_skipped(tmp_path, run_cli, monkeypatch):
+    # Tests run as root, which chmod 000 does not stop: the refusal is made at the boundary the CLI
+    # reads directories through (os.scandir) instead. tests below use a process without root's
+    # read override to do the same for real.
+    _small_run(tmp_path / "good")
+    _small_run(tmp_path / "secret")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if isinstance(path, (str, os.PathLike)) and os.fspath(path) == str(tmp_path / "secret"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, err = run_cli("report", tmp_path)
+    assert code == 0, err
+    _reports_good(out)
+    assert "run secret:" not in out
+    assert "Permission denied" in _skipped(err, tmp_path / "secret")[0]
+
+
+def test_any_failure_is_one_line_and_exit_2(main_logdir, run_cli, monkeypatch):
+    from gradhealth_plugin.serving import analyzer
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(analyzer.Analyzer, "run", fail)
+    line = _one_line_error(*run_cli("check", main_logdir / "healthy"))
+    assert line == "gradhealth: error: RuntimeError: boom second line"
+
+
+def test_help_states_the_exit_codes(run_cli, capsys):
+    for argv in (["--help"], ["check", "--help"], ["report", "--help"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(argv)
+        assert exited.value.code == 0
+        out = capsys.readouterr().out
+        assert "exit codes:" in out and "1  check: a finding reached --fail-on" in out and "2  an error" in out
+
+
+def test_a_fifo_named_like_an_event_file_is_skipped(tmp_path):
+    # A real process with a timeout: opening a FIFO without a writer blocks forever.
+    _small_run(tmp_path / "good")
+    fifo = tmp_path / "good" / "events.out.tfevents.1.fifo"
+    os.mkfifo(fifo)
+    proc = _subprocess("report", tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    _reports_good(proc.stdout)
+    assert "not a regular file" in _skipped(proc.stderr, fifo)[0]
+
+
+def _unprivileged():
+    """argv prefix running a command as root without its power to read what it has no permission for."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0:
+        return []
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: chmod cannot make a file unreadable here")
+    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    if subprocess.run(prefix + ["true"], capture_output=True).returncode != 0:
+        pytest.skip("setpriv cannot drop root's read override here")
+    return prefix
+
+
+@pytest.fixture
+def locked(tmp_path):
+    """Paths made unreadable in the test; their permissions are given back for the cleanup."""
+    paths = []
+    yield paths
+    for path in paths:
+        path.chmod(0o755)
+
+
+def test_unreadable_directory_and_file_are_skipped_for_real(tmp_path, locked):
+    prefix = _unprivileged()
+    _small_run(tmp_path / "good")
+    _small_run(tmp_path / "secret")
+    hidden = _small_run(tmp_path / "mixed")
+    _small_run(tmp_path / "mixed")  # a readable file beside an unreadable one
+    for path in (tmp_path / "secret", hidden):
+        path.chmod(0)
+        locked.append(path)
+    proc = _subprocess("report", tmp_path, prefix=prefix)
+    assert proc.returncode == 0, proc.stderr
+    _reports_good(proc.stdout)
+    assert "run mixed:" in proc.stdout and "run secret:" not in proc.stdout
+    lines = _skipped(proc.stderr, hidden, tmp_path / "secret")
+    assert all(line.endswith("Permission denied") for line in lines)
+
+
+def test_unreadable_logdir_is_a_one_line_error_for_real(tmp_path, locked):
+    prefix = _unprivileged()
+    _small_run(tmp_path / "logs" / "good")
+    (tmp_path / "logs").chmod(0)
+    locked.append(tmp_path / "logs")
+    proc = _subprocess("check", tmp_path / "logs", prefix=prefix)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    logdir = str(tmp_path / "logs")
+    assert proc.stderr.strip().splitlines() == [f"gradhealth: cannot read logdir {logdir!r}: Permission denied"]

@@ -328,12 +328,6 @@ def test_rule_file_at_logdir_root_overrides_the_mapping(plugin_client, torch_cus
 @pytest.mark.parametrize("content, message", [
     ('{"tag_rules": [', "not valid JSON"),
     ('["^mygrads/"]', "expected a JSON object"),
-    ('{"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+)$", "role": "gradients"}]}', "rule 0: role must be one of"),
-    ('{"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+$", "role": "gradient"}]}', "rule 0: bad pattern"),
-    ('{"tag_rules": [{"role": "gradient"}]}', "rule 0: bad pattern"),
-    ('{"tag_rules": {"pattern": "^mygrads/(.+)$", "role": "gradient"}}', "tag_rules must be a list"),
-    ('{"tag_rules": ["^mygrads/(.+)$"]}', "rule 0: expected an object"),
-    ('{"tag_rules": [{"pattern": "^g/(.+)$", "role": "gradient", "metric": "maxabs"}]}', "rule 0: metric must be"),
 ])
 def test_malformed_rule_file_is_a_clear_value_error(tmp_path, content, message):
     path = tmp_path / "gradhealth.json"
@@ -342,3 +336,19 @@ def test_malformed_rule_file_is_a_clear_value_error(tmp_path, content, message):
         config_lib.load(logdir=str(tmp_path))
     assert str(path) in str(excinfo.value)
     assert message in str(excinfo.value)
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+)$", "role": "gradients"}]}', "rule 0: role must be one of"),
+    ('{"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+$", "role": "gradient"}]}', "rule 0: bad pattern"),
+    ('{"tag_rules": [{"role": "gradient"}]}', "rule 0: bad pattern"),
+    ('{"tag_rules": {"pattern": "^mygrads/(.+)$", "role": "gradient"}}', "tag_rules must be a list"),
+    ('{"tag_rules": ["^mygrads/(.+)$"]}', "rule 0: expected an object"),
+    ('{"tag_rules": [{"pattern": "^g/(.+)$", "role": "gradient", "metric": "maxabs"}]}', "rule 0: metric must be"),
+])
+def test_malformed_rule_is_rejected_with_a_clear_problem(tmp_path, content, message):
+    path = tmp_path / "gradhealth.json"
+    path.write_text(content)
+    cfg = config_lib.load(logdir=str(tmp_path))
+    assert cfg.tag_rules == [] and len(cfg.problems) == 1
+    assert str(path) in cfg.problems[0] and message in cfg.problems[0]

@@ -364,3 +364,27 @@ def test_without_probe_data_weights_and_update_ratios_are_still_logged(tmp_path,
     at = reference.at[EVERY]
     np.testing.assert_allclose(vectors[("weight", kernel, EVERY)][0][UR],
                                update_ratio_numpy(at["before"][0], at["after"][0]), rtol=1e-5)
+
+
+def test_per_epoch_histograms_are_never_shown_as_an_iteration_step(with_keras_tensorboard, plugin_client):
+    """Keras' callback logs weight histograms per epoch (steps 0, 1), gradhealth per iteration (0, 3, 6):
+    the detail of iteration 3 shows the histogram written nearest in time, labelled with its own step."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    from gradhealth_plugin.writing import format as fmt
+
+    _, logdir, model, _, _ = with_keras_tensorboard
+    client = plugin_client(logdir, samples={"gradhealth": 500})
+    kernel = model.trainable_variables[0].path
+    acc = event_accumulator.EventAccumulator(str(logdir / "train"), size_guidance={"tensors": 0})
+    acc.Reload()
+    tag = next(t for t in acc.Tags()["tensors"] if t.startswith(kernel) and t.endswith("histogram"))
+    keras_walls = {e.step: e.wall_time for e in acc.Tensors(tag)}
+    assert sorted(keras_walls) == list(range(EPOCHS))
+    own_walls = {e.step: e.wall_time for e in acc.Tensors(fmt.tag_for("weight", kernel))}
+    for step in logged_steps("sequential"):
+        role = client.ok("/cell", run="train", layer=kernel, step=step, role="weight")["roles"]["weight"]
+        assert role["histogram_axis"] == "other", step
+        nearest = min(keras_walls, key=lambda e: abs(keras_walls[e] - own_walls[step]))
+        assert role["histogram_step"] == nearest
+        assert role["histogram_seconds_from_step"] == pytest.approx(keras_walls[nearest] - own_walls[step], abs=1e-3)

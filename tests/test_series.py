@@ -1,5 +1,7 @@
 """series.py: runs, baselines, spikes and periods on noisy, unevenly logged series."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -392,3 +394,22 @@ def test_logged_steps_of_unsorted_repeated_steps_equal_those_of_their_sorted_set
     for args in ((None,), (5000,), (5000, 500), (5000, None, 0)):
         assert series.logged_steps(messy, *args) == series.logged_steps(kept, *args)
     assert series.logging_interval(messy) == series.logging_interval(kept) == 5
+
+
+def test_nanmedian_rows_is_numpys_nanmedian():
+    # The rolling medians' own row median: the same numbers as np.nanmedian, NaN, infinities, ties,
+    # all-NaN rows and overflowing middles included.
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n, w = rng.integers(1, 20), rng.integers(1, 25)
+        a = rng.normal(size=(n, w)) * 10.0 ** rng.uniform(-300, 308, size=(n, w))
+        mask = rng.random((n, w))
+        a[mask < rng.random() * 0.8] = np.nan
+        a[mask > 0.97] = np.inf
+        a[(mask > 0.94) & (mask < 0.95)] = -np.inf
+        if rng.random() < 0.2:
+            a = np.round(a / 1e300)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            expected = np.nanmedian(a, axis=1)
+        np.testing.assert_array_equal(series.nanmedian_rows(a), expected)

@@ -370,3 +370,72 @@ def test_logging_inside_a_jit_compiled_function_warns_and_the_step_still_runs(tm
         losses = [float(train_step()) for _ in range(3)]
     assert losses[2] < losses[0]
     assert sum("jit_compile" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_under_a_mirrored_strategy_each_step_is_logged_once(tmp_path):
+    """Two replicas run the step; as with tf.summary, only the first writes. A process of its own:
+    the two logical CPUs must be set up before TensorFlow starts."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import numpy as np
+        import tensorflow as tf
+        import keras
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from gradhealth_plugin.tf import GradientHealthLogger
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+            optimizer = keras.optimizers.SGD(0.1)
+        gh = GradientHealthLogger({str(tmp_path)!r}, every_n_steps=1)
+
+        @tf.function
+        def train_step(x):
+            def replica(x):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(model(x) ** 2)
+                grads = tape.gradient(loss, model.trainable_variables)
+                with gh.step(optimizer.iterations, grads, model.trainable_variables):
+                    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                return loss
+            return strategy.run(replica, args=(x,))
+
+        data = tf.data.Dataset.from_tensor_slices(np.ones((48, 4), np.float32)).batch(16)
+        for x in strategy.experimental_distribute_dataset(data):
+            train_step(x)
+        gh.close()
+        assert gh.errors == 0, gh.problems
+    """)
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    vectors = read_vectors(tmp_path)  # asserts that no (role, layer, step) is there twice
+    assert {(role, step) for role, _, step in vectors} == {(r, s) for r in ("gradient", "weight") for s in range(3)}
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["tf_function", "eager"])
+def test_record_if_false_writes_nothing_and_is_no_error(tmp_path, compiled):
+    v = tf.Variable([1.0, 2.0])
+    optimizer = keras.optimizers.SGD(0.1)
+    gh = GradientHealthLogger(str(tmp_path), every_n_steps=1)
+
+    def train_step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(v * v)
+        grads = tape.gradient(loss, [v])
+        with gh.step(optimizer.iterations, grads, [v]):
+            optimizer.apply_gradients(zip(grads, [v]))
+        return loss
+
+    fn = tf.function(train_step) if compiled else train_step
+    with tf.summary.record_if(False):
+        for _ in range(2):
+            fn()
+    gh.close()
+    assert gh.errors == 0, gh.problems
+    assert read_vectors(tmp_path) == {}

@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -513,6 +514,15 @@ def _gradhealth_warnings(caplog):
     return [r for r in caplog.records if r.levelno >= logging.WARNING and "gradhealth" in r.getMessage()]
 
 
+def counted(problems):
+    """How many failures `problems` reports: one per line, or the count a line gives."""
+    total = 0
+    for line in problems:
+        match = re.search(r"\((\d+) failures of this kind\)$", line)
+        total += int(match.group(1)) if match else 1
+    return total
+
+
 def test_unwritable_log_dir_does_not_stop_training(tmp_path, caplog):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -539,6 +549,9 @@ def test_full_disk_does_not_stop_training(tmp_path, caplog, monkeypatch):
         unwatch(handle)
     assert len(losses) == 4 and handle.errors >= 4
     assert len(_gradhealth_warnings(caplog)) == 1
+    # The event file's failures are the handle's: each one is in `problems`.
+    assert "No space left on device" in handle.problems[0]
+    assert counted(handle.problems) == handle.errors
 
 
 def test_failing_statistics_do_not_stop_training(tmp_path, monkeypatch, caplog):
@@ -554,6 +567,73 @@ def test_failing_statistics_do_not_stop_training(tmp_path, monkeypatch, caplog):
         unwatch(handle)
     assert len(losses) == 3 and handle.step == 3 and handle.errors >= 3
     assert "out of memory" in handle.problems[0]
+    assert counted(handle.problems) == handle.errors
+
+
+# ---------------------------------------------------------------------------
+# Parameters frozen when watch() runs.
+
+UNFREEZE = 3
+
+
+@pytest.mark.parametrize("with_optimizer", [True, False], ids=["optimizer", "backward_passes"])
+def test_a_parameter_frozen_at_watch_is_logged_once_it_trains(tmp_path, with_optimizer):
+    """fc1.weight is unfrozen at step 3 and logged from then on; net.2.bias stays frozen: no rows, no error."""
+    torch.manual_seed(6)
+    model = Net()
+    model.fc1.weight.requires_grad_(False)
+    model.net[2].bias.requires_grad_(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05) if with_optimizer else None
+    handle = watch(model, tmp_path, optimizer=optimizer, every_n_steps=1)
+    ref = []
+    for step, (x, y) in enumerate(batches(6, seed=6)):
+        if step == UNFREEZE:
+            model.fc1.weight.requires_grad_(True)
+        loss = nn.functional.cross_entropy(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        grad = model.fc1.weight.grad
+        before = model.fc1.weight.detach().clone().numpy()
+        if optimizer is not None:
+            optimizer.step()
+        else:
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p -= 0.05 * p.grad
+        ref.append((None if grad is None else grad.clone().numpy(), before, model.fc1.weight.detach().clone().numpy()))
+    unwatch(handle)
+    s = read_summaries(tmp_path)
+    trained = list(range(UNFREEZE, 6))
+    assert sorted(s["gradhealth/gradient/fc1.weight"]) == trained
+    assert sorted(s["gradhealth/weight/fc1.weight"]) == trained
+    for step in trained:
+        grad, before, after = ref[step]
+        assert_stats(s["gradhealth/gradient/fc1.weight"][step][0], stats_numpy(grad), f"gradient at {step}")
+        weight = s["gradhealth/weight/fc1.weight"][step][0]
+        assert_stats(weight, stats_numpy(before), f"weight at {step}")
+        np.testing.assert_allclose(weight[FIELD["update_ratio"]], update_ratio_numpy(before, after), rtol=1e-9)
+    assert not [tag for tag in s if tag.endswith("/net.2.bias")]
+    assert sorted(s["gradhealth/gradient/net.0.weight"]) == list(range(6))
+    assert handle.errors == 0, handle.problems
+
+
+def test_without_optimizer_a_model_frozen_at_watch_is_logged_once_unfrozen(tmp_path):
+    """Backward passes count the steps through gradient hooks, which torch refuses on frozen parameters."""
+    torch.manual_seed(7)
+    model = Net()
+    model.requires_grad_(False)
+    handle = watch(model, tmp_path, every_n_steps=1)
+    model.requires_grad_(True)
+    for x, y in batches(3, seed=7):
+        model.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+    unwatch(handle)
+    s = read_summaries(tmp_path)
+    for name in PARAMS:
+        assert sorted(s[f"gradhealth/gradient/{name}"]) == [0, 1, 2]
+        assert sorted(s[f"gradhealth/weight/{name}"]) == [0, 1, 2]
+    assert handle.errors == 0, handle.problems
 
 
 class Odd(nn.Module):

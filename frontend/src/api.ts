@@ -2,6 +2,8 @@
 // <base href="plugin/gradhealth/"> resolves them under /data/plugin/gradhealth/.
 
 import { ApiError, isRecord, malformed } from "./json";
+import { parseStep, stepField, stepListField } from "./steps";
+import type { Step } from "./steps";
 import { isSeverity, mildestSeverity, parseVocabulary, statusNames } from "./vocabulary";
 import type { Vocabulary } from "./vocabulary";
 
@@ -31,7 +33,7 @@ export interface RunInfo {
   scalars: Record<string, string[]>;
   unclassified: string[];
   steps_kept: number;
-  last_step: number | null;
+  last_step: Step | null;
   /** Steps the writers logged (largest over the rows); more than kept when TensorBoard sampled. */
   steps_logged: number | null;
   /** What TensorBoard's sampling dropped in this run; null when it kept every logged step. */
@@ -46,6 +48,10 @@ export interface RunInfo {
   gradients_judged: boolean;
   /** What the run's logs could not judge, in the server's words; null when it judged every kind. */
   coverage_note: string | null;
+  /** Why the server could not analyse the run, in its words; null when it could. A failed run has nothing else. */
+  error: string | null;
+  /** Tags left out because what they hold cannot be read, each with why. */
+  unreadable: { tag: string; why: string }[];
 }
 
 /** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */
@@ -61,6 +67,16 @@ export interface Sampling {
 
 export interface RunsResponse {
   runs: RunInfo[];
+  /** Entries of gradhealth.json the server rejected (defaults kept), one line each, in its words. */
+  config_problems: string[];
+}
+
+/** The heatmap's last step while the writer is still writing it: fewer layers have it than the step before. */
+export interface Incomplete {
+  step: Step;
+  /** Rows with data at that step, and at the step before. */
+  layers: number;
+  layers_before: number;
 }
 
 export interface Heatmap {
@@ -68,7 +84,8 @@ export interface Heatmap {
   role: string;
   metric: string;
   layers: string[];
-  steps: number[];
+  /** Ascending and exact (see steps.ts). */
+  steps: Step[];
   values: (number | null)[][];
   status: number[][];
   status_names: string[];
@@ -80,6 +97,7 @@ export interface Heatmap {
   quality_names: string[];
   /** Per row, how its role was decided (rule, convention, pairing, name, fallback). */
   decided_by: string[];
+  incomplete: Incomplete | null;
 }
 
 export interface Finding {
@@ -87,8 +105,8 @@ export interface Finding {
   kind: string;
   severity: Severity;
   layers: string[];
-  first_step: number;
-  last_step: number;
+  first_step: Step;
+  last_step: Step;
   message: string;
   advice: string;
   evidence: Record<string, unknown>;
@@ -96,6 +114,39 @@ export interface Finding {
   period?: number | null;
   artefact?: boolean;
   cause?: string;
+  /**
+   * Per layer (or run-level scalar), the steps the finding covers: spans of that
+   * layer's consecutive logged steps, exactly the cells whose status it sets.
+   * Null from a server that does not send them.
+   */
+  covers: Map<string, StepSpan[]> | null;
+}
+
+/** An inclusive range of exact steps. */
+export type StepSpan = [Step, Step];
+
+/** One run-level scalar of the track above the heatmap (loss, global gradient norm, learning rate). */
+export interface TrackSeries {
+  tag: string;
+  /** The scalar kind (loss, grad_norm_total, learning_rate) and what to call it. */
+  kind: string;
+  label: string;
+  /** "row" when its steps are the heatmap's, "other" when not (per epoch), "unknown" when the logs cannot tell. */
+  axis: "row" | "other" | "unknown";
+  /** Real logged steps, ascending; a long series is thinned to each bin's first, lowest and highest points. */
+  steps: Step[];
+  values: (number | null)[];
+  /** Points the series logged, and whether `steps` holds fewer of them. */
+  logged: number;
+  binned: boolean;
+  scale: "linear" | "log";
+  /** Spans of steps whose value is NaN or infinite. */
+  nonfinite: StepSpan[];
+}
+
+export interface Track {
+  run: string;
+  series: TrackSeries[];
 }
 
 export interface FindingsResponse {
@@ -119,6 +170,13 @@ export interface CellRole {
   rule: string | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
+  /** The tag the histogram comes from, and its step on that tag's own axis; "other" when that axis
+   * is not the row's (per epoch, say). */
+  histogram_tag: string | null;
+  histogram_step: Step | null;
+  histogram_axis: "row" | "other" | null;
+  /** Seconds the histogram was written after the row's step (another axis only). */
+  histogram_seconds_from_step: number | null;
   /** Steps of this row kept by TensorBoard and logged by the writer; null when the server does not say. */
   steps_kept: number | null;
   steps_logged: number | null;
@@ -128,12 +186,12 @@ export interface CellRole {
 export interface Cell {
   run: string;
   layer: string;
-  step: number;
+  step: Step;
   roles: Record<string, CellRole>;
 }
 
 export interface SeriesRole {
-  steps: number[];
+  steps: Step[];
   values: (number | null)[];
   quality: string[];
   status: number[];
@@ -260,7 +318,7 @@ export function parseRuns(body: unknown): RunsResponse {
       scalars: isRecord(r.scalars) ? (r.scalars as Record<string, string[]>) : {},
       unclassified: stringArray(r.unclassified),
       steps_kept: typeof r.steps_kept === "number" ? r.steps_kept : 0,
-      last_step: typeof r.last_step === "number" ? r.last_step : null,
+      last_step: stepField(r, "last_step"),
       steps_logged: typeof r.steps_logged === "number" ? r.steps_logged : null,
       sampling: parseSampling(r.sampling),
       worst_severity: severity(r.worst_severity),
@@ -268,9 +326,15 @@ export function parseRuns(body: unknown): RunsResponse {
       finding_counts: counts(r.findings),
       gradients_judged: r.gradients_judged !== false,
       coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
+      error: typeof r.error === "string" ? r.error : null,
+      unreadable: Array.isArray(r.unreadable)
+        ? r.unreadable
+            .filter(isRecord)
+            .map((u) => ({ tag: String(u.tag ?? ""), why: String(u.why ?? "") }))
+        : [],
     };
   });
-  return { runs };
+  return { runs, config_problems: stringArray(body.config_problems) };
 }
 
 function isCell(v: unknown): v is number | null {
@@ -284,18 +348,19 @@ function isCell(v: unknown): v is number | null {
  */
 export function parseHeatmap(body: unknown): Heatmap {
   if (!isRecord(body)) throw malformed("heatmap is not an object");
-  const { layers, steps, values } = body;
+  const { layers, values } = body;
   if (!Array.isArray(layers) || !layers.every((l) => typeof l === "string")) {
     throw malformed("heatmap.layers must be a list of names");
   }
-  if (!Array.isArray(steps) || !steps.every((s) => typeof s === "number")) {
-    throw malformed("heatmap.steps must be a list of numbers");
+  const exact = stepListField(body, "steps");
+  if (exact === null) {
+    throw malformed("heatmap.steps must be a list of integer steps");
   }
-  if (!steps.every((s: number, i) => i === 0 || s > (steps[i - 1] as number))) {
+  if (!exact.every((s, i) => i === 0 || s > exact[i - 1])) {
     throw malformed("heatmap.steps must be strictly ascending");
   }
   const rows = layers.length;
-  const cols = steps.length;
+  const cols = exact.length;
   // Plain loops: a large heatmap has millions of cells and this runs on every load.
   const grid = <T>(name: string, v: unknown, ok: (x: unknown) => x is T): T[][] => {
     if (!Array.isArray(v) || v.length !== rows) {
@@ -333,7 +398,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     role: typeof body.role === "string" ? body.role : "",
     metric: typeof body.metric === "string" ? body.metric : "",
     layers: layers as string[],
-    steps: steps as number[],
+    steps: exact,
     values: vals,
     status,
     status_names: names.length > 0 ? names : statusNames(),
@@ -343,7 +408,17 @@ export function parseHeatmap(body: unknown): Heatmap {
     quality_cells: qualityCells,
     quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
     decided_by: decidedBy(body.decided_by, rows),
+    incomplete: parseIncomplete(body.incomplete, exact),
   };
+}
+
+/** The server's incomplete last step, kept only when it is the heatmap's last column. */
+function parseIncomplete(v: unknown, steps: readonly Step[]): Incomplete | null {
+  if (!isRecord(v)) return null;
+  const step = stepField(v, "step");
+  if (step === null || step !== steps[steps.length - 1]) return null;
+  const n = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0);
+  return { step, layers: n(v.layers), layers_before: n(v.layers_before) };
 }
 
 /** One entry per row; rows the server says nothing about count as decided by convention. */
@@ -368,19 +443,64 @@ export function parseFindings(body: unknown): FindingsResponse {
       kind: f.kind,
       severity: severity(f.severity) ?? mildestSeverity(),
       layers: stringArray(f.layers),
-      first_step: num(f.first_step) ?? 0,
-      last_step: num(f.last_step) ?? num(f.first_step) ?? 0,
+      first_step: stepField(f, "first_step") ?? 0n,
+      last_step: stepField(f, "last_step") ?? stepField(f, "first_step") ?? 0n,
       message: typeof f.message === "string" ? f.message : "",
       advice: typeof f.advice === "string" ? f.advice : "",
       evidence: isRecord(f.evidence) ? f.evidence : {},
       role: typeof f.role === "string" ? f.role : null,
+      covers: null,
     };
+    out.covers = parseCovers(f);
     if (typeof f.period === "number") out.period = f.period;
     if (typeof f.artefact === "boolean") out.artefact = f.artefact;
     if (typeof f.cause === "string") out.cause = f.cause;
     return out;
   });
   return { run: typeof body.run === "string" ? body.run : "", findings };
+}
+
+/** A list of [first, last] step pairs; pairs that are not two steps are left out. */
+function parseSpans(v: unknown): StepSpan[] {
+  if (!Array.isArray(v)) return [];
+  const out: StepSpan[] = [];
+  for (const pair of v) {
+    if (!Array.isArray(pair) || pair.length !== 2) continue;
+    const [a, b] = [parseStep(pair[0]), parseStep(pair[1])];
+    if (a !== null && b !== null) out.push(a <= b ? [a, b] : [b, a]);
+  }
+  return out;
+}
+
+/** A finding's covered steps per layer, from the exact `covers_text` when sent; null when neither is. */
+function parseCovers(f: Record<string, unknown>): Map<string, StepSpan[]> | null {
+  const raw = isRecord(f.covers_text) ? f.covers_text : isRecord(f.covers) ? f.covers : null;
+  if (raw === null) return null;
+  return new Map(Object.entries(raw).map(([layer, spans]) => [layer, parseSpans(spans)]));
+}
+
+export function parseTrack(body: unknown): Track {
+  if (!isRecord(body) || !Array.isArray(body.series)) throw malformed('track: expected {"series": [...]}');
+  const series = body.series.map((s, i): TrackSeries => {
+    if (!isRecord(s) || typeof s.tag !== "string") throw malformed(`track.series[${i}] has no tag`);
+    const steps = stepListField(s, "steps");
+    if (steps === null || !Array.isArray(s.values) || s.values.length !== steps.length) {
+      throw malformed(`track.series[${i}]: steps and values must be lists of one length`);
+    }
+    return {
+      tag: s.tag,
+      kind: typeof s.kind === "string" ? s.kind : "",
+      label: typeof s.label === "string" ? s.label : s.tag,
+      axis: s.axis === "row" || s.axis === "other" ? s.axis : "unknown",
+      steps,
+      values: s.values.map((x) => num(x)),
+      logged: typeof s.logged === "number" ? s.logged : steps.length,
+      binned: s.binned === true,
+      scale: s.scale === "log" ? "log" : "linear",
+      nonfinite: parseSpans(Array.isArray(s.nonfinite_text) ? s.nonfinite_text : s.nonfinite),
+    };
+  });
+  return { run: typeof body.run === "string" ? body.run : "", series };
 }
 
 function parseBuckets(v: unknown): Bucket[] | null {
@@ -416,6 +536,10 @@ export function parseCell(body: unknown): Cell {
       rule: typeof r.rule === "string" ? r.rule : null,
       metrics,
       histogram: parseBuckets(r.histogram),
+      histogram_tag: typeof r.histogram_tag === "string" ? r.histogram_tag : null,
+      histogram_step: stepField(r, "histogram_step"),
+      histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,
+      histogram_seconds_from_step: num(r.histogram_seconds_from_step),
       steps_kept: num(r.steps_kept),
       steps_logged: num(r.steps_logged),
       steps_logged_at_least: r.steps_logged_at_least === true,
@@ -424,7 +548,7 @@ export function parseCell(body: unknown): Cell {
   return {
     run: typeof body.run === "string" ? body.run : "",
     layer: typeof body.layer === "string" ? body.layer : "",
-    step: num(body.step) ?? 0,
+    step: stepField(body, "step") ?? 0n,
     roles,
   };
 }
@@ -434,10 +558,12 @@ export function parseSeries(body: unknown): Series {
   const series: Record<string, SeriesRole> = {};
   for (const [name, s] of Object.entries(body.series)) {
     if (!isRecord(s) || !Array.isArray(s.steps) || !Array.isArray(s.values)) continue;
-    const n = s.steps.length;
+    const steps = stepListField(s, "steps");
+    if (steps === null) throw malformed(`series.${name}.steps must be a list of integer steps`);
+    const n = steps.length;
     if (s.values.length !== n) throw malformed(`series.${name}: steps and values differ in length`);
     series[name] = {
-      steps: s.steps.map((x) => (typeof x === "number" ? x : 0)),
+      steps,
       values: s.values.map((x) => num(x)),
       quality: Array.isArray(s.quality) && s.quality.length === n ? stringArray(s.quality) : new Array<string>(n).fill(""),
       status: Array.isArray(s.status) && s.status.length === n ? s.status.map((x) => (typeof x === "number" ? x : 0)) : new Array<number>(n).fill(1),
@@ -487,12 +613,16 @@ export async function fetchFindings(run: string, fetchFn?: FetchLike): Promise<F
   return parseFindings(await getJson("findings", { run }, fetchFn));
 }
 
-export async function fetchCell(run: string, layer: string, step: number, role: string, fetchFn?: FetchLike): Promise<Cell> {
-  return parseCell(await getJson("cell", { run, layer, step: String(step), role }, fetchFn));
+export async function fetchCell(run: string, layer: string, step: Step, role: string, fetchFn?: FetchLike): Promise<Cell> {
+  return parseCell(await getJson("cell", { run, layer, step: step.toString(), role }, fetchFn));
 }
 
 export async function fetchSeries(run: string, layer: string, metric: string, role: string, fetchFn?: FetchLike): Promise<Series> {
   return parseSeries(await getJson("series", { run, layer, metric, role }, fetchFn));
+}
+
+export async function fetchTrack(run: string, fetchFn?: FetchLike): Promise<Track> {
+  return parseTrack(await getJson("track", { run }, fetchFn));
 }
 
 export async function fetchVocabulary(fetchFn?: FetchLike): Promise<Vocabulary> {

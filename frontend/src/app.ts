@@ -2,7 +2,7 @@
 // to load when the state changes and what to show when an answer arrives.
 
 import { orderedRoles } from "./api";
-import type { Finding, Heatmap, RunInfo } from "./api";
+import type { Finding, Heatmap, RunInfo, Track } from "./api";
 import { mergeDomains, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { DetailPanel } from "./detail";
@@ -15,23 +15,27 @@ import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView } from "./heatmap";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
-import type { StepRange } from "./layout";
 import { buildLegend } from "./legend";
-import { code, howToLog, noRolesMessage, paragraph, setMessage } from "./messages";
+import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote } from "./messages";
 import { FindingsList, RunList, worstRun } from "./panels";
 import { orderRows, rowSeverity } from "./rows";
 import { persistState, readState, sameState } from "./state";
+import { parseStep } from "./steps";
+import type { Step } from "./steps";
 import { Store } from "./store";
 import type { HeatmapPair } from "./store";
 import { Toolbar } from "./toolbar";
 import { Tooltip } from "./tooltip";
+import { mildestSeverity } from "./vocabulary";
 
 const POLL_MS = 30_000;
+// A detail panel showing less than this of itself (CSS pixels) is scrolled into view.
+const DETAIL_MIN_VISIBLE = 320;
 // A host reload and a poll landing together should fetch once.
 const MIN_REFRESH_GAP_MS = 3_000;
 
 /** Steps at which a heatmap row has data. */
-function rowSteps(h: Heatmap, layer: string): number[] {
+function rowSteps(h: Heatmap, layer: string): Step[] {
   const i = h.layers.indexOf(layer);
   if (i < 0) return [];
   return h.steps.filter((_, j) => statusName(h.status[i][j], h.status_names) !== "no_data");
@@ -42,7 +46,7 @@ function summaryText(h: Heatmap): string {
   return [
     `${h.layers.length} layers`,
     `${h.steps.length} steps`,
-    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}` : "",
+    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
     h.quality && h.metric !== "health" ? `${h.quality} values` : "",
   ]
     .filter(Boolean)
@@ -73,6 +77,8 @@ export class App {
   private readonly samplingNote = el("div", "gh-sampling-note");
   /** What the run's logs could not judge (no gradients logged, ...), in the server's words. */
   private readonly coverageNote = el("div", "gh-sampling-note gh-coverage-note");
+  /** The entries of gradhealth.json the server rejected, above the run list. */
+  private readonly configNotice = el("div", "gh-sampling-note gh-config-notice");
   // Messages about the whole log directory go above everything; about one run, in the centre.
   private readonly globalMessage = el("div", "gh-message");
   private readonly message = el("div", "gh-message");
@@ -83,6 +89,10 @@ export class App {
   // Only the newest request may update the page; slower, older answers are dropped.
   private requestId = 0;
   private lastRefresh = 0;
+  /** A cell was clicked: its panel is brought into view once drawn. */
+  private revealPending = false;
+  /** The run tracks of the heatmaps shown (null: none, or not loaded). */
+  private tracks: [Track | null, Track | null] = [null, null];
   private syncingScroll = false;
 
   constructor(body: HTMLElement) {
@@ -97,7 +107,15 @@ export class App {
       png: () => exportPng(this.views, this.state),
     });
     this.views = [this.makeView(0), this.makeView(1)];
-    this.detail = new DetailPanel({ step: (step) => this.selectCell(this.state.layer, step, 0), close: () => this.closeDetail() }, this.store);
+    this.detail = new DetailPanel({
+      step: (step) => this.selectCell(this.state.layer, step, 0),
+      close: () => this.closeDetail(),
+      drawn: () => {
+        // Once its charts are in, the panel is as tall as it gets: the page can scroll it up.
+        if (this.revealPending) this.revealDetail();
+        this.revealPending = false;
+      },
+    }, this.store);
     this.runList = new RunList((run) => this.selectRun(run));
     this.findingsList = new FindingsList({
       select: (f) => this.selectFinding(f),
@@ -113,8 +131,9 @@ export class App {
       this.tooltip,
       {
         select: (layer, step) => this.selectCell(layer, step, index),
-        zoom: (range) => this.setZoom(range),
+        zoom: (zoom) => this.setZoom(zoom),
         scrolled: (top) => this.syncScroll(index, top),
+        finding: (id) => this.selectFindingById(id, index),
       },
       () => (this.state.compare ? (this.store.heatmaps[index]?.run ?? "") : ""),
     );
@@ -133,7 +152,8 @@ export class App {
     this.coverageNote.hidden = true;
     this.main.append(this.runList.root, center, this.findingsList.root);
     this.main.hidden = true;
-    app.append(this.toolbar.root, this.globalMessage, this.main);
+    this.configNotice.hidden = true;
+    app.append(this.toolbar.root, this.globalMessage, this.configNotice, this.main);
     body.replaceChildren(app, this.tooltip.root);
   }
 
@@ -227,6 +247,7 @@ export class App {
       this.showNoRuns("error", [errorText(e), " ", button("Retry", () => void this.loadAll())]);
       return;
     }
+    this.showConfigProblems();
     if (this.store.runs.length === 0) {
       const box = el("div", "gh-empty");
       box.append(el("h2", "", "No gradient health data yet"), ...howToLog());
@@ -237,6 +258,15 @@ export class App {
     this.main.hidden = false;
     this.toolbar.showControls(true);
     await this.loadRun();
+  }
+
+  private showConfigProblems(): void {
+    const problems = this.store.configProblems;
+    this.configNotice.hidden = problems.length === 0;
+    this.configNotice.replaceChildren(
+      el("div", "", "Rejected from the gradhealth config (defaults kept):"),
+      ...problems.map((p) => el("div", "gh-config-problem", p)),
+    );
   }
 
   private currentRun(): RunInfo | undefined {
@@ -262,6 +292,15 @@ export class App {
     this.drawRunPickers();
     this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role);
     this.toolbar.showState(this.state);
+    if (run.error !== null) {
+      // Its routes would answer the same error: say it once, in the centre and in the findings.
+      ++this.requestId;
+      this.samplingNote.hidden = this.coverageNote.hidden = true;
+      this.findingsList.error(run.error);
+      this.showNoHeatmap("error", [run.error]);
+      this.persist();
+      return;
+    }
     await Promise.all([this.loadFindings(), this.loadHeatmaps()]);
   }
 
@@ -277,6 +316,7 @@ export class App {
     if (!findings.some((f) => findingId(f) === this.state.finding)) this.state.finding = "";
     this.findingsList.set(findings, this.state.finding);
     this.applyHighlight(false);
+    this.drawTracks();
     if (this.detail.isOpen) this.openDetail();
   }
 
@@ -293,8 +333,9 @@ export class App {
     if (!run) return;
     this.samplingNote.hidden = run.sampling === null;
     this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
-    this.coverageNote.hidden = run.coverage_note === null;
-    this.coverageNote.textContent = run.coverage_note ?? "";
+    const coverage = [run.coverage_note, unreadableNote(run.unreadable)].filter((n): n is string => n !== null);
+    this.coverageNote.hidden = coverage.length === 0;
+    this.coverageNote.textContent = coverage.join(" ");
     this.drawRunPickers();
     const { role, metric, compare } = this.state;
     if (!role) {
@@ -304,6 +345,8 @@ export class App {
     }
     this.heatmapBox.classList.add("gh-stale");
     this.summary.textContent = "Loading\u2026";
+    // The track is an addition: a server without it, or a failure, leaves the heatmap as it is.
+    const tracks = Promise.all([run.run, compare].map((r) => (r ? this.store.trackOf(r).catch(() => null) : Promise.resolve(null))));
     let pair: HeatmapPair;
     try {
       pair = await this.store.fetchHeatmaps(run.run, compare, role, metric);
@@ -317,6 +360,17 @@ export class App {
     this.heatmapBox.classList.remove("gh-stale");
     this.showPair(run, pair);
     this.persist();
+    const [mine, theirs] = await tracks;
+    if (id !== this.requestId) return;
+    this.tracks = [mine, theirs];
+    this.drawTracks();
+  }
+
+  /** The run tracks above the heatmaps; the compared run's without findings (they are not loaded). */
+  private drawTracks(): void {
+    const own = this.store.findingsRun === this.store.heatmaps[0]?.run ? this.store.findings : [];
+    this.views[0].setTrack(this.tracks[0], own, this.state.finding);
+    this.views[1].setTrack(this.tracks[1], [], "");
   }
 
   /** Draws freshly loaded heatmaps, or says that the run has no data for the role yet. */
@@ -360,7 +414,7 @@ export class App {
     const da = heatmapDomain(a);
     const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;
     this.legendSlot.replaceChildren(buildLegend(a.metric, a.scale, shared, b !== null));
-    const zoom = this.zoomRange();
+    const zoom = this.state.zoom;
     this.views[1].root.hidden = b === null;
     this.views[0].setCaption(b ? a.run : "");
     // Layout reads the container width, so the compare view is shown first.
@@ -385,20 +439,17 @@ export class App {
     this.persist();
   }
 
-  private zoomRange(): StepRange | null {
-    return this.state.zoom ? { lo: this.state.zoom[0], hi: this.state.zoom[1] } : null;
-  }
-
-  private setZoom(range: StepRange | null): void {
-    this.state.zoom = range ? [Math.round(range.lo * 100) / 100, Math.round(range.hi * 100) / 100] : null;
-    for (const v of this.views) v.setZoom(this.zoomRange());
+  /** Zooms every view to a window of whole steps (null: every step). */
+  private setZoom(zoom: [Step, Step] | null): void {
+    this.state.zoom = zoom;
+    for (const v of this.views) v.setZoom(zoom);
     this.toolbar.setZoomed(this.state.zoom !== null);
     this.persist();
   }
 
   // ---- selection --------------------------------------------------------------------
 
-  private selectCell(layer: string, step: number, view: 0 | 1): void {
+  private selectCell(layer: string, step: Step, view: 0 | 1): void {
     const compared = this.store.heatmaps[1];
     if (view === 1 && compared) {
       // A click in the compared run opens that run.
@@ -410,7 +461,18 @@ export class App {
     this.state.step = step;
     for (const v of this.views) v.setSelection({ layer, step });
     this.openDetail();
+    this.revealPending = true;
+    this.revealDetail();
     this.persist();
+  }
+
+  /**
+   * Brings a panel opened below the fold into view: its top goes to a third of
+   * the window, so the heatmap's last rows, where it was clicked, stay in sight above it.
+   */
+  private revealDetail(): void {
+    const top = this.detail.root.getBoundingClientRect().top;
+    if (top > window.innerHeight - DETAIL_MIN_VISIBLE || top < 0) window.scrollBy({ top: top - window.innerHeight / 3 });
   }
 
   private openDetail(): void {
@@ -442,9 +504,18 @@ export class App {
     if (persist) this.persist();
   }
 
+  /** A mark on a run track was clicked: its finding is selected (a compared run's opens that run). */
+  private selectFindingById(id: string, view: 0 | 1): void {
+    if (view === 1) return;
+    const f = this.store.findings.find((x) => findingId(x) === id);
+    if (f) this.selectFinding(f);
+  }
+
   private selectFinding(f: Finding | null): void {
     this.state.finding = f ? findingId(f) : "";
     this.findingsList.set(this.store.findings, this.state.finding);
+    this.findingsList.reveal();
+    this.views[0].setSelectedFinding(this.state.finding);
     if (f && f.role && f.role !== this.state.role && this.currentRun()?.roles.includes(f.role)) {
       // The finding is about another role: show that role's heatmap, then outline it.
       this.state.role = f.role;
@@ -463,21 +534,29 @@ export class App {
     const h = view.data;
     if (!f || !h) {
       view.setHighlight(null);
+      view.setSelectedFinding("");
       return;
     }
-    const shown = f.layers.filter((l) => h.layers.includes(l));
-    if (reveal && shown.length > 0) this.unhide(f, shown);
-    view.setHighlight(findingSpans(f));
-    if (reveal && shown.length > 0) {
-      view.scrollToLayer(shown[0]);
+    const spans = findingSpans(f);
+    const shown = h.layers.filter((l) => spans.has(l));
+    if (reveal && (shown.length > 0 || this.onTrack(f))) this.unhide(f, shown);
+    view.setHighlight({ spans, note: f.severity === mildestSeverity() });
+    view.setSelectedFinding(this.state.finding);
+    if (reveal && shown.length > 0) view.scrollToLayer(shown[0]);
+    if (reveal && (shown.length > 0 || this.onTrack(f))) {
       const rect = view.root.getBoundingClientRect();
       if (rect.top < 0 || rect.top > window.innerHeight - 80) view.root.scrollIntoView({ block: "start", behavior: "smooth" });
     }
   }
 
+  /** Whether a finding is about a run-level scalar the track shows. */
+  private onTrack(f: Finding): boolean {
+    return (this.tracks[0]?.series ?? []).some((s) => f.covers?.has(s.tag));
+  }
+
   /** Clears a layer filter or zoom that would hide a finding's cells. */
   private unhide(f: Finding, shown: string[]): void {
-    if (this.state.filter && !orderRows(shown, this.state.filter, "model").length) {
+    if (this.state.filter && shown.length > 0 && !orderRows(shown, this.state.filter, "model").length) {
       this.state.filter = "";
       this.toolbar.filterInput.value = "";
       this.applyOrder();
@@ -516,6 +595,7 @@ export class App {
       return;
     }
     setMessage(this.globalMessage, null);
+    this.showConfigProblems();
     if (!force && !changed) return;
     if (!this.currentRun()) {
       this.state = { ...this.state, run: worstRun(this.store.runs)?.run ?? "", layer: "", step: null, finding: "" };
@@ -527,9 +607,13 @@ export class App {
 
   // ---- hooks for the browser tests and the benchmark ---------------------------------
 
-  /** Client coordinates of a cell's centre in the main heatmap (null when not shown). */
-  cellCenter(layer: string, step: number, view: 0 | 1 = 0): { x: number; y: number } | null {
-    return this.views[view].cellCenter(layer, step);
+  /**
+   * Client coordinates of a cell's centre in the main heatmap (null when not shown).
+   * The step may be a decimal string: a test names steps past 2^53 exactly that way.
+   */
+  cellCenter(layer: string, step: Step | number | string, view: 0 | 1 = 0): { x: number; y: number } | null {
+    const s = typeof step === "bigint" ? step : parseStep(step);
+    return s === null ? null : this.views[view].cellCenter(layer, s);
   }
 
   /** Rebuilds and repaints the heatmaps from the loaded data, synchronously. */
@@ -537,9 +621,21 @@ export class App {
     this.drawHeatmaps();
   }
 
-  /** Zooms to a step window (null: every step), as a brush would. */
-  zoomTo(range: [number, number] | null): void {
-    this.setZoom(range ? { lo: range[0], hi: range[1] } : null);
+  /** Zooms to a window of whole steps (numbers or decimal strings; null: every step), as a brush would. */
+  zoomTo(range: [number | string, number | string] | null): void {
+    const lo = range ? parseStep(range[0]) : null;
+    const hi = range ? parseStep(range[1]) : null;
+    this.setZoom(lo !== null && hi !== null && hi > lo ? [lo, hi] : null);
+  }
+
+  /** The steps a view's axis names, as decimal strings. */
+  axisSteps(view: 0 | 1 = 0): string[] {
+    return this.views[view].axisSteps();
+  }
+
+  /** The cells inside the selected finding's outlines in a view, each with its status. */
+  highlightCells(view: 0 | 1 = 0): { layer: string; step: string; status: string }[] {
+    return this.views[view].highlightCells();
   }
 
   get viewState(): ViewState {

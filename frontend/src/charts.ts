@@ -4,9 +4,12 @@
 import type { Bucket, Severity, Threshold } from "./api";
 import { STATUS_COLORS } from "./colors";
 import { svg } from "./dom";
-import { formatStep, formatStepTick, formatValue, humanize } from "./format";
+import { formatStep, formatValue, humanize } from "./format";
+import { stepAxisLabels } from "./layout";
 import { scaleLinear, scaleLog } from "./scale";
 import type { Scale } from "./scale";
+import { offset, offsets } from "./steps";
+import type { Step } from "./steps";
 
 const SEVERITY_COLORS: Readonly<Record<Severity, string>> = {
   critical: STATUS_COLORS.critical,
@@ -27,14 +30,33 @@ interface Margin {
 
 const MARGIN: Margin = { top: 12, right: 14, bottom: 26, left: 58 };
 
-function axisBottom(g: SVGGElement, scale: Scale, y: number, x0: number, x1: number, format: (v: number) => string, count: number): void {
+interface Tick {
+  x: number;
+  text: string;
+  /** Where the text starts, when it is kept inside the axis rather than centred on the tick. */
+  left?: number;
+}
+
+function axisBottom(g: SVGGElement, ticks: readonly Tick[], y: number, x0: number, x1: number): void {
   g.append(svg("line", { x1: x0, x2: x1, y1: y + 0.5, y2: y + 0.5, class: "gh-axis-line" }));
-  for (const t of scale.ticks(count)) {
-    const x = Math.round(scale(t)) + 0.5;
-    if (x < x0 - 1 || x > x1 + 1) continue;
+  for (const t of ticks) {
+    const x = Math.round(t.x) + 0.5;
+    if (!(x >= x0 - 1 && x <= x1 + 1)) continue;
     g.append(svg("line", { x1: x, x2: x, y1: y, y2: y + 4, class: "gh-axis-line" }));
-    g.append(svg("text", { x, y: y + 15, "text-anchor": "middle", class: "gh-axis-text" }, format(t)));
+    const at = t.left === undefined ? { x, "text-anchor": "middle" } : { x: t.left, "text-anchor": "start" };
+    g.append(svg("text", { ...at, y: y + 15, class: "gh-axis-text" }, t.text));
   }
+}
+
+// About 6.5 px per character of the axis' 11 px text, and room between labels for a sparse axis.
+const CHAR_W = 6.5;
+const STEP_LABEL_GAP = 40;
+
+/** Round steps under a chart's step axis, exact however large the steps. */
+function stepTicks(xs: Scale, origin: Step, x0: number, x1: number): Tick[] {
+  const [lo, hi] = xs.domain;
+  return stepAxisLabels({ lo, hi }, x1 - x0, (text) => text.length * CHAR_W, origin, STEP_LABEL_GAP)
+    .map((l) => ({ x: x0 + l.tick, text: l.text, left: x0 + l.left }));
 }
 
 function axisLeft(g: SVGGElement, ticks: number[], scale: (v: number) => number, x: number, x1: number, y0: number, y1: number): void {
@@ -48,14 +70,15 @@ function axisLeft(g: SVGGElement, ticks: number[], scale: (v: number) => number,
 }
 
 export interface Span {
-  first: number;
-  last: number;
+  first: Step;
+  last: Step;
   severity: Severity;
   label: string;
 }
 
 export interface LineChartInput {
-  steps: readonly number[];
+  /** Exact steps, ascending; the chart places them by their offset from the first. */
+  steps: readonly Step[];
   values: readonly (number | null)[];
   /** Status name per point (ok, warn, critical, no_data). */
   status: readonly string[];
@@ -63,15 +86,19 @@ export interface LineChartInput {
   log: boolean;
   thresholds: readonly Threshold[];
   spans: readonly Span[];
-  spikes: readonly number[];
-  selected: number | null;
+  spikes: readonly Step[];
+  selected: Step | null;
   metric: string;
-  onPick(step: number): void;
+  onPick(step: Step): void;
 }
 
 interface Plot {
   g: SVGGElement;
-  xs: ReturnType<typeof scaleLinear>;
+  /** Pixel x of a step position (its offset from `origin`), and of a step. */
+  xs: Scale;
+  x: (step: Step) => number;
+  /** Positions of the input's steps. */
+  at: Float64Array;
   y: (v: number) => number;
   log: boolean;
   x0: number;
@@ -82,28 +109,37 @@ interface Plot {
 
 /** The value range a chart shows: every finite point and threshold line (positive ones on a log scale). */
 function valueRange(input: LineChartInput): { log: boolean; lo: number; hi: number; lines: Threshold[] } {
-  const finite = input.values.filter((v): v is number => v !== null && Number.isFinite(v));
-  const positives = finite.filter((v) => v > 0);
-  const log = input.log && positives.length > 0;
-  const pool = log ? positives : finite;
-  const lines = input.thresholds.filter((t) => (log ? t.value > 0 : true));
-  let lo = Math.min(...pool, ...lines.map((t) => t.value));
-  let hi = Math.max(...pool, ...lines.map((t) => t.value));
+  const log = input.log && input.values.some((v) => v !== null && v > 0 && Number.isFinite(v));
+  const lines = input.thresholds.filter((t) => Number.isFinite(t.value) && (log ? t.value > 0 : true));
+  // Loops, not Math.min(...values): a long series would overflow the call stack.
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of [...input.values, ...lines.map((t) => t.value)]) {
+    if (v === null || !Number.isFinite(v) || (log && v <= 0)) continue;
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) {
     lo = 0;
     hi = 1;
   }
   if (lo === hi) {
-    lo = log ? lo / 10 : lo - 1;
-    hi = log ? hi * 10 : hi + 1;
+    // Widened without leaving the doubles: 1.7e308 * 10 would be infinite.
+    [lo, hi] = log ? [lo / 10, Math.min(hi * 10, Number.MAX_VALUE)] : around(lo, 1);
   }
   return { log, lo, hi, lines };
 }
 
+/** A range around one value: `unit` either side, or a quarter of the value where a unit is lost in it. */
+function around(v: number, unit: number): [number, number] {
+  const pad = v - unit !== v && v + unit !== v ? unit : Math.abs(v) / 4;
+  return [Math.max(v - pad, -Number.MAX_VALUE), Math.min(v + pad, Number.MAX_VALUE)];
+}
+
 function drawSpans(p: Plot, spans: readonly Span[]): void {
   for (const s of spans) {
-    const a = p.xs(s.first);
-    const b = p.xs(s.last);
+    const a = p.x(s.first);
+    const b = p.x(s.last);
     const rect = svg("rect", {
       x: Math.min(a, b) - 2, y: p.y0, width: Math.max(4, Math.abs(b - a) + 4), height: p.y1 - p.y0,
       fill: severityColor(s.severity), "fill-opacity": 0.14, class: "gh-span",
@@ -117,7 +153,7 @@ function drawThresholds(p: Plot, lines: readonly Threshold[]): void {
   for (const t of lines) {
     const ty = Math.round(p.y(t.value)) + 0.5;
     const line = svg("line", { x1: p.x0, x2: p.x1, y1: ty, y2: ty, class: "gh-threshold" });
-    line.append(svg("title", {}, `${humanize(t.name)} = ${formatValue(t.value)}: ${t.meaning}`));
+    line.append(svg("title", {}, `${formatValue(t.value)}: ${t.meaning}`));
     p.g.append(line);
     p.g.append(svg("text", { x: p.x1 - 2, y: ty + (t.side === "above" ? -4 : 12), "text-anchor": "end", class: "gh-threshold-text" },
       `${t.side === "above" ? "\u2191" : "\u2193"} ${formatValue(t.value)}`));
@@ -126,39 +162,39 @@ function drawThresholds(p: Plot, lines: readonly Threshold[]): void {
 
 /** The series as a path broken at missing values, with dots on unhealthy and isolated points. */
 function drawSeries(p: Plot, input: LineChartInput): void {
-  const { steps, values } = input;
+  const { values } = input;
   let d = "";
   let pen = false;
-  steps.forEach((s, i) => {
+  p.at.forEach((at, i) => {
     const v = values[i];
     if (v === null || !Number.isFinite(v) || (p.log && v <= 0)) {
       pen = false;
       return;
     }
-    d += `${pen ? "L" : "M"}${p.xs(s).toFixed(1)},${p.y(v).toFixed(1)}`;
+    d += `${pen ? "L" : "M"}${p.xs(at).toFixed(1)},${p.y(v).toFixed(1)}`;
     pen = true;
   });
   p.g.append(svg("path", { d, class: "gh-series" }));
-  steps.forEach((s, i) => {
+  p.at.forEach((at, i) => {
     const v = values[i];
     const st = input.status[i];
     const alone = (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null;
-    if (v === null || (p.log && v <= 0)) return;
+    if (v === null || !Number.isFinite(v) || (p.log && v <= 0)) return;
     if (st === "warn" || st === "critical" || alone) {
-      p.g.append(svg("circle", { cx: p.xs(s), cy: p.y(v), r: st === "critical" ? 3.5 : 2.5, fill: STATUS_COLORS[st] ?? "currentColor" }));
+      p.g.append(svg("circle", { cx: p.xs(at), cy: p.y(v), r: st === "critical" ? 3.5 : 2.5, fill: STATUS_COLORS[st] ?? "currentColor" }));
     }
   });
 }
 
-function drawMarks(p: Plot, spikes: readonly number[], selected: number | null): void {
+function drawMarks(p: Plot, spikes: readonly Step[], selected: Step | null): void {
   for (const s of spikes) {
-    const x = p.xs(s);
+    const x = p.x(s);
     const tri = svg("path", { d: `M${x - 4},${p.y0}L${x + 4},${p.y0}L${x},${p.y0 + 7}Z`, class: "gh-spike" });
     tri.append(svg("title", {}, `spike at step ${formatStep(s)}`));
     p.g.append(tri);
   }
   if (selected !== null) {
-    const x = Math.round(p.xs(selected)) + 0.5;
+    const x = Math.round(p.x(selected)) + 0.5;
     p.g.append(svg("line", { x1: x, x2: x, y1: p.y0, y2: p.y1, class: "gh-selected-step" }));
   }
 }
@@ -172,15 +208,15 @@ function addReadout(p: Plot, root: SVGSVGElement, input: LineChartInput): void {
   p.g.append(guide, readout, hit);
   const nearest = (clientX: number): number => {
     const rect = root.getBoundingClientRect();
-    const step = p.xs.invert(clientX - rect.left);
+    const at = p.xs.invert(clientX - rect.left);
     let best = 0;
-    for (let i = 1; i < steps.length; i++) if (Math.abs(steps[i] - step) < Math.abs(steps[best] - step)) best = i;
+    for (let i = 1; i < p.at.length; i++) if (Math.abs(p.at[i] - at) < Math.abs(p.at[best] - at)) best = i;
     return best;
   };
   hit.addEventListener("mousemove", (e) => {
     if (!steps.length) return;
     const i = nearest(e.clientX);
-    const x = p.xs(steps[i]);
+    const x = p.xs(p.at[i]);
     guide.setAttribute("x1", String(x));
     guide.setAttribute("x2", String(x));
     guide.setAttribute("visibility", "visible");
@@ -203,16 +239,19 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   const [x0, x1, y0, y1] = [MARGIN.left, width - MARGIN.right, MARGIN.top, height - MARGIN.bottom];
   const { steps } = input;
   const { log, lo, hi, lines } = valueRange(input);
-  const first = steps.length ? steps[0] : 0;
-  const last = steps.length ? steps[steps.length - 1] : 1;
+  // Steps as offsets from the first: steps past 2^53 stay apart as doubles.
+  const origin = steps[0] ?? input.selected ?? 0n;
+  const at = offsets(steps, origin);
+  const first = at.length ? at[0] : 0;
+  const last = at.length ? at[at.length - 1] : 0;
   const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
   const ys = log ? scaleLog([lo, hi], [y1, y0]) : scaleLinear([lo, hi], [y1, y0]);
   const y = (v: number): number => (log && v <= 0 ? y1 : ys(v));
-  const p: Plot = { g: svg("g"), xs, y, log, x0, x1, y0, y1 };
+  const p: Plot = { g: svg("g"), xs, x: (s) => xs(offset(s, origin)), at, y, log, x0, x1, y0, y1 };
   root.append(p.g);
   drawSpans(p, input.spans);
   axisLeft(p.g, ys.ticks(log ? 6 : 5), y, x0, x1, y0, y1);
-  axisBottom(p.g, xs, y1, x0, x1, (v) => (Number.isInteger(v) ? formatStepTick(v) : ""), Math.max(2, Math.floor((x1 - x0) / 70)));
+  axisBottom(p.g, stepTicks(xs, origin, x0, x1), y1, x0, x1);
   drawThresholds(p, lines);
   drawSeries(p, input);
   drawMarks(p, input.spikes, input.selected);
@@ -233,23 +272,26 @@ export function histogramChart(buckets: readonly Bucket[], ghost: readonly Bucke
   const y0 = m.top;
   const y1 = height - m.bottom;
   const all = ghost ? [...buckets, ...ghost] : [...buckets];
-  let lo = Math.min(...all.map((b) => Math.min(b[0], b[1])));
-  let hi = Math.max(...all.map((b) => Math.max(b[0], b[1])));
+  let lo = Infinity;
+  let hi = -Infinity;
+  let top = 1;
+  for (const [l, r, c] of all) {
+    lo = Math.min(lo, l, r);
+    hi = Math.max(hi, l, r);
+    top = Math.max(top, c);
+  }
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) {
     lo = 0;
     hi = 1;
   }
-  if (lo === hi) {
-    lo -= 0.5;
-    hi += 0.5;
-  }
-  const top = Math.max(1, ...all.map((b) => b[2]));
+  if (lo === hi) [lo, hi] = around(lo, 0.5);
   const xs = scaleLinear([lo, hi], [x0, x1]);
   const ys = scaleLinear([0, top], [y1, y0]);
   const g = svg("g");
   root.append(g);
   axisLeft(g, ys.ticks(4), ys, x0, x1, y0, y1);
-  axisBottom(g, xs, y1, x0, x1, (v) => formatValue(v, 3), Math.max(2, Math.floor((x1 - x0) / 80)));
+  const ticks = xs.ticks(Math.max(2, Math.floor((x1 - x0) / 80))).map((v) => ({ x: xs(v), text: formatValue(v, 3) }));
+  axisBottom(g, ticks, y1, x0, x1);
   const [dlo, dhi] = xs.domain;
   if (dlo < 0 && dhi > 0) {
     g.append(svg("line", { x1: xs(0), x2: xs(0), y1: y0, y2: y1, class: "gh-zero-line" }));

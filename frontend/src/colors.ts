@@ -1,6 +1,7 @@
 // Pure colour helpers: value -> colour. No DOM access, so they are unit-tested in node.
 
 import { BRBG_HEX, VIRIDIS_HEX } from "./colormaps";
+import { fraction, lerp } from "./scale";
 import { scoreBands } from "./vocabulary";
 import type { ScoreBand } from "./vocabulary";
 
@@ -149,7 +150,7 @@ export function normalize(v: number | null | undefined, d: Domain): number | nul
     const hi = Math.log(d.max);
     return hi === lo ? 0.5 : clamp01((Math.log(v) - lo) / (hi - lo));
   }
-  return d.max === d.min ? 0.5 : clamp01((v - d.min) / (d.max - d.min));
+  return d.max === d.min ? 0.5 : clamp01(fraction(v, d.min, d.max));
 }
 
 /** Inverse of normalize, for legend labels. */
@@ -157,7 +158,7 @@ export function denormalize(t: number, d: Domain): number {
   if (d.scale === "log" && d.min > 0) {
     return Math.exp(Math.log(d.min) + (Math.log(d.max) - Math.log(d.min)) * t);
   }
-  return d.min + (d.max - d.min) * t;
+  return lerp(d.min, d.max, t);
 }
 
 // Status palette, used for the legend swatches. Hues follow the usual traffic-light

@@ -3,15 +3,17 @@
 // over all steps with thresholds, spikes and findings marked, and the findings.
 
 import { METRICS } from "./api";
-import type { Cell, CellRole, Finding, Series } from "./api";
+import type { Cell, CellRole, Finding, Series, Threshold } from "./api";
 import { histogramChart, lineChart, severityColor } from "./charts";
+import { histogramLabel, outlineLabel } from "./histogram_label";
 import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
-import { findingsFor, findingSpans, spikeSteps } from "./findings";
+import { causeText, findingsFor, findingSpans, spansText, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
 import { roleGuessBox } from "./role_guess";
+import type { Step } from "./steps";
 import { kindLabel, kindMetric } from "./vocabulary";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
@@ -20,9 +22,9 @@ export interface DetailTarget {
   run: string;
   layer: string;
   role: string;
-  step: number;
+  step: Step;
   /** Steps at which this layer has data in the heatmap, ascending. */
-  steps: number[];
+  steps: Step[];
   /** The heatmap's metric; health picks a metric that fits the cell's rule. */
   metric: string;
   rule: string | null;
@@ -32,14 +34,26 @@ export interface DetailTarget {
   tag?: string;
 }
 
+/** The dashed lines of a chart in sentences: one per meaning, with every value that has it. */
+export function thresholdSentences(lines: readonly Threshold[]): string[] {
+  const byMeaning = new Map<string, number[]>();
+  for (const t of lines) byMeaning.set(t.meaning, [...(byMeaning.get(t.meaning) ?? []), t.value]);
+  return [...byMeaning].map(([meaning, values]) => {
+    const at = values.map((v) => formatValue(v)).join(" and ");
+    return `Dashed line${values.length > 1 ? "s" : ""} at ${at}: ${meaning || "a configured limit"}.`;
+  });
+}
+
 export interface DetailEvents {
-  step(step: number): void;
+  step(step: Step): void;
   close(): void;
+  /** The cell's histogram and metrics are drawn: the panel has its height. */
+  drawn?(): void;
 }
 
 /** Where the panel gets its data (the store, which caches it). */
 export interface DetailData {
-  cell(run: string, layer: string, role: string, step: number): Promise<Cell>;
+  cell(run: string, layer: string, role: string, step: Step): Promise<Cell>;
   seriesOf(run: string, layer: string, role: string, metric: string): Promise<Series>;
 }
 
@@ -146,11 +160,11 @@ export class DetailPanel {
     this.drawSeries();
   }
 
-  private neighbours(): { prev: number | null; next: number | null } {
+  private neighbours(): { prev: Step | null; next: Step | null } {
     const t = this.target;
     if (!t) return { prev: null, next: null };
-    let prev: number | null = null;
-    let next: number | null = null;
+    let prev: Step | null = null;
+    let next: Step | null = null;
     for (const s of t.steps) {
       if (s < t.step) prev = s;
       else if (s > t.step) {
@@ -175,7 +189,7 @@ export class DetailPanel {
     if (s !== null) this.events.step(s);
   }
 
-  private cell(step: number): Promise<Cell> {
+  private cell(step: Step): Promise<Cell> {
     const t = this.target as DetailTarget;
     return this.data.cell(t.run, t.layer, t.role, step);
   }
@@ -219,6 +233,7 @@ export class DetailPanel {
     this.drawStatus(cell.roles[t.role]);
     this.drawHistogram();
     this.drawMetrics(cell.roles[t.role]);
+    this.events.drawn?.();
   }
 
   private drawStatus(r: CellRole | undefined): void {
@@ -228,7 +243,8 @@ export class DetailPanel {
     }
     const badge = el("span", `gh-badge gh-status-${r.status}`, STATUS_LABELS[r.status] ?? r.status);
     const parts: (string | Node)[] = [badge];
-    if (r.rule) parts.push(` ${humanize(r.rule)}`);
+    // The rule is the finding kind that set the status: named as the findings list names it.
+    if (r.rule) parts.push(` ${kindLabel(r.rule)}`);
     if (r.score !== null) parts.push(` \u00b7 score ${formatValue(r.score, 3)}`);
     parts.push(` \u00b7 ${r.source}: ${r.tags.join(", ")}`);
     // TensorBoard's sampling: the row shows fewer steps than its writer logged.
@@ -257,7 +273,10 @@ export class DetailPanel {
     const ghost = ghostRole?.histogram ?? null;
     const width = Math.max(260, this.histBox.clientWidth || 420);
     this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190));
-    this.histNote.textContent = ghost && prev !== null ? `Outline: step ${formatStep(prev)}.` : "";
+    const label = histogramLabel(t.step, r);
+    this.histTitle.textContent = label.title;
+    const outline = ghost && prev !== null ? outlineLabel(prev, ghostRole) : "";
+    this.histNote.textContent = [label.note, outline].filter((s) => s).join(" ");
   }
 
   private drawMetrics(r: CellRole | undefined): void {
@@ -268,7 +287,9 @@ export class DetailPanel {
     const table = el("table", "gh-metric-table");
     const rows = Object.entries(r.metrics).map(([name, mv]) => {
       const tr = el("tr");
-      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", mv.quality));
+      // "upper bound", not "upper_bound"; a value not logged says so once.
+      const quality = mv.value === null ? "" : humanize(mv.quality);
+      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", quality));
       return tr;
     });
     table.append(...rows);
@@ -308,10 +329,12 @@ export class DetailPanel {
       return;
     }
     const mine = findingsFor(t.findings, t.layer, t.role);
-    const spans: Span[] = mine.flatMap((f) => {
-      const span = findingSpans(f).get(t.layer);
-      return span ? [{ first: span[0], last: span[1], severity: f.severity, label: `${kindLabel(f.kind)}: ${formatStepRange(span[0], span[1])}` }] : [];
-    });
+    // Each finding shades the steps it covers on this layer, not the union over its layers.
+    const spans: Span[] = mine.flatMap((f) =>
+      (findingSpans(f).get(t.layer) ?? []).map(([first, last]) => ({
+        first, last, severity: f.severity, label: `${kindLabel(f.kind)}: ${formatStepRange(first, last)}`,
+      })),
+    );
     const spikes = mine.flatMap((f) => spikeSteps(f, t.layer));
     const width = Math.max(300, this.seriesBox.clientWidth || 520);
     this.seriesBox.replaceChildren(
@@ -334,9 +357,7 @@ export class DetailPanel {
       ),
     );
     const th = s.thresholds[t.role] ?? [];
-    this.seriesNote.textContent = th.length
-      ? `Dashed: ${th.map((x) => `${humanize(x.name)} ${formatValue(x.value)}`).join(", ")}. Click the chart to pick a step.`
-      : "Click the chart to pick a step.";
+    this.seriesNote.textContent = [...thresholdSentences(th), "Click the chart to pick a step."].join(" ");
   }
 
   private drawFindings(): void {
@@ -355,7 +376,12 @@ export class DetailPanel {
         badge.style.borderColor = severityColor(f.severity);
         head.append(badge, el("strong", "", kindLabel(f.kind)), el("span", "gh-muted", ` ${formatStepRange(f.first_step, f.last_step)}`));
         item.append(head, el("p", "", f.message));
-        if (f.cause) item.append(el("p", "gh-cause", `Likely cause: ${f.cause}`));
+        // The message spans every layer of the finding; this layer's own steps may be fewer.
+        if (f.layers.length > 1 || f.covers) {
+          const own = findingSpans(f).get(t.layer);
+          item.append(el("p", "gh-layer-spans", own ? `On this layer: ${spansText(own)}.` : "This layer is named for comparison; the finding covers none of its steps."));
+        }
+        if (f.cause) item.append(el("p", "gh-cause", causeText(f.cause)));
         item.append(el("p", "gh-advice", f.advice));
         return item;
       }),

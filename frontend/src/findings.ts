@@ -1,8 +1,11 @@
 // Pure handling of findings: order, identity, where they are on the heatmap, and
 // export as CSV or JSON.
 
-import type { Finding } from "./api";
+import type { Finding, StepSpan } from "./api";
+import { formatStep } from "./format";
 import { isRecord } from "./json";
+import { compareSteps, jsonWithSteps, parseStep, stepField } from "./steps";
+import type { Step } from "./steps";
 import { kindIndex, severityRank } from "./vocabulary";
 
 /** Most severe first, then earliest, then the backend's kind order; stable. */
@@ -12,7 +15,7 @@ export function sortFindings(findings: readonly Finding[]): Finding[] {
     .sort(
       (a, b) =>
         severityRank(b.f.severity) - severityRank(a.f.severity) ||
-        a.f.first_step - b.f.first_step ||
+        compareSteps(a.f.first_step, b.f.first_step) ||
         kindIndex(a.f.kind) - kindIndex(b.f.kind) ||
         a.i - b.i,
     )
@@ -25,32 +28,51 @@ export function findingId(f: Finding): string {
 }
 
 /**
- * Step span per layer: the layer's own span from evidence.layers when the
- * backend gives one, the finding's span otherwise.
+ * The steps a finding covers, per layer: exactly the cells whose status it sets
+ * (the server's `covers`: a layer's healthy steps between two spans stay out).
+ * From an older server, the layer's own span from evidence.layers, else the finding's.
  */
-export function findingSpans(f: Finding): Map<string, [number, number]> {
+export function findingSpans(f: Finding): Map<string, StepSpan[]> {
+  if (f.covers) return new Map([...f.covers].filter(([, spans]) => spans.length > 0));
   const perLayer = isRecord(f.evidence.layers) ? f.evidence.layers : {};
-  const out = new Map<string, [number, number]>();
+  const out = new Map<string, StepSpan[]>();
   for (const layer of f.layers) {
     const e = perLayer[layer];
-    if (isRecord(e) && typeof e.first_step === "number" && typeof e.last_step === "number") {
-      out.set(layer, [e.first_step, e.last_step]);
-    } else {
-      out.set(layer, [f.first_step, f.last_step]);
-    }
+    const first = isRecord(e) ? stepField(e, "first_step") : null;
+    const last = isRecord(e) ? stepField(e, "last_step") : null;
+    out.set(layer, [first !== null && last !== null ? [first, last] : [f.first_step, f.last_step]]);
   }
   return out;
 }
 
-/** Steps at which a spike finding marks a layer. */
-export function spikeSteps(f: Finding, layer: string): number[] {
+/** "steps 7 to 8, 15, 17 and 30": a layer's covered spans in words. */
+export function spansText(spans: readonly StepSpan[], max = 6): string {
+  if (spans.length === 0) return "no step";
+  const one = ([a, b]: StepSpan): string => (a === b ? formatStep(a) : `${formatStep(a)} to ${formatStep(b)}`);
+  const shown = spans.slice(0, max).map(one);
+  const rest = spans.length - shown.length;
+  if (rest > 0) shown.push(`${rest} more`);
+  const list = shown.length === 1 ? shown[0] : `${shown.slice(0, -1).join(", ")} and ${shown[shown.length - 1]}`;
+  const single = spans.length === 1 && spans[0][0] === spans[0][1];
+  return `${single ? "step" : "steps"} ${list}`;
+}
+
+/** "Likely cause: learning rate too high", from the cause's name (learning_rate_too_high). */
+export function causeText(cause: string): string {
+  return `Likely cause: ${cause.replace(/_/g, " ")}`;
+}
+
+/** Steps at which a spike finding marks a layer: every occurrence it covers. */
+export function spikeSteps(f: Finding, layer: string): Step[] {
   if (f.kind !== "spike" && f.kind !== "periodic_spikes") return [];
+  const covered = f.covers?.get(layer);
+  if (covered) return covered.flatMap(([a, b]) => (a === b ? [a] : [a, b]));
   const perLayer = isRecord(f.evidence.layers) ? f.evidence.layers : {};
   const e = perLayer[layer];
-  if (isRecord(e) && Array.isArray(e.spike_steps)) {
-    return e.spike_steps.filter((s): s is number => typeof s === "number");
-  }
-  if (isRecord(e) && typeof e.step === "number") return [e.step];
+  const listed = isRecord(e) ? (Array.isArray(e.spike_steps_text) ? e.spike_steps_text : e.spike_steps) : null;
+  if (Array.isArray(listed)) return listed.map(parseStep).filter((s): s is Step => s !== null);
+  const one = isRecord(e) ? stepField(e, "step") : null;
+  if (one !== null) return [one];
   return f.layers.includes(layer) ? [f.first_step] : [];
 }
 
@@ -72,6 +94,7 @@ export const CSV_COLUMNS = [
 export function csvCell(v: unknown): string {
   if (v === null || v === undefined) return "";
   if (typeof v === "number") return Number.isFinite(v) ? String(v) : "";
+  if (typeof v === "bigint") return v.toString();
   let s = typeof v === "string" ? v : String(v);
   if (/^[=+\-@\t\r]/.test(s)) s = `'${s}`;
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
@@ -90,7 +113,9 @@ export function findingsCsv(findings: readonly Finding[]): string {
 }
 
 export function findingsJson(run: string, findings: readonly Finding[]): string {
-  return JSON.stringify({ run, findings }, null, 2) + "\n";
+  // Steps as the routes' exact decimal strings: a JSON number past 2^53 reads back rounded.
+  const plain = findings.map((f) => ({ ...f, covers: f.covers ? Object.fromEntries(f.covers) : null }));
+  return jsonWithSteps({ run, findings: plain }, 2) + "\n";
 }
 
 /** A file name from data: anything but letters, digits, dot, dash and underscore becomes "_". */

@@ -22,15 +22,24 @@ function trimZeros(s: string): string {
   return s.includes(".") ? s.replace(/\.?0+$/, "") : s;
 }
 
+/** A step (exact, a bigint) or a count of steps (a number). */
+export type Integral = number | bigint;
+
+function whole(v: number | bigint): bigint | null {
+  return typeof v === "bigint" ? v : Number.isFinite(v) ? BigInt(Math.trunc(v)) : null;
+}
+
 /** Full step number with digit grouping, for tooltips. */
-export function formatStep(step: number): string {
-  const sign = step < 0 ? "-" : "";
-  return sign + String(Math.abs(Math.trunc(step))).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+export function formatStep(step: Integral): string {
+  const s = whole(step);
+  if (s === null) return String(step);
+  const digits = (s < 0n ? -s : s).toString();
+  return (s < 0n ? "-" : "") + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
 /** "step 1,200" or "steps 1,200 to 3,400". */
-export function formatStepRange(first: number, last: number): string {
-  return first === last ? `step ${formatStep(first)}` : `steps ${formatStep(first)} to ${formatStep(last)}`;
+export function formatStepRange(first: Integral, last: Integral): string {
+  return whole(first) === whole(last) ? `step ${formatStep(first)}` : `steps ${formatStep(first)} to ${formatStep(last)}`;
 }
 
 /**
@@ -38,10 +47,13 @@ export function formatStepRange(first: number, last: number): string {
  * one axis uses the same unit (k / M only when the interval is a multiple of it),
  * so "1k, 1200, 1400" never happens. With no interval, the plain number.
  */
-export function formatStepTick(step: number, interval = 1): string {
-  if (interval % 1_000_000 === 0) return step === 0 ? "0" : `${step / 1_000_000}M`;
-  if (interval % 1_000 === 0) return step === 0 ? "0" : `${step / 1_000}k`;
-  return String(step);
+export function formatStepTick(step: Integral, interval: Integral = 1): string {
+  const s = whole(step);
+  const i = whole(interval) ?? 1n;
+  if (s === null) return String(step);
+  if (i !== 0n && i % 1_000_000n === 0n) return s === 0n ? "0" : `${s / 1_000_000n}M`;
+  if (i !== 0n && i % 1_000n === 0n) return s === 0n ? "0" : `${s / 1_000n}k`;
+  return s.toString();
 }
 
 /** The "nice" intervals 1, 2, 5, 10, 20, 50, ... that are >= lower (and >= 1). */

@@ -4,6 +4,8 @@
 import { METRICS } from "./api";
 import { SORT_KEYS } from "./rows";
 import type { SortKey } from "./rows";
+import { parseStep } from "./steps";
+import type { Step } from "./steps";
 
 export interface ViewState {
   run: string;
@@ -13,11 +15,11 @@ export interface ViewState {
   metric: string;
   filter: string;
   sort: SortKey;
-  /** Step window of the heatmap; null shows every step. */
-  zoom: [number, number] | null;
+  /** Step window of the heatmap, in whole steps (exact, as every step); null shows every step. */
+  zoom: [Step, Step] | null;
   /** Selected cell: layer and step; "" / null for none. */
   layer: string;
-  step: number | null;
+  step: Step | null;
   /** Selected finding's id (findingId); "" for none. */
   finding: string;
 }
@@ -50,15 +52,24 @@ export function encodeState(s: ViewState): Partial<Record<Key, string>> {
   if (s.sort !== DEFAULT_STATE.sort) out.sort = s.sort;
   if (s.zoom) out.zoom = `${s.zoom[0]}~${s.zoom[1]}`;
   if (s.layer) out.layer = s.layer;
-  if (s.step !== null) out.step = String(s.step);
+  if (s.step !== null) out.step = s.step.toString();
   if (s.finding) out.finding = s.finding;
   return out;
 }
 
-function finite(text: string | undefined): number | null {
-  if (text === undefined || text.trim() === "") return null;
-  const v = Number(text);
-  return Number.isFinite(v) ? v : null;
+// A zoom edge: a step, or a decimal number as older links wrote them ("10.5").
+const DECIMAL = /^(-?[0-9]+)(\.[0-9]*)?$/;
+
+/** A zoom edge as a whole step, rounded outward (down for the low edge, up for the high one). */
+function zoomEdge(text: string | undefined, up: boolean): Step | null {
+  const m = text === undefined ? null : DECIMAL.exec(text);
+  if (!m) return null;
+  const whole = BigInt(m[1]);
+  const fraction = /[1-9]/.test(m[2] ?? "");
+  if (!fraction) return whole;
+  // BigInt() truncates toward zero: "-10.5" is -10 and lies above the number.
+  const below = m[1].startsWith("-") ? whole - 1n : whole;
+  return up ? below + 1n : below;
 }
 
 /** Reads URL parameters back; anything malformed falls back to its default. */
@@ -71,12 +82,13 @@ export function decodeState(p: Partial<Record<string, string>>): ViewState {
   s.filter = p.filter ?? "";
   if (p.sort && (SORT_KEYS as readonly string[]).includes(p.sort)) s.sort = p.sort as SortKey;
   if (p.zoom) {
-    const [a, b] = p.zoom.split("~").map((x) => finite(x));
-    if (a !== null && a !== undefined && b !== null && b !== undefined && b > a) s.zoom = [a, b];
+    const [a, b] = p.zoom.split("~");
+    const lo = zoomEdge(a, false);
+    const hi = zoomEdge(b, true);
+    if (lo !== null && hi !== null && hi > lo) s.zoom = [lo, hi];
   }
   s.layer = p.layer ?? "";
-  const step = finite(p.step);
-  s.step = step !== null && Number.isInteger(step) ? step : null;
+  s.step = typeof p.step === "string" ? parseStep(p.step) : null;
   s.finding = p.finding ?? "";
   if (!s.layer) s.step = null;
   return s;

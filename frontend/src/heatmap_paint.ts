@@ -2,7 +2,6 @@
 // labels and gutters, the step axis, and the overlay (finding veil, selection,
 // hover, zoom brush). Pure functions of a Scene, so the view keeps only state.
 
-import type { Heatmap } from "./api";
 import { cssVar, measurer } from "./dom";
 import {
   AXIS_HEIGHT,
@@ -14,8 +13,11 @@ import {
   truncateMiddle,
   xOfStep,
 } from "./layout";
-import type { StepRange } from "./layout";
+import type { AxisLabel, StepRange } from "./layout";
 import { rasterize } from "./model";
+import { indexOfStep, offset } from "./steps";
+import type { Step } from "./steps";
+import type { Heatmap, StepSpan } from "./api";
 import { isGuessed } from "./role_guess";
 import type { CellModel } from "./model";
 
@@ -41,7 +43,14 @@ export interface Hit {
 
 export interface Selection {
   layer: string;
-  step: number;
+  step: Step;
+}
+
+/** A selected finding's cells: per layer, the spans of steps it covers. */
+export interface Highlight {
+  spans: Map<string, StepSpan[]>;
+  /** A note (info) leaves its cells ok: its outline is dashed, so it never reads as a status. */
+  note: boolean;
 }
 
 /** What the painters read: the view's data, geometry and marks. */
@@ -49,6 +58,8 @@ export interface Scene {
   h: Heatmap | null;
   model: CellModel | null;
   geo: Geometry | null;
+  /** The step at position 0: positions (edges, range) are offsets from it. */
+  origin: Step;
   edges: Float64Array;
   full: StepRange;
   /** The step window shown. */
@@ -58,7 +69,7 @@ export interface Scene {
   /** Row labels shortened to fit, by layer name. */
   labels: Map<string, string>;
   selection: Selection | null;
-  highlight: Map<string, [number, number]> | null;
+  highlight: Highlight | null;
   hover: Hit | null;
   brush: { x0: number; x1: number } | null;
   offscreen: HTMLCanvasElement;
@@ -162,6 +173,15 @@ export function paintBody(s: Scene, canvas: HTMLCanvasElement): void {
   paintRowLabels(ctx, s, h, g, [first, last]);
 }
 
+/** The step axis' labels: round steps in the window shown, never outside the logged steps. */
+export function axisLabels(s: Scene): AxisLabel[] {
+  const g = s.geo;
+  const h = s.h;
+  if (!g || !h || h.steps.length === 0) return [];
+  const logged = { lo: 0, hi: offset(h.steps[h.steps.length - 1], s.origin) };
+  return stepAxisLabels(s.range, g.plotW, measurer(AXIS_FONT), s.origin, undefined, logged);
+}
+
 export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {
   const g = s.geo;
   const ctx = canvas.getContext("2d");
@@ -182,7 +202,7 @@ export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.strokeStyle = cssVar("--gh-border", "#bdbdbd");
   ctx.lineWidth = 1;
   ctx.beginPath();
-  for (const label of stepAxisLabels(r, g.plotW, measurer(AXIS_FONT))) {
+  for (const label of axisLabels(s)) {
     const x = g.labelW + Math.round(label.tick * sc) / sc + 0.5 / sc;
     ctx.moveTo(x, AXIS_HEIGHT - 6);
     ctx.lineTo(x, AXIS_HEIGHT - 1);
@@ -191,12 +211,21 @@ export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.stroke();
 }
 
+/** The column of a step: its own when logged (exactly, however large), else the cell it falls in; -1 outside. */
+export function columnOfStep(s: Scene, step: Step): number {
+  const exact = s.h ? indexOfStep(s.h.steps, step) : -1;
+  return exact >= 0 ? exact : columnAt(s.edges, offset(step, s.origin));
+}
+
 /** CSS-pixel x range (relative to the plot) of the cells of steps a..b, clipped to the plot. */
-export function spanX(s: Scene, a: number, b: number): [number, number] | null {
+export function spanX(s: Scene, a: Step, b: Step): [number, number] | null {
+  return columnsX(s, columnOfStep(s, a), columnOfStep(s, b));
+}
+
+/** CSS-pixel x range (relative to the plot) of columns ca..cb, clipped to the plot. */
+function columnsX(s: Scene, ca: number, cb: number): [number, number] | null {
   const g = s.geo;
   if (!g) return null;
-  const ca = columnAt(s.edges, a);
-  const cb = columnAt(s.edges, b);
   if (ca < 0 || cb < 0) return null;
   const r = s.range;
   const x0 = Math.max(0, xOfStep(s.edges[ca], r, g.plotW));
@@ -214,29 +243,47 @@ interface Ink {
   rowY(pos: number): number;
 }
 
-/** The finding's cells as rectangles, runs of equal spans in adjacent rows merged. */
-function highlightRects(s: Scene, ink: Ink, spans: Map<string, [number, number]>): [number, number, number, number][] {
-  const g = ink.g;
-  const rects: [number, number, number, number][] = [];
-  for (const [layer, [a, b]] of spans) {
+/**
+ * The finding's cells as rectangles in CSS pixels ([x, y, width, height], x from
+ * the canvas' left edge), one per span of each shown layer, spans equal in
+ * adjacent rows merged into one. Rows scrolled out of view are included.
+ */
+export function highlightRects(s: Scene, spans: Map<string, StepSpan[]>): [number, number, number, number][] {
+  const g = s.geo;
+  if (!g) return [];
+  const cells: [number, number, number][] = [];
+  for (const [layer, list] of spans) {
     const pos = s.position.get(layer);
-    const span = pos === undefined ? null : spanX(s, a, b);
-    if (pos === undefined || !span) continue;
-    const y = ink.rowY(pos);
-    if (y + g.cellH < 0 || y > g.viewH) continue;
-    const last = rects[rects.length - 1];
-    const x = g.labelW + span[0];
-    const w = span[1] - span[0];
-    if (last && last[0] === x && last[2] === w && Math.abs(last[1] + last[3] - y) < 0.5) last[3] += g.cellH;
-    else rects.push([x, y, w, g.cellH]);
+    if (pos === undefined) continue;
+    for (const [a, b] of list) {
+      const span = spanX(s, a, b);
+      if (span) cells.push([pos, g.labelW + span[0], span[1] - span[0]]);
+    }
+  }
+  // Top to bottom, so equal spans of neighbouring rows meet.
+  cells.sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+  const rects: [number, number, number, number][] = [];
+  const open = new Map<string, [number, number, number, number]>();
+  for (const [pos, x, w] of cells) {
+    const y = pos * g.cellH - s.scrollTop;
+    const key = `${x}:${w}`;
+    const prev = open.get(key);
+    if (prev && Math.abs(prev[1] + prev[3] - y) < 0.5) {
+      prev[3] += g.cellH;
+    } else {
+      const rect: [number, number, number, number] = [x, y, w, g.cellH];
+      rects.push(rect);
+      open.set(key, rect);
+    }
   }
   return rects;
 }
 
-/** Veils everything but the finding's cells, then outlines them. */
-function paintHighlight(s: Scene, ink: Ink, spans: Map<string, [number, number]>): void {
+/** Veils everything but the finding's cells, then outlines them (dashed for a note); no rows, no veil. */
+function paintHighlight(s: Scene, ink: Ink, hl: Highlight): void {
   const { ctx, g, fg, bg } = ink;
-  const rects = highlightRects(s, ink, spans);
+  const rects = highlightRects(s, hl.spans).filter(([, y, , hh]) => y + hh >= 0 && y <= g.viewH);
+  if (![...hl.spans.keys()].some((layer) => s.position.has(layer))) return;
   ctx.globalAlpha = 0.55;
   ctx.fillStyle = bg;
   ctx.fillRect(g.labelW, 0, g.plotW, g.viewH);
@@ -254,7 +301,9 @@ function paintHighlight(s: Scene, ink: Ink, spans: Map<string, [number, number]>
     ctx.strokeRect(ox, oy, ow, oh);
     ctx.lineWidth = 2;
     ctx.strokeStyle = fg;
+    ctx.setLineDash(hl.note ? [4, 3] : []);
     ctx.strokeRect(ox, oy, ow, oh);
+    ctx.setLineDash([]);
   }
 }
 
@@ -277,9 +326,39 @@ function paintSelection(s: Scene, ink: Ink, sel: Selection): void {
   ctx.strokeRect(g.labelW + span[0] - 1, ink.rowY(pos) - 1, w + 2, g.cellH + 2);
 }
 
-function paintHover(s: Scene, ink: Ink, h: Heatmap, hv: Hit): void {
-  const step = h.steps[hv.col];
-  const span = spanX(s, step, step);
+/**
+ * Hatches the last column while the writer is still writing it (fewer layers
+ * have it than the step before), so its missing cells read as "not yet", not as holes.
+ */
+function paintIncomplete(s: Scene, ink: Ink, h: Heatmap): void {
+  if (!h.incomplete) return;
+  const span = columnsX(s, h.steps.length - 1, h.steps.length - 1);
+  if (!span) return;
+  const { ctx, g } = ink;
+  const x = g.labelW + span[0];
+  const w = Math.max(2, span[1] - span[0]);
+  const bottom = Math.min(g.viewH, s.order.length * g.cellH - s.scrollTop);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(x, 0, w, bottom);
+  ctx.clip();
+  ctx.globalAlpha = 0.35;
+  ctx.fillStyle = ink.bg;
+  ctx.fillRect(x, 0, w, bottom);
+  ctx.globalAlpha = 0.8;
+  ctx.strokeStyle = ink.bg;
+  ctx.lineWidth = 1.5;
+  ctx.beginPath();
+  for (let d = -bottom; d < w; d += 6) {
+    ctx.moveTo(x + d, bottom);
+    ctx.lineTo(x + d + bottom, 0);
+  }
+  ctx.stroke();
+  ctx.restore();
+}
+
+function paintHover(s: Scene, ink: Ink, hv: Hit): void {
+  const span = columnsX(s, hv.col, hv.col);
   if (!span) return;
   ink.ctx.lineWidth = 1;
   ink.ctx.strokeStyle = ink.fg;
@@ -308,8 +387,9 @@ export function paintOverlay(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
   const top = s.scrollTop;
   const ink: Ink = { ctx, g, fg: cssVar("--gh-fg", "#212121"), bg: cssVar("--gh-bg", "#ffffff"), rowY: (pos) => pos * g.cellH - top };
+  if (s.h) paintIncomplete(s, ink, s.h);
   if (s.highlight) paintHighlight(s, ink, s.highlight);
   if (s.selection) paintSelection(s, ink, s.selection);
-  if (s.hover && s.h && !s.brush) paintHover(s, ink, s.h, s.hover);
+  if (s.hover && s.h && !s.brush) paintHover(s, ink, s.hover);
   if (s.brush) paintBrush(ink, s.brush);
 }

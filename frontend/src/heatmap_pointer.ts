@@ -4,7 +4,8 @@
 
 import type { Heatmap } from "./api";
 import { clampRange, columnAt, stepOfX } from "./layout";
-import type { StepRange } from "./layout";
+import { ceilStep, floorStep } from "./steps";
+import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
 import { cellTooltipLines } from "./tooltip";
 import type { Tooltip } from "./tooltip";
@@ -14,9 +15,12 @@ const BRUSH_MIN_PX = 5;
 const ARROWS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"];
 
 export interface HeatmapEvents {
-  select(layer: string, step: number): void;
-  zoom(range: StepRange | null): void;
+  select(layer: string, step: Step): void;
+  /** A zoom window in whole steps (exact); null for every step. */
+  zoom(steps: [Step, Step] | null): void;
   scrolled?(top: number): void;
+  /** A mark of a finding on the run track was clicked. */
+  finding?(id: string): void;
 }
 
 /** What the pointer needs from its view besides the scene. */
@@ -131,7 +135,9 @@ export class HeatmapPointer {
       const a = stepOfX(Math.min(brush.x0, brush.x1), r, s.geo.plotW);
       const b = stepOfX(Math.max(brush.x0, brush.x1), r, s.geo.plotW);
       this.view.paintOverlay();
-      this.view.events.zoom(clampRange({ lo: a, hi: b }, s.full));
+      const range = clampRange({ lo: a, hi: b }, s.full);
+      // Outward to whole steps, so the window is exact in the URL at any step.
+      this.view.events.zoom(range ? [floorStep(s.origin, range.lo), ceilStep(s.origin, range.hi)] : null);
       return;
     }
     const hit = this.hitAt(d.clientX, d.clientY) ?? this.hitAt(e.clientX, e.clientY);

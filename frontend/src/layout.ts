@@ -3,6 +3,8 @@
 // against a canvas in the browser and against a fixed-width estimate in tests.
 
 import { formatStepTick, nextNiceInterval, niceIntervalAtLeast } from "./format";
+import { ceilStep, floorStep, multiplesBetween, offset } from "./steps";
+import type { Step } from "./steps";
 
 export type Measure = (text: string) => number;
 
@@ -51,10 +53,11 @@ export function edge(i: number, size: number, scale: number): number {
  * Where each logged step's cell starts and ends on the step axis: cells are
  * centred on their step and meet halfway to the neighbours, so the x axis is a
  * true step scale and an irregular logging interval shows as wider cells. The
- * outer cells extend half their neighbour gap. Returns n + 1 edges for n steps,
- * which must be strictly ascending.
+ * outer cells extend half their neighbour gap. Returns n + 1 edges for n step
+ * positions (`steps.offsets`), which must not descend: far from the origin,
+ * neighbouring steps may round to one position and their cells to no width.
  */
-export function columnEdges(steps: readonly number[]): Float64Array {
+export function columnEdges(steps: ArrayLike<number>): Float64Array {
   const n = steps.length;
   const e = new Float64Array(n + 1);
   if (n === 0) return e;
@@ -69,7 +72,7 @@ export function columnEdges(steps: readonly number[]): Float64Array {
   return e;
 }
 
-/** The step range shown: a zoom window in step units. */
+/** The step range shown: a zoom window in step units, as positions relative to an origin step. */
 export interface StepRange {
   lo: number;
   hi: number;
@@ -89,7 +92,8 @@ export function clampRange(r: StepRange, full: StepRange): StepRange | null {
     lo = Math.max(full.lo, mid - 0.5);
     hi = Math.min(full.hi, mid + 0.5);
   }
-  if (lo <= full.lo && hi >= full.hi) return null;
+  // Far from the origin a step is narrower than a double's resolution.
+  if (!(hi > lo) || (lo <= full.lo && hi >= full.hi)) return null;
   return { lo, hi };
 }
 
@@ -169,7 +173,7 @@ export function pixelColumns(edges: Float64Array, r: StepRange, width: number): 
 }
 
 export interface AxisLabel {
-  step: number;
+  step: Step;
   text: string;
   /** Left edge of the text, in CSS pixels. */
   left: number;
@@ -189,33 +193,33 @@ export function labelsOverlap(labels: readonly AxisLabel[], gap = LABEL_GAP): bo
 /**
  * Step-axis labels that never overlap: round step numbers (multiples of 1, 2, 5,
  * 10, ...) at their true position, with the smallest interval whose labels fit,
- * all in one unit (no "1k, 1200").
+ * all in one unit (no "1k, 1200"). The range is in positions relative to
+ * `origin`; the labels' steps are exact, however large. `within` (positions too)
+ * keeps the labels inside the logged steps: a heatmap's outer cells reach half
+ * an interval past its first and last step, and no step is named there.
  */
-export function stepAxisLabels(r: StepRange, width: number, measure: Measure, gap = LABEL_GAP): AxisLabel[] {
-  if (!(width > 0) || !(r.hi > r.lo)) return [];
-  const first = Math.ceil(r.lo);
-  const last = Math.floor(r.hi);
+export function stepAxisLabels(r: StepRange, width: number, measure: Measure, origin: Step = 0n, gap = LABEL_GAP,
+  within?: StepRange): AxisLabel[] {
+  if (!(width > 0) || !(r.hi > r.lo) || !Number.isFinite(r.hi - r.lo)) return [];
+  const first = ceilStep(origin, within ? Math.max(r.lo, within.lo) : r.lo);
+  const last = floorStep(origin, within ? Math.min(r.hi, within.hi) : r.hi);
   if (last < first) return [];
   const widest = Math.max(measure(String(first)), measure(String(last)));
-  let interval = niceIntervalAtLeast((r.hi - r.lo) / Math.max(1, Math.floor(width / (widest + gap))));
-  for (let guard = 0; guard < 64; guard++) {
-    const labels: AxisLabel[] = [];
-    // Counted from 0 up to the number of labels: past 2**53 neither m += interval nor
-    // k++ on a multiple of the interval need move, doubles being further apart there.
-    const k0 = Math.ceil(r.lo / interval);
-    const count = Math.floor(r.hi / interval) - k0 + 1;
-    if (count > width) {
-      interval = nextNiceInterval(interval);
-      continue;
+  // About this many labels fit side by side; the tick count stays bounded near it.
+  const room = Math.max(1, Math.floor(width / (widest + gap)));
+  let interval = niceIntervalAtLeast((r.hi - r.lo) / room);
+  for (let guard = 0; guard < 64 && Number.isFinite(interval); guard++) {
+    const every = BigInt(interval);
+    const ticks = multiplesBetween(first, last, every, 4 * room + 4);
+    if (ticks !== null) {
+      const labels = ticks.map((m): AxisLabel => {
+        const tick = xOfStep(offset(m, origin), r, width);
+        const text = formatStepTick(m, every);
+        const w = measure(text);
+        return { step: m, text, width: w, tick, left: Math.max(0, Math.min(tick - w / 2, width - w)) };
+      });
+      if (labels.length <= 1 || !labelsOverlap(labels, gap)) return labels;
     }
-    for (let i = 0; i < count; i++) {
-      const m = (k0 + i) * interval + 0; // + 0 turns -0 into 0
-      const tick = xOfStep(m, r, width);
-      const text = formatStepTick(m, interval);
-      const w = measure(text);
-      labels.push({ step: m, text, width: w, tick, left: Math.max(0, Math.min(tick - w / 2, width - w)) });
-    }
-    if (labels.length <= 1 || !labelsOverlap(labels, gap)) return labels;
     interval = nextNiceInterval(interval);
   }
   return [];

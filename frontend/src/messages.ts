@@ -67,3 +67,12 @@ export function noRolesMessage(run: RunInfo): HTMLElement[] {
   out.push(...howToLog());
   return out;
 }
+
+/** One sentence on the tags the server could not read, naming a few; null when it read them all. */
+export function unreadableNote(unreadable: readonly { tag: string; why: string }[], named = 3): string | null {
+  if (unreadable.length === 0) return null;
+  const shown = unreadable.slice(0, named).map((u) => `${u.tag} (${u.why})`);
+  const more = unreadable.length - shown.length;
+  const n = unreadable.length;
+  return `Not read: ${n} tag${n === 1 ? "" : "s"} whose data cannot be read: ${shown.join("; ")}${more > 0 ? `; and ${more} more` : ""}.`;
+}

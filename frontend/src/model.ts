@@ -33,9 +33,14 @@ interface RowContext {
   bandLo: Float64Array;
   bandScale: Float64Array;
   bandLut: Uint32Array[];
-  /** Metrics: the colour table and t = (f(v) - lo) * k, f = log on a log domain. */
+  /**
+   * Metrics: the colour table and t = (f(v) * half - lo) * k, f = log on a log
+   * domain; `half` is 0.5 where the domain spans more than a double holds
+   * (+-1.7e308), 1 otherwise, and `lo` is the domain's low end times `half`.
+   */
   lut: Uint32Array;
   log: boolean;
+  half: number;
   lo: number;
   k: number;
   flat: boolean;
@@ -67,7 +72,7 @@ function healthRow(c: RowContext, values: readonly (number | null)[], status: re
 }
 
 function metricRow(c: RowContext, values: readonly (number | null)[], status: readonly number[], base: number): void {
-  const { colors, priority, rankOf, codes, lut, log, lo, k, flat, diverging } = c;
+  const { colors, priority, rankOf, codes, lut, log, half, lo, k, flat, diverging } = c;
   const n = values.length;
   for (let j = 0; j < n; j++) {
     const code = status[j];
@@ -78,7 +83,7 @@ function metricRow(c: RowContext, values: readonly (number | null)[], status: re
       priority[base + j] = rank << 9;
       continue;
     }
-    let x = flat ? TOP / 2 : log ? (v > 0 ? (Math.log(v) - lo) * k : 0) : (v - lo) * k;
+    let x = flat ? TOP / 2 : log ? (v > 0 ? (Math.log(v) - lo) * k : 0) : (v * half - lo) * k;
     x = x < 0 ? 0 : x > TOP ? TOP : x;
     const idx = Math.round(x);
     colors[base + j] = lut[idx];
@@ -111,15 +116,21 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
   const log = domain?.scale === "log";
   let lo = 0;
   let k = 0;
+  let half = 1;
   if (domain) {
     lo = log ? (domain.min > 0 ? Math.log(domain.min) : 0) : domain.min;
-    const hi = log ? (domain.max > 0 ? Math.log(domain.max) : 0) : domain.max;
+    let hi = log ? (domain.max > 0 ? Math.log(domain.max) : 0) : domain.max;
+    if (!Number.isFinite(hi - lo)) {
+      half = 0.5;
+      lo *= half;
+      hi *= half;
+    }
     k = hi === lo ? 0 : TOP / (hi - lo);
   }
   const ctx: RowContext = {
     colors, priority, rankOf, codes, bandLo, bandScale, bandLut,
     lut: domain?.diverging ? DIVERGING_LUT : VIRIDIS_LUT,
-    log, lo, k, flat: k === 0, diverging: domain?.diverging === true,
+    log, half, lo, k, flat: k === 0, diverging: domain?.diverging === true,
   };
   const health = h.metric === "health";
   for (let i = 0; i < rows; i++) {

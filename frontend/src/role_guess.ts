@@ -1,4 +1,4 @@
-// Rows whose role was guessed (from the words of the tag's name) or not found at all:
+// Rows whose role was guessed (from the words of the tag's name or from its data) or not found at all:
 // the tab says so, and offers the gradhealth.json rule that sets the role for good.
 
 import { button, el } from "./dom";
@@ -6,14 +6,18 @@ import { button, el } from "./dom";
 /** How a row's role was decided, as the server says it (runs and heatmap routes). */
 export type DecidedBy = string;
 
-/** A guess is a role read from name words, or no role at all (the row is "other"). */
+/** A guess is a role read from name words or from the data, or no role at all (the row is "other"). */
 export function isGuessed(decidedBy: DecidedBy | undefined): boolean {
-  return decidedBy === "name" || decidedBy === "fallback";
+  return decidedBy === "name" || decidedBy === "data" || decidedBy === "fallback";
 }
 
 /** One sentence on how the role was found, for a guessed row; null otherwise. */
 export function guessNote(decidedBy: DecidedBy | undefined, role: string): string | null {
   if (decidedBy === "name") return `Role "${role}" guessed from the words of the tag's name.`;
+  if (decidedBy === "data") {
+    const why = role === "activation" ? ": never negative, with a share at zero, as a ReLU's output" : "";
+    return `Role "${role}" guessed from the data, not the name${why}.`;
+  }
   if (decidedBy === "fallback") {
     return "Role unknown: nothing in the tag's name tells it, so only NaN/Inf values and spikes are judged here.";
   }

@@ -2,9 +2,10 @@
 // that tells a poll whether anything changed, the findings of the open run, the
 // heatmaps shown, and the detail panel's cells and series.
 
-import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchVocabulary } from "./api";
-import type { Cell, Finding, Heatmap, RunInfo, Series } from "./api";
+import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary } from "./api";
+import type { Cell, Finding, Heatmap, RunInfo, Series, Track } from "./api";
 import { sortFindings } from "./findings";
+import type { Step } from "./steps";
 import { errorText } from "./json";
 import { installVocabulary } from "./vocabulary";
 import type { Vocabulary } from "./vocabulary";
@@ -19,6 +20,8 @@ export interface HeatmapPair {
 export class Store {
   private vocab: Promise<Vocabulary> | null = null;
   runs: RunInfo[] = [];
+  /** What the server rejected from gradhealth.json. */
+  configProblems: string[] = [];
   private runsSignature = "";
   findings: Finding[] = [];
   /** The run `findings` belong to. */
@@ -26,6 +29,7 @@ export class Store {
   heatmaps: [Heatmap | null, Heatmap | null] = [null, null];
   private cells = new Map<string, Promise<Cell>>();
   private series = new Map<string, Promise<Series>>();
+  private tracks = new Map<string, Promise<Track>>();
 
   /** Fetches the vocabulary once and installs it; a failure is retried on the next call. */
   loadVocabulary(): Promise<Vocabulary> {
@@ -41,10 +45,13 @@ export class Store {
 
   /** Fetches the run list; true when it differs from the one held before. */
   async loadRuns(): Promise<boolean> {
-    const runs = (await fetchRuns()).runs;
+    const { runs, config_problems } = await fetchRuns();
     const before = this.runsSignature;
     this.runs = runs;
-    this.runsSignature = JSON.stringify(runs.map((r) => [r.run, r.last_step, r.steps_kept, r.finding_counts, r.roles]));
+    this.configProblems = config_problems;
+    this.runsSignature = JSON.stringify(
+      runs.map((r) => [r.run, String(r.last_step), r.steps_kept, r.finding_counts, r.roles, r.error]),
+    );
     return before !== this.runsSignature;
   }
 
@@ -79,7 +86,7 @@ export class Store {
   }
 
   /** A layer's cell at a step, fetched once until `invalidate`. */
-  cell(run: string, layer: string, role: string, step: number): Promise<Cell> {
+  cell(run: string, layer: string, role: string, step: Step): Promise<Cell> {
     return cached(this.cells, [run, layer, role, step], () => fetchCell(run, layer, step, role));
   }
 
@@ -88,15 +95,21 @@ export class Store {
     return cached(this.series, [run, layer, role, metric], () => fetchSeries(run, layer, metric, role));
   }
 
-  /** Forgets cached cells and series: the data was reloaded. */
+  /** A run's loss, gradient norm and learning rate for the track, fetched once until `invalidate`. */
+  trackOf(run: string): Promise<Track> {
+    return cached(this.tracks, [run], () => fetchTrack(run));
+  }
+
+  /** Forgets cached cells, series and tracks: the data was reloaded. */
   invalidate(): void {
     this.cells.clear();
     this.series.clear();
+    this.tracks.clear();
   }
 }
 
 /** The promise cached under `parts`, made by `load` when absent; a failure is not kept. */
-function cached<T>(cache: Map<string, Promise<T>>, parts: (string | number)[], load: () => Promise<T>): Promise<T> {
+function cached<T>(cache: Map<string, Promise<T>>, parts: (string | number | bigint)[], load: () => Promise<T>): Promise<T> {
   const key = parts.join("\u0000");
   let p = cache.get(key);
   if (!p) {

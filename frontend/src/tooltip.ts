@@ -2,10 +2,11 @@
 // its lines are set with textContent.
 
 import { cellQuality } from "./api";
-import type { Heatmap } from "./api";
+import type { Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { formatStep, formatValue, humanize } from "./format";
+import { kindLabel } from "./vocabulary";
 
 export class Tooltip {
   readonly root = el("div", "gh-tooltip");
@@ -49,7 +50,13 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
     ["layer", h.layers[row]],
     ["step", formatStep(h.steps[col])],
     [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
-    ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${humanize(rule)}` : "")],
+    ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
+  if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
+}
+
+/** Why the last column is hatched: the step is still being written. */
+export function incompleteText(inc: Incomplete): string {
+  return `${inc.layers} of ${inc.layers_before} layers so far; the writer may still be writing this step`;
 }

@@ -14,6 +14,7 @@ import {
   parseHeatmap,
   parseRuns,
   parseSeries,
+  parseTrack,
 } from "../src/api";
 import type { FetchLike } from "../src/api";
 
@@ -109,7 +110,9 @@ describe("parseRuns", () => {
     const { runs } = await fetchRuns(respond(200, JSON.stringify(body)));
     expect(runs[0].run).toBe("train");
     expect(runs[0].roles).toEqual(["gradient", "weight"]);
-    expect(runs[0].last_step).toBe(19);
+    expect(runs[0].last_step).toBe(19n);
+    const big = parseRuns({ runs: [{ run: "b", last_step: 1152921504606847000, last_step_text: "1152921504606846977" }] });
+    expect(big.runs[0].last_step).toBe(2n ** 60n + 1n);
   });
 
   it("fills missing optional fields", () => {
@@ -120,6 +123,7 @@ describe("parseRuns", () => {
       roles: [],
       scalars: {},
       unclassified: [],
+      unreadable: [],
       steps_kept: 0,
       last_step: null,
       steps_logged: null,
@@ -129,7 +133,23 @@ describe("parseRuns", () => {
       finding_counts: {},
       gradients_judged: true,
       coverage_note: null,
+      error: null,
     });
+  });
+
+  it("keeps a run the server could not analyse, with its error, next to the others", () => {
+    const error = "run 'b' could not be analysed (ValueError: x); the TensorBoard log has the details";
+    const { runs } = parseRuns({ runs: [{ run: "a", roles: ["gradient"] }, { run: "b", error }] });
+    expect(runs.map((r) => [r.run, r.error])).toEqual([["a", null], ["b", error]]);
+    expect(runs[1].layers).toEqual([]);
+    expect(runs[1].roles).toEqual([]);
+  });
+
+  it("reads the config entries the server rejected, and none when it names none", () => {
+    const line = "gradhealth.json: spike_window must be an integer from 3 to 1000; got 0; using 11";
+    expect(parseRuns({ runs: [], config_problems: [line, 3, null] }).config_problems).toEqual([line]);
+    expect(parseRuns({ runs: [] }).config_problems).toEqual([]);
+    expect(parseRuns({ runs: [], config_problems: "x" }).config_problems).toEqual([]);
   });
 
   it("reads what a run could not judge", () => {
@@ -201,7 +221,27 @@ describe("parseHeatmap", () => {
     expect(() => parseHeatmap({ ...HEATMAP, values: [[1, 2, 3]] })).toThrow(/one row per layer/);
     expect(() => parseHeatmap({ ...HEATMAP, status: [[1, 1], [1, 1, 1]] })).toThrow(/status\[0\]/);
     expect(() => parseHeatmap({ ...HEATMAP, values: [["a", 1, 2], [1, 2, 3]] })).toThrow(ApiError);
-    expect(() => parseHeatmap({ ...HEATMAP, steps: ["0", "10", "20"] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps: ["a", "b", "c"] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps: [0, 10.5, 20] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps_text: ["0", "1e1", "20"] })).toThrow(/steps/);
+    expect(() => parseHeatmap({ ...HEATMAP, steps_text: ["0", "10"] })).toThrow(/one entry per step/);
+  });
+
+  it("reads steps past 2^53 exactly from their decimal twins", () => {
+    // As JSON.parse reads the server's numbers: 2^60 .. 2^60+2 all become 1152921504606847000.
+    const steps = [1152921504606847000, 1152921504606847000, 1152921504606847000];
+    const steps_text = ["1152921504606846976", "1152921504606846977", "1152921504606846978"];
+    expect(() => parseHeatmap({ ...HEATMAP, steps })).toThrow(/ascending/);
+    const h = parseHeatmap({ ...HEATMAP, steps, steps_text });
+    expect(h.steps).toEqual([2n ** 60n, 2n ** 60n + 1n, 2n ** 60n + 2n]);
+  });
+
+  it("reads an incomplete last step, only as the last column", () => {
+    const incomplete = { step: 20, step_text: "20", layers: 1, layers_before: 2 };
+    expect(parseHeatmap({ ...HEATMAP, incomplete }).incomplete).toEqual({ step: 20n, layers: 1, layers_before: 2 });
+    expect(parseHeatmap({ ...HEATMAP, incomplete: { ...incomplete, step: 10, step_text: "10" } }).incomplete).toBeNull();
+    expect(parseHeatmap({ ...HEATMAP, incomplete: null }).incomplete).toBeNull();
+    expect(parseHeatmap(HEATMAP).incomplete).toBeNull();
   });
 
   it("treats an unknown scale as linear", () => {
@@ -260,6 +300,39 @@ describe("findings, cell and series", () => {
     expect(parseFindings({ findings: [{ ...FINDING, severity: "??" }] }).findings[0].severity).toBe("info");
   });
 
+  it("reads the steps a finding covers per layer from their exact twins", () => {
+    const covered = {
+      ...FINDING,
+      covers: { "dense/kernel": [[1152921504606847000, 1152921504606847000]], loss: [[35, 35], [70, 70]] },
+      covers_text: { "dense/kernel": [["1152921504606846977", "1152921504606846979"]], loss: [["35", "35"], ["70", "70"], ["x", "1"]] },
+    };
+    const [f] = parseFindings({ findings: [covered] }).findings;
+    expect(f.covers).toEqual(new Map([
+      ["dense/kernel", [[2n ** 60n + 1n, 2n ** 60n + 3n]]],
+      ["loss", [[35n, 35n], [70n, 70n]]],
+    ]));
+    // An older server sends no covers: the tab falls back to the evidence's spans.
+    expect(parseFindings({ findings: [FINDING] }).findings[0].covers).toBeNull();
+  });
+
+  it("parses the run track, steps exact and non-finite spans included", () => {
+    const body = {
+      run: "R",
+      series: [
+        { tag: "loss", kind: "loss", label: "loss", axis: "row", steps: [0, 1], steps_text: ["1152921504606846977", "1152921504606846978"],
+          values: [1.5, null], logged: 2, binned: false, scale: "log", nonfinite: [[1, 1]], nonfinite_text: [["1152921504606846978", "1152921504606846978"]] },
+        { tag: "epoch_loss", kind: "loss", axis: "other", steps: [0], values: [2] },
+      ],
+    };
+    const t = parseTrack(body);
+    expect(t.series[0]).toMatchObject({ tag: "loss", axis: "row", scale: "log", values: [1.5, null] });
+    expect(t.series[0].steps).toEqual([2n ** 60n + 1n, 2n ** 60n + 2n]);
+    expect(t.series[0].nonfinite).toEqual([[2n ** 60n + 2n, 2n ** 60n + 2n]]);
+    expect(t.series[1]).toMatchObject({ label: "epoch_loss", axis: "other", scale: "linear", logged: 1, nonfinite: [] });
+    expect(() => parseTrack({ series: [{ tag: "x", steps: [0, 1], values: [1] }] })).toThrow(/one length/);
+    expect(() => parseTrack({})).toThrow(/series/);
+  });
+
   it("parses a cell with its histogram, dropping malformed buckets", async () => {
     const seen: string[] = [];
     const body = {
@@ -272,8 +345,11 @@ describe("findings, cell and series", () => {
         },
       },
     };
-    const c = await fetchCell("R", "d", 10, "gradient", respond(200, JSON.stringify(body), seen));
+    const c = await fetchCell("R", "d", 10n, "gradient", respond(200, JSON.stringify(body), seen));
     expect(seen).toEqual(["cell?run=R&layer=d&step=10&role=gradient"]);
+    expect(c.step).toBe(10n);
+    await fetchCell("R", "d", 2n ** 60n + 1n, "gradient", respond(200, JSON.stringify(body), seen));
+    expect(seen[1]).toBe("cell?run=R&layer=d&step=1152921504606846977&role=gradient");
     expect(c.roles.gradient.histogram).toEqual([[-1, 0, 3], [0, 1, 4]]);
     expect(c.roles.gradient.metrics.max_abs).toEqual({ value: 1e5, quality: "estimated" });
     expect(c.roles.gradient.metrics.mean.value).toBeNull();

@@ -120,6 +120,13 @@ describe("domain and normalize", () => {
     }
   });
 
+  it("finds the middle of a domain wider than a double holds", () => {
+    expect(denormalize(0.5, { min: -1.7e308, max: 1.7e308, scale: "linear", diverging: true })).toBe(0);
+    expect(denormalize(1, { min: -1.7e308, max: 1.7e308, scale: "linear" })).toBe(1.7e308);
+    expect(normalize(1.7e308, { min: -1.7e308, max: 1.7e308, scale: "linear" })).toBe(1);
+    expect(normalize(0, { min: -1.7e308, max: 1.7e308, scale: "linear" })).toBe(0.5);
+  });
+
   it("computes min and max over finite values, skipping nulls", () => {
     expect(computeDomain([[1, null, 5], [null, -2, 3]], "linear")).toEqual({ min: -2, max: 5, scale: "linear" });
   });

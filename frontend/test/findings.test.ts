@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import {
+  causeText,
   csvCell,
   CSV_COLUMNS,
   findingId,
@@ -10,30 +11,38 @@ import {
   findingSpans,
   safeFileName,
   sortFindings,
+  spansText,
   spikeSteps,
 } from "../src/findings";
 import { kindLabel, kindMetric } from "../src/vocabulary";
 
+const BIG = 2n ** 60n;
+
 function finding(over: Partial<Finding>): Finding {
   return {
-    run: "R", kind: "spike", severity: "info", layers: ["a"], first_step: 0, last_step: 0,
-    message: "m", advice: "a", evidence: {}, role: "gradient", ...over,
+    run: "R", kind: "spike", severity: "info", layers: ["a"], first_step: 0n, last_step: 0n,
+    message: "m", advice: "a", evidence: {}, role: "gradient", covers: null, ...over,
   };
 }
 
 describe("sortFindings", () => {
   it("puts the most severe first, then the earliest, then the kind order", () => {
     const fs = [
-      finding({ kind: "spike", severity: "info", first_step: 1 }),
-      finding({ kind: "weight_growth", severity: "warn", first_step: 50 }),
-      finding({ kind: "exploding_gradients", severity: "critical", first_step: 90 }),
-      finding({ kind: "vanishing_gradients", severity: "warn", first_step: 50 }),
-      finding({ kind: "nonfinite", severity: "critical", first_step: 90 }),
+      finding({ kind: "spike", severity: "info", first_step: 1n }),
+      finding({ kind: "weight_growth", severity: "warn", first_step: 50n }),
+      finding({ kind: "exploding_gradients", severity: "critical", first_step: 90n }),
+      finding({ kind: "vanishing_gradients", severity: "warn", first_step: 50n }),
+      finding({ kind: "nonfinite", severity: "critical", first_step: 90n }),
     ];
     expect(sortFindings(fs).map((f) => f.kind)).toEqual([
       "nonfinite", "exploding_gradients", "vanishing_gradients", "weight_growth", "spike",
     ]);
     expect(fs[0].kind).toBe("spike");
+  });
+
+  it("orders steps past 2^53 that a double cannot tell apart", () => {
+    const fs = [finding({ message: "later", first_step: BIG + 1n }), finding({ message: "earlier", first_step: BIG })];
+    expect(sortFindings(fs).map((f) => f.message)).toEqual(["earlier", "later"]);
   });
 
   it("is stable for equal findings", () => {
@@ -45,18 +54,49 @@ describe("sortFindings", () => {
 
 describe("where a finding is", () => {
   const f = finding({
-    kind: "exploding_gradients", layers: ["a", "b", "c"], first_step: 10, last_step: 160,
+    kind: "exploding_gradients", layers: ["a", "b", "c"], first_step: 10n, last_step: 160n,
     evidence: { layers: { a: { first_step: 10, last_step: 30 }, b: { first_step: 20, last_step: "x" } } },
   });
 
-  it("uses each layer's own span when the evidence has one", () => {
-    expect(findingSpans(f)).toEqual(new Map([["a", [10, 30]], ["b", [10, 160]], ["c", [10, 160]]]));
+  it("uses each layer's own span when the evidence has one (a server without covers)", () => {
+    expect(findingSpans(f)).toEqual(new Map([["a", [[10n, 30n]]], ["b", [[10n, 160n]]], ["c", [[10n, 160n]]]]));
+  });
+
+  it("covers exactly the steps the server says, per layer, healthy steps between spans left out", () => {
+    const covered = finding({
+      ...f,
+      covers: new Map([["a", [[7n, 8n], [15n, 15n]]], ["b", [[9n, 9n]]], ["c", []]]),
+    });
+    // A layer the finding names but covers nowhere (a comparison layer) gets no outline.
+    expect(findingSpans(covered)).toEqual(new Map([["a", [[7n, 8n], [15n, 15n]]], ["b", [[9n, 9n]]]]));
+    expect(spansText([[7n, 8n], [15n, 15n], [1200n, 3400n]])).toBe("steps 7 to 8, 15 and 1,200 to 3,400");
+    expect(spansText([[15n, 15n]])).toBe("step 15");
+    expect(spansText([[1n, 1n], [3n, 3n], [5n, 5n]], 2)).toBe("steps 1, 3 and 1 more");
+    const periodic = finding({ kind: "periodic_spikes", covers: new Map([["loss", [[35n, 35n], [70n, 70n], [105n, 105n]]]]) });
+    expect(spikeSteps(periodic, "loss")).toEqual([35n, 70n, 105n]);
+  });
+
+  it("names a cause in words", () => {
+    expect(causeText("learning_rate_too_high")).toBe("Likely cause: learning rate too high");
+  });
+
+  it("reads steps past 2^53 exactly from the server's decimal twins", () => {
+    const big = finding({
+      kind: "exploding_gradients", layers: ["a"], first_step: BIG, last_step: BIG + 4n,
+      evidence: { layers: { a: { first_step: 1152921504606847000, first_step_text: "1152921504606846977",
+                                 last_step: 1152921504606847000, last_step_text: "1152921504606846979" } } },
+    });
+    expect(findingSpans(big).get("a")).toEqual([[BIG + 1n, BIG + 3n]]);
+    const spikes = finding({ kind: "spike", evidence: { layers: { a: { spike_steps: [1, 2], spike_steps_text: ["1152921504606846977", "1152921504606846978"] } } } });
+    expect(spikeSteps(spikes, "a")).toEqual([BIG + 1n, BIG + 2n]);
+    const one = finding({ kind: "spike", evidence: { layers: { a: { step: 1152921504606847000, step_text: "1152921504606846977" } } } });
+    expect(spikeSteps(one, "a")).toEqual([BIG + 1n]);
   });
 
   it("lists spike steps per layer", () => {
     const p = finding({ kind: "periodic_spikes", layers: ["a"], evidence: { layers: { a: { spike_steps: [20, 40, "x"] } } } });
-    expect(spikeSteps(p, "a")).toEqual([20, 40]);
-    expect(spikeSteps(finding({ first_step: 7, evidence: { layers: { a: { step: 7 } } } }), "a")).toEqual([7]);
+    expect(spikeSteps(p, "a")).toEqual([20n, 40n]);
+    expect(spikeSteps(finding({ first_step: 7n, evidence: { layers: { a: { step: 7 } } } }), "a")).toEqual([7n]);
     expect(spikeSteps(f, "a")).toEqual([]);
   });
 
@@ -107,7 +147,16 @@ describe("export", () => {
 
   it("writes JSON that reads back", () => {
     const fs = [finding({ kind: "dead_units" })];
-    expect(JSON.parse(findingsJson("R", fs))).toEqual({ run: "R", findings: fs });
+    const back = JSON.parse(findingsJson("R", fs));
+    expect(back.findings[0].kind).toBe("dead_units");
+    expect(back.findings[0].first_step).toBe("0");
+  });
+
+  it("exports steps past 2^53 exactly", () => {
+    const fs = [finding({ first_step: BIG + 1n, last_step: BIG + 3n })];
+    expect(JSON.parse(findingsJson("R", fs)).findings[0]).toMatchObject({ first_step: "1152921504606846977", last_step: "1152921504606846979" });
+    expect(findingsCsv(fs)).toContain(",1152921504606846977,1152921504606846979,");
+    expect(csvCell(-5n)).toBe("-5");
   });
 
   it("builds safe file names", () => {

@@ -50,6 +50,16 @@ describe("step formatting", () => {
     expect(formatStep(-4200)).toBe("-4,200");
   });
 
+  it("prints steps past 2^53 exactly", () => {
+    const big = 2n ** 60n + 1n;
+    expect(formatStep(big)).toBe("1,152,921,504,606,846,977");
+    expect(formatStep(-big)).toBe("-1,152,921,504,606,846,977");
+    expect(formatStepRange(big, big)).toBe("step 1,152,921,504,606,846,977");
+    expect(formatStepRange(big - 1n, big)).toBe("steps 1,152,921,504,606,846,976 to 1,152,921,504,606,846,977");
+    expect(formatStepTick(big)).toBe("1152921504606846977");
+    expect(formatStepTick(5n * 10n ** 18n, 10n ** 18n)).toBe("5000000000000M");
+  });
+
   it("shortens tick labels by the unit of the axis interval", () => {
     expect(formatStepTick(500)).toBe("500");
     expect(formatStepTick(1000)).toBe("1000");

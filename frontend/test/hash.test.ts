@@ -9,9 +9,9 @@ const FULL: ViewState = {
   metric: "max_abs",
   filter: "dense kernel",
   sort: "severity",
-  zoom: [100, 2500.5],
+  zoom: [100n, 2501n],
   layer: "dense/kernel#0",
-  step: 1200,
+  step: 1200n,
   finding: "exploding_gradients.gradient.10.dense/kernel",
 };
 
@@ -35,7 +35,25 @@ describe("hash state", () => {
     expect(s.step).toBeNull();
     expect(decodeState({ zoom: "a~b" }).zoom).toBeNull();
     expect(decodeState({ step: "10" }).step).toBeNull();
-    expect(decodeState({ step: "10", layer: "l" }).step).toBe(10);
+    expect(decodeState({ step: "10", layer: "l" }).step).toBe(10n);
+    for (const bad of [" 5", "1_000", "\uff15", "+5", "1e3", "0x10"]) {
+      expect(decodeState({ step: bad, layer: "l" }).step).toBeNull();
+    }
+  });
+
+  it("keeps steps past 2^53 exact", () => {
+    const big = 2n ** 60n + 1n;
+    const s = fromFragment(toFragment({ ...DEFAULT_STATE, layer: "l", step: big, zoom: [big - 1n, big + 2n] }));
+    expect(s.step).toBe(big);
+    expect(s.zoom).toEqual([big - 1n, big + 2n]);
+    expect(toFragment({ ...DEFAULT_STATE, layer: "l", step: big })).toContain("step=1152921504606846977");
+  });
+
+  it("reads decimal zoom edges of older links outward to whole steps", () => {
+    expect(decodeState({ zoom: "100~2500.5" }).zoom).toEqual([100n, 2501n]);
+    expect(decodeState({ zoom: "-10.5~-2.25" }).zoom).toEqual([-11n, -2n]);
+    expect(decodeState({ zoom: "4.0~7.00" }).zoom).toEqual([4n, 7n]);
+    expect(decodeState({ zoom: "5.5~5.7" }).zoom).toEqual([5n, 6n]);
   });
 
   it("skips broken escapes and empty parts", () => {

@@ -171,14 +171,53 @@ describe("stepAxisLabels", () => {
   it("prefers round steps in one unit", () => {
     const labels = stepAxisLabels({ lo: -0.5, hi: 999.5 }, 600, measure);
     const interval = labels[1].step - labels[0].step;
-    expect([50, 100, 200]).toContain(interval);
-    for (const l of labels) expect(l.step % interval).toBe(0);
+    expect([50n, 100n, 200n]).toContain(interval);
+    for (const l of labels) expect(l.step % interval).toBe(0n);
     const k = stepAxisLabels({ lo: 0, hi: 1_250_000 }, 600, measure);
-    expect(k.every((l) => l.step === 0 || l.text.endsWith("k") || l.text.endsWith("M"))).toBe(true);
+    expect(k.every((l) => l.step === 0n || l.text.endsWith("k") || l.text.endsWith("M"))).toBe(true);
   });
 
   it("puts ticks at the true step position", () => {
-    for (const l of stepAxisLabels({ lo: 0, hi: 1000 }, 500, measure)) expect(l.tick).toBeCloseTo(l.step / 2);
+    for (const l of stepAxisLabels({ lo: 0, hi: 1000 }, 500, measure)) expect(l.tick).toBeCloseTo(Number(l.step) / 2);
+  });
+
+  it("labels steps past 2^53 exactly, from positions relative to the first", () => {
+    const origin = 2n ** 60n;
+    const labels = stepAxisLabels({ lo: -0.5, hi: 4.5 }, 1200, measure, origin);
+    expect(labels.map((l) => l.step)).toEqual([0n, 1n, 2n, 3n, 4n].map((k) => origin + k));
+    expect(labels[1].text).toBe("1152921504606846977");
+    assertReadable(labels, 1200);
+    // Round in absolute steps, not in offsets from the origin.
+    const far = stepAxisLabels({ lo: 0, hi: 5000 }, 600, measure, 1234567n);
+    expect(far.length).toBeGreaterThan(1);
+    for (const l of far) expect(l.step % (far[1].step - far[0].step)).toBe(0n);
+  });
+
+  it("stays bounded for windows far from the origin and spans past 2^53", () => {
+    // A window of 600 steps around 2^62 from the origin: offsets a double cannot step through one by one.
+    const labels = stepAxisLabels({ lo: 2 ** 62, hi: 2 ** 62 + 2048 }, 800, measure);
+    expect(labels.length).toBeGreaterThan(0);
+    expect(labels.length).toBeLessThan(50);
+    const huge = stepAxisLabels({ lo: -(2 ** 63), hi: 2 ** 63 }, 800, measure);
+    expect(huge.length).toBeGreaterThan(0);
+    expect(huge.length).toBeLessThan(50);
+    assertReadable(huge, 800);
+  });
+
+  it("names no step before the first or after the last logged one", () => {
+    // Three steps, 0, 100 and 200: their cells reach from -50 to 250.
+    const e = columnEdges([0, 100, 200]);
+    const r = fullRange(e);
+    for (const width of [120, 300, 900]) {
+      const labels = stepAxisLabels(r, width, measure, 0n, undefined, { lo: 0, hi: 200 });
+      expect(labels.length).toBeGreaterThan(0);
+      for (const l of labels) expect(l.step >= 0n && l.step <= 200n).toBe(true);
+    }
+    const small = stepAxisLabels(fullRange(columnEdges([0, 5, 10])), 900, measure, 0n, undefined, { lo: 0, hi: 10 });
+    expect(small[0].step).toBe(0n);
+    expect(small[small.length - 1].step).toBe(10n);
+    // Without the bounds the half cells would be named.
+    expect(stepAxisLabels(fullRange(columnEdges([0, 5, 10])), 900, measure)[0].step).toBeLessThan(0n);
   });
 
   it("ends on steps past 2**53, where an interval can be smaller than the gap between two doubles", () => {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
-import { HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
+import { DIVERGING_LUT, HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
 import { columnEdges, fullRange, pixelColumns } from "../src/layout";
 import { buildCells, NO_DATA_PIXEL, rasterize } from "../src/model";
+import { offsets } from "../src/steps";
 import { statusRank } from "../src/vocabulary";
 import { NO_DATA_COLOR } from "../src/colors";
 
@@ -59,7 +60,7 @@ describe("rasterize", () => {
   it("paints one pixel row per layer in the given order", () => {
     const h = heatmap([[1, 1], [0, 0]], [[1, 1], [3, 3]]);
     const m = buildCells(h, null);
-    const e = columnEdges(h.steps);
+    const e = columnEdges(offsets(h.steps));
     const px = pixelColumns(e, fullRange(e), 4);
     const out = new Uint32Array(8);
     rasterize(m, [1, 0], px, out, 0);
@@ -73,7 +74,7 @@ describe("rasterize", () => {
     const status = [Array.from({ length: n }, (_, j) => (j === 537 ? 3 : 1))];
     const h = heatmap(values, status);
     const m = buildCells(h, null);
-    const e = columnEdges(h.steps);
+    const e = columnEdges(offsets(h.steps));
     const px = pixelColumns(e, fullRange(e), 50);
     const out = new Uint32Array(50);
     rasterize(m, [0], px, out, 0);
@@ -84,9 +85,19 @@ describe("rasterize", () => {
   it("leaves pixels without a column to the background", () => {
     const h = heatmap([[1]], [[1]]);
     const m = buildCells(h, null);
-    const px = pixelColumns(columnEdges(h.steps), { lo: -10, hi: 10 }, 4);
+    const px = pixelColumns(columnEdges(offsets(h.steps)), { lo: -10, hi: 10 }, 4);
     const out = new Uint32Array(4);
     rasterize(m, [0], px, out, 7);
     expect(Array.from(out)).toEqual([7, 7, m.colors[0], 7]);
+  });
+});
+
+describe("extreme values", () => {
+  it("colours a metric domain of +-1.7e308 across the whole map", () => {
+    const h = heatmap([[-1.7e308, 0, 1.7e308]], [[1, 1, 1]], "mean");
+    const m = buildCells(h, { min: -1.7e308, max: 1.7e308, scale: "linear", diverging: true });
+    expect(m.colors[0]).toBe(DIVERGING_LUT[0]);
+    expect(m.colors[1]).toBe(DIVERGING_LUT[128]);
+    expect(m.colors[2]).toBe(DIVERGING_LUT[LUT_SIZE - 1]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, runBadge, worstRun } from "../src/panels";
+import { countsText, groupRuns, runBadge, runTitle, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -25,8 +25,30 @@ describe("run badges", () => {
     expect(worstRun([])).toBeUndefined();
   });
 
+  it("marks a run the server could not analyse as failed, with its error, and opens another first", () => {
+    const error = "run 'b' could not be analysed (ValueError: x); the TensorBoard log has the details";
+    const failed = { ...run("b", null, "no_data"), error };
+    expect(runBadge(failed)).toEqual({ text: "failed", cls: "gh-run-failed", rank: 0 });
+    expect(runBadge({ ...run("a", null), error: null }).text).toBe("healthy");
+    expect(worstRun([failed, run("a", null)] as never)?.run).toBe("a");
+    expect(runTitle({ ...failed, finding_counts: {}, last_step: null })).toBe(`b\n${error}`);
+    expect(runTitle({ run: "a", finding_counts: { warn: 2 }, last_step: 9n, error: null })).toBe("a\n2 warn\nlast step 9");
+  });
+
   it("summarises finding counts", () => {
     expect(countsText({ critical: 1, warn: 0, info: 6 })).toBe("1 critical, 6 info");
     expect(countsText({})).toBe("no findings");
+  });
+
+  it("folds runs with no data under one entry, keeping failed runs listed", () => {
+    const runs = [
+      { run: "train", worst_status: "ok", error: null },
+      { run: "validation", worst_status: "no_data", error: null },
+      { run: "broken", worst_status: "no_data", error: "could not be read" },
+      { run: "nan_validation", worst_status: "no_data", error: null, worst_severity: "critical" as const },
+    ];
+    const { listed, noData } = groupRuns(runs);
+    expect(listed.map((r) => r.run)).toEqual(["train", "broken", "nan_validation"]);
+    expect(noData.map((r) => r.run)).toEqual(["validation"]);
   });
 });

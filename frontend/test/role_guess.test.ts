@@ -5,10 +5,14 @@ describe("guessed roles", () => {
   it("are the roles read from name words, or none at all", () => {
     expect(isGuessed("name")).toBe(true);
     expect(isGuessed("fallback")).toBe(true);
+    expect(isGuessed("data")).toBe(true);
     for (const sure of ["rule", "convention", "pairing", undefined]) expect(isGuessed(sure)).toBe(false);
     expect(guessNote("convention", "weight")).toBeNull();
     expect(guessNote("name", "weight")).toContain('"weight" guessed');
     expect(guessNote("fallback", "other")).toContain("Role unknown");
+    expect(guessNote("data", "activation")).toBe(
+      'Role "activation" guessed from the data, not the name: never negative, with a share at zero, as a ReLU\'s output.',
+    );
   });
 
   it("offer a rule that matches the tag alone", () => {

@@ -42,3 +42,45 @@ describe("log scale", () => {
     expect(scaleLog([10, 10], [0, 1]).domain).toEqual([10, 100]);
   });
 });
+
+describe("extreme domains", () => {
+  const finite = (xs: number[]): boolean => xs.every((x) => Number.isFinite(x));
+
+  it("maps bucket edges of +-1.7e308 to finite pixels with a few ticks", () => {
+    const s = scaleLinear([-1.7e308, 1.7e308], [0, 400]);
+    expect(finite([s(-1.7e308), s(0), s(1.7e308), s(Number.MAX_VALUE)])).toBe(true);
+    expect(s(-1.7e308)).toBeGreaterThanOrEqual(0);
+    expect(s(1.7e308)).toBeLessThanOrEqual(400);
+    expect(s(0)).toBeCloseTo(200, 0);
+    const ticks = s.ticks(5);
+    expect(ticks.length).toBeGreaterThan(1);
+    expect(ticks.length).toBeLessThanOrEqual(20);
+    expect(finite(ticks.map(s))).toBe(true);
+    expect(finite([s.invert(0), s.invert(200), s.invert(400)])).toBe(true);
+    expect(linearTicks(-Number.MAX_VALUE, Number.MAX_VALUE, 5).length).toBeLessThanOrEqual(20);
+    expect(Number.isFinite(tickStep(-Number.MAX_VALUE, Number.MAX_VALUE, 5))).toBe(true);
+  });
+
+  it("maps subnormal edges to finite, distinct pixels", () => {
+    const s = scaleLinear([5e-324, 2e-323], [0, 400]);
+    expect(finite([s(5e-324), s(1e-323), s(2e-323)])).toBe(true);
+    expect(s(2e-323)).toBeGreaterThan(s(5e-324));
+    const ticks = s.ticks(5);
+    expect(ticks.length).toBeGreaterThan(0);
+    expect(ticks.length).toBeLessThanOrEqual(50);
+    expect(finite(ticks.map(s))).toBe(true);
+    expect(tickStep(0, 5e-324, 5)).toBeGreaterThan(0);
+  });
+
+  it("keeps a log scale over subnormal and huge values finite", () => {
+    const tiny = scaleLog([5e-324, 1e-320], [200, 0]);
+    expect(finite([tiny(5e-324), tiny(1e-322), tiny(1e-320)])).toBe(true);
+    expect(tiny(1e-320)).toBeLessThan(tiny(5e-324));
+    expect(finite(tiny.ticks(6).map(tiny))).toBe(true);
+    expect(tiny.ticks(6).every((t) => t > 0)).toBe(true);
+    const huge = scaleLog([1, 1.7e308], [200, 0]);
+    expect(finite([huge(1), huge(1.7e308)])).toBe(true);
+    expect(huge.ticks(6).every((t) => Number.isFinite(t))).toBe(true);
+    expect(huge.ticks(6).length).toBeLessThanOrEqual(8);
+  });
+});

@@ -63,3 +63,32 @@ def name_causes(findings: List[Finding]) -> None:
             if f.severity != INFO and f.kind in ("vanishing_gradients", "dead_units"):
                 f.cause = "dead_relu"
                 f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
+
+
+def fold_after_nonfinite(findings: List[Finding]) -> List[Finding]:
+    """Folds the findings that begin once the run turned non-finite for good into the earliest nonfinite finding.
+
+    The `nonfinite` detector names the collapse step (None when every
+    non-finite row recovered, as from a transient overflow). Vanishing, dead
+    units, skew, growth and the like that begin there or later are computed on
+    what NaN left of the tensors: they become the collapse's consequences, in
+    its evidence, not problems of their own. An explosion at the collapse step
+    is its cause, and stays.
+    """
+    collapses = [f for f in findings if f.kind == "nonfinite" and f.evidence.get("collapse_step") is not None]
+    if not collapses:
+        return findings
+    first = min(collapses, key=lambda f: f.first_step)
+    at = first.evidence["collapse_step"]
+    folded = [f for f in findings if f.kind != "nonfinite" and
+              (f.first_step > at or (f.first_step == at and f.kind != "exploding_gradients"))]
+    if not folded:
+        return findings
+    first.evidence.setdefault("consequences", []).extend(
+        {"kind": f.kind, "severity": f.severity, "layers": f.layers, "first_step": f.first_step,
+         "last_step": f.last_step, "message": f.message} for f in folded)
+    first.message += (f"; {len(folded)} later finding{'s' if len(folded) != 1 else ''} "
+                      f"({', '.join(sorted({f.kind for f in folded}))}) follow from these values from step {at} "
+                      "on and are listed in its evidence")
+    gone = {id(f) for f in folded}
+    return [f for f in findings if id(f) not in gone]

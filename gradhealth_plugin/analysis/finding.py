@@ -62,5 +62,5 @@ def _jsonable(obj):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
         v = float(obj)
-        return v if np.isfinite(v) else str(v)
+        return v if np.isfinite(v) else None  # as every route sends NaN and infinities
     return obj

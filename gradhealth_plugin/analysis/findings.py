@@ -9,7 +9,7 @@ triggers are the contract in DESIGN section 4; each kind is a module in
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,10 +21,16 @@ KINDS = detectors.KINDS
 ADVICE = {d.KIND: d.ADVICE for d in detectors.DETECTORS}
 
 
-def find(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    """Every finding for one run, most severe first."""
-    found = [f for d in detectors.DETECTORS for f in d.detect(rd, limits)]
+def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = None) -> List[Finding]:
+    """Every finding for one run, most severe first.
+
+    `only`: run just these detector modules (for a caller that acts on some kinds
+    alone); their findings are those a full run gives, but for a cause named only
+    from kinds left out.
+    """
+    found = [f for d in (detectors.DETECTORS if only is None else only) for f in d.detect(rd, limits)]
     found = combine.drop_explained_spikes(found)
+    found = combine.fold_after_nonfinite(found)
     combine.name_causes(found)
     found.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.first_step, KINDS.index(f.kind)))
     return found
@@ -69,6 +75,18 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
 _CELLS_AT_ONCE = 1 << 17
 
 
+def covers(f: Finding, layer: str, steps: np.ndarray) -> np.ndarray:
+    """Which of `steps` (a row's or a scalar's) the finding covers for `layer`: its span, narrowed to
+    its exact steps for point-wise findings. The heatmap's statuses and the tab's outlines both read it."""
+    if layer not in f.spans:
+        return np.zeros(len(steps), dtype=bool)
+    first, last = f.spans[layer]
+    covered = (steps >= first) & (steps <= last)
+    if layer in f.points:
+        covered &= np.isin(steps, f.points[layer])
+    return covered
+
+
 def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray, findings: List[Finding]) -> tuple:
     """(status, rule) per step of each row (one per layer): the worst warn or critical finding covering it."""
     status = np.where(present, health.OK, health.NO_DATA).astype(np.uint8)
@@ -80,10 +98,7 @@ def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray
         sev = health.CRITICAL if f.severity == CRITICAL else health.WARN
         for layer in f.spans.keys() & row_of.keys():
             i = row_of[layer]
-            first, last = f.spans[layer]
-            covered = present[i] & (steps[i] >= first) & (steps[i] <= last) & (status[i] < sev)
-            if layer in f.points:
-                covered &= np.isin(steps[i], f.points[layer])
+            covered = present[i] & covers(f, layer, steps[i]) & (status[i] < sev)
             status[i] = np.where(covered, sev, status[i])
             rule[i] = np.where(covered, f.kind, rule[i])
     return status, rule

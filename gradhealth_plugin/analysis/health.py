@@ -14,7 +14,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from .metrics import MetricTable
+from .metrics import LOWER_BOUND, MetricTable
 
 NO_DATA = 0
 OK = 1
@@ -86,6 +86,9 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
             value = np.abs(value)
         limit = limits.get(r.threshold, 0.0) if r.threshold else 0.0
         known = ~np.isnan(value)
+        if not r.above:
+            # A lower bound under a floor proves nothing (the update ratio bounded from the weights alone).
+            known &= table.quality_of(r.metric) != LOWER_BOUND
         fired = known & ((value > limit) if r.above else (value < limit))
         close = np.where(known, _closeness(value, limit, r.above, r.log), 0.0) if r.threshold else np.where(fired, 2.0, 0.0)
         close = np.where(fired, np.maximum(close, 1.0), np.minimum(close, 0.999))

@@ -9,7 +9,9 @@ specified from, and the CS231n update-ratio rule of thumb.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional
+import json
+import math
+from typing import Dict, List, Mapping, Optional, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,20 +51,133 @@ DEFAULTS: Dict[str, Threshold] = {
     "depth_ratio": Threshold(1e-3, "seed 003", "first layers' gradient norm below this fraction of the last layers' is depth vanishing"),
     "init_scale_factor": Threshold(3.0, "seeds 002, 003", "initial std further than this factor from both He and Glorot"),
     "bimodal_dip": Threshold(0.5, "seed 004", "valley between two weight modes below this share of the smaller peak"),
+    "exploding_steps": Threshold(2, "seed 004 (a one-off is a spike)",
+                                 "logged steps in a row past an explosion limit (or not back to normal after) that "
+                                 "make an explosion"),
+    "update_ratio_steps": Threshold(3, "seed 003", "logged steps in a row a measured or estimated update ratio must "
+                                    "stay past its limit"),
+    "update_ratio_bound_steps": Threshold(1, "CS231n; a proven bound is no noisy estimate",
+                                          "logged intervals in a row the weights-only lower bound of the update "
+                                          "ratio must exceed its ceiling"),
+    "frozen_steps": Threshold(3, "CS231n (a frozen layer)", "logged steps a weight histogram must be identical at "
+                              "before its weights are said never to change"),
+    "init_scale_max_step": Threshold(1, "seeds 002, 003", "latest first logged weight step whose std is judged as "
+                                     "the initialisation"),
+    "no_progress_points": Threshold(8, "seed 003 (CI alerts)", "logged loss values needed before the loss is judged "
+                                    "for progress"),
+    "no_progress_improvement": Threshold(0.03, "SageMaker Debugger's LossNotDecreasing",
+                                         "share by which the median of the loss's last tenth must lie below its "
+                                         "first tenth's"),
 }
 
 
-def thresholds(overrides: Mapping[str, float] = ()) -> Dict[str, float]:
-    """The threshold values, with the user's overrides applied.
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a threshold may take: outside them a detector crashes, or silently never fires."""
 
-    Raises ValueError on an unknown name or a value that is not a number, so a
-    typo in a config file is reported instead of silently ignored.
+    low: float
+    high: float = math.inf
+    low_open: bool = False  # low itself is not allowed
+    integer: bool = False  # a count of steps
+
+    def holds(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        try:
+            x = float(value)
+        except OverflowError:  # a 400-digit JSON integer
+            return False
+        if not math.isfinite(x) or (self.integer and x != int(x)):
+            return False
+        return (x > self.low if self.low_open else x >= self.low) and x <= self.high
+
+    def __str__(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        low, high = _number(self.low), _number(self.high)
+        if math.isinf(self.high):
+            return f"{kind} {'>' if self.low_open else '>='} {low}"
+        if self.low_open:
+            return f"{kind} > {low} and <= {high}"
+        return f"{kind} from {low} to {high}"
+
+
+def _number(x: float) -> str:
+    """1000000 rather than 1e+06 for a whole number; 1e-06 for a small one."""
+    return str(int(x)) if abs(x) < 1e15 and x == int(x) else f"{x:g}"
+
+
+_POSITIVE = Range(0, low_open=True)
+_FRACTION = Range(0, 1)
+_SHARE = Range(0, 1, low_open=True)  # a fraction that fires on nothing at 0
+_FACTOR = Range(1, low_open=True)  # "this many times": at 1 or below it fires on no change at all
+
+# What each threshold may be set to. Counts of steps are integers; the spike window needs the three
+# points a running median is taken from and is bounded because the rolling windows cost memory
+# in proportion to it; an epoch longer than 1e12 steps is a typo.
+ALLOWED: Dict[str, Range] = {
+    "exploding_max_abs": _POSITIVE,
+    "exploding_jump": _FACTOR,
+    "vanishing_abs": _POSITIVE,
+    "vanishing_fraction": _SHARE,
+    "vanishing_steps": Range(1, 1_000_000, integer=True),
+    "dead_zero_fraction": _FRACTION,
+    "dead_info_zero_fraction": _FRACTION,
+    "weight_std_growth": _FACTOR,
+    "weight_abs_mean": _POSITIVE,
+    "skewness": _POSITIVE,
+    "update_ratio_high": _POSITIVE,
+    "update_ratio_low": _POSITIVE,
+    "spike_z": _POSITIVE,
+    "spike_window": Range(3, 1000, integer=True),
+    "steps_per_epoch": Range(0, 1e12, integer=True),
+    "depth_ratio": _SHARE,
+    "init_scale_factor": _FACTOR,
+    "bimodal_dip": _SHARE,
+    "exploding_steps": Range(1, 1_000_000, integer=True),
+    "update_ratio_steps": Range(1, 1_000_000, integer=True),
+    "update_ratio_bound_steps": Range(1, 1_000_000, integer=True),
+    # Identical at one step says nothing: it takes two steps to not change.
+    "frozen_steps": Range(2, 1_000_000, integer=True),
+    "init_scale_max_step": Range(0, 1e12, integer=True),
+    # A first and a last tenth need at least two values.
+    "no_progress_points": Range(2, 1_000_000, integer=True),
+    "no_progress_improvement": _FRACTION,
+}
+
+
+def _shown(value: object) -> str:
+    """A value as the JSON file spells it (NaN, Infinity, true), cut short."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def checked_thresholds(overrides: object) -> Tuple[Dict[str, float], List[str]]:
+    """The threshold values with the user's valid overrides applied, and one line per override rejected.
+
+    A rejected override (unknown name, not a number, outside its range) keeps
+    the default; the others still apply.
     """
     values = {name: t.value for name, t in DEFAULTS.items()}
-    for name, value in dict(overrides).items():
+    if not isinstance(overrides, Mapping):
+        return values, [f"thresholds must be an object of name: number; got {_shown(overrides)}; using the defaults"]
+    problems = []
+    for name, value in overrides.items():
         if name not in DEFAULTS:
-            raise ValueError(f"unknown threshold {name!r}; known: {', '.join(sorted(DEFAULTS))}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"threshold {name!r} must be a number, got {value!r}")
-        values[name] = float(value)
+            problems.append(f"unknown threshold {_shown(name)}; ignored (known: {', '.join(sorted(DEFAULTS))})")
+        elif not ALLOWED[name].holds(value):
+            default = _number(DEFAULTS[name].value)
+            problems.append(f"{name} must be {ALLOWED[name]}; got {_shown(value)}; using {default}")
+        else:
+            values[name] = float(value)
+    return values, problems
+
+
+def thresholds(overrides: Mapping[str, float] = ()) -> Dict[str, float]:
+    """The threshold values, with the user's overrides applied; ValueError naming every rejected one."""
+    values, problems = checked_thresholds(dict(overrides))
+    if problems:
+        raise ValueError("; ".join(problems))
     return values

@@ -55,12 +55,14 @@ def layers_text(layers: List[str]) -> str:
 
 def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List[Hit], threshold: float,
           what: str, advice: str) -> Optional[Finding]:
-    """One finding for the same problem in many layers, the earliest (then shallowest) layer first."""
+    """One finding for the same problem in many layers, listed in model order (run-level scalars
+    first); its evidence is the earliest (then shallowest) layer's."""
     if not hits:
         return None
     order = {layer.name: layer.order for layer in rd.layers}
-    hits = sorted(hits, key=lambda h: (h.first, order.get(h.layer, 0)))
-    layers = [h.layer for h in hits]
+    hits = sorted(hits, key=lambda h: (h.first, order.get(h.layer, -1)))
+    # Model order reads as the model does: "0, 1, 3", not the onset order "3, 0, 1".
+    layers = sorted((h.layer for h in hits), key=lambda name: order.get(name, -1))
     first = min(h.first for h in hits)
     last = max(h.last for h in hits)
     onset = hits[0]

@@ -22,6 +22,7 @@ from tensorboard.data import provider
 
 from ..analysis import metrics
 from ..writing import format as metadata
+from . import hparams as hparams_lib
 from . import runs, tables
 from . import tags as tags_lib
 from .cache import TagCache
@@ -53,7 +54,14 @@ def _write_order(listing: Mapping) -> List[str]:
 
 
 def _by_step(datums: Sequence) -> List:
-    return sorted(datums, key=lambda d: d.step)
+    return tables.last_per_step(datums)
+
+
+class _Unreadable:
+    """What the tag cache keeps for a histogram tag whose tensors are not numbers."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
 class Reader:
@@ -78,6 +86,29 @@ class Reader:
         for listing in self._listings(ctx, experiment_id, run=None).values():
             seen.update(listing)
         return sorted(seen, key=tags_lib.natural_key)
+
+    def hparams(self, ctx, experiment_id: str) -> Dict[str, hparams_lib.Session]:
+        """Each run's hyperparameters (`hparams.assign`), from the listing of the HParams plugin's summaries.
+
+        The listing carries each session start info in its metadata, so nothing is read
+        but the listings; runs without hyperparameters are left out.
+        """
+        listed = self._provider.list_tensors(ctx, experiment_id=experiment_id,
+                                             plugin_name=hparams_lib.PLUGIN_NAME, run_tag_filter=None)
+        sessions = {}
+        for run, tags in listed.items():
+            ts = tags.get(hparams_lib.SESSION_START_TAG)
+            values = None if ts is None else hparams_lib.parse_session_start(ts.plugin_content)
+            if values is not None:
+                sessions[run] = values
+        if not sessions:
+            return {}
+        listings = self._listings(ctx, experiment_id, run=None)
+        data_runs = set()
+        for listing in listings.values():
+            data_runs.update(listing)
+        own_data = set(listings["histograms"]) | set(listings[metadata.PLUGIN_NAME])
+        return hparams_lib.assign(sorted(data_runs, key=tags_lib.natural_key), sessions, own_data)
 
     def run_data(self, ctx, experiment_id: str, run: str) -> runs.RunData:
         """The run's model, rebuilt only when what the provider lists for it changed."""
@@ -119,23 +150,33 @@ class Reader:
         # server alphabetically; answers must not depend on which one TensorBoard uses.
         # Ordering by last write keeps the writer's order for tags written every step.
         own_listing = listings[metadata.PLUGIN_NAME].get(run, {})
+        scalar_listing = dict(listings["scalars"].get(run, {}))
+        # The record an integration's stop_on wrote: why training stopped, in its description.
+        stop = scalar_listing.pop(metadata.STOP_TAG, None)
         run_tags = runs.classify_run_tags(
-            _write_order(listings["histograms"].get(run, {})), _write_order(listings["scalars"].get(run, {})),
+            _write_order(listings["histograms"].get(run, {})), _write_order(scalar_listing),
             {tag: own_listing[tag].plugin_content for tag in _write_order(own_listing)}, self._tag_rules)
         reads = self._read(ctx, experiment_id, run, run_tags, listings)
         max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
-        return runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+        data = runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+        if stop is not None:
+            data.stopped = {"step": int(stop.max_step), "message": stop.description or ""}
+        return data
 
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
               listings: Mapping[str, Mapping]) -> runs.RunReads:
         """Reads what the run's classified tags need, and how much of it TensorBoard's sampling dropped."""
-        own = self._read_own(ctx, experiment_id, run, run_tags.own)
+        walls: Dict[tuple, np.ndarray] = {}
+        unreadable: Dict[str, str] = {}
+        own = self._read_own(ctx, experiment_id, run, run_tags.own, walls, unreadable)
         histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
-                                            listings["histograms"].get(run, {}))
+                                            listings["histograms"].get(run, {}), walls, unreadable)
         diagnosed = run_tags.diagnosed()
-        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed)
+        exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed,
+                                         walls)
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
-        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={})
+        reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={},
+                              walls=walls, unreadable=unreadable)
         kept_steps = reads.kept_steps()
         max_steps = {}
         for plugin, tag in kept_steps:
@@ -152,8 +193,13 @@ class Reader:
         ).get(run, {})
 
     def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                          listing: Mapping) -> Dict[str, metrics.MetricTable]:
-        """Metric tables of histogram tags, reading only the tags whose listing changed."""
+                          listing: Mapping, walls: Dict[tuple, np.ndarray],
+                          unreadable: Dict[str, str]) -> Dict[str, metrics.MetricTable]:
+        """Metric tables of histogram tags, reading only the tags whose listing changed; each
+        tag's wall times per kept step go into `walls` under ("histograms", tag).
+
+        A tag whose tensors are not numbers goes to `unreadable` (tag -> why) instead.
+        """
         out: Dict[str, metrics.MetricTable] = {}
         stale: List[tags_lib.TagInfo] = []
         for info in infos:
@@ -161,18 +207,24 @@ class Reader:
             hit = self.tag_cache.get((experiment_id, run, "histograms", info.tag), (ts.max_step, ts.max_wall_time))
             if hit is None:
                 stale.append(info)
+            elif isinstance(hit, _Unreadable):
+                unreadable[info.tag] = hit.why
             else:
                 out[info.tag] = hit.table
+                walls[("histograms", info.tag)] = hit.wall_times
         size = _FIRST_READ_TAGS
         while stale:
             chunk, stale = stale[:size], stale[size:]
-            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out)
+            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, walls,
+                                                     unreadable)
             size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
         return out
 
     def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
-                              listing: Mapping, out: Dict[str, metrics.MetricTable]) -> int:
-        """Reads one chunk of tags into `out` and the tag cache; returns how many bucket values it read.
+                              listing: Mapping, out: Dict[str, metrics.MetricTable],
+                              walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> int:
+        """Reads one chunk of tags into `out` (or `unreadable`) and the tag cache; returns how many
+        bucket values it read.
 
         The decoded samples are dropped as soon as their metrics are computed,
         so that one chunk's worth is the most held at a time.
@@ -185,13 +237,22 @@ class Reader:
             datums = result.pop(info.tag, [])
             if datums:
                 values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+            why = runs.not_numbers(datums)
+            if why is not None:
+                unreadable[info.tag] = why
+                # Remembered like a table: an unchanged tag is not read again to find the same.
+                self.tag_cache.put(key, (ts.max_step, ts.max_wall_time), _Unreadable(why), len(why))
+                continue
             bimodal = info.role == tags_lib.WEIGHT and info.kind in (tags_lib.KIND_KERNEL, tags_lib.KIND_OTHER)
-            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums,
-                                          self.tag_cache.peek(key)))
+            previous = self.tag_cache.peek(key)
+            if isinstance(previous, _Unreadable):  # its text is gone (purged or sampled away): start afresh
+                previous = None
+            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums, previous))
         del result
         for p, entry in zip(pending, tables.compute(pending)):
             self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
             out[p.key[-1]] = entry.table
+            walls[("histograms", p.key[-1])] = entry.wall_times
         return values_read
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
@@ -211,31 +272,39 @@ class Reader:
         by_step = self.bucket_cache.get(key, version)
         if by_step is None:
             by_step = {}
-            for datum in self._read_tensors(ctx, experiment_id, "histograms", run, [tag]).get(tag, []):
-                by_step.setdefault(datum.step, datum.numpy)
+            for datum in _by_step(self._read_tensors(ctx, experiment_id, "histograms", run, [tag]).get(tag, [])):
+                by_step[datum.step] = datum.numpy
             self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))
         buckets = by_step.get(step)
         # Whatever the tensor holds: a malformed one reads as no buckets, as in the metrics.
         return None if buckets is None else metrics.as_buckets(buckets).copy()
 
-    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo]) -> Dict[str, tuple]:
-        """gradhealth summaries: tag -> (steps, {metric: exact values})."""
+    def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
+                  walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> Dict[str, tuple]:
+        """gradhealth summaries: tag -> (steps, {metric: exact values}); wall times into `walls`;
+        tags whose tensors are not numbers go to `unreadable` (tag -> why)."""
         if not infos:
             return {}
         result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos])
         out = {}
         width = len(metadata.FIELDS)
         for tag, datums in result.items():
+            why = runs.not_numbers(datums)
+            if why is not None:
+                unreadable[tag] = why
+                continue
             datums = _by_step(datums)
             vectors = np.full((len(datums), width), np.nan)
             for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
                 flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
                 vectors[i, :len(flat)] = flat
             out[tag] = (np.array([d.step for d in datums], dtype=np.int64), metadata.vectors_to_table_values(vectors))
+            walls[(metadata.PLUGIN_NAME, tag)] = np.array([d.wall_time for d in datums], dtype=np.float64)
         return out
 
-    def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str]) -> Dict[str, tuple]:
-        """Scalar tags: tag -> (steps, values), by step."""
+    def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str],
+                            walls: Dict[tuple, np.ndarray]) -> Dict[str, tuple]:
+        """Scalar tags: tag -> (steps, values), by step; wall times into `walls`."""
         if not tags:
             return {}
         result = self._provider.read_scalars(
@@ -247,4 +316,5 @@ class Reader:
             datums = _by_step(datums)
             out[tag] = (np.array([d.step for d in datums], dtype=np.int64),
                         np.array([d.value for d in datums], dtype=np.float64))
+            walls[("scalars", tag)] = np.array([d.wall_time for d in datums], dtype=np.float64)
         return out

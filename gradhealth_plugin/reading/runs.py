@@ -17,7 +17,7 @@ import numpy as np
 from ..analysis import health, metrics
 from ..analysis import series as series_lib
 from ..writing import format as metadata
-from . import tables
+from . import axes, data_roles, tables
 from . import tags as tags_lib
 
 
@@ -49,6 +49,29 @@ class RoleData:
     logged_at_least: bool = False
     # How the role of the row's first tag was decided (tags.BY_RULE, BY_CONVENTION, ...).
     decided_by: str = tags_lib.BY_CONVENTION
+    # A histogram on another step axis than the row's (Keras' per-epoch histograms beside
+    # per-iteration summaries, see `axes`): its step N is not the row's step N. It then
+    # adds nothing to the table, and a cell shows the histogram written nearest in time,
+    # labelled with its own step: from the row's wall time per step (`step_walls`)
+    # and the histogram's own steps and wall times.
+    histogram_other_axis: bool = False
+    step_walls: Optional[np.ndarray] = None
+    histogram_steps: Optional[np.ndarray] = None
+    histogram_walls: Optional[np.ndarray] = None
+
+    def histogram_step_at(self, index: int) -> Optional[Tuple[int, Optional[float]]]:
+        """The histogram to show at the row's `index`-th step: (its step on its own axis, seconds it was
+        written after the row's step, None on the row's own axis); None when the row has no histogram."""
+        if self.histogram_tag is None:
+            return None
+        step = int(self.table.steps[index])
+        if not self.histogram_other_axis:
+            return step, None
+        wall = float(self.step_walls[index])
+        nearest = axes.nearest_in_time(self.histogram_walls, wall)
+        if nearest is None:
+            return None
+        return int(self.histogram_steps[nearest]), float(self.histogram_walls[nearest] - wall)
 
 
 @dataclasses.dataclass
@@ -89,6 +112,13 @@ class RunData:
     sampling: Optional[dict] = None
     # Scalar tag -> kind for every tag in `scalars` and `scalar_series`.
     scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Tags left out because what they hold cannot be read: tag -> why, for a person.
+    unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Where an integration's stop_on stopped training, and why: {"step", "message"}; None if it did not.
+    stopped: Optional[dict] = None
+    # Per tag of `scalar_series`: whether it counts steps as the layers' rows do (False: Keras'
+    # per-epoch scalars beside per-iteration rows), None where the wall times cannot tell.
+    scalar_axes: Dict[str, Optional[bool]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -129,6 +159,8 @@ class RunTags:
     scalars: Dict[str, List[str]]  # run-level scalar kind -> tags
     shapes: Dict[str, List[int]]  # layer -> tensor shape, from gradhealth summaries
     unclassified: List[str]
+    # gradhealth tags whose metadata does not follow the format: tag -> why.
+    unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def diagnosed(self) -> List[str]:
         return [t for kind in DIAGNOSED_SCALARS for t in self.scalars.get(kind, [])]
@@ -158,19 +190,29 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
             layer_scalars.append(info)
         else:
             scalars.setdefault(info.kind, []).append(tag)
-    own, shapes = [], {}
+    own, shapes, unreadable = [], {}, {}
     for tag, content in own_contents.items():
-        meta = metadata.parse_metadata(content)
-        if meta is None:
-            unclassified.append(tag)
+        try:
+            meta = metadata.read_metadata(content)
+        except metadata.MetadataError as e:
+            unreadable[tag] = str(e)
             continue
-        position = meta.get("position") if isinstance(meta.get("position"), int) else None
-        own.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], position))
-        if isinstance(meta.get("shape"), list):
+        own.append(tags_lib.own_summary_info(tag, meta["layer"], meta["role"], meta.get("position")))
+        if "shape" in meta:
             shapes[meta["layer"]] = meta["shape"]
     histograms = tags_lib.separate_shared_rows(tags_lib.pair_rows(infos))
     return RunTags(histograms=histograms, layer_scalars=layer_scalars, own=own,
-                   scalars=scalars, shapes=shapes, unclassified=unclassified)
+                   scalars=scalars, shapes=shapes, unclassified=unclassified, unreadable=unreadable)
+
+
+def not_numbers(datums: Sequence) -> Optional[str]:
+    """Why a tag's tensors cannot be read as numbers (text, complex values), or None when they can."""
+    for d in datums:  # one dtype per step: a tag's tensors need not agree
+        dtype = np.asarray(d.numpy).dtype
+        if dtype.kind not in "biuf":
+            what = "text" if dtype.kind in "OSU" else f"{dtype.name} values"
+            return f"the tensor at step {d.step} holds {what}, not numbers"
+    return None
 
 
 @dataclasses.dataclass
@@ -183,6 +225,10 @@ class RunReads:
     scalar_series: Dict[str, tuple]  # diagnosed run-level scalar tag -> (steps, values)
     # (plugin, tag) -> (steps logged, dropped, lower bound); see `tag_sampling`.
     sampling: Dict[tuple, tuple]
+    # (plugin, tag) -> wall time of each kept step, where the reader recorded them.
+    walls: Dict[tuple, np.ndarray] = dataclasses.field(default_factory=dict)
+    # Tags read but left out, their values not being numbers: tag -> why.
+    unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def kept_steps(self) -> Dict[tuple, np.ndarray]:
         """(plugin, tag) -> the steps TensorBoard kept, for every tag read."""
@@ -219,11 +265,8 @@ _SCALAR_ORDER = {name: i for i, name in enumerate(("mean_abs", "max_abs", "l2", 
 
 def _row_table(hist_tag: Optional[str], scalar_infos: List[tags_lib.TagInfo], own_infos: List[tags_lib.TagInfo],
                reads: RunReads) -> metrics.MetricTable:
-    """A row's metric table: bucket estimates overwritten by exact values where there are any."""
-    # With gradhealth's exact summaries, bucket estimates add nothing but a second step axis
-    # (Keras' own callback logs histograms per epoch, the integrations per optimizer step):
-    # the histogram then serves only the cell's bucket view.
-    table = tables.copy_table(reads.histograms[hist_tag]) if hist_tag and not own_infos else metrics.empty_table()
+    """A row's metric table: bucket estimates (of `hist_tag`, if given) overwritten by exact values."""
+    table = tables.copy_table(reads.histograms[hist_tag]) if hist_tag else metrics.empty_table()
     # Exact values win over bucket estimates: scalars first, then gradhealth's own summaries.
     for info in scalar_infos:
         steps, values = reads.exact[info.tag]
@@ -254,23 +297,63 @@ def role_data(group: List[tags_lib.TagInfo], reads: RunReads) -> Optional[RoleDa
     hist_tag = hist_infos[0].tag if hist_infos else None
     hist_table = reads.histograms[hist_tag] if hist_tag else metrics.empty_table()
     first_seen = (int(hist_table.steps[0]), hist_table.first_wall) if hist_tag and len(hist_table.steps) else None
-    table = _row_table(hist_tag, scalar_infos, own_infos, reads)
+    # The exact series that sets the row's step axis: gradhealth's summary, else the first scalar.
+    axis_key = ((metadata.PLUGIN_NAME, own_infos[0].tag) if own_infos
+                else ("scalars", scalar_infos[0].tag) if scalar_infos else None)
+    other_axis = hist_tag is not None and axis_key is not None and _other_axis(axis_key, hist_tag, reads)
+    # With gradhealth's exact summaries, bucket estimates add nothing; on another step axis
+    # they would put one moment's numbers under another's step. The histogram then serves
+    # only the cell's bucket view.
+    merged_hist = hist_tag if hist_tag and not own_infos and not other_axis else None
+    table = _row_table(merged_hist, scalar_infos, own_infos, reads)
     source = "+".join(s for s, present in (("gradhealth", own_infos), ("histogram", hist_infos),
                                            ("scalar", scalar_infos)) if present)
     used = own_infos[:1] + hist_infos[:1] + scalar_infos
     tags = [i.tag for i in used]
-    # The tags whose steps make up the row: the histogram's only without gradhealth summaries.
+    # The tags whose steps make up the row.
     step_tags = ([(metadata.PLUGIN_NAME, i.tag) for i in own_infos[:1]]
-                 + [("histograms", i.tag) for i in hist_infos[:1] if not own_infos]
+                 + ([("histograms", merged_hist)] if merged_hist else [])
                  + [("scalars", i.tag) for i in scalar_infos])
+    axis = {}
+    if other_axis:
+        axis = {"histogram_other_axis": True, "step_walls": _row_walls(table.steps, axis_key, reads),
+                "histogram_steps": hist_table.steps, "histogram_walls": reads.walls[("histograms", hist_tag)]}
     return RoleData(tags=tags, source=source, table=table, histogram_tag=hist_tag, first_seen=first_seen,
-                    decided_by=used[0].decided_by, **_row_sampling(step_tags, table, reads.sampling))
+                    decided_by=used[0].decided_by, **_row_sampling(step_tags, table, reads.sampling), **axis)
+
+
+def _other_axis(axis_key: tuple, hist_tag: str, reads: RunReads) -> bool:
+    """Whether the histogram tag is proven to count steps otherwise than the row's exact series."""
+    exact = reads.own if axis_key[0] == metadata.PLUGIN_NAME else reads.exact
+    walls, hist_walls = reads.walls.get(axis_key), reads.walls.get(("histograms", hist_tag))
+    if walls is None or hist_walls is None:
+        return False
+    return axes.same_step_axis(exact[axis_key[1]][0], walls, reads.histograms[hist_tag].steps, hist_walls) is False
+
+
+def _row_walls(steps: np.ndarray, axis_key: tuple, reads: RunReads) -> np.ndarray:
+    """The wall time of each of the row's steps, from the series that sets its axis (NaN where it has none)."""
+    exact = reads.own if axis_key[0] == metadata.PLUGIN_NAME else reads.exact
+    own_steps, walls = exact[axis_key[1]][0], reads.walls[axis_key]
+    at = np.minimum(np.searchsorted(own_steps, steps), max(len(own_steps) - 1, 0))
+    found = (own_steps[at] == steps) if len(own_steps) else np.zeros(len(steps), dtype=bool)
+    return np.where(found, walls[at] if len(walls) else np.nan, np.nan)
+
+
+def _roles_from_data(infos: List[tags_lib.TagInfo], reads: RunReads) -> List[tags_lib.TagInfo]:
+    """The histograms whose names told no role, with the role their data proves where it proves one."""
+    out = []
+    for info in infos:
+        table = reads.histograms.get(info.tag) if info.decided_by == tags_lib.BY_FALLBACK else None
+        role = data_roles.role_from_data(table) if table is not None else None
+        out.append(info if role is None else tags_lib.with_role(info, role, tags_lib.BY_DATA))
+    return out
 
 
 def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
     """The layers the tags describe, each with one row per role that has data, in first-tag order."""
     grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
-    for info in run_tags.own + run_tags.histograms + run_tags.layer_scalars:
+    for info in run_tags.own + _roles_from_data(run_tags.histograms, reads) + run_tags.layer_scalars:
         grouped[(info.layer, info.role)].append(info)
     layers: Dict[str, Layer] = {}
     for (name, role), group in grouped.items():
@@ -287,13 +370,22 @@ def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
 
 
 def add_update_ratios(layers: Iterable[Layer]) -> None:
-    """The update-to-weight ratio of layers logging both their weights and their updates."""
+    """The update-to-weight ratio of layers logging their weights: estimated from their updates where
+    those are logged too, else, for kernels, the lower bound the weights' own norms prove (other
+    parameters often start at zero, where any update is large against the weights)."""
     for layer in layers:
         weight = layer.roles.get(tags_lib.WEIGHT)
         update = layer.roles.get(tags_lib.UPDATE)
-        if weight is None or update is None or "update_ratio" in weight.table.values:
+        if weight is None or "update_ratio" in weight.table.values:
             continue
-        ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
+        if update is None and layer.kind != tags_lib.KIND_KERNEL:
+            continue
+        if update is None:
+            ratio, quality = metrics.update_ratio_lower_bound(weight.table)
+            if not np.isfinite(ratio).any():
+                continue
+        else:
+            ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
         weight.table.values["update_ratio"] = ratio
         weight.table.quality["update_ratio"] = quality
 
@@ -313,7 +405,32 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         histogram_interval=logging_interval(t.steps for t in reads.histograms.values()),
         steps_logged=max((r.steps_logged or 0 for r in rows), default=0) or kept,
         sampling=run_sampling(rows),
+        unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
+                                                    key=lambda item: tags_lib.natural_key(item[0]))},
+        scalar_axes=scalar_axes(reads),
     )
+
+
+def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
+    """Per run-level scalar: whether it counts steps as the layers' rows do, told from wall times.
+
+    The rows' axis is that of gradhealth's own summaries where there are any (they
+    set the row's steps), else of the histograms, else of the per-layer scalars;
+    the longest series of that kind stands for it.
+    """
+    candidates = ([(metadata.PLUGIN_NAME, tag, steps) for tag, (steps, _) in reads.own.items()]
+                  or [("histograms", tag, table.steps) for tag, table in reads.histograms.items()]
+                  or [("scalars", tag, steps) for tag, (steps, _) in reads.exact.items()])
+    known = [(len(steps), key, tag, steps) for key, tag, steps in candidates if (key, tag) in reads.walls]
+    if not known:
+        return {tag: None for tag in reads.scalar_series}
+    _, key, tag, steps = max(known, key=lambda c: c[0])
+    walls = reads.walls[(key, tag)]
+    out: Dict[str, Optional[bool]] = {}
+    for scalar, (scalar_steps, _) in reads.scalar_series.items():
+        scalar_walls = reads.walls.get(("scalars", scalar))
+        out[scalar] = None if scalar_walls is None else axes.same_step_axis(steps, walls, scalar_steps, scalar_walls)
+    return out
 
 
 # Within one module: weights first, then biases, then normalisation parameters,

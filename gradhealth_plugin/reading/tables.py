@@ -57,6 +57,18 @@ class Pending:
     width: int  # most buckets in one fresh row
 
 
+def last_per_step(datums: Sequence) -> list:
+    """The datums by step, one per step: the last written where a writer logged one step several times.
+
+    Some writers never advance their step (every epoch logged at step 51); TensorBoard's
+    Python loader keeps every such sample, its Rust data server only the last. Keeping
+    the last under both makes a row's steps an axis (one value per step), the same
+    whichever loader TensorBoard uses.
+    """
+    ordered = sorted(datums, key=lambda d: d.step)  # stable: write order within a step
+    return [d for d, nxt in zip(ordered, ordered[1:] + [None]) if nxt is None or nxt.step != d.step]
+
+
 def pending(key: tuple, version: tuple, bimodal: bool, datums: Sequence, previous: Optional[TagMetrics]) -> Pending:
     """Sorts a tag's datums by step and finds the rows an earlier result already has.
 
@@ -64,13 +76,10 @@ def pending(key: tuple, version: tuple, bimodal: bool, datums: Sequence, previou
     grows, the loaders keep most old samples, and only new steps need their
     buckets turned into metrics.
     """
+    datums = last_per_step(datums)
     n = len(datums)
     steps = np.array([d.step for d in datums], dtype=np.int64)
     walls = np.array([d.wall_time for d in datums], dtype=np.float64)
-    if n > 1 and np.any(np.diff(steps) < 0):
-        order = np.argsort(steps, kind="stable")
-        datums = [datums[i] for i in order]
-        steps, walls = steps[order], walls[order]
     source = np.full(n, -1, dtype=np.int64)
     if previous is not None and ("bimodal_dip" in previous.table.values) != bimodal:
         previous = None
@@ -103,6 +112,25 @@ def _batch_dip(h: metrics.Histograms, parts: List[Pending], starts: np.ndarray, 
     return dip
 
 
+def _batch_l2_bounds(h: metrics.Histograms, parts: List[Pending], starts: np.ndarray, ends: np.ndarray
+                     ) -> Optional[tuple]:
+    """The proven L2 interval (`metrics.l2_bounds`) of the rows of weight tags (NaN elsewhere); None if none."""
+    if not any(p.bimodal for p in parts):
+        return None
+    rows = np.concatenate([np.arange(s, e) for s, e, p in zip(starts, ends, parts) if p.bimodal])
+    low, high = np.full(len(h.steps), np.nan), np.full(len(h.steps), np.nan)
+    low[rows], high[rows] = metrics.l2_bounds(_select_rows(h, rows))
+    return low, high
+
+
+def _bound_columns(bounds: tuple, s: int, e: int) -> tuple:
+    """(values, quality) of the l2_low / l2_high columns for rows s:e."""
+    values = {"l2_low": bounds[0][s:e].copy(), "l2_high": bounds[1][s:e].copy()}
+    quality = {name: np.where(np.isfinite(v), code, metrics.NO_DATA).astype(np.uint8)
+               for (name, v), code in zip(values.items(), (metrics.LOWER_BOUND, metrics.UPPER_BOUND))}
+    return values, quality
+
+
 def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
     """Metrics of the fresh rows of several tags, computed in one pass and split per tag."""
     lengths = np.array([len(p.fresh) for p in parts], dtype=np.int64)
@@ -113,10 +141,16 @@ def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
                                  [a for p in parts for a in p.arrays])
     table = metrics.histogram_metrics(h)
     dip = _batch_dip(h, parts, starts, ends)
+    # Weight tags (the ones that want the dip) also get the proven L2 interval the
+    # update ratio's lower bound needs: the buckets are not kept after this pass.
+    bounds = _batch_l2_bounds(h, parts, starts, ends)
     if len(parts) == 1:
         if dip is not None:
             table.values["bimodal_dip"] = dip
             table.quality["bimodal_dip"] = table.quality["std"]
+            values, quality = _bound_columns(bounds, 0, len(h.steps))
+            table.values.update(values)
+            table.quality.update(quality)
         return [table]
     out = []
     for s, e, p in zip(starts, ends, parts):
@@ -127,6 +161,9 @@ def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
         if p.bimodal:
             values["bimodal_dip"] = dip[s:e].copy()
             quality["bimodal_dip"] = quality["std"]
+            bound_values, bound_quality = _bound_columns(bounds, s, e)
+            values.update(bound_values)
+            quality.update(bound_quality)
         out.append(metrics.MetricTable(steps=h.steps[s:e].copy(), values=values, quality=quality,
                                        first_wall=float(h.wall_times[s]) if e > s else None))
     return out

@@ -32,7 +32,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+try:  # Python's regex parser, to tell an optional layer group (see `_optional_layer_group`)
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parser
+except ImportError:  # pragma: no cover - Python < 3.11 names them sre_constants and sre_parse
+    try:
+        import sre_constants as _sre_constants
+        import sre_parse as _sre_parser
+    except ImportError:
+        _sre_constants = _sre_parser = None
 
 from ..analysis.metrics import METRICS
 
@@ -68,6 +78,7 @@ BY_RULE = "rule"  # the user's tag rule
 BY_CONVENTION = "convention"  # a known writer's naming (or gradhealth's own metadata)
 BY_PAIRING = "pairing"  # a bare name next to its logged gradient
 BY_NAME = "name"  # the words of the name
+BY_DATA = "data"  # the histograms themselves (see `data_roles`)
 BY_FALLBACK = "fallback"  # nothing told: role OTHER
 
 
@@ -113,6 +124,17 @@ _ROLE_PREFIXES = (
     (re.compile(r"^(?:weights?|params?|parameters?|weight_hist)/(.+)$", re.I), WEIGHT),
     (re.compile(r"^(?:activations?|acts?|activation_hist)/(.+)$", re.I), ACTIVATION),
     (re.compile(r"^(?:updates?|deltas?)/(.+)$", re.I), UPDATE),
+)
+# Flax: a ``variables`` dict flattened whole keeps its collection names: ``params/`` after a role
+# prefix (the gradient of the whole dict), BatchNorm's running statistics under ``batch_stats/`` (like
+# Keras's moving_mean, weights of a norm layer) and ``capture_intermediates`` outputs under
+# ``intermediates/<module>/__call__``. Tried before the prefixes, which would keep ``params/`` in the layer.
+_FLAX_COLLECTIONS = (
+    (re.compile(r"^(?:gradients?|grads?)/params/(.+)$"), GRADIENT, None),
+    (re.compile(r"^(?:weights?|params?|parameters?)/params/(.+)$"), WEIGHT, None),
+    (re.compile(r"^(?:updates?)/params/(.+)$"), UPDATE, None),
+    (re.compile(r"^batch_stats/(.+/(?:mean|var))$"), WEIGHT, KIND_NORM),
+    (re.compile(r"^intermediates/(.+?)/__call__(?:/\d+)?$"), ACTIVATION, None),
 )
 _ROLE_SUFFIXES = (
     (re.compile(r"^(.+?)(?:\.grad|/grad|/grads|/gradients?|_grad)$", re.I), GRADIENT),
@@ -229,6 +251,12 @@ def _make(tag: str, layer: str, role: str, metric: Optional[str] = None, order_h
                    kind=_kind_of(layer, role), metric=metric, order_hint=order_hint)
 
 
+def with_role(info: TagInfo, role: str, decided_by: str) -> TagInfo:
+    """The same tag given another role (its group and kind follow the role), and how that was decided."""
+    return dataclasses.replace(info, role=role, group=_group_of(info.layer, role), kind=_kind_of(info.layer, role),
+                               decided_by=decided_by)
+
+
 def own_summary_info(tag: str, layer: str, role: str, position: Optional[int]) -> TagInfo:
     """TagInfo for a gradhealth summary, whose metadata names the layer and role."""
     return _make(tag, layer, role, OWN_SUMMARY, position)
@@ -241,7 +269,10 @@ def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
             continue
         if rule.role == "ignore":
             return "ignore"
-        layer = m.groupdict().get("layer") or (m.group(1) if m.groups() else tag)
+        group = _layer_group(rule.pattern)
+        layer = tag if group is None else m.group(group)
+        if not layer:  # the group took no part in this match, or matched nothing: no row to name
+            continue
         return dataclasses.replace(_make(tag, layer, rule.role, rule.metric), decided_by=BY_RULE)
     return None
 
@@ -320,6 +351,11 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
         return None
     if user is not None:
         return user  # type: ignore[return-value]
+    for regex, role, kind in _FLAX_COLLECTIONS:
+        m = regex.match(tag)
+        if m:
+            info = _make(tag, m.group(1), role)
+            return dataclasses.replace(info, kind=kind) if kind else info
     for regex, role in _ROLE_PREFIXES:
         m = regex.match(tag)
         if m:
@@ -443,23 +479,74 @@ def natural_key(name: str) -> tuple:
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", name) if t)
 
 
-def parse_user_rules(entries: Sequence[Mapping], source: str = "tag rules") -> list:
+def _layer_group(pattern: re.Pattern) -> Optional[int]:
+    """The group naming a rule's row: ``layer``, else the first; None: the whole tag."""
+    if "layer" in pattern.groupindex:
+        return pattern.groupindex["layer"]
+    return 1 if pattern.groups else None
+
+
+def _always_set(items, group: int) -> bool:
+    """Whether every match of a parsed pattern sets `group` (False when unsure)."""
+    c = _sre_constants
+    for op, av in items:
+        if op is c.SUBPATTERN and (av[0] == group or _always_set(av[3], group)):
+            return True
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1 and _always_set(av[2], group):
+            return True
+        if op is c.BRANCH and all(_always_set(branch, group) for branch in av[1]):
+            return True
+        if op is c.ATOMIC_GROUP and _always_set(av, group):
+            return True
+        if op is c.ASSERT and _always_set(av[1], group):
+            return True
+        if op is c.GROUPREF_EXISTS and av[2] is not None and _always_set(av[1], group) and _always_set(av[2], group):
+            return True
+    return False
+
+
+def _optional_layer_group(pattern: re.Pattern) -> bool:
+    """Whether some match of the pattern leaves its layer group out (``^(?P<layer>zz)?gradients/``).
+
+    Read from the parse tree of Python's own regex compiler; where that is not
+    available the rule is kept, and a tag its group misses is left to the other rules.
+    """
+    group = _layer_group(pattern)
+    if group is None or _sre_parser is None:
+        return False
+    try:
+        return not _always_set(_sre_parser.parse(pattern.pattern, pattern.flags), group)
+    except Exception:  # noqa: BLE001 - a private module whose shape may change: keep the rule
+        return False
+
+
+def parse_user_rules(entries: object, source: str = "tag rules") -> Tuple[List[UserRule], List[str]]:
+    """The valid rules, and one line per rule rejected (the rest are kept)."""
     # A JSON file can hold anything: say what is wrong instead of failing with AttributeError.
     if not isinstance(entries, (list, tuple)):
-        raise ValueError(f"{source}: tag_rules must be a list of rules, got {type(entries).__name__}")
-    rules = []
+        return [], [f"{source}: tag_rules must be a list of rules, got {type(entries).__name__}; no rules used"]
+    rules, problems = [], []
     for i, entry in enumerate(entries):
+        problem = None
         if not isinstance(entry, Mapping):
-            raise ValueError(f"{source}: rule {i}: expected an object with 'pattern' and 'role', got {entry!r}")
-        role = entry.get("role")
-        if role not in ROLES + ("ignore",):
-            raise ValueError(f"{source}: rule {i}: role must be one of {ROLES + ('ignore',)}, got {role!r}")
-        try:
-            pattern = re.compile(entry["pattern"])
-        except (KeyError, re.error, TypeError) as e:
-            raise ValueError(f"{source}: rule {i}: bad pattern: {e}") from e
-        metric = entry.get("metric")
-        if metric is not None and metric not in METRICS:
-            raise ValueError(f"{source}: rule {i}: metric must be one of {METRICS}, got {metric!r}")
-        rules.append(UserRule(pattern=pattern, role=role, metric=metric))
-    return rules
+            problem = f"expected an object with 'pattern' and 'role', got {entry!r:.60}"
+        elif entry.get("role") not in ROLES + ("ignore",):
+            problem = f"role must be one of {ROLES + ('ignore',)}, got {entry.get('role')!r:.60}"
+        elif entry.get("metric") is not None and entry.get("metric") not in METRICS:
+            problem = f"metric must be one of {METRICS}, got {entry.get('metric')!r:.60}"
+        elif not isinstance(entry.get("pattern"), str):
+            problem = f"bad pattern: expected a regular expression (a string), got {entry.get('pattern')!r:.60}"
+        else:
+            try:
+                pattern = re.compile(entry["pattern"])
+            except (re.error, ValueError, RecursionError, OverflowError) as e:
+                problem = f"bad pattern: {e}"
+            else:
+                if entry["role"] != "ignore" and _optional_layer_group(pattern):
+                    problem = (f"bad pattern {pattern.pattern!r:.60}: its layer group is optional, so a tag "
+                               f"it matches may get no row name; make the group required")
+        if problem is None:
+            rules.append(UserRule(pattern=pattern, role=entry["role"], metric=entry.get("metric")))
+        else:
+            problems.append(f"{source}: rule {i}: {problem}; rule ignored")
+    return rules, problems

@@ -3,8 +3,8 @@
 A `WatchHandle` holds the watched parameters, the optimizers whose steps it
 counts, the activations captured in the step's first forward pass and the
 event file. Its ``_on_*`` methods are what `hooks.hook` calls; none of them
-raises into training: failures are counted on the handle and warned about
-once per kind.
+raises into training: failures, the event file's included, are counted on the
+handle, listed by kind in ``problems`` and warned about once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from ..writing.events import SummaryFileWriter
-from ..writing.format import FIELDS
+from ..writing.failures import Failures
+from ..writing.format import FIELDS, stop_summary
 from . import hooks, kernels
 
 # The public module's logger, as users configure it.
@@ -28,7 +29,6 @@ logger = logging.getLogger("gradhealth_plugin.torch")
 GRADIENT, WEIGHT, ACTIVATION = "gradient", "weight", "activation"
 EVENT_FILE_SUFFIX = ".gradhealth"
 _FLUSH_SECS = 5.0
-_MAX_PROBLEMS = 50
 _UPDATE_RATIO = FIELDS.index("update_ratio")
 
 
@@ -40,8 +40,26 @@ def _first_tensor(output):
     return None
 
 
+class TrainingStopped(Exception):
+    """What ``watch(..., stop_on=..., raise_on_stop=True)`` raises into the training loop, once.
+
+    Raised by ``optimizer.step()`` at the logged step where the finding was
+    found (without an optimizer, by the next forward pass), after the step's
+    statistics and the stop record were written. ``finding`` is the finding;
+    the message says why training stopped.
+    """
+
+    def __init__(self, message: str, finding) -> None:
+        super().__init__(message)
+        self.finding = finding
+
+
 class WatchedParam:
-    """A trainable parameter `watch` found: its name in the model and its position in model order."""
+    """A parameter `watch` found: its name in the model and its position in model order.
+
+    It is logged on the steps it trains (``requires_grad``), so one frozen
+    when `watch` ran is logged once it is unfrozen.
+    """
 
     __slots__ = ("name", "param", "position")
 
@@ -78,8 +96,12 @@ class WatchHandle:
 
     ``step`` is the index of the optimizer step in progress, ``errors`` counts
     logging failures (none of which reached the training loop), ``problems``
-    keeps their first messages and ``skipped`` the modules whose output could
-    not be summarised and why.
+    lists them by kind (the first message and how many there were: the
+    counts add up to ``errors``) and ``skipped`` the modules whose output
+    could not be summarised and why. With ``watch(..., stop_on=...)``,
+    ``should_stop`` turns True at the logged step where a finding the alert
+    acts on was found, ``stopped_by`` is that finding and ``stop_message``
+    says why (also written into the run).
     """
 
     def __init__(self, model: nn.Module, log_dir: str, every_n_steps: int, update_ratio: bool,
@@ -89,13 +111,13 @@ class WatchHandle:
         self.update_ratio = update_ratio
         self.active = active
         self.number = hooks.next_number()
-        self._errors = 0
-        self.problems: List[str] = []
+        self._failures = Failures(logger)
         self.skipped: Dict[str, str] = {}
         self.steps_logged = 0
         self._model_ref = weakref.ref(model)
         self._hooks: list = []
         self._params: List[WatchedParam] = []
+        self._unhooked: List[WatchedParam] = []  # without an optimizer: frozen, so not hooked yet
         self._sources: List[StepSource] = []
         self._backward_step = start_step  # without an optimizer: backward passes count the steps
         self._backward_queued = False
@@ -104,10 +126,15 @@ class WatchHandle:
         self._calls: Dict[str, int] = {}
         self._positions: Dict[str, int] = {}
         self._deferred: Optional[tuple] = None  # without an optimizer: weights waiting for their update
-        self._warned: set = set()
         self._writer: Optional[SummaryFileWriter] = None
         self._last_flush = time.monotonic()
         self._closed = False
+        # stop_on (see `live`): the in-process judge, whether to raise, and what it found.
+        self._live = None
+        self._raise_on_stop = False
+        self._raised = False
+        self.stopped_by = None
+        self.stop_message: Optional[str] = None
 
     # -- public ----------------------------------------------------------
 
@@ -118,8 +145,18 @@ class WatchHandle:
         return self._backward_step
 
     @property
+    def should_stop(self) -> bool:
+        """True once ``stop_on`` found a finding to stop on; training loops read it to stop cleanly."""
+        return self.stopped_by is not None
+
+    @property
     def errors(self) -> int:
-        return self._errors + (self._writer.errors if self._writer is not None else 0)
+        return self._failures.count
+
+    @property
+    def problems(self) -> List[str]:
+        """One line per kind of failure: its first message, and how many there were when more than one."""
+        return self._failures.problems
 
     @property
     def layers(self) -> List[Tuple[int, str, str]]:
@@ -150,16 +187,8 @@ class WatchHandle:
 
     # -- failures --------------------------------------------------------
 
-    def _fail(self, what: str, error: BaseException) -> None:
-        self._errors += 1
-        message = f"{what}: {type(error).__name__}: {error}"
-        if len(self.problems) < _MAX_PROBLEMS:
-            self.problems.append(message)
-        if what not in self._warned:
-            self._warned.add(what)
-            logger.warning("gradhealth: could not %s (%s: %s); training continues", what, type(error).__name__, error)
-        else:
-            logger.debug("gradhealth: could not %s: %s", what, error)
+    def _fail(self, what: str, error: BaseException, kind: Optional[str] = None) -> None:
+        self._failures.report(what, error, kind)
 
     def _skip(self, layer: str, reason: str) -> None:
         if layer not in self.skipped:
@@ -175,13 +204,13 @@ class WatchHandle:
         """Reduces gradients and weights of `params` on their devices (off the CPU without reading anything back)."""
         pending = _Pending(step)
         with torch.no_grad():
-            with_grad = [p for p in self._present(params) if p.param.grad is not None]
+            present = self._trained(params)
+            with_grad = [p for p in present if p.param.grad is not None]
             grads = [self._dense(p.param.grad) for p in with_grad]
             for group in kernels.grouped(grads):
                 members = [with_grad[i] for i in group]
                 acc, _ = kernels.reduce_stats([grads[i] for i in group])
                 pending.grads.append((members, acc))
-            present = self._present(params)
             weights = [p.param.detach() for p in present]
             for group in kernels.grouped(weights):
                 members = [present[i] for i in group]
@@ -191,8 +220,9 @@ class WatchHandle:
         return pending
 
     @staticmethod
-    def _present(params: List[WatchedParam]) -> List[WatchedParam]:
-        return [p for p in params if p.param.numel() and p.param.is_floating_point()]
+    def _trained(params: List[WatchedParam]) -> List[WatchedParam]:
+        # A frozen parameter has no gradient, and its unchanging weight would read as a stalled update.
+        return [p for p in params if p.param.requires_grad and p.param.numel() and p.param.is_floating_point()]
 
     @staticmethod
     def _dense(grad: torch.Tensor) -> torch.Tensor:
@@ -268,12 +298,41 @@ class WatchHandle:
             for p, row in zip(members, rows):
                 writer.write_stats(step, WEIGHT, p.name, row, p.position, tuple(p.param.shape), wall)
         self.steps_logged += 1
+        self._judge(step)
         if time.monotonic() - self._last_flush >= _FLUSH_SECS:
             self.flush()
 
+    def _judge(self, step: int) -> None:
+        """With stop_on: judges the logged steps so far; on a finding, records it in the run and flushes."""
+        if self._live is None or self.stopped_by is not None:
+            return
+        match = self._live.judge()
+        if match is None:
+            return
+        from ..live import stop_message
+
+        self.stopped_by = match.finding
+        self.stop_message = stop_message(match, self._live.alert, step)
+        self._ensure_writer().write_summary(step, stop_summary(step, self.stop_message), "the stop record")
+        self.flush()
+        logger.warning("gradhealth: %s", self.stop_message)
+
+    def _raise_if_stopped(self) -> None:
+        """With raise_on_stop: raises `TrainingStopped` into the training loop, once."""
+        if self._raise_on_stop and self.stopped_by is not None and not self._raised:
+            self._raised = True
+            raise TrainingStopped(self.stop_message, self.stopped_by)
+
     def _ensure_writer(self) -> SummaryFileWriter:
         if self._writer is None:
-            self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX)
+            if self._live is not None:
+                from ..live import RecordingWriter
+
+                self._writer = RecordingWriter(self._live, self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
+                                               failures=self._failures)
+            else:
+                self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
+                                                 failures=self._failures)
         return self._writer
 
     def _take_activations(self) -> Dict[str, tuple]:
@@ -310,6 +369,7 @@ class WatchHandle:
             source.step += 1
             if source.primary:
                 self._set_capture(source.step)
+        self._raise_if_stopped()
 
     # -- hooks without an optimizer --------------------------------------
 
@@ -321,6 +381,19 @@ class WatchHandle:
             self._backward_queued = True
         except Exception as e:  # noqa: BLE001
             self._fail("follow the end of backward", e)
+
+    def _hook_unfrozen(self) -> None:
+        """Hooks the parameters frozen at `watch` that train now: their gradients then end a step too."""
+        try:
+            unfrozen = [p for p in self._unhooked if p.param.requires_grad]
+            if not unfrozen:
+                return
+            accumulated = hooks.hook_for(self, "_on_grad_accumulated")
+            for p in unfrozen:
+                self._hooks.append(p.param.register_post_accumulate_grad_hook(accumulated))
+            self._unhooked = [p for p in self._unhooked if not p.param.requires_grad]
+        except Exception as e:  # noqa: BLE001
+            self._fail("follow a parameter unfrozen since watch()", e)
 
     def _on_backward_end(self) -> None:
         self._backward_queued = False
@@ -356,11 +429,14 @@ class WatchHandle:
         self._calls = {}
         # A backward that raised never ran its end callback; a new forward means it is over.
         self._backward_queued = False
+        if self._unhooked:
+            self._hook_unfrozen()
         if self._deferred is not None:
             try:
                 self._write_deferred()
             except Exception as e:  # noqa: BLE001
                 self._fail("write the update ratio of the last logged step", e)
+        self._raise_if_stopped()
 
     def _on_forward(self, name: str, position: int, module, args, output) -> None:
         if not self._capture or not module.training or not torch.is_grad_enabled():
@@ -384,7 +460,7 @@ class WatchHandle:
                 acc, _ = kernels.reduce_stats([tensor.detach()])
             self._activations[layer] = (acc, tensor.numel(), tuple(tensor.shape), position)
         except Exception as e:  # noqa: BLE001
-            self._fail(f"summarise the output of {name}", e)
+            self._fail(f"summarise the output of {name}", e, kind="summarise a module's output")
 
     # -- lifecycle -------------------------------------------------------
 
@@ -407,3 +483,4 @@ class WatchHandle:
             source.pending = None
         if self._writer is not None:
             self._writer.close()
+        self._failures.log_total()

@@ -23,7 +23,8 @@ _SKIPPED_MODULES = (nn.Identity, nn.Flatten, nn.Unflatten, nn.Dropout, nn.Dropou
 
 def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 100,
           activations: Union[bool, Iterable[str], Callable[[str, nn.Module], bool]] = True, *,
-          update_ratio: bool = True, start_step: int = 0, all_ranks: bool = False) -> WatchHandle:
+          update_ratio: bool = True, start_step: int = 0, all_ranks: bool = False, stop_on=None,
+          raise_on_stop: bool = False) -> WatchHandle:
     """Logs exact statistics of `model`'s gradients, weights, updates and activations.
 
     Args:
@@ -43,6 +44,15 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
       start_step: index of the first step (when resuming).
       all_ranks: under torch.distributed every rank writes (to ``log_dir/rank<r>``);
         by default only rank 0 does and other ranks add no hooks.
+      stop_on: ``"critical"`` or ``"warn"`` (or a `gradhealth_plugin.alerts.Alert`
+        naming kinds and consecutive logged steps): after each logged step, judge
+        the statistics just computed with the tab's rules and thresholds; on a
+        finding at that severity, set ``handle.should_stop`` (and
+        ``handle.stopped_by``), write why into the run (the ``gradhealth/stopped``
+        scalar, which the tab's run summary shows) and flush. Never on info.
+      raise_on_stop: with `stop_on`, also raise `TrainingStopped` from
+        ``optimizer.step()`` at that step (without an optimizer: from the next
+        forward pass), once.
 
     Returns a `WatchHandle`; `unwatch(handle)` or `unwatch(model)` removes every hook.
     """
@@ -51,6 +61,7 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     if int(every_n_steps) < 1:
         raise ValueError("gradhealth: every_n_steps must be at least 1")
     every_n_steps = int(every_n_steps)
+    alert = _alert(stop_on)
     root = _unwrap(model)
     optimizers = _optimizers(optimizer)
     log_dir = os.fspath(log_dir)
@@ -68,6 +79,11 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     handle = WatchHandle(root, log_dir, every_n_steps, bool(update_ratio), int(start_step), active)
     if not active:
         return handle
+    if alert is not None:
+        from ..live import LiveRun
+
+        handle._live = LiveRun(alert, os.path.basename(os.path.normpath(log_dir)) or log_dir, log_dir)
+        handle._raise_on_stop = bool(raise_on_stop)
 
     _watch_modules(handle, root, _activation_filter(activations))
     if optimizers:
@@ -75,7 +91,11 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     else:
         accumulated = hooks.hook_for(handle, "_on_grad_accumulated")
         for p in handle._params:
-            handle._hooks.append(p.param.register_post_accumulate_grad_hook(accumulated))
+            if p.param.requires_grad:
+                handle._hooks.append(p.param.register_post_accumulate_grad_hook(accumulated))
+            elif p.param.is_floating_point():
+                # Torch refuses a gradient hook on a frozen parameter: hooked once it is unfrozen.
+                handle._unhooked.append(p)
     # Numbers repeated calls of one module (a shared ReLU) from 0 in each forward pass.
     handle._hooks.append(root.register_forward_pre_hook(hooks.hook_for(handle, "_on_root_forward_pre")))
     handle._set_capture(int(start_step))
@@ -98,7 +118,7 @@ def unwatch(handle_or_model: Union[WatchHandle, nn.Module]) -> None:
 
 
 def _watch_modules(handle: WatchHandle, root: nn.Module, keep: Callable[[str, nn.Module], bool]) -> None:
-    """Lists the trainable parameters and hooks the kept leaf modules' outputs, numbering both in model order."""
+    """Lists the parameters (frozen ones too) and hooks the kept leaf modules' outputs, numbering both in model order."""
     position = 0
     seen = set()
     for module_name, module in root.named_modules():
@@ -106,10 +126,10 @@ def _watch_modules(handle: WatchHandle, root: nn.Module, keep: Callable[[str, nn
             if id(param) in seen:
                 continue  # named_parameters() lists a shared parameter once, under its first name
             seen.add(id(param))
-            if param.requires_grad:
-                name = f"{module_name}.{param_name}" if module_name else param_name
-                handle._params.append(WatchedParam(name, param, position))
-                position += 1
+            # Frozen ones too: they are logged once unfrozen (on the steps they train).
+            name = f"{module_name}.{param_name}" if module_name else param_name
+            handle._params.append(WatchedParam(name, param, position))
+            position += 1
         if not any(True for _ in module.children()) and keep(module_name, module):
             name = module_name or "output"
             handle._positions[name] = position
@@ -130,6 +150,15 @@ def _hook_optimizers(handle: WatchHandle, optimizers: List, start_step: int) -> 
     for k, source in enumerate(handle._sources):
         handle._hooks.append(source.optimizer.register_step_pre_hook(hooks.hook_for(handle, "_on_step_pre", k)))
         handle._hooks.append(source.optimizer.register_step_post_hook(hooks.hook_for(handle, "_on_step_post", k)))
+
+
+def _alert(stop_on):
+    """The `alerts.Alert` of ``stop_on`` (None when off); a wrong value raises here, before training."""
+    if stop_on is None:
+        return None
+    from ..alerts import Alert
+
+    return Alert.of(stop_on)
 
 
 def _activation_filter(activations) -> Callable[[str, nn.Module], bool]:
@@ -164,9 +193,12 @@ def _optimizers(optimizer) -> List:
 def _unwrap_optimizer(optimizer):
     """A torch Optimizer from wrappers that keep it in ``.optimizer`` (Accelerate, Lightning)."""
     for _ in range(8):
-        if isinstance(optimizer, torch.optim.Optimizer) or not hasattr(optimizer, "optimizer"):
+        inner = getattr(optimizer, "optimizer", None)
+        # Accelerate's AcceleratedOptimizer subclasses Optimizer without its hook tables: the inner one steps.
+        if inner is None or (isinstance(optimizer, torch.optim.Optimizer)
+                             and not isinstance(inner, torch.optim.Optimizer)):
             break
-        optimizer = optimizer.optimizer
+        optimizer = inner
     if not hasattr(optimizer, "register_step_pre_hook"):
         raise TypeError(f"gradhealth: {type(optimizer).__name__} is not a torch.optim.Optimizer")
     return optimizer

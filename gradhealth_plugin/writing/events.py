@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .failures import report_failure
+from .failures import Failures
 from .format import summary_metadata, tag_for, tensor_summary
 
 
@@ -76,21 +76,25 @@ class EventFile:
 class SummaryFileWriter:
     """Writes gradhealth summaries to an event file without TensorFlow.
 
-    Every method swallows and logs its own errors (disk full, a closed file):
-    logging must never break the training it watches. The first failure is
-    logged as a warning, later ones at debug level.
+    Every method swallows its own errors (disk full, a closed file): logging
+    must never break the training it watches. They are reported on
+    `failures` (the owner's, to count them with its own; by default the
+    writer's): counted, listed by kind, the first one logged as a warning.
     """
 
-    def __init__(self, logdir: str, filename_suffix: str = "") -> None:
+    def __init__(self, logdir: str, filename_suffix: str = "", failures: Optional[Failures] = None) -> None:
         self._logdir = logdir
         self._suffix = filename_suffix
         self._writer = None
         self._lock = threading.Lock()
-        self._warned = False
-        self.errors = 0
+        self.failures = failures if failures is not None else Failures()
+
+    @property
+    def errors(self) -> int:
+        return self.failures.count
 
     def _fail(self, what: str, error: BaseException) -> None:
-        report_failure(self, what, error)
+        self.failures.report(what, error, kind="write to the event file")
 
     def _ensure(self):
         if self._writer is None:
@@ -121,6 +125,17 @@ class SummaryFileWriter:
                 self._ensure().add_event(event)
         except Exception as e:  # noqa: BLE001
             self._fail(f"write scalar {tag}", e)
+
+    def write_summary(self, step: int, summary, what: str = "a summary") -> None:
+        """Writes a ready ``Summary`` proto at `step` (such as `format.stop_summary`)."""
+        try:
+            from tensorboard.compat.proto import event_pb2
+
+            event = event_pb2.Event(step=int(step), wall_time=time.time(), summary=summary)
+            with self._lock:
+                self._ensure().add_event(event)
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"write {what}", e)
 
     def flush(self) -> None:
         try:

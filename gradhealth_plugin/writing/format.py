@@ -14,6 +14,7 @@ It needs only tensorboard and numpy.
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence
 
 import numpy as np
@@ -48,17 +49,77 @@ def metadata_content(role: str, layer: str, position: Optional[int] = None,
     return json.dumps(content, sort_keys=True).encode("utf-8")
 
 
-def parse_metadata(content: bytes) -> Optional[Dict]:
-    """The metadata dict, or None when it is not a gradhealth summary we can read."""
+class MetadataError(ValueError):
+    """Summary metadata that does not follow this format; the message says why, for a person."""
+
+
+# The roles the writers log. Anything else in a summary's metadata is not this format.
+ROLES = ("gradient", "weight", "activation", "update")
+# A shape's element count must fit an int64, as every tensor's does: its fan-in and
+# fan-out are computed with numpy integers.
+_MAX_ELEMENTS = 2 ** 63 - 1
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shape_problem(shape: object) -> Optional[str]:
+    """Why ``shape`` is not a tensor shape (a list of positive integers), or None."""
+    if not isinstance(shape, list) or not all(_is_int(s) for s in shape):
+        return f"shape must be a list of integers, got {_preview(shape)}"
+    if any(s < 1 for s in shape):
+        return f"shape must list positive dimensions, got {_preview(shape)}"
+    if math.prod(shape) > _MAX_ELEMENTS:
+        return "shape has more elements than a tensor can hold"
+    return None
+
+
+def _preview(value: object, limit: int = 60) -> str:
+    """A value as JSON, cut short: messages must stay one line, whatever the metadata holds."""
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):  # nested deeper than json.dumps goes
+        text = type(value).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def read_metadata(content: bytes) -> Dict:
+    """The metadata dict of a gradhealth summary, checked field by field.
+
+    Raises `MetadataError` saying why when the content is not this format's: not
+    JSON, another version, a role outside `ROLES`, a layer that is not a string,
+    a position that is not an integer, or a shape that is not a list of positive
+    integers. Readers report such a tag rather than trust what it says.
+    """
     try:
         parsed = json.loads(bytes(content).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(parsed, dict) or parsed.get("version") != FORMAT_VERSION:
-        return None
-    if not isinstance(parsed.get("role"), str) or not isinstance(parsed.get("layer"), str):
-        return None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise MetadataError("metadata is not JSON") from None
+    if not isinstance(parsed, dict):
+        raise MetadataError("metadata is not a JSON object")
+    if parsed.get("version") != FORMAT_VERSION or isinstance(parsed.get("version"), bool):
+        raise MetadataError(f"format version {_preview(parsed.get('version'))}; this version reads {FORMAT_VERSION}")
+    role = parsed.get("role")
+    if role not in ROLES:
+        raise MetadataError(f"role {_preview(role)} is not one of {', '.join(ROLES)}")
+    if not isinstance(parsed.get("layer"), str):
+        raise MetadataError(f"layer must be a string, got {_preview(parsed.get('layer'))}")
+    if "position" in parsed and not _is_int(parsed["position"]):
+        raise MetadataError(f"position must be an integer, got {_preview(parsed['position'])}")
+    if "shape" in parsed:
+        problem = _shape_problem(parsed["shape"])
+        if problem is not None:
+            raise MetadataError(problem)
     return parsed
+
+
+def parse_metadata(content: bytes) -> Optional[Dict]:
+    """The metadata dict, or None when it is not a gradhealth summary we can read (`read_metadata` says why)."""
+    try:
+        return read_metadata(content)
+    except MetadataError:
+        return None
 
 
 def summary_metadata(role: str, layer: str, position: Optional[int] = None,
@@ -96,3 +157,29 @@ def vectors_to_table_values(vectors: np.ndarray, fields: Sequence[str] = FIELDS)
         "mean_abs", "max_abs", "update_ratio")}
     values["nonfinite"] = np.nan_to_num(col.get("nan_count", nan)) + np.nan_to_num(col.get("inf_count", nan))
     return values
+
+
+# Written once into a run that an integration's ``stop_on`` stopped: a scalar (plugin
+# ``scalars``) at the step training stopped, its summary description saying why.
+# The scalar listing carries the description, so reading it costs no extra read.
+STOP_TAG = "gradhealth/stopped"
+
+
+def stop_metadata(message: str) -> "SummaryMetadata":
+    """The scalar metadata of the stop record: its description says why training stopped."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+    meta = scalar_metadata.create_summary_metadata(display_name=STOP_TAG, description=message)
+    meta.data_class = summary_pb2.DATA_CLASS_SCALAR
+    return meta
+
+
+def stop_summary(step: int, message: str) -> "Summary":
+    """The ``Summary`` recording why training stopped at `step` (its value is that step)."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.util import tensor_util
+
+    value = summary_pb2.Summary.Value(tag=STOP_TAG, metadata=stop_metadata(message),
+                                      tensor=tensor_util.make_tensor_proto(np.float32(step)))
+    return summary_pb2.Summary(value=[value])

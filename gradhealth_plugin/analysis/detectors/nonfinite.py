@@ -1,8 +1,16 @@
-"""NaN or Inf in a watched tensor or a run-level scalar (seeds 002, 004)."""
+"""NaN or Inf in a watched tensor or a run-level scalar (seeds 002, 004).
+
+Each layer's evidence says whether its values stay non-finite to its last
+logged step (`to_the_end`). Where one does, the run turned non-finite for good
+at `collapse_step` (in every finding's evidence): the start of the last stretch
+of logged steps at which something was non-finite. Later findings are then
+computed on what NaN left, and `combine.fold_after_nonfinite` lists them as its
+consequences; a transient overflow that training recovered from is no collapse.
+"""
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, Optional
 
 import numpy as np
 
@@ -32,7 +40,37 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     if f is not None:
         f.message = f"scalar {f.message}"
     out.append(f)
-    return [f for f in out if f is not None]
+    out = [f for f in out if f is not None]
+    collapse = _collapse_step(rd)
+    for f in out:
+        f.evidence["collapse_step"] = collapse
+    return out
+
+
+def _collapse_step(rd) -> Optional[int]:
+    """The step the run turned non-finite for good, or None if every non-finite row recovered.
+
+    On the steps of each row that ends non-finite, the start of its last stretch
+    of steps at which anything in the run (any row or scalar) was non-finite.
+    """
+    bad, ending = [], []
+    rows = [(table.steps, gt(table.get("nonfinite"), 0)) for role in tags_lib.ROLES
+            for _, table in role_tables(rd, role)]
+    rows += [(steps, ~np.isfinite(values)) for steps, values in rd.scalar_series.values()]
+    for steps, mask in rows:
+        if mask.any():
+            bad.append(steps[mask])
+            if mask[int(np.argmax(mask)):].all():
+                ending.append(steps)
+    if not ending:
+        return None
+    bad_steps = np.unique(np.concatenate(bad))
+    onsets = []
+    for steps in ending:
+        hit = np.isin(steps, bad_steps)
+        healthy = np.flatnonzero(~hit)
+        onsets.append(int(steps[healthy[-1] + 1 if len(healthy) else 0]))
+    return min(onsets)
 
 
 def _tensor_hits(rd, role: str) -> List[Hit]:
@@ -47,8 +85,8 @@ def _tensor_hits(rd, role: str) -> List[Hit]:
             nonfinite, idx = counts[r], np.nonzero(masks[r])[0]
             found[int(rows[r])] = Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]),
                                       float(nonfinite[idx[0]]), int(table.steps[idx[0]]),
-                                      {"steps_with_nonfinite": len(idx)}, table.steps[idx],
-                                      after=kept_before(table.steps, int(idx[0])))
+                                      {"steps_with_nonfinite": len(idx), "to_the_end": bool(masks[r][idx[0]:].all())},
+                                      table.steps[idx], after=kept_before(table.steps, int(idx[0])))
     return [found[i] for i in sorted(found)]
 
 
@@ -59,5 +97,5 @@ def _scalar_hits(rd) -> List[Hit]:
         if bad.any():
             idx = np.nonzero(bad)[0]
             hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), float(values[idx[0]]), int(steps[idx[0]]),
-                            {"source": "scalar"}))
+                            {"source": "scalar", "to_the_end": bool(bad[idx[0]:].all())}))
     return hits

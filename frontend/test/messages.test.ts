@@ -1,0 +1,23 @@
+import { describe, expect, it } from "vitest";
+import { parseRuns } from "../src/api";
+import { unreadableNote } from "../src/messages";
+
+describe("unreadableNote", () => {
+  it("is null when every tag was read", () => {
+    expect(unreadableNote([])).toBeNull();
+  });
+
+  it("names the tags and why, a few of them", () => {
+    const tags = ["a", "b", "c", "d", "e"].map((tag) => ({ tag, why: `${tag} holds text` }));
+    expect(unreadableNote(tags.slice(0, 1))).toBe("Not read: 1 tag whose data cannot be read: a (a holds text).");
+    expect(unreadableNote(tags)).toBe(
+      "Not read: 5 tags whose data cannot be read: a (a holds text); b (b holds text); c (c holds text); and 2 more.",
+    );
+  });
+
+  it("reads the runs route's unreadable list, ignoring what is not an entry", () => {
+    const body = { runs: [{ run: "r", unreadable: [{ tag: "x", why: "metadata names role ''" }, 3, null] }] };
+    expect(parseRuns(body).runs[0].unreadable).toEqual([{ tag: "x", why: "metadata names role ''" }]);
+    expect(parseRuns({ runs: [{ run: "r" }] }).runs[0].unreadable).toEqual([]);
+  });
+});

@@ -1,0 +1,39 @@
+import { describe, expect, it } from "vitest";
+import { parseHeatmap } from "../src/api";
+import { cellTooltipLines } from "../src/tooltip";
+
+const BASE = {
+  run: "R", role: "gradient", metric: "health", layers: ["a", "b"],
+  values: [[0.9, 0.9, 0.9], [0.9, 0.9, null]],
+  status: [[1, 1, 1], [1, 1, 0]],
+  status_names: ["no_data", "ok", "warn", "critical"],
+};
+
+describe("cell tooltip", () => {
+  it("names the exact step, however large", () => {
+    const h = parseHeatmap({ ...BASE, steps: [0, 0, 0], steps_text: ["1152921504606846976", "1152921504606846977", "1152921504606846978"] });
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 1, ""))["step"]).toBe("1,152,921,504,606,846,977");
+  });
+
+  it("says the last column is incomplete while the writer is writing it", () => {
+    const incomplete = { step: 20, step_text: "20", layers: 1, layers_before: 2 };
+    const h = parseHeatmap({ ...BASE, steps: [0, 10, 20], incomplete });
+    const last = Object.fromEntries(cellTooltipLines(h, 1, 2, ""));
+    expect(last["incomplete"]).toBe("1 of 2 layers so far; the writer may still be writing this step");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 1, ""))["incomplete"]).toBeUndefined();
+    const whole = parseHeatmap({ ...BASE, steps: [0, 10, 20] });
+    expect(Object.fromEntries(cellTooltipLines(whole, 1, 2, ""))["incomplete"]).toBeUndefined();
+  });
+
+  it("names the rule as the findings list does, and says exact or estimated per cell", () => {
+    const h = parseHeatmap({
+      ...BASE, steps: [0, 10, 20], status: [[1, 2, 3], [1, 1, 0]],
+      rules: [["", "dead_units", "exploding_gradients"], ["", "", null]],
+      quality_cells: [[1, 1, 2], [2, 2, 0]], quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound"],
+    });
+    const warn = Object.fromEntries(cellTooltipLines(h, 0, 1, ""));
+    expect(warn["status"]).toBe("warn \u2014 Dead units");
+    expect(warn["score"]).toBe("0.9 (exact)");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated)");
+  });
+});

@@ -1,0 +1,168 @@
+"""Step axes of a row's sources (`reading.axes`), and rows fed by writers that count steps differently.
+
+A Keras-style writer logs histograms per epoch (step = epoch) beside
+statistics logged per iteration: their step N are different moments, told
+apart by wall time. Such a histogram must neither add its numbers to the
+row's steps nor be shown as if it were taken at the row's step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin.reading import axes
+from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+ITERS_PER_EPOCH = 50
+SECONDS_PER_ITER = 0.2
+EPOCHS = 6
+
+
+def _iterations(every=1):
+    steps = np.arange(0, EPOCHS * ITERS_PER_EPOCH, every)
+    return steps, 1000.0 + steps * SECONDS_PER_ITER
+
+
+def _epochs():
+    """Epoch e's histogram is written as epoch e ends: after iteration (e + 1) * N - 1."""
+    epochs = np.arange(EPOCHS)
+    return epochs, 1000.0 + ((epochs + 1) * ITERS_PER_EPOCH - 1) * SECONDS_PER_ITER + 0.05
+
+
+def test_per_epoch_steps_are_another_axis_than_per_iteration_steps():
+    steps, walls = _iterations()
+    assert axes.same_step_axis(steps, walls, *_epochs()) is False
+
+
+def test_per_epoch_steps_against_sparse_iteration_logging():
+    steps, walls = _iterations(every=10)
+    assert axes.same_step_axis(steps, walls, *_epochs()) is False
+
+
+def test_steps_written_at_the_same_moments_share_an_axis():
+    steps, walls = _iterations()
+    rng = np.random.default_rng(0)
+    other = steps[::7]
+    jitter = rng.uniform(-0.05, 0.05, len(other))  # another writer, a few ms off within the same step
+    assert axes.same_step_axis(steps, walls, other, 1000.0 + other * SECONDS_PER_ITER + jitter) is True
+
+
+def test_one_step_per_epoch_is_the_same_axis_as_per_epoch():
+    """With one iteration per epoch the two counts agree, and the rule says so."""
+    epochs, walls = _epochs()
+    assert axes.same_step_axis(epochs, walls, epochs, walls + 0.01) is True
+
+
+@pytest.mark.parametrize("steps, walls, other, other_walls", [
+    ([5], [1.0], [5], [1.0]),  # one reference step: no pace to compare with
+    ([0, 10], [1.0, 2.0], [20, 30], [5.0, 6.0]),  # no other step inside the reference's range
+    ([0, 10], [1.0, 1.0], [5], [1.0]),  # the reference's steps took no time
+    ([0, 10], [np.nan, np.nan], [5], [1.0]),  # no wall times
+])
+def test_cannot_tell_without_evidence(steps, walls, other, other_walls):
+    assert axes.same_step_axis(np.array(steps), np.array(walls), np.array(other), np.array(other_walls)) is None
+
+
+def test_nearest_in_time():
+    assert axes.nearest_in_time(np.array([1.0, 5.0, 9.0]), 6.0) == 1
+    assert axes.nearest_in_time(np.array([1.0, 5.0, 9.0]), 7.0) == 1  # a tie goes to the earlier
+    assert axes.nearest_in_time(np.array([]), 7.0) is None
+    assert axes.nearest_in_time(np.array([1.0]), float("nan")) is None
+
+
+# --------------------------------------------------------------------------- through the routes
+
+LAYER = "layer_0"
+
+
+@pytest.fixture(scope="module")
+def two_axes_logdir(tmp_path_factory):
+    """Per-iteration statistic scalars (``grad_mean/layer_0``) beside per-epoch histograms
+    (``grad_hist/layer_0``), as a loop logging both at different rates writes them."""
+    root = tmp_path_factory.mktemp("two_axes")
+    rng = np.random.default_rng(3)
+    steps, walls = _iterations(every=5)
+    epochs, epoch_walls = _epochs()
+    events = [event(int(s), scalar_value(f"grad_mean/{LAYER}", 1e-3), wall_time=float(w))
+              for s, w in zip(steps, walls)]
+    # Epoch e's histogram is far wider than the per-iteration statistics say: if its bucket
+    # estimates were merged under the iteration steps, the row would show them.
+    events += [event(int(e), hist_value(f"grad_hist/{LAYER}", normal_buckets(rng, scale=10.0 * (e + 1))),
+                     wall_time=float(w)) for e, w in zip(epochs, epoch_walls)]
+    events.sort(key=lambda e: e.wall_time)
+    write_run(root / "run", events)
+    return root
+
+
+def test_a_histogram_on_another_axis_adds_nothing_to_the_row(two_axes_logdir, loader_client):
+    client = loader_client(two_axes_logdir)
+    steps, _ = _iterations(every=5)
+    series = client.ok("/series", run="run", layer=LAYER, metric="mean_abs", role="gradient")["series"]["gradient"]
+    assert series["steps"] == steps.tolist()
+    assert series["values"] == pytest.approx([1e-3] * len(steps))
+    # The histogram's bucket estimates (std, zero fraction, ...) are not put under iteration steps.
+    std = client.ok("/series", run="run", layer=LAYER, metric="std", role="gradient")["series"]["gradient"]
+    assert all(v is None for v in std["values"])
+
+
+def test_a_cell_shows_the_histogram_written_nearest_in_time_with_its_own_step(two_axes_logdir, loader_client):
+    client = loader_client(two_axes_logdir)
+    epochs, epoch_walls = _epochs()
+    # Iteration 3 is in epoch 0; the nearest histogram in time is epoch 0's (written as it ended).
+    # Iteration 295 is in epoch 5, the last: epoch 5's. Iteration 105, early in epoch 2: epoch 1's.
+    for step, epoch in ((5, 0), (295, 5), (105, 1), (145, 2)):
+        role = client.ok("/cell", run="run", layer=LAYER, step=step, role="gradient")["roles"]["gradient"]
+        assert role["histogram_axis"] == "other" and role["histogram_tag"] == f"grad_hist/{LAYER}"
+        assert role["histogram_step"] == epoch and role["histogram_step_text"] == str(epoch), step
+        assert role["histogram_seconds_from_step"] == pytest.approx(
+            epoch_walls[epoch] - (1000.0 + step * SECONDS_PER_ITER), abs=1e-3)
+        assert role["histogram"], "the nearest histogram is shown"
+        # Epoch 5's histogram is about 60 wide; iteration 5's cell must not show it as step 5's.
+        widths = [b[1] - b[0] for b in role["histogram"]]
+        assert sum(widths) < 40 * 10.0 * (epoch + 1)
+
+
+def test_rows_on_one_axis_show_the_histogram_at_their_step(tmp_path, loader_client):
+    """The common case stays as it was: histogram and statistics logged in the same loop."""
+    rng = np.random.default_rng(4)
+    steps, walls = _iterations(every=5)
+    write_run(tmp_path / "run", [
+        event(int(s), scalar_value(f"grad_mean/{LAYER}", 1e-3), hist_value(f"grad_hist/{LAYER}", normal_buckets(rng)),
+              wall_time=float(w)) for s, w in zip(steps, walls)])
+    client = loader_client(tmp_path)
+    role = client.ok("/cell", run="run", layer=LAYER, step=25, role="gradient")["roles"]["gradient"]
+    assert role["histogram_axis"] == "row" and role["histogram_step"] == 25
+    assert role["histogram_seconds_from_step"] is None
+    std = client.ok("/series", run="run", layer=LAYER, metric="std", role="gradient")["series"]["gradient"]
+    assert all(v is not None for v in std["values"]), "bucket estimates fill the row on the same axis"
+
+
+def test_a_step_logged_several_times_is_one_step_its_last_sample(tmp_path, loader_client):
+    """A writer that never advances its step (every epoch at step 51): one value per step, the last
+    written, in the table, the heatmap and the cell alike, under both loaders."""
+    rng = np.random.default_rng(5)
+    scales = [0.1, 0.2, 0.3, 0.4, 0.5]
+    buckets = [normal_buckets(rng, scale) for scale in scales]
+    write_run(tmp_path / "run", [event(51, hist_value("weights/dense/kernel", b), wall_time=1000.0 + i)
+                                 for i, b in enumerate(buckets)]
+              + [event(52, hist_value("weights/dense/kernel", normal_buckets(rng, 0.1)), wall_time=1010.0)])
+    client = loader_client(tmp_path)
+    series = client.ok("/series", run="run", layer="dense/kernel", metric="std")["series"]["weight"]
+    assert series["steps"] == [51, 52]
+    last = client.ok("/cell", run="run", layer="dense/kernel", step=51)["roles"]["weight"]
+    assert last["histogram"] == [list(map(float, b)) for b in buckets[-1] if b[2] > 0 and b[1] > b[0]]
+    assert series["values"][0] == pytest.approx(last["metrics"]["std"]["value"])
+    assert 0.3 < series["values"][0] < 0.7  # the last sample's spread (0.5), not the first's (0.1)
+
+
+def test_per_epoch_steps_with_a_slow_second_epoch():
+    """Two epochs of four iterations, logged every third: epoch 0's histogram is written as iteration 3
+    is, so it alone agrees in time with the per-iteration count; epoch 1's does not. One agreeing point
+    of two does not make one axis, however long the second epoch's steps took."""
+    for slow in (1.0, 10.0, 100.0):
+        iter_walls = np.cumsum([0.0, 1.0, 1.0, 1.0] + [slow] * 4)  # iterations 0..7
+        steps = np.array([0, 3, 6])
+        epochs = np.array([0, 1])
+        epoch_walls = iter_walls[[3, 7]] + 0.01
+        assert axes.same_step_axis(steps, iter_walls[steps], epochs, epoch_walls) is False, slow

@@ -27,6 +27,8 @@ setuptools.setup(
     extras_require={
         "tf": ["tensorflow>=2.12"],
         "torch": ["torch>=2.1"],
+        "lightning": ["torch>=2.1", "lightning>=2.0"],
+        "transformers": ["torch>=2.1", "transformers>=4.30", "accelerate>=1.1"],
     },
     entry_points={
         "tensorboard_plugins": ["gradhealth = gradhealth_plugin.plugin:GradHealthLoader"],

@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import common  # noqa: E402  (sets TensorFlow's environment before anything imports it)
 
 # In the order docs/tutorial.md tells them.
-STORIES = ("healthy", "exploding", "vanishing", "dead_relu", "weight_growth", "periodic", "lr_too_high")
+STORIES = ("healthy", "exploding", "vanishing", "dead_relu", "weight_growth", "periodic", "lr_too_high", "sweep")
 
 
 def main(argv=None) -> None:

@@ -1,13 +1,16 @@
 """``gradhealth``: the tab's analysis from the command line, to read or to gate CI.
 
-    gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps]
+    gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps] [--by-hparams]
     gradhealth check LOGDIR [--fail-on warn|critical] [--all-steps]
+    gradhealth watch LOGDIR [--on warn|critical] [--kinds K,..] [--consecutive N] [--format text|json]
+                     [--exit-on-first] [--exec CMD] [--interval SECONDS] [--time-limit SECONDS]
 
 It loads the logdir with TensorBoard's own loader and data provider (the same
 code path as the tab) and keeps the same samples TensorBoard keeps by default,
 unless ``--all-steps`` asks for every logged step.
 
-Exit codes: 0 clean (or a report printed), 1 a finding reached --fail-on,
+Exit codes: 0 clean (or a report printed; watch: its time limit reached),
+1 a finding reached --fail-on (watch: --exit-on-first and a finding reached --on),
 2 any error: a usage error, an unreadable or empty logdir, a config file that
 is not a JSON object, or a failure of the analysis (one line on stderr, never
 a traceback). What cannot be read under the logdir (a directory without
@@ -132,14 +135,36 @@ def _vetted_logdir(found: Dict[str, List[str]]) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _analyze(logdir: str, run: Optional[str], all_steps: bool,
-             config_path: Optional[str]) -> Tuple[List[tuple], List[str]]:
-    """(run data, its findings) per run of the logdir, through TensorBoard's data provider; and the config's
-    problems. Every skipped file and config problem is said on stderr."""
-    # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
-    logdir = os.path.expanduser(logdir)
-    if not os.path.isdir(logdir):
-        raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
+def _read_s3_without_tensorflow(logdir: str) -> None:
+    """Makes TensorBoard read an ``s3://`` logdir with its own file layer (boto3, honouring S3_ENDPOINT).
+
+    TensorBoard reads through TensorFlow's file systems wherever TensorFlow is
+    installed, and those know no ``s3://`` since TensorFlow 2.6 (tensorflow-io
+    adds it back). Reading event files needs nothing else from TensorFlow, so the
+    CLI takes TensorBoard's TensorFlow-free layer, as TensorBoard itself does on
+    a machine without TensorFlow. Other schemes (``gs://``) stay with TensorFlow's.
+    """
+    if not logdir.startswith("s3://") or "tensorboard.compat.notf" in sys.modules:
+        return
+    import types
+
+    # TensorBoard's own switch (tensorboard.compat.tf() imports it first): its presence selects the stub.
+    sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
+
+
+def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str],
+             by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict]]:
+    """(run data, its findings) per run of the logdir, through TensorBoard's data provider; the config's
+    problems; with ``by_hparams`` the sweep's answer (else None). Every skipped file and config problem is
+    said on stderr."""
+    url = "://" in logdir
+    if url:
+        _read_s3_without_tensorflow(logdir)
+    else:
+        # Before the imports: TensorBoard pulls in TensorFlow, seconds to wait for a typo.
+        logdir = os.path.expanduser(logdir)
+        if not os.path.isdir(logdir):
+            raise UsageError(f"logdir {logdir!r} does not exist or is not a directory")
 
     from . import config as config_lib
 
@@ -149,6 +174,11 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool,
         raise UsageError(str(e)) from None
     for problem in cfg.problems:
         _warn(problem)
+    if url:
+        # Object storage has no FIFOs, permissions per directory or dangling symlinks to vet for:
+        # TensorBoard's loader lists and reads it as the server does.
+        analyses, sweep = _analyze_runs(logdir, logdir, run, all_steps, cfg, by_hparams)
+        return analyses, cfg.problems, sweep
     found, skipped = _readable_event_files(logdir)
     for line in skipped:
         _warn(line)
@@ -156,16 +186,20 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool,
         raise UsageError(f"no TensorBoard event files under {logdir!r}" + (
             f" that can be read ({len(skipped)} skipped)" if skipped else ""))
     with _vetted_logdir(found) as vetted:
-        return _analyze_runs(vetted, logdir, run, all_steps, cfg), cfg.problems
+        analyses, sweep = _analyze_runs(vetted, logdir, run, all_steps, cfg, by_hparams)
+        return analyses, cfg.problems, sweep
 
 
-def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config") -> List[tuple]:
-    """(run data, its findings) per run, or (run name, error) for a run that could not be analysed."""
+def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config",
+                  by_hparams: bool = False) -> Tuple[List[tuple], Optional[dict]]:
+    """(run data, its findings) per run, or (run name, error) for a run that could not be analysed;
+    with ``by_hparams``, the sweep's answer over the same runs."""
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
     from . import plugin
     from .serving import analyzer as analyzer_lib
+    from .serving import sweep as sweep_answer
     from .writing import format as metadata
 
     guidance = dict(data_ingester.DEFAULT_TENSOR_SIZE_GUIDANCE)
@@ -194,7 +228,39 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
             analyses.append(analyzer.run(ctx, "", name))
         except analyzer_lib.RunFailed as e:  # this run only: the others are still reported
             analyses.append((name, _one_line(str(e).partition(": ")[2] or e)))
-    return analyses
+    # The analyses above are cached: the sweep's lines cost no second analysis.
+    return analyses, (sweep_answer.answer(analyzer, ctx, "", names) if by_hparams else None)
+
+
+def _cell(value) -> str:
+    from .analysis import sweep as sweep_lib
+
+    return "-" if value is None else sweep_lib.format_value(value)
+
+
+def _write_sweep(sweep: dict, out: TextIO) -> None:
+    """The sweep for a person: a line per run with its hyperparameters, worst status and the kinds found
+    (onset step, first layer), then what the hyperparameters explain."""
+    names = [h["name"] for h in sweep["hparams"]]
+    header = ["run"] + names + ["worst", "kinds found (from step, first layer)"]
+    lines = []
+    for row in sweep["runs"]:
+        if "error" in row:
+            lines.append([row["run"]] + ["-"] * len(names) + ["failed", row["error"]])
+            continue
+        kinds = "; ".join(f"{k['kind']} ({k['first_step_text']}, {k['layer'] or '-'})" for k in row["kinds"])
+        lines.append([row["run"]] + [_cell(row["hparams"].get(n)) for n in names]
+                     + [row["worst_status"], kinds or "-"])
+    widths = [max(len(str(line[i])) for line in [header] + lines) for i in range(len(header) - 1)]
+    for line in [header] + lines:
+        out.write("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) + "  " + str(line[-1]) + "\n")
+    out.write("\nwhat the hyperparameters explain:\n")
+    if not names:
+        out.write("  no run logged hyperparameters (hp.hparams, hp.KerasCallback or add_hparams)\n")
+    elif not sweep["splits"]:
+        out.write(f"  no clear split in {len(lines)} runs\n")
+    for split in sweep["splits"]:
+        out.write(f"  {split['sentence']}\n")
 
 
 def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
@@ -222,6 +288,54 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         out.write("\n")
 
 
+def _add_watch_parser(sub) -> None:
+    p = sub.add_parser("watch", help="follow a live logdir and alert on findings as the training runs")
+    p.add_argument("logdir")
+    p.add_argument("--on", choices=("warn", "critical"), default="warn",
+                   help="alert on findings at this severity or above (never on info)")
+    p.add_argument("--kinds", default=None, help="only these finding kinds, comma-separated")
+    p.add_argument("--consecutive", type=int, default=1, metavar="N",
+                   help="alert once a finding has held N consecutive logged steps (default 1: as soon as it exists)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="one line, or one JSON object, per event")
+    p.add_argument("--exit-on-first", action="store_true", help="exit with code 1 at the first alert")
+    p.add_argument("--exec", dest="exec_cmd", default=None, metavar="CMD",
+                   help="run CMD through the shell at each alert and recovery, the event in GRADHEALTH_* variables")
+    p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="seconds between polls")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds, exit code 0 (default: until interrupted)")
+    p.add_argument("--run", default=None, help="only this run (as TensorBoard names it)")
+    p.add_argument("--all-steps", action="store_true",
+                   help="read every logged step instead of TensorBoard's default samples")
+    p.add_argument("--config", default=None, help="gradhealth.json with tag rules and thresholds")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """``gradhealth watch``: see `follow`."""
+    from . import follow
+    from .alerts import Alert
+
+    try:
+        if not args.interval > 0:
+            raise follow.WatchError(f"--interval must be a positive number of seconds, got {args.interval:g}")
+        if args.time_limit is not None and not args.time_limit >= 0:
+            raise follow.WatchError(f"--time-limit must be 0 or more seconds, got {args.time_limit:g}")
+        try:
+            kinds = follow.kinds_option(args.kinds)
+            alert = Alert(on=args.on, kinds=kinds, consecutive=args.consecutive)
+        except ValueError as e:
+            raise follow.WatchError(str(e).replace("gradhealth: ", "", 1)) from None
+        opts = follow.Options(logdir=args.logdir, alert=alert, interval=args.interval, time_limit=args.time_limit,
+                              exit_on_first=args.exit_on_first, exec_cmd=args.exec_cmd,
+                              json_lines=args.format == "json", run=args.run, all_steps=args.all_steps,
+                              config=args.config)
+        return follow.watch(opts)
+    except follow.WatchError as e:
+        print(f"gradhealth: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return _main(argv)
@@ -245,8 +359,11 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         p.add_argument("--config", default=None, help="gradhealth.json with tag rules and thresholds")
         if name == "report":
             p.add_argument("--format", choices=("text", "json"), default="text")
+            p.add_argument("--by-hparams", action="store_true",
+                           help="a line per run with its hyperparameters, and which values go with which findings")
         else:
             p.add_argument("--fail-on", choices=("warn", "critical"), default="warn")
+    _add_watch_parser(sub)
     try:
         args = parser.parse_args(argv)
     except UsageError as e:
@@ -257,8 +374,11 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # TensorFlow 2.21 logs its oneDNN notice to stderr whatever TF_CPP_MIN_LOG_LEVEL says, which would
     # bury the one-line error; TensorBoard only reads files with it, so oneDNN makes no difference here.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    if args.command == "watch":
+        return _watch(args)
     try:
-        analyses, config_problems = _analyze(args.logdir, args.run, args.all_steps, args.config)
+        analyses, config_problems, sweep = _analyze(args.logdir, args.run, args.all_steps, args.config,
+                                                    getattr(args, "by_hparams", False))
     except UsageError as e:
         _warn(_one_line(e))
         return EXIT_ERROR
@@ -274,10 +394,14 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.command == "report":
         summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
         if args.format == "json":
-            report = responses.cli_report(summaries, found)
+            report = responses.cli_report(summaries, analyses)
             report["runs"] += [responses.failed_run(name, error) for name, error in failed]
+            if sweep is not None:
+                report["sweep"] = sweep
             json.dump({**report, "config_problems": config_problems}, sys.stdout, indent=1)
             sys.stdout.write("\n")
+        elif sweep is not None:
+            _write_sweep(sweep, sys.stdout)
         else:
             _write_text(summaries, analyses, sys.stdout)
         return EXIT_ERROR if failed else EXIT_OK

@@ -1,7 +1,9 @@
 """The user's configuration: tag rules and threshold overrides, without code.
 
 Read from a JSON file: the one named by ``--gradhealth_config`` or, failing
-that, ``gradhealth.json`` at the root of a local logdir. Format (all keys
+that, ``gradhealth.json`` at the root of the logdir. A logdir given as a URL
+(``s3://bucket/runs``) has its ``gradhealth.json`` read through TensorBoard's
+own file layer, the one that reads its event files. Format (all keys
 optional)::
 
     {"tag_rules": [{"pattern": "^my_grads/(?P<layer>.+)$", "role": "gradient"}],
@@ -38,23 +40,52 @@ class Config:
     problems: List[str] = dataclasses.field(default_factory=list)
 
 
+def is_url(path: str) -> bool:
+    """A logdir or file named by a URL (``s3://``, ``gs://``), read through TensorBoard's file layer."""
+    return "://" in path
+
+
+def _gfile():
+    # TensorBoard's choice: TensorFlow's gfile where TensorFlow is installed, else its own (boto3 for s3://).
+    from tensorboard.compat import tf
+
+    return tf.io.gfile
+
+
 def _path(path: Optional[str], logdir: Optional[str]) -> Optional[str]:
-    if not path and logdir and "://" not in logdir:
-        candidate = os.path.join(os.path.expanduser(logdir), CONFIG_FILENAME)
-        path = candidate if os.path.isfile(candidate) else None
-    return path or None
+    if path or not logdir:
+        return path or None
+    if is_url(logdir):
+        candidate = logdir.rstrip("/") + "/" + CONFIG_FILENAME
+        try:
+            return candidate if _gfile().exists(candidate) else None
+        except Exception:  # noqa: BLE001 - a store the file layer cannot reach has no config to apply
+            return None
+    candidate = os.path.join(os.path.expanduser(logdir), CONFIG_FILENAME)
+    return candidate if os.path.isfile(candidate) else None
 
 
-def _read(path: str) -> object:
-    """The file's JSON; ValueError naming the file if it cannot be read as JSON."""
+def _read_bytes(path: str) -> bytes:
+    """At most MAX_CONFIG_BYTES + 1 bytes of the file; ValueError naming it if it cannot be read."""
+    if is_url(path):
+        try:
+            with _gfile().GFile(path, "rb") as f:
+                return f.read(MAX_CONFIG_BYTES + 1)
+        except Exception as e:  # noqa: BLE001 - TensorFlow's and boto3's errors alike
+            raise ValueError(f"{path}: cannot read: {' '.join(str(e).split())}") from e
     try:
         # A FIFO or a device under the config's name would block or never end: read regular files only.
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ValueError(f"{path}: not a regular file")
         with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
+            return f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ValueError(f"{path}: cannot read: {e.strerror}") from e
+
+
+def _read(path: str) -> object:
+    """The file's JSON; ValueError naming the file if it cannot be read as JSON."""
+    data = _read_bytes(path)
     if len(data) > MAX_CONFIG_BYTES:
         raise ValueError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:

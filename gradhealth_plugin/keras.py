@@ -107,6 +107,13 @@ class GradientHealthCallback(keras.callbacks.Callback):
         weights and update ratios are logged.
       gradients, weights, activations: switch each part off.
       run: subdirectory of ``log_dir`` to write into.
+      stop_on: ``"critical"`` or ``"warn"`` (or a `gradhealth_plugin.alerts.Alert`
+        naming kinds and consecutive logged steps): after each logged step, judge
+        the statistics just computed with the tab's rules and thresholds; on a
+        finding at that severity, set ``model.stop_training`` (``fit`` ends after
+        that batch), keep the finding in ``stopped_by`` and why in
+        ``stop_message``, and write it into the run (the ``gradhealth/stopped``
+        scalar, which the tab's run summary shows). Never on info.
 
     A failure to compute or write never stops training and never leaves the
     model changed: it is counted in ``errors`` and listed by kind in
@@ -122,10 +129,18 @@ class GradientHealthCallback(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir: str, every_n_steps: int = 100, probe_data=None, gradients: bool = True,
-                 weights: bool = True, activations: bool = True, run: str = "train",
+                 weights: bool = True, activations: bool = True, run: str = "train", stop_on=None,
                  first_steps: int = schedule.FIRST_STEPS) -> None:
         super().__init__()
         self.every_n_steps, self.first_steps = schedule.check(every_n_steps, first_steps)
+        self._alert = None
+        if stop_on is not None:
+            from .alerts import Alert
+
+            self._alert = Alert.of(stop_on)  # a wrong value raises here, before fit
+        self._live = None
+        self.stopped_by = None
+        self.stop_message: Optional[str] = None
         self.log_dir = os.fspath(log_dir)
         self.run = run
         self._want_gradients = gradients
@@ -177,6 +192,11 @@ class GradientHealthCallback(keras.callbacks.Callback):
                 "no probe_data given: Keras callbacks do not see the training batch; logging weights only"))
         if self._passes is not None and not self._passes.fits(self.model, self._probe):
             self._passes = None  # another model or probe: trace again; a second fit of the same one reuses them
+        if self._alert is not None:
+            from .live import LiveRun
+
+            self.stopped_by, self.stop_message = None, None  # each fit is judged afresh
+            self._live = LiveRun(self._alert, self.run, os.path.join(self.log_dir, self.run))
 
     def on_epoch_end(self, epoch, logs=None) -> None:
         self._epoch_start += self._last_batch + 1
@@ -198,7 +218,8 @@ class GradientHealthCallback(keras.callbacks.Callback):
         try:
             if self._passes is None:
                 self._passes = _Passes(self.model, self._writer, self._probe, self._want_gradients,
-                                       self._want_weights, self._want_activations)
+                                       self._want_weights, self._want_activations,
+                                       record=self._record_rows if self._alert is not None else None)
             before = self._passes.begin(step)
             if before is not None:
                 self._pending = (step, *before)
@@ -239,6 +260,33 @@ class GradientHealthCallback(keras.callbacks.Callback):
             self._passes.end(step, values, before_stats)
         except Exception as e:  # noqa: BLE001
             self._fail(f"log weights at step {step}", e)
+        self._judge(step)
+
+    def _record_rows(self, role: str, entries, step: int, rows) -> None:
+        """Statistics rows of a logged step, as written, for stop_on (called from the compiled passes)."""
+        if self._live is not None:
+            self._live.add_rows(step, role, entries, rows)
+
+    def _judge(self, step: int) -> None:
+        """With stop_on: judges the logged steps so far; on a finding, stops fit and records why in the run."""
+        if self._live is None or self.stopped_by is not None:
+            return
+        match = self._live.judge()
+        if match is None:
+            return
+        from .live import stop_message
+
+        self.stopped_by = match.finding
+        self.stop_message = stop_message(match, self._live.alert, step)
+        self.model.stop_training = True
+        self._failures.attempt("write why training stopped", lambda: self._write_stop(step))
+        logger.warning("gradhealth: %s", self.stop_message)
+
+    def _write_stop(self, step: int) -> None:
+        from .writing.format import stop_summary
+
+        self._writer.write_summary(step, stop_summary(step, self.stop_message).SerializeToString())
+        self._writer.flush()
 
     def _flush(self) -> None:
         if self._writer is not None:
@@ -256,8 +304,11 @@ class _Passes:
     ratio of that step.
     """
 
-    def __init__(self, model, writer: StatsWriter, probe, gradients: bool, weights: bool, activations: bool) -> None:
+    def __init__(self, model, writer: StatsWriter, probe, gradients: bool, weights: bool, activations: bool,
+                 record=None) -> None:
         self._model = model
+        # record(role, entries, step, rows): hands each written role's rows back to Python (stop_on).
+        self._record = record
         self._writer = writer
         self._probe = probe
         self._gradients = gradients and probe is not None
@@ -340,19 +391,22 @@ class _Passes:
             compute = getattr(model, "_compute_loss", None) or model.compute_loss
             loss = compute(x=x, y=y, y_pred=y_pred, sample_weight=sw, training=True)
         grads = tape.gradient(loss, self._variables)
-        groups = []
+        groups, recorded = [], []
         if self._gradients:
             # Unconnected variables (None gradient) get no row: zeros would read as vanishing.
             present = [i for i, g in enumerate(grads) if g is not None]
             rows = stats_many_tf([grads[i] for i in present])
             var_positions = self._positions[0]
-            groups.append(("gradient", [(self._names[i], var_positions[i], self._shapes[i]) for i in present], rows))
+            entries = [(self._names[i], var_positions[i], self._shapes[i]) for i in present]
+            groups.append(("gradient", entries, rows))
+            recorded += self._recorded("gradient", entries, step, rows)
         if self._activations and captured:
             rows = stats_many_tf([a for _, a in captured])
             act_positions = self._positions[1]
-            groups.append(("activation", [(name, act_positions[j], None) for j, (name, _) in enumerate(captured)],
-                           rows))
-        written = [self._writer.write(step, groups)] if groups else []
+            entries = [(name, act_positions[j], None) for j, (name, _) in enumerate(captured)]
+            groups.append(("activation", entries, rows))
+            recorded += self._recorded("activation", entries, step, rows)
+        written = ([self._writer.write(step, groups)] if groups else []) + recorded
         # Restored after the statistics, so the pass leaves BatchNorm statistics,
         # dropout seeds and loss metrics exactly as training left them.
         with tf.control_dependencies(written):
@@ -364,8 +418,22 @@ class _Passes:
         ratios = update_ratio_many_tf(values, [read_variable(v) for v in self._variables], before_stats)
         rows = with_update_ratio(before_stats, ratios)
         entries = list(zip(self._names, self._positions[0], self._shapes))
-        with tf.control_dependencies([self._writer.write(step, [("weight", entries, rows)])]):
+        written = [self._writer.write(step, [("weight", entries, rows)])]
+        written += self._recorded("weight", entries, step, rows)
+        with tf.control_dependencies(written):
             return tf.constant(True)
+
+    def _recorded(self, role: str, entries, step, rows) -> list:
+        """The op handing these rows to `record` as the function runs (none without stop_on)."""
+        if self._record is None or not entries:
+            return []
+        record, entries = self._record, list(entries)
+
+        def hand_over(step_value, values):
+            record(role, entries, int(step_value), values)
+            return np.bool_(True)
+
+        return [tf.numpy_function(hand_over, [step, rows], tf.bool, stateful=True)]
 
 
 def _submodel_forward(model):

@@ -217,3 +217,9 @@ def lightning_logdir(tmp_path_factory):
 def torch_custom_prefix_logdir(tmp_path_factory):
     """Run ``.``: ``mygrads/<name>`` (no built-in rule) and ``weights/<name>``."""
     return _written_logdir(tmp_path_factory, "torch_custom_prefix")
+
+
+@pytest.fixture(scope="session")
+def keras_stuck_sigmoid_logdir(tmp_path_factory):
+    """Run ``train``: weight histograms per epoch and ``epoch_loss`` of a sigmoid net stuck at ln 2."""
+    return _written_logdir(tmp_path_factory, "keras_stuck_sigmoid")

@@ -292,3 +292,27 @@ def torch_custom_prefix(logdir):
 
     _torch_steps(torch, model, optimizer, x, y, log)
     writer.close()
+
+
+STUCK_EPOCHS = 8
+
+
+def keras_stuck_sigmoid(logdir):
+    """Keras 3 ``model.fit`` of a deep sigmoid net whose loss stays at ln 2 for `STUCK_EPOCHS` epochs.
+
+    Eight sigmoid layers (Keras' default Glorot init) pass the last layer
+    nearly the same features for every input and barely any gradient back, so
+    the binary cross-entropy stays at 0.693 on balanced labels.
+    ``TensorBoard(histogram_freq=1)`` logs weights only (no gradients), and they
+    look healthy: run ``train``.
+    """
+    _, keras = _keras()
+    model = keras.Sequential([keras.Input((N_IN,))]
+                             + [keras.layers.Dense(32, activation="sigmoid") for _ in range(8)]
+                             + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="binary_crossentropy")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, N_IN)).astype(np.float32)
+    y = (x[:, 0] * x[:, 1] > 0).astype(np.float32)[:, None]
+    model.fit(x, y, epochs=STUCK_EPOCHS, batch_size=8, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])

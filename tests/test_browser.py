@@ -7,7 +7,9 @@ gradients vanish from ``QUIET_STEP`` on; a second run is named, and has a layer
 named, like an XSS payload. Debian's /usr/bin/chromium is
 driven by Playwright; nothing downloads a browser.
 
-Screenshots for the README land in $GRADHEALTH_SCREENSHOTS (docs/screenshots/ when refreshing them).
+The tests at the end open the demo runs (`demo/runs`) at 1600x1000, as a new user
+would see them; the README's screenshots, taken of those runs, land in
+$GRADHEALTH_SCREENSHOTS (docs/screenshots/ when refreshing them).
 """
 
 from __future__ import annotations
@@ -123,12 +125,13 @@ def server_logdir(tmp_path_factory):
     return logdir
 
 
-def _serve(logdir: pathlib.Path, ready):
+def _serve(logdir: pathlib.Path, ready, log_dir: pathlib.Path = None):
     """A TensorBoard process on `logdir` until the generator is closed; yields its base URL once
-    `ready(runs)` holds for the gradhealth runs it serves (run name -> summary)."""
+    `ready(runs)` holds for the gradhealth runs it serves (run name -> summary). Its log goes
+    beside the logdir, or into `log_dir`."""
     port = _free_port()
     exe = pathlib.Path(sys.executable).with_name("tensorboard")
-    log = open(logdir.parent / f"tensorboard-{logdir.name}.log", "wb")
+    log = open((log_dir or logdir.parent) / f"tensorboard-{logdir.name}.log", "wb")
     proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir)],
                             stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -260,7 +263,6 @@ def test_tab_appears(tab):
 
 
 def test_heatmap_is_drawn_and_shows_the_broken_layer(tab):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     healthy = tab.pixel(".gh-hm-body", HEALTHY, 100)
     broken = tab.pixel(".gh-hm-body", BROKEN, 100)
     before_break = tab.pixel(".gh-hm-body", BROKEN, 0)
@@ -271,7 +273,6 @@ def test_heatmap_is_drawn_and_shows_the_broken_layer(tab):
     assert healthy[1] > healthy[0] + 60, healthy
     assert sum(abs(a - b) for a, b in zip(healthy[:3], broken[:3])) > 150
     assert sum(abs(a - b) for a, b in zip(healthy[:3], before_break[:3])) < 90
-    tab.page.screenshot(path=str(SCREENSHOTS / "heatmap.png"))
     with tab.page.expect_download() as dl:
         tab.ui.get_by_role("button", name="PNG").click()
     png = pathlib.Path(dl.value.path()).read_bytes()
@@ -345,7 +346,7 @@ def test_hover_shows_the_cell_numbers(tab):
     assert float(value) == pytest.approx(expected["value"], rel=1e-3)
     assert quality == f"({expected['quality']})"
     assert float(value) > 1e3
-    assert lines["status"].startswith("critical") and "exploding gradients" in lines["status"]
+    assert lines["status"].startswith("critical") and "Exploding gradients" in lines["status"]
     tab.page.mouse.move(5, 5)
     tab.set_metric("health")
 
@@ -373,8 +374,6 @@ def test_click_opens_the_detail_panel(tab):
     hash_ = urllib.parse.unquote(tab.page.url.split("#", 1)[1])
     assert "p.gradhealth.run=train" in hash_ and f"p.gradhealth.layer={BROKEN}" in hash_
     assert "p.gradhealth.step=110" in hash_
-    detail.scroll_into_view_if_needed()
-    tab.page.screenshot(path=str(SCREENSHOTS / "detail.png"), full_page=False)
 
 
 def test_shared_link_restores_the_selection(tab, browser):
@@ -416,7 +415,6 @@ def test_selecting_a_finding_outlines_its_cells(tab):
     served = _get(f"{tab.base}/data/plugin/gradhealth/findings?run={RUN}")["findings"]
     assert exported["run"] == RUN
     assert sorted(f["kind"] for f in exported["findings"]) == sorted(f["kind"] for f in served)
-    tab.page.screenshot(path=str(SCREENSHOTS / "findings.png"))
 
 
 def test_new_steps_appear_on_reload_and_the_selection_stays(tab, server_logdir):
@@ -545,6 +543,8 @@ TINY_BUCKETS = [[5e-324, 1e-323, 3.0], [1e-323, 1.5e-323, 5.0], [1.5e-323, 2e-32
 # A last step that 3 of 8 layers have so far: a writer caught mid-flush.
 PARTIAL_RUN = "partial"
 PARTIAL_STEPS = [0, 10, 20, 30]
+# Three logged steps each: cells drawn half an interval around them must not widen the axis.
+THREE_STEP_RUNS = {"three_steps": [0, 100, 200], "three_small_steps": [0, 5, 10]}
 
 
 def _write_extreme_logdir(root: pathlib.Path) -> None:
@@ -556,6 +556,8 @@ def _write_extreme_logdir(root: pathlib.Path) -> None:
                                for step in BIG_STEPS])
     write_run(root / EDGES_RUN, [event(step, hist_value(f"gradients/{WIDE}", WIDE_BUCKETS),
                                        hist_value(f"gradients/{TINY}", TINY_BUCKETS)) for step in range(5)])
+    for run, steps in THREE_STEP_RUNS.items():
+        write_run(root / run, [event(step, hist_value("gradients/a/kernel", normal_buckets(rng))) for step in steps])
     write_run(root / PARTIAL_RUN, [
         event(step, *[hist_value(f"gradients/l{i}/kernel", normal_buckets(rng))
                       for i in range(3 if step == PARTIAL_STEPS[-1] else 8)])
@@ -568,7 +570,8 @@ def extreme_server(tmp_path_factory):
     _write_extreme_logdir(logdir)
     yield from _serve(logdir, lambda runs: runs.get(BIG_RUN, {}).get("steps_kept") == len(BIG_STEPS)
                       and runs.get(EDGES_RUN, {}).get("steps_kept") == 5
-                      and runs.get(PARTIAL_RUN, {}).get("steps_kept") == len(PARTIAL_STEPS))
+                      and runs.get(PARTIAL_RUN, {}).get("steps_kept") == len(PARTIAL_STEPS)
+                      and all(runs.get(run, {}).get("steps_kept") == 3 for run in THREE_STEP_RUNS))
 
 
 @pytest.fixture
@@ -680,3 +683,176 @@ def test_a_partly_written_last_step_is_hatched_with_a_note(extreme_tab):
     tab.page.mouse.move(x, y)
     tab.frame.wait_for_function("!document.querySelector('.gh-tooltip').textContent.includes('layers so far')")
     assert tab.errors == []
+
+
+def test_the_axis_of_a_three_step_run_names_only_steps_inside_it(extreme_server, browser):
+    for run, steps in THREE_STEP_RUNS.items():
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        tab = Tab(page, extreme_server)
+        try:
+            tab.open(f"gradhealth&p.gradhealth.run={run}")
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
+            named = [int(s) for s in tab.frame.evaluate("window.__gradhealth.axisSteps()")]
+            # Cells reach half an interval past the first and last step (-50 to 250); the axis names none of that.
+            assert named and all(steps[0] <= s <= steps[-1] for s in named), (run, named)
+            assert steps[0] in named and steps[-1] in named, (run, named)
+            assert tab.errors == []
+        finally:
+            page.close()
+
+
+# --------------------------------------------------------------------------- the demo runs, as a new user sees them
+
+DEMO = REPO / "demo" / "runs"
+DEMO_VIEWPORT = {"width": 1600, "height": 1000}
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory):
+    from tests.test_demos import BROKEN, CLEAN
+
+    # Every demo run with data (a sweep trial's own folder holds only its hyperparameters: no run).
+    expected = set(BROKEN) | set(CLEAN)
+    # The log goes to a scratch folder: the demo runs are part of the repository.
+    yield from _serve(DEMO, lambda runs: expected <= set(runs), tmp_path_factory.mktemp("demo_log"))
+
+
+@pytest.fixture
+def demo_tab(demo_server, browser):
+    """Factory: demo_tab(run, role=None) -> a new page at 1600x1000 with the tab open on that run."""
+    pages = []
+
+    def open_run(run, role=None):
+        page = browser.new_page(viewport=DEMO_VIEWPORT)
+        pages.append(page)
+        tab = Tab(page, demo_server)
+        tab.open(f"gradhealth&p.gradhealth.run={urllib.parse.quote(run, safe='')}"
+                 + (f"&p.gradhealth.role={role}" if role else ""))
+        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
+        tab.ui.locator("li.gh-finding").first.wait_for(timeout=20_000)
+        return tab
+
+    yield open_run
+    for page in pages:
+        page.close()
+
+
+def _served_findings(tab, run):
+    return _get(f"{tab.base}/data/plugin/gradhealth/findings?run={urllib.parse.quote(run, safe='')}")["findings"]
+
+
+def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
+    run = "periodic/bad_batch"
+    tab = demo_tab(run)
+    periodic = next(f for f in _served_findings(tab, run) if f["kind"] == "periodic_spikes")
+    tag = "train/global_gradient_norm"
+    occurrences = [int(a) for a, b in periodic["covers_text"][tag]]
+    assert periodic["period"] == 35 and occurrences == list(range(35, 281, 35))
+    track = tab.ui.locator(".gh-track")
+    mark = track.locator(".gh-track-mark[data-kind=periodic_spikes]")
+    mark.wait_for(timeout=10_000)
+    drawn = [int(s) for s in mark.locator(".gh-track-occurrence").evaluate_all("els => els.map(e => e.dataset.step)")]
+    assert drawn == occurrences
+    assert mark.locator(".gh-track-period-text").text_content() == "every 35 steps"
+    # The loss and the learning-rate-free norm share the heatmap's axis: step 140 is where the heatmap's column is.
+    x140 = mark.locator(".gh-track-occurrence[data-step='140']").evaluate(
+        "e => { const r = e.getBoundingClientRect(); return r.left + r.width / 2; }")
+    cell_x = tab.frame.evaluate("window.__gradhealth.cellCenter('sequential/dense/kernel', 140).x")
+    assert abs(x140 - cell_x) < 1.5, (x140, cell_x)
+    assert track.locator(".gh-track-label", has_text="loss").count() == 1
+    # Validation folders, scalars only, are folded away under "no data".
+    # A run with a finding stays listed, whatever its data.
+    no_data = [r["run"] for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
+               if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    assert "healthy/keras/validation" in no_data
+    group = tab.ui.locator(".gh-run-group details")
+    assert group.locator("summary").text_content() == f"no data ({len(no_data)})"
+    assert group.get_attribute("open") is None and not group.locator("li.gh-run").first.is_visible()
+    # Clicking the finding selects it on the track, and leaves the all-green heatmap unveiled.
+    tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()
+    tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') !== null")
+    mark = track.locator(".gh-track-mark[data-kind=periodic_spikes]")
+    assert mark.get_attribute("opacity") is None
+    assert track.locator(".gh-track-mark[data-kind=spike]").first.get_attribute("opacity") == "0.3"
+    assert tab.pixel(".gh-hm-overlay", "sequential/dense/kernel", 140)[3] == 0
+    tab.page.screenshot(path=str(_shots() / "track.png"))
+    # A mark on the track selects its finding.
+    tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()  # unselect
+    tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') === null")
+    box = mark.locator(".gh-track-occurrence[data-step='70']").bounding_box()
+    tab.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2)
+    selected = tab.ui.locator("li.gh-finding[aria-selected=true]")
+    selected.wait_for(timeout=5000)
+    assert "Periodic spikes" in selected.text_content()
+    assert tab.errors == []
+
+
+def _shots():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS
+
+
+# Runs, with the role their warn and critical findings are about.
+COVERAGE_RUNS = [("exploding/unclipped", "gradient"), ("vanishing/sigmoid", "gradient"),
+                 ("lr_too_high/lr_0.3", "gradient"), ("lr_too_high/lr_0.3", "weight"),
+                 ("dead_relu/relu", "activation"), ("weight_growth/no_decay", "weight")]
+
+
+def test_a_findings_outlines_hold_no_healthy_cell(demo_tab):
+    checked = 0
+    for run, role in COVERAGE_RUNS:
+        tab = demo_tab(run, role)
+        if run == "exploding/unclipped":
+            # The README's first picture: the run, its track and its findings, nothing selected.
+            tab.ui.locator(".gh-track .gh-track-line").first.wait_for(timeout=10_000)
+            tab.page.screenshot(path=str(_shots() / "heatmap.png"))
+        heatmap = _get(f"{tab.base}/data/plugin/gradhealth/heatmap?" + urllib.parse.urlencode({"run": run, "role": role}))
+        for f in _served_findings(tab, run):
+            rows = set(f["covers"]) & set(heatmap["layers"])
+            if f["severity"] == "info" or (f["role"] or role) != role or not rows:
+                continue
+            item = tab.ui.locator("li.gh-finding").filter(has_text=f["message"][:60]).first
+            before = tab.frame.evaluate("window.__gradhealth.viewState.finding")
+            item.click()
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.finding !== {json.dumps(before)}")
+            cells = tab.frame.evaluate("window.__gradhealth.highlightCells()")
+            assert {c["layer"] for c in cells} == rows, (run, f["kind"])
+            healthy = [c for c in cells if c["status"] == "ok"]
+            assert not healthy, (run, f["kind"], healthy[:5])
+            if run == "exploding/unclipped" and f["kind"] == "exploding_gradients":
+                tab.page.screenshot(path=str(_shots() / "findings.png"))
+            item.click()  # unselect before the next one
+            checked += 1
+        if run == "exploding/unclipped":
+            # The detail panel gives each finding's steps on the layer clicked, not the union over its layers.
+            x, y = tab.cell_point("layer_0", 30)
+            tab.page.mouse.click(x, y)
+            spans = tab.ui.locator(".gh-detail .gh-detail-finding", has_text="Exploding gradients").locator(".gh-layer-spans")
+            spans.wait_for(timeout=10_000)
+            assert spans.text_content() == "On this layer: steps 7 to 8, 15, 17 and 30."
+            tab.ui.locator(".gh-detail rect.gh-bar").first.wait_for(timeout=10_000)
+            tab.page.mouse.move(5, 500)
+            tab.ui.locator(".gh-tooltip").wait_for(state="hidden")
+            tab.page.screenshot(path=str(_shots() / "detail.png"))
+        assert tab.errors == []
+    assert checked >= 8
+
+
+def test_the_detail_panel_opens_in_view_below_26_rows(demo_tab):
+    run = "vanishing/sigmoid"
+    tab = demo_tab(run)
+    layers = _get(f"{tab.base}/data/plugin/gradhealth/heatmap?run={run}&role=gradient")["layers"]
+    assert len(layers) == 26
+    x, y = tab.cell_point(layers[25], 200)
+    tab.page.mouse.click(x, y)
+    detail = tab.ui.locator(".gh-detail")
+    detail.locator(".gh-metric-table").wait_for(timeout=10_000)
+    tab.frame.wait_for_timeout(300)
+    height = tab.frame.evaluate("innerHeight")
+    for part in (".gh-detail-title", ".gh-detail-status", ".gh-metric-table"):
+        box = tab.frame.evaluate(f"(() => {{ const r = document.querySelector('.gh-detail {part}').getBoundingClientRect();"
+                                 " return [r.top, r.bottom]; })()")
+        assert 0 <= box[0] and box[1] <= height, (part, box, height)
+    assert detail.locator(".gh-detail-title").text_content() == layers[25]
+    assert tab.errors == []
+

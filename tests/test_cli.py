@@ -65,7 +65,8 @@ def _mlp_run(path, seed, grad_scale=lambda step: 1.0, weight_scale=lambda step: 
             decay = 1.0 - 0.5 * step / STEPS
             g = rng.normal(0.0, 1e-2 * decay * noise[step, i], (20, 20)) * grad_scale(step)
             out[f"gradients/dense_{i}/kernel"] = g.astype(np.float32)
-            out[f"weights/dense_{i}/kernel"] = base_w[i] * weight_scale(step)
+            # Trained weights move a little every step (identical ones would be a frozen layer).
+            out[f"weights/dense_{i}/kernel"] = base_w[i] * weight_scale(step) * (1 + 1e-3 * step / STEPS)
         return out
 
     def scalars(step):
@@ -86,7 +87,8 @@ def _periodic_run(path, n=450, period=50):
     w = rng.normal(0.0, 0.1, (20, 20)).astype(np.float32)
 
     def hists(step):
-        return {"gradients/dense/kernel": g, "weights/dense/kernel": w} if step % period == 0 else {}
+        moved = w * np.float32(1 + 1e-3 * step / n)  # trained weights move a little
+        return {"gradients/dense/kernel": g, "weights/dense/kernel": moved} if step % period == 0 else {}
 
     _write(path, range(n), hists, lambda step: {"global_grad_norm": float(norm[step]), "loss": 1.0 / (1 + step)})
 
@@ -190,10 +192,13 @@ def test_report_broken_run(main_logdir, run_cli):
 
 def test_report_warn_only_run(main_logdir, run_cli):
     found = _by_run(_report(run_cli, main_logdir), "warn_only")
-    assert _kinds(found, "warn") == {"weight_growth"}
+    # The weights jump 5x in one step: they grow, and their norm alone proves the update too large.
+    assert _kinds(found, "warn") == {"weight_growth", "update_ratio"}
     assert _kinds(found, "critical") == set()
     growth = next(f for f in found if f["kind"] == "weight_growth")
     assert growth["first_step"] == 30 and growth["evidence"]["value"] == pytest.approx(5.0, rel=0.05)
+    ratio = next(f for f in found if f["kind"] == "update_ratio")
+    assert (ratio["first_step"], ratio["last_step"]) == (30, 30) and ratio["evidence"]["quality"] == "lower_bound"
 
 
 def test_report_periodic_spikes_are_a_logging_artefact(main_logdir, run_cli):

@@ -156,6 +156,16 @@ BROKEN: Dict[str, Tuple[Tuple[Expected, ...], Tuple[Consequence, ...]]] = {
          Consequence("dead_units", 0, by=8, fields=LR_CAUSE),
          Consequence("skewed_distribution", 0, by=8, fields=LR_CAUSE)),
     ),
+    # The sweep (demo/sweep.py): every trial with lr >= 0.3 warns, none below. Adam's and SGD's large
+    # first updates are more than 10% of the weights; at 1.0 SGD's loss is NaN in the first epoch.
+    "sweep/lr_0.3_sgd/train": ((Expected("update_ratio", "warn", (0, 4)),), ()),
+    "sweep/lr_0.3_adam/train": ((Expected("update_ratio", "warn", (0, 4)), Expected("weight_growth", "warn", (0, 10))),
+                                ()),
+    "sweep/lr_1_adam/train": ((Expected("update_ratio", "warn", (0, 4)), Expected("weight_growth", "warn", (0, 10))),
+                              ()),
+    "sweep/lr_1_sgd/train": ((Expected("nonfinite", "critical", (0, 0), layers=("epoch_loss",)),),
+                             (Consequence("nonfinite", 0),)),
+    "sweep/lr_1_sgd/validation": ((Expected("nonfinite", "critical", (0, 0)),), ()),
 }
 
 # Nothing at warn or above. The logging artefact's finding is information only.
@@ -163,6 +173,9 @@ CLEAN = (
     "healthy/keras/train", "healthy/keras/validation", "healthy/torch", "exploding/clipped",
     "vanishing/relu_he_batchnorm", "dead_relu/leaky_relu", "weight_growth/weight_decay", "lr_too_high/lr_0.01",
     "periodic/logging_artefact",
+) + tuple(f"sweep/lr_{lr}_{opt}/{part}" for lr in ("0.001", "0.01") for opt in ("sgd", "adam")
+          for part in ("train", "validation")) + (
+    "sweep/lr_0.3_sgd/validation", "sweep/lr_0.3_adam/validation", "sweep/lr_1_adam/validation",
 )
 
 

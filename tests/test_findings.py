@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from gradhealth_plugin.analysis import findings, health, metrics
+from gradhealth_plugin.analysis import combine, findings, health, metrics
 from gradhealth_plugin.analysis import limits as rules
 from gradhealth_plugin.reading import runs
 from gradhealth_plugin.reading import tags as T
@@ -177,7 +177,7 @@ def test_finding_kinds_are_the_contract_vocabulary():
     assert set(findings.KINDS) == {
         "nonfinite", "exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth",
         "skewed_distribution", "bimodal_weights", "update_ratio", "spike", "periodic_spikes",
-        "depth_vanishing", "init_scale"}
+        "depth_vanishing", "init_scale", "no_progress"}
 
 
 # --- exploding_gradients ---------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_finding_kinds_are_the_contract_vocabulary():
 @pytest.mark.parametrize("value,fires", [(0.99e3, False), (1.01e3, True)])
 def test_exploding_max_abs_threshold(value, fires):
     g = grad(0)
-    g.values["max_abs"] = at(g.values["max_abs"], 20, value)
+    g.values["max_abs"] = at(g.values["max_abs"], [20, 21], value)  # two logged steps: it lasts
     found = find(run(*three_kernels(g={0: g})))
     if not fires:
         assert of_kind(found, "exploding_gradients") == []
@@ -193,7 +193,7 @@ def test_exploding_max_abs_threshold(value, fires):
     f = one(found, "exploding_gradients")
     assert f.severity == findings.CRITICAL
     assert f.layers == ["dense_0/kernel"]
-    assert f.first_step == f.last_step == STEPS[20]
+    assert (f.first_step, f.last_step) == (STEPS[20], STEPS[21])
     assert f.evidence["value"] == pytest.approx(value)
     assert f.evidence["threshold"] == 1e3
     assert f.evidence["step"] == STEPS[20]
@@ -204,7 +204,7 @@ def test_exploding_max_abs_threshold(value, fires):
 @pytest.mark.parametrize("ratio,fires", [(9.0, False), (11.0, True)])
 def test_exploding_norm_jump_against_running_median(ratio, fires):
     g = grad(0, l2=1.0)  # a flat norm: its running median is exactly 1
-    g.values["l2"] = at(g.values["l2"], 20, ratio)
+    g.values["l2"] = at(g.values["l2"], [20, 21], ratio)
     found = find(run(*three_kernels(g={0: g})))
     if not fires:
         assert of_kind(found, "exploding_gradients") == []
@@ -233,8 +233,8 @@ def test_exploding_in_three_layers_is_one_finding():
         g.values["max_abs"] = at(g.values["max_abs"], slice(onset, onset + 3), 5e3)
         gs[i] = g
     f = one(find(run(*three_kernels(g=gs))), "exploding_gradients")
-    assert sorted(f.layers) == ["dense_0/kernel", "dense_1/kernel", "dense_2/kernel"]
-    assert f.layers[0] == "dense_1/kernel"  # earliest onset first
+    # Listed in model order; the evidence is the earliest onset's (dense_1 at step 12).
+    assert f.layers == ["dense_0/kernel", "dense_1/kernel", "dense_2/kernel"]
     assert f.first_step == STEPS[12]
     assert f.last_step == STEPS[32]
     assert f.evidence["step"] == STEPS[12]
@@ -260,7 +260,7 @@ def test_exploding_text_names_the_norm_a_norm_scalar_is_held_to():
 def test_exploding_from_grad_norm_scalar():
     steps = np.arange(200, dtype=np.int64)
     values = _noise(3, 200)
-    values[150] = 20.0
+    values[150:152] = 20.0
     found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, values)}))
     f = one(found, "exploding_gradients")
     assert f.layers == ["grad_norm_total"] and f.first_step == 150
@@ -695,7 +695,7 @@ def test_one_off_spike_is_info():
 def test_spike_that_is_an_explosion_is_reported_once():
     steps = np.arange(500, dtype=np.int64)
     values = _noise(1, 500, 0.3)
-    values[250] = 30.0
+    values[250:252] = 30.0
     found = find(run(*three_kernels(), scalar_series={"grad_norm_total": (steps, values)}))
     assert one(found, "exploding_gradients").first_step == 250
     assert of_kind(found, "spike") == []
@@ -767,7 +767,7 @@ def test_one_nonfinite_finding_per_run_covers_each_row_at_its_own_steps():
     found = find(rd)
     f = one(found, "nonfinite")
     assert f.role is None and f.first_step == STEPS[30]
-    assert f.layers == ["dense_1/kernel", "loss", "relu_1"]
+    assert f.layers == ["loss", "dense_1/kernel", "relu_1"]  # run-level scalars first, then model order
     layers = f.to_json()["evidence"]["layers"]
     assert layers["dense_1/kernel"]["roles"]["gradient"]["first_step"] == STEPS[30]
     assert layers["dense_1/kernel"]["roles"]["weight"]["first_step"] == STEPS[32]
@@ -780,6 +780,14 @@ def test_one_nonfinite_finding_per_run_covers_each_row_at_its_own_steps():
     assert lay.roles[T.WEIGHT].health.status[30] == health.OK
     assert lay.roles[T.WEIGHT].health.status[32] == health.CRITICAL
     _check_consistent(rd, found)
+    # What the tab outlines in each role's view is what that role's rows show.
+    from gradhealth_plugin.serving import responses
+
+    (sent,) = [x for x in responses.findings_json(rd, found) if x["kind"] == "nonfinite"]
+    assert sent["covers_by_role"]["gradient"]["dense_1/kernel"] == [[STEPS[30], STEPS[N - 1]]]
+    assert sent["covers_by_role"]["weight"]["dense_1/kernel"] == [[STEPS[32], STEPS[N - 1]]]
+    assert sent["covers_by_role"]["activation"] == {"relu_1": [[STEPS[33], STEPS[N - 1]]]}
+    assert sent["covers_by_role_text"]["weight"]["dense_1/kernel"] == [[str(STEPS[32]), str(STEPS[N - 1])]]
 
 
 def test_overshoot_symptoms_before_the_overflow_carry_the_learning_rate_cause():
@@ -835,7 +843,7 @@ def test_vanishing_with_dead_units_points_to_dying_relus():
 
 def test_threshold_override_moves_the_boundary():
     g = grad(0)
-    g.values["max_abs"] = at(g.values["max_abs"], 20, 500.0)
+    g.values["max_abs"] = at(g.values["max_abs"], [20, 21], 500.0)
     limits = rules.thresholds({"exploding_max_abs": 100})
     assert of_kind(find(run(*three_kernels(g={0: g}), limits=limits), limits), "exploding_gradients")
     assert of_kind(find(run(*three_kernels(g={0: g}))), "exploding_gradients") == []
@@ -884,7 +892,7 @@ def _check_consistent(rd, found):
 
 def _troubled_run(*extra_layers):
     g0 = grad(0)
-    g0.values["max_abs"] = at(g0.values["max_abs"], [12, 18], 5e3)  # two explosions, healthy in between
+    g0.values["max_abs"] = at(g0.values["max_abs"], [12, 13, 18, 19], 5e3)  # two explosions, healthy in between
     g1 = grad(1)
     g1.values["mean_abs"] = at(g1.values["mean_abs"], slice(5, 11), 1e-8)
     g1.values["mean_abs"] = at(g1.values["mean_abs"], slice(25, 31), 1e-8)
@@ -970,3 +978,369 @@ def test_findings_are_sorted_most_severe_first():
     for severity in (findings.INFO, findings.WARN, findings.CRITICAL):
         starts = [f.first_step for f in found if f.severity == severity]
         assert starts == sorted(starts)
+
+
+# --- many layers judged at once: the same answers as one layer at a time -----------------------------
+
+def _mixed_run(seed, n_layers=24):
+    """Layers of three kinds, two lengths and several roles, with random problems: every stacked group."""
+    rng = np.random.default_rng(seed)
+    layers = []
+    for i in range(n_layers):
+        steps = STEPS if i % 3 else STEPS[:25]
+        kind = (T.KIND_KERNEL, T.KIND_BIAS, T.KIND_OUTPUT)[i % 4 % 3]
+        g, w = grad(i, steps=steps), weight(i, steps=steps, count=5000.0)
+        for t, problems in ((g, (("max_abs", 5e3), ("mean_abs", 1e-8), ("small_fraction", 0.95), ("nonfinite", 2.0),
+                                 ("l2", 40.0))),
+                            (w, (("skewness", 3.0), ("update_ratio", 0.5), ("mean", 2.0), ("bimodal_dip", 0.1)))):
+            for metric, bad in problems:
+                if rng.random() < 0.4:
+                    start = int(rng.integers(0, len(steps) - 1))
+                    t.values[metric] = at(t.get(metric), slice(start, start + int(rng.integers(1, 8))), bad)
+        roles = {"gradient": g, "weight": w} if kind != T.KIND_OUTPUT else {"activation": act(i, steps=steps)}
+        if kind == T.KIND_OUTPUT and rng.random() < 0.5:
+            roles["activation"].values["zero_fraction"] = at(roles["activation"].values["zero_fraction"],
+                                                             slice(10, 20), 0.9)
+        layers.append(layer(f"block_{i}/t", kind=kind, **roles))
+    return run(*layers)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_detectors_judge_each_layer_of_many_as_if_alone(monkeypatch, seed):
+    # Folding the findings after a run's non-finite collapse into it is run-wide by design (another
+    # layer's collapse folds this one's later findings): left out here, it is tested on its own.
+    monkeypatch.setattr(combine, "fold_after_nonfinite", lambda found: found)
+    rd = _mixed_run(seed)
+    found = find(rd)
+    assert len({f.kind for f in found}) >= 5, [f.kind for f in found]
+    for lay in rd.layers:
+        alone = find(run(layer(lay.name, kind=lay.kind, **{r: d.table for r, d in lay.roles.items()})))
+
+        def evidence(found, severity=lambda f: f.severity):
+            return {f"{f.kind} {severity(f)} {f.role}": f.to_json()["evidence"]["layers"][lay.name]
+                    for f in found if f.kind != "depth_vanishing" and lay.name in f.evidence.get("layers", {})}
+
+        # A layer vanishing alone is all the gradients there are: critical, where among others it is a warning
+        # (a severity lower either way where it held too briefly to be sure).
+        assert evidence(found) == evidence(alone, lambda f: findings.WARN if f.kind == "vanishing_gradients"
+                                           and "too_few_steps" not in f.evidence else f.severity), lay.name
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cell_rules_score_stacked_tables_as_each_table_alone(seed):
+    rd = _mixed_run(seed)
+    for role in (T.GRADIENT, T.WEIGHT):
+        tables = [lay.roles[role].table for lay in rd.layers
+                  if role in lay.roles and len(lay.roles[role].table.steps) == N]
+        stacked = health.rule_health(metrics.stack_tables(tables), role, T.KIND_KERNEL, LIMITS,
+                                     findings.detectors.CELL_RULES)
+        for i, t in enumerate(tables):
+            alone = findings.cell_health(t, role, T.KIND_KERNEL, LIMITS)
+            assert np.array_equal(stacked.score[i], alone.score, equal_nan=True)
+            assert stacked.status[i].tolist() == alone.status.tolist()
+            assert stacked.rule[i].tolist() == alone.rule.tolist()
+
+
+@pytest.mark.parametrize("cells_at_once", [1, 100, 1 << 17])
+def test_decide_cells_of_many_layers_equal_each_row_decided_alone(monkeypatch, cells_at_once):
+    monkeypatch.setattr(findings, "_CELLS_AT_ONCE", cells_at_once)  # chunks of one row, of a few, of all
+    rd = _mixed_run(7)
+    found = find(rd)
+    findings.decide_cells(rd, found, LIMITS)
+    severity_code = {findings.WARN: health.WARN, findings.CRITICAL: health.CRITICAL}
+    for lay in rd.layers:
+        for role, r in lay.roles.items():
+            alone = findings.cell_health(r.table, role, lay.kind, LIMITS)
+            status = alone.status.copy()
+            status[status != health.NO_DATA] = health.OK
+            rule = np.where(status == health.OK, "", None).astype(object)
+            for f in found:
+                covered = _covered(f, lay, role, r.table.steps) & (status != health.NO_DATA)
+                code = severity_code.get(f.severity, health.OK)
+                rule = np.where(covered & (status < code), f.kind, rule)
+                status = np.where(covered & (status < code), code, status)
+            assert r.health.status.tolist() == status.tolist(), (lay.name, role)
+            assert r.health.rule.tolist() == rule.tolist(), (lay.name, role)
+            assert np.array_equal(r.health.score, health.in_band(alone.score, status), equal_nan=True)
+
+
+def test_a_spike_inside_a_span_only_finding_far_apart_is_explained():
+    # A NaN loss at steps 0 and 2**62: its finding has a span but no points. Whether a spike lies
+    # in it is a comparison; the steps in between were once built as a set.
+    far = 2 ** 62
+    nan_loss = findings.Finding(run="r", kind="nonfinite", severity=findings.CRITICAL, layers=["loss"], first_step=0,
+                                last_step=far, evidence={}, message="", advice="", spans={"loss": (0, far)})
+
+    def spike(step):
+        return findings.Finding(run="r", kind="spike", severity=findings.INFO, layers=["loss", "grad_norm"],
+                                first_step=step, last_step=step, evidence={"layers": {"loss": {}, "grad_norm": {}}},
+                                message="", advice="", spans={"loss": (step, step), "grad_norm": (step, step)})
+
+    kept = combine.drop_explained_spikes([nan_loss, spike(far // 2), spike(far + 1)])
+    assert [(f.kind, f.first_step, f.layers) for f in kept] == [
+        ("nonfinite", 0, ["loss"]), ("spike", far // 2, ["grad_norm"]), ("spike", far + 1, ["loss", "grad_norm"])]
+
+
+# --- a one-off is a spike, not an explosion ---------------------------------------------------------
+
+def _norm_spike(idx, value=50.0, **over):
+    g = grad(0, l2=_noise(7, N, 0.05), **over)
+    g.values["l2"] = at(g.values["l2"], idx, value)
+    return g
+
+
+def test_one_off_jump_that_comes_back_is_a_spike_not_an_explosion():
+    found = find(run(*three_kernels(g={0: _norm_spike(20)})))
+    assert of_kind(found, "exploding_gradients") == []
+    f = one(found, "spike")
+    assert f.first_step == STEPS[20] and f.layers == ["dense_0/kernel"] and f.severity == findings.INFO
+
+
+def test_one_off_max_abs_past_the_limit_is_no_explosion():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], 20, 5e3)
+    assert of_kind(find(run(*three_kernels(g={0: g}))), "exploding_gradients") == []
+
+
+def test_a_jump_that_never_comes_back_is_an_explosion():
+    # At the last logged step, and followed by nothing but NaN: neither returned below the limits.
+    last = one(find(run(*three_kernels(g={0: _norm_spike(N - 1)}))), "exploding_gradients")
+    assert last.first_step == STEPS[-1]
+    g = _norm_spike(20)
+    for metric in ("l2", "max_abs"):
+        g.values[metric] = at(g.values[metric], slice(21, N), np.nan)
+    g.values["nonfinite"] = at(g.values["nonfinite"], slice(21, N), 5.0)
+    assert one(find(run(*three_kernels(g={0: g}))), "exploding_gradients").first_step == STEPS[20]
+
+
+def test_a_jump_after_which_the_gradients_vanish_is_an_explosion():
+    # Saturated by the jump, the layer passes no gradient back: not a return to normal.
+    g = _norm_spike(20)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(21, 24), 0.0)
+    assert one(find(run(*three_kernels(g={0: g}))), "exploding_gradients").first_step == STEPS[20]
+
+
+def test_exploding_steps_is_a_threshold():
+    limits = rules.thresholds({"exploding_steps": 1})
+    rd = run(*three_kernels(g={0: _norm_spike(20)}), limits=limits)
+    assert one(find(rd, limits), "exploding_gradients").first_step == STEPS[20]
+
+
+# --- update ratio from the weights alone ------------------------------------------------------------
+
+def _bounded_weight(l2, steps, low=None, high=None):
+    """A weight row without update tags: exact norms, or estimated ones with their proven interval."""
+    t = table(steps, l2=l2, std=0.1, mean=0.0, count=1000.0)
+    if low is not None:
+        t.values.update(l2_low=np.asarray(low, float), l2_high=np.asarray(high, float))
+        t.quality["l2"] = np.full(len(steps), metrics.ESTIMATED, dtype=np.uint8)
+    return t
+
+
+def test_update_ratio_lower_bound_divides_growth_and_shrink_correctly():
+    # Doubling over 5 steps needs a mean ratio of at least 2^(1/5) - 1 per step; halving, (1 - 1/2) / 5.
+    steps = np.array([0, 5, 10, 11])
+    ratio, quality = metrics.update_ratio_lower_bound(_bounded_weight([1.0, 2.0, 1.0, 1.0], steps))
+    assert np.isnan(ratio[0]) and ratio[1:] == pytest.approx([2 ** 0.2 - 1, 0.1, 0.0])
+    assert quality.tolist() == [metrics.NO_DATA] + [metrics.LOWER_BOUND] * 3
+
+
+def test_update_ratio_lower_bound_takes_the_norms_at_their_least_favourable_ends():
+    steps = np.array([0, 1, 2])
+    t = _bounded_weight([1.0, 1.5, 1.0], steps, low=[0.9, 1.35, 0.9], high=[1.1, 1.65, 1.1])
+    ratio, _ = metrics.update_ratio_lower_bound(t)
+    assert ratio[1:] == pytest.approx([1.35 / 1.1 - 1, 1 - 1.1 / 1.35])
+    # Estimated norms without their interval prove nothing.
+    t = _bounded_weight([1.0, 1.5, 1.0], steps, low=[np.nan] * 3, high=[np.nan] * 3)
+    assert np.isnan(metrics.update_ratio_lower_bound(t)[0]).all()
+
+
+@pytest.mark.parametrize("writer", ["tf2", "v1"])
+def test_l2_bounds_contain_the_true_norm(writer):
+    rng = np.random.default_rng(0)
+    arrays, norms = [], []
+    for i in range(20):
+        x = rng.normal(0.0, 10.0 ** rng.uniform(-3, 1), size=int(rng.integers(2, 5000))) + rng.normal(0, 0.1)
+        if writer == "tf2":  # TF2: 30 equal buckets between the data's min and max
+            counts, edges = np.histogram(x, bins=30)
+            buckets = np.stack([edges[:-1], edges[1:], counts], axis=1)
+        else:  # a v1 exponential grid, the outer edges clamped to the data's range
+            grid = np.concatenate([-np.logspace(2, -12, 400), [0.0], np.logspace(-12, 2, 400)])
+            counts, edges = np.histogram(x, bins=grid)
+            keep = counts > 0
+            buckets = np.stack([np.maximum(edges[:-1], x.min()), np.minimum(edges[1:], x.max()), counts], axis=1)[keep]
+        arrays.append(buckets)
+        norms.append(np.linalg.norm(x))
+    low, high = metrics.l2_bounds(metrics.stack_histograms(np.arange(20), np.zeros(20), arrays))
+    assert (low <= np.array(norms)).all() and (np.array(norms) <= high).all()
+    assert (high / low < 1.6).all()
+
+
+def _run_with_bound(ratio_at_step_5, **limits_over):
+    limits = rules.thresholds(limits_over)
+    w = weight(0)
+    w.values["update_ratio"] = at(np.zeros(N), 0, np.nan)
+    w.values["update_ratio"] = at(w.values["update_ratio"], 5, ratio_at_step_5)
+    w.quality["update_ratio"] = np.where(np.isnan(w.values["update_ratio"]), metrics.NO_DATA,
+                                         metrics.LOWER_BOUND).astype(np.uint8)
+    rd = run(*three_kernels(w={0: w}), limits=limits)
+    return rd, find(rd, limits)
+
+
+def test_a_lower_bound_above_the_ceiling_is_a_finding_labelled_as_a_bound():
+    _, found = _run_with_bound(0.2)
+    f = one(found, "update_ratio")
+    assert f.layers == ["dense_0/kernel"] and f.first_step == f.last_step == STEPS[5]
+    assert f.evidence["quality"] == "lower_bound" and f.evidence["layers"]["dense_0/kernel"]["quality"] == "lower_bound"
+    assert "lower bound" in f.message
+    assert of_kind(_run_with_bound(0.09)[1], "update_ratio") == []
+    assert of_kind(_run_with_bound(0.2, update_ratio_bound_steps=2)[1], "update_ratio") == []
+
+
+def test_a_lower_bound_under_the_floor_proves_nothing():
+    # Zero (no proven change) at every step: no "barely move" finding, and no cell rule fires.
+    rd, found = _run_with_bound(0.0)
+    assert of_kind(found, "update_ratio") == []
+    cell = rd.layer("dense_0/kernel").roles[T.WEIGHT].health
+    assert (cell.status[1:] == health.OK).all()
+
+
+# --- weights that never change ----------------------------------------------------------------------
+
+def _frozen_weight(n_steps=N):
+    steps = STEPS[:n_steps]
+    return table(steps, mean=0.01, std=0.1, min=-0.4, max=0.41, l2=3.0, mean_abs=0.08, skewness=0.1,
+                 kurtosis=0.2, zero_fraction=0.0, count=1000.0, max_abs=0.41, nonfinite=0.0)
+
+
+def test_weights_identical_at_every_step_never_change():
+    f = one(find(run(*three_kernels(w={1: _frozen_weight()}))), "update_ratio")
+    assert f.layers == ["dense_1/kernel"] and (f.first_step, f.last_step) == (STEPS[0], STEPS[-1])
+    assert "never change although their gradients flow" in f.message
+    assert f.evidence["layers"]["dense_1/kernel"]["gradient_max_abs"] > 0
+    # No gradient logged: only what the weights show.
+    f = one(find(run(layer("dense_1/kernel", weight=_frozen_weight()))), "update_ratio")
+    assert f.message.endswith(f"never change: their histogram is identical at every logged step from step "
+                              f"{STEPS[0]} to step {STEPS[-1]}")
+
+
+def test_weights_that_change_once_or_are_logged_twice_are_not_frozen():
+    w = _frozen_weight()
+    w.values["max"] = at(w.values["max"], 30, 0.42)
+    assert of_kind(find(run(*three_kernels(w={1: w}))), "update_ratio") == []
+    assert of_kind(find(run(layer("dense_1/kernel", weight=_frozen_weight(2)))), "update_ratio") == []
+    limits = rules.thresholds({"frozen_steps": 2})
+    assert of_kind(find(run(layer("dense_1/kernel", weight=_frozen_weight(2)), limits=limits), limits),
+                   "update_ratio")
+
+
+def test_weights_standing_still_behind_vanished_gradients_are_the_vanishing_finding():
+    lay = layer("dense_1/kernel", weight=_frozen_weight(), gradient=grad(1, mean_abs=1e-9, max_abs=1e-8))
+    found = find(run(lay))
+    assert of_kind(found, "update_ratio") == [] and of_kind(found, "vanishing_gradients")
+
+
+# --- init_scale from element counts -----------------------------------------------------------------
+
+def _dense_with_bias(std, steps=STEPS, fan_in=256, fan_out=64):
+    std = std * _noise(0, len(steps), 0.01)
+    return (layer("dense/kernel", weight=weight(0, steps=steps, std=std, count=float(fan_in * fan_out))),
+            layer("dense/bias", kind=T.KIND_BIAS, weight=weight(1, steps=steps, std=0.0, count=float(fan_out))))
+
+
+def test_init_scale_fans_from_the_bias_count():
+    f = one(find(run(*_dense_with_bias(1.0))), "init_scale")
+    ev = f.evidence["layers"]["dense/kernel"]
+    assert (ev["fan_in"], ev["fan_out"], ev["matches"]) == (256, 64, "standard_normal")
+    assert ev["he_std"] == pytest.approx(np.sqrt(2 / 256)) and ev["glorot_std"] == pytest.approx(np.sqrt(2 / 320))
+    assert "standard normal" in f.message
+    assert of_kind(find(run(*_dense_with_bias(np.sqrt(2 / 256)))), "init_scale") == []
+
+
+def test_init_scale_judges_only_a_first_step_at_the_start():
+    later = STEPS + 100
+    assert of_kind(find(run(*_dense_with_bias(1.0, steps=later))), "init_scale") == []
+    limits = rules.thresholds({"init_scale_max_step": 100})
+    assert of_kind(find(run(*_dense_with_bias(1.0, steps=later), limits=limits), limits), "init_scale")
+
+
+def test_init_scale_needs_counts_that_divide():
+    w, b = _dense_with_bias(1.0)
+    b.roles[T.WEIGHT].table.values["count"][:] = 63.0
+    assert of_kind(find(run(w, b)), "init_scale") == []
+
+
+# --- no_progress ------------------------------------------------------------------------------------
+
+def _loss(improvement, n=100, seed=0):
+    steps = np.arange(n, dtype=np.int64)
+    return steps, np.linspace(1.0, 1.0 - improvement, n) * _noise(seed, n, 0.01)
+
+
+@pytest.mark.parametrize("improvement,fires", [(0.0, True), (0.02, True), (0.05, False), (-0.5, True)])
+def test_no_progress_threshold(improvement, fires):
+    found = find(run(*three_kernels(), scalar_series={"train/loss": _loss(improvement)}))
+    if not fires:
+        assert of_kind(found, "no_progress") == []
+        return
+    f = one(found, "no_progress")
+    assert f.severity == findings.WARN and f.layers == ["train/loss"] and (f.first_step, f.last_step) == (0, 99)
+    assert f.evidence["layers"]["train/loss"]["points"] == 100
+    assert_evidence(f)
+
+
+def test_no_progress_needs_enough_points_and_every_loss_stuck():
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=7)})), "no_progress") == []
+    assert one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=8)})), "no_progress")
+    # A training loss that improves while the validation loss does not: no stalled run.
+    series = {"train/loss": _loss(0.3), "val/loss": _loss(0.0, seed=1)}
+    assert of_kind(find(run(*three_kernels(), scalar_series=series)), "no_progress") == []
+
+
+def test_a_nan_loss_is_no_progress_but_nonfinite():
+    steps, loss = _loss(0.0)
+    loss[90:] = np.nan
+    found = find(run(*three_kernels(), scalar_series={"loss": (steps, loss)}))
+    assert of_kind(found, "no_progress") == [] and one(found, "nonfinite")
+
+
+# --- after a collapse -------------------------------------------------------------------------------
+
+def _collapsed(recovers):
+    w = weight(2)
+    bad = slice(20, 21) if recovers else slice(20, N)
+    w.values["nonfinite"] = at(w.values["nonfinite"], bad, 10.0)
+    g = grad(1)
+    g.values["mean_abs"] = at(g.values["mean_abs"], slice(25, N), 1e-9)
+    return run(*three_kernels(g={1: g}, w={2: w}))
+
+
+def test_findings_after_a_collapse_fold_into_it():
+    found = find(_collapsed(recovers=False))
+    assert of_kind(found, "vanishing_gradients") == []
+    nan = one(found, "nonfinite")
+    assert nan.evidence["collapse_step"] == STEPS[20]
+    assert [c["kind"] for c in nan.evidence["consequences"]] == ["vanishing_gradients"]
+    assert "1 later finding (vanishing_gradients)" in nan.message
+    json.dumps(nan.to_json())
+
+
+def test_findings_after_a_transient_overflow_stand_on_their_own():
+    found = find(_collapsed(recovers=True))
+    assert one(found, "vanishing_gradients").first_step == STEPS[25]
+    nan = one(found, "nonfinite")
+    assert nan.evidence["collapse_step"] is None and "consequences" not in nan.evidence
+
+
+def test_no_progress_is_not_read_into_a_few_bouncing_values():
+    """Under 20 values each tenth is one value: a per-batch loss bouncing by 10% early in training
+    proves no stall; the same count of flat values (a loss stuck at ln 2) does."""
+    steps = np.arange(15, dtype=np.int64)
+    bouncing = 1.386 * (1 + 0.1 * np.sin(np.arange(15) * 2.1))
+    bouncing[-1] = bouncing[0]  # not lower at the end than at the start
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, bouncing)})), "no_progress") == []
+    # Smooth, so its noise is small, but moving: up by 6% and back, not flat.
+    hump = 1.4 + 0.08 * np.sin(np.pi * np.arange(15) / 14)
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, hump)})), "no_progress") == []
+    flat = 0.693 + 0.001 * np.sin(np.arange(15))
+    assert one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")

@@ -218,3 +218,203 @@ def test_check_fails_exactly_the_broken_runs(diagnosed, framework, story):
     assert code == (1 if story in BROKEN else 0), text
     if story in BROKEN:
         assert KIND[story] in text
+
+
+# --- What histograms can prove: weights and gradients logged, no update tags ------------------------
+#
+# `training_runs.PROOF_STORIES` each go wrong in one way a bound on the histograms can prove (or, for
+# a corrupted batch, must not overstate). Both frameworks log weight and gradient histograms with
+# plain SummaryWriter / tf.summary calls and nothing else about the updates.
+
+PROOFS = tuple(tr.PROOF_STORIES)
+
+
+@dataclasses.dataclass
+class Proven:
+    truths: Dict[str, tr.Truth]
+    findings: Dict[str, List[dict]]
+    runs: Dict[str, dict]
+    client: object
+
+
+@pytest.fixture(scope="session")
+def proven(tmp_path_factory, plugin_client):
+    """framework -> Proven: each framework's proof stories trained and read back once per session."""
+    cache: Dict[str, Proven] = {}
+
+    def get(framework: str) -> Proven:
+        if framework not in cache:
+            logdir = tmp_path_factory.mktemp(f"{framework}_proofs")
+            train = tr.train_tf if framework == "tf" else tr.train_torch
+            truths = {story: train(logdir, story) for story in PROOFS}
+            client = plugin_client(logdir)
+            runs = {r["run"]: r for r in client.ok("/runs")["runs"]}
+            found = {story: client.ok("/findings", run=story)["findings"] for story in PROOFS}
+            cache[framework] = Proven(truths, found, runs, client)
+        return cache[framework]
+
+    return get
+
+
+def _loud(findings: List[dict]) -> List[dict]:
+    return [f for f in findings if f["severity"] != "info"]
+
+
+def _kernels(truth: tr.Truth) -> List[str]:
+    return [layer for layer in truth.param_layers if layer.endswith(("kernel", "weight"))]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_no_proof_story_logs_updates(proven, framework):
+    p = proven(framework)
+    for story in PROOFS:
+        assert "update" not in p.runs[story]["roles"], story
+        assert set(p.runs[story]["roles"]) >= {"weight", "gradient"}, story
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_too_high_learning_rate_shows_in_the_weights_alone(proven, framework):
+    p = proven(framework)
+    truth = p.truths["lr_too_high"]
+    (f,) = [f for f in _loud(p.findings["lr_too_high"]) if f["kind"] == "update_ratio"]
+    assert f["severity"] == "warn" and f["evidence"]["quality"] == "lower_bound"
+    assert set(f["layers"]) == set(_kernels(truth))
+    # The first logged interval already proves it: the norms grow several-fold in 5 steps.
+    assert f["first_step"] == truth.every
+    for layer, ev in f["evidence"]["layers"].items():
+        assert ev["value"] > 0.1 and ev["quality"] == "lower_bound", (layer, ev)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("story", PROOFS + ("healthy",))
+def test_weight_bound_never_exceeds_the_true_update_ratio(proven, diagnosed, plugin_client, framework, story):
+    """The lower bound served at each logged step is at most the true mean update ratio of the steps before it."""
+    if story == "healthy":
+        truth, client = diagnosed(framework).truths[story], plugin_client(diagnosed(framework).logdir)
+    else:
+        truth, client = proven(framework).truths[story], proven(framework).client
+    checked = 0
+    for layer in _kernels(truth):
+        series = client.ok("/series", run=story, layer=layer, metric="update_ratio")["series"]["weight"]
+        steps, true = series["steps"], truth.update_ratio[layer]
+        for a, b, value, quality in zip(steps[:-1], steps[1:], series["values"][1:], series["quality"][1:]):
+            if value is None or not np.isfinite(true[a:b]).all():
+                continue
+            assert quality == "lower_bound", (layer, b, quality)
+            assert value <= true[a:b].mean() * (1 + 1e-6), (layer, a, b, value, true[a:b].mean())
+            checked += 1
+    assert checked >= len(_kernels(truth)), checked
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_layer_left_out_of_the_optimizer_never_changes(proven, framework):
+    p = proven(framework)
+    truth = p.truths["frozen"]
+    frozen = _kernels(truth)[1]
+    assert (truth.update_ratio[frozen] == 0).all(), "the layer was trained"
+    assert all((truth.update_ratio[k] > 0).all() for k in _kernels(truth) if k != frozen)
+    loud = _loud(p.findings["frozen"])
+    assert [(f["kind"], f["layers"]) for f in loud] == [("update_ratio", [frozen])], loud
+    (f,) = loud
+    assert "never change although their gradients flow" in f["message"]
+    assert (f["first_step"], f["last_step"]) == (0, tr.STORIES["frozen"].steps - truth.every)
+    ev = f["evidence"]["layers"][frozen]
+    assert ev["gradient_max_abs"] > 1e-3 and ev["steps_compared"] == tr.STORIES["frozen"].steps // truth.every
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_corrupted_batch_is_a_spike_not_an_explosion(proven, framework):
+    p = proven(framework)
+    truth, story = p.truths["corrupted_batch"], tr.STORIES["corrupted_batch"]
+    at, every = story.corrupt_step, truth.every
+    # What the raw gradients did: a jump past 10x at the corrupted batch, back at the next logged step.
+    for layer in _kernels(truth):
+        l2 = truth.stats[tr.GRADIENT][layer]["l2"]
+        before = np.median(l2[at - 10 * every:at:every])
+        assert l2[at] > 10 * before and l2[at + every] < 3 * before, (layer, l2[at], before)
+    found = p.findings["corrupted_batch"]
+    assert not [f for f in found if f["kind"] == "exploding_gradients"]
+    assert _loud(found) == []
+    (spike,) = [f for f in found if f["kind"] == "spike" and f["role"] == "gradient"]
+    assert spike["first_step"] == spike["last_step"] == at and spike["severity"] == "info"
+    assert set(_kernels(truth)) <= set(spike["layers"])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_std_one_on_fan_in_256_is_found_at_step_0(proven, framework):
+    p = proven(framework)
+    truth = p.truths["init_std1"]
+    first, second, third = _kernels(truth)
+    loud = _loud(p.findings["init_std1"])
+    assert [f["kind"] for f in loud] == ["init_scale"], loud
+    (f,) = loud
+    # Fan-in 16 puts std 1 2.8x from He (not past 3x); fan-in 256 puts it 11x away.
+    assert set(f["layers"]) == {second, third} and f["first_step"] == f["last_step"] == 0
+    for layer in (second, third):
+        ev = f["evidence"]["layers"][layer]
+        assert ev["fan_in"] == 256 and ev["matches"] == "standard_normal" and ev["value"] == pytest.approx(1, rel=0.05)
+        assert ev["he_std"] == pytest.approx(np.sqrt(2 / 256)) and "bias count" in ev["fans_from"]
+    assert "standard normal" in f["message"]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_stuck_loss_is_no_progress(proven, framework):
+    p = proven(framework)
+    truth = p.truths["stuck"]
+    tenth = len(truth.loss) // 10
+    assert abs(np.median(truth.loss[-tenth:]) / np.median(truth.loss[:tenth]) - 1) < 0.02
+    loud = _loud(p.findings["stuck"])
+    assert [(f["kind"], f["layers"]) for f in loud] == [("no_progress", ["loss"])], loud
+    assert "log them" in loud[0]["advice"]
+
+
+def test_keras_sigmoid_net_stuck_at_ln2_is_no_progress(keras_stuck_sigmoid_logdir, plugin_client):
+    client = plugin_client(keras_stuck_sigmoid_logdir)
+    run = client.ok("/runs")["runs"][0]
+    assert run["roles"] == ["weight"] and run["worst_status"] == "warn"
+    loud = _loud(client.ok("/findings", run="train")["findings"])
+    assert [(f["kind"], f["layers"]) for f in loud] == [("no_progress", ["epoch_loss"])], loud
+    ev = loud[0]["evidence"]["layers"]["epoch_loss"]
+    assert ev["points"] == 8 and ev["last_median"] == pytest.approx(np.log(2), abs=0.01)
+
+
+def test_findings_after_a_collapse_are_its_consequences(proven):
+    """A batch of NaN inputs turns the first kernel NaN for good; a NaN guard hides it from the layers
+    after it, which TF's histograms keep showing: what they show then follows from the collapse.
+
+    (PyTorch's SummaryWriter refuses NaN histograms: its run never shows the collapse itself.)
+    """
+    p = proven("tf")
+    truth, at = p.truths["nan_batch"], tr.STORIES["nan_batch"].corrupt_step
+    # What the raw tensors did: the second kernel's gradient is exactly 0 once the first layer is NaN.
+    assert (truth.stats[tr.GRADIENT]["layer_1/kernel"]["max_abs"][at + 1:] == 0).all()
+    found = p.findings["nan_batch"]
+    collapses = [f for f in found if f["kind"] == "nonfinite"]
+    assert collapses and all(f["evidence"]["collapse_step"] == at for f in collapses)
+    assert [_key(f) for f in _loud(found) if f["kind"] != "nonfinite"] == []
+    (first,) = [f for f in collapses if "consequences" in f["evidence"]]
+    assert first["first_step"] == at
+    kinds = {c["kind"] for c in first["evidence"]["consequences"]}
+    assert "vanishing_gradients" in kinds and all(c["first_step"] >= at for c in first["evidence"]["consequences"])
+    assert "follow from these values" in first["message"]
+
+
+# The healthy runs the libraries write for the other tests (tests/logdirs.py): a few steps each of
+# small models trained as their users train them. None may earn a warning. (Not torch_custom_prefix:
+# without a tag rule its ``mygrads/<name>`` gradients read as weights, see test_conventions.)
+HEALTHY_LOGDIRS = ("tf2_custom_loop_logdir", "tf2_module_loop_logdir", "seed002_logdir", "keras_fit_logdir",
+                   "torch_prefixes_logdir", "torch_dot_grad_logdir", "tensorboardx_logdir", "lightning_logdir")
+
+
+# The PyTorch ones put BatchNorm after fc1, which cancels fc1's bias: its gradient is exactly 0, and
+# saying so is right.
+BIAS_BEFORE_BATCHNORM = ("vanishing_gradients", ("fc1.bias",))
+
+
+@pytest.mark.parametrize("fixture", HEALTHY_LOGDIRS)
+def test_healthy_library_runs_raise_no_warning(request, plugin_client, fixture):
+    client = plugin_client(request.getfixturevalue(fixture))
+    for run in client.ok("/runs")["runs"]:
+        loud = [f for f in _loud(client.ok("/findings", run=run["run"])["findings"])
+                if (f["kind"], tuple(f["layers"])) != BIAS_BEFORE_BATCHNORM]
+        assert loud == [], (fixture, run["run"], [_key(f) for f in loud])

@@ -3,7 +3,7 @@
 Run ``mlp``: a small MLP trained with a TF2 custom loop logs ``gradients/<var.name>``,
 ``weights/<var.name>`` and ``activations/<layer>`` histograms every 5 steps; the
 ``dense/bias`` gradient only every 10 steps (so its heatmap row has holes), one
-gradient is blown up at one step (critical), and a ReLU with a large negative
+gradient is blown up at the last logged step (critical), and a ReLU with a large negative
 bias is mostly dead (warn). Run ``weights_only`` has weight histograms only.
 """
 
@@ -23,7 +23,7 @@ from gradhealth_plugin.reading import tags as tags_lib
 
 LOGGED = (0, 5, 10, 15, 20, 25)
 BIAS_GRAD_STEPS = (0, 10, 20)
-EXPLODE_STEP = 15
+EXPLODE_STEP = LOGGED[-1]  # blown up at the last logged step, it never comes back: an explosion
 KERNELS = ("dense/kernel", "dense_1/kernel")
 PARAMS = ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")
 STATUS_NAMES = ["no_data", "ok", "warn", "critical"]
@@ -432,3 +432,19 @@ def test_heatmap_rows_say_how_their_role_was_decided(tmp_path, plugin_client):
     assert other["layers"] == ["input/images"] and other["decided_by"] == ["fallback"]
     (summary,) = client.ok("/runs")["runs"]
     assert {layer["name"]: layer["roles"] for layer in summary["layers"]}["input/images"]["other"]["decided_by"] == "fallback"
+
+
+def test_answers_are_the_json_tensorboard_would_write(client):
+    # Answers are written without TensorBoard's cleansing walk, byte for byte as it writes them;
+    # one holding NaN (answers send null) still goes through it.
+    from tensorboard.backend import json_util
+
+    for route, params in (("/runs", {}), ("/heatmap", {"run": "mlp", "metric": "mean"}), ("/findings", {"run": "mlp"}),
+                          ("/series", {"run": "mlp", "layer": "dense/kernel", "metric": "l2"}),
+                          ("/cell", {"run": "mlp", "layer": "dense/kernel", "step": 5}), ("/vocabulary", {})):
+        response = client.raw(route, **params)
+        text = response.get_data(as_text=True)
+        assert response.status_code == 200 and response.mimetype == "application/json"
+        assert text == json.dumps(json_util.Cleanse(json.loads(text))), route
+    nan = {"value": float("nan")}
+    assert plugin._json_text(nan) is nan and plugin._json_text({"value": None}) == '{"value": null}'

@@ -1,5 +1,7 @@
 """series.py: runs, baselines, spikes and periods on noisy, unevenly logged series."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -300,3 +302,135 @@ def test_an_onset_after_a_denser_start_is_not_said_to_follow_dropped_steps():
     assert kept_before(steps, int(np.searchsorted(steps, 850))) is None
     sampled = np.array([0, 25, 50, 100, 125], dtype=np.int64)  # 75 dropped
     assert kept_before(sampled, 3) == 50
+# --- many series at once: rows of a 2-D array give exactly the per-series results ------------------
+
+def _rows_with_gaps(rng, rows, n):
+    """Lognormal norms with NaN gaps, zeros, infinities and 10x outliers: every branch of the helpers."""
+    values = _noise(rng, rows * n).reshape(rows, n)
+    values[rng.random((rows, n)) < 0.05] = np.nan
+    values[rng.random((rows, n)) < 0.02] = 0.0
+    values[rng.random((rows, n)) < 0.01] = np.inf
+    values[rng.random((rows, n)) < 0.03] *= 10.0
+    values[0] = np.nan  # an all-NaN row
+    return values
+
+
+def _same(a, b):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 12, 200])
+def test_row_wise_helpers_equal_the_per_series_results(n):
+    rng = np.random.default_rng(n)
+    values = _rows_with_gaps(rng, 9, n)
+    med, mad = series.centered_baseline(values, 3)
+    for i, row in enumerate(values):
+        m1, d1 = series.centered_baseline(row, 3)
+        _same(med[i], m1)
+        _same(mad[i], d1)
+        _same(series.trailing_median(values, WINDOW)[i], series.trailing_median(row, WINDOW))
+        _same(series.noise_scale(values, 50)[i], series.noise_scale(row, 50))
+        _same(series.spike_mask(values, Z, WINDOW)[i], series.spike_mask(row, Z, WINDOW))
+        assert series.spikes(row, Z, WINDOW).tolist() == np.nonzero(series.spike_mask(values, Z, WINDOW)[i])[0].tolist()
+
+
+def test_stacked_groups_rows_by_length_in_bounded_chunks(monkeypatch):
+    rng = np.random.default_rng(1)
+    rows = [rng.normal(size=n) for n in (5, 3, 5, 0, 3, 5, 5, 5)]
+    monkeypatch.setattr(series, "_WINDOW_BUDGET", 10)  # two rows of 5 per chunk
+    seen = []
+    for idx, block in series.stacked(rows):
+        assert block.shape == (len(idx), len(rows[idx[0]])) and block.dtype == np.float64
+        assert block.size <= 10 or len(idx) == 1
+        for i, row in zip(idx.tolist(), block):
+            _same(row, rows[i])
+        seen += idx.tolist()
+    assert sorted(seen) == list(range(len(rows)))
+    lengths = [len(r) for r in rows]
+    assert [g.tolist() for g in series.same_length(lengths)] == [[0, 2], [5, 6], [7], [1, 4], [3]]
+    # Five window values per point: a row of five fills a chunk.
+    assert [len(g) for g in series.same_length(lengths, points_per_value=5)] == [1] * 8
+
+
+# --- periods past 2**53, and the prime check that replaced factoring ---------------------------------
+
+def test_a_huge_prime_period_is_exact_and_quick():
+    # A float cannot hold these steps; factoring the period by trial division took hours.
+    for period in (4503599627370449, 1537228672809129233):
+        logged = np.concatenate([np.arange(30)] + [k * period + np.arange(15) for k in (1, 2, 3)])
+        spikes = np.array([period, 2 * period, 3 * period])
+        assert series.judge_period(spikes, logged) == (period, None)
+    # Spikes every 2P (P prime, 6P < 2**63): kept steps between them on the grid of P refute
+    # "every P" only when two of them lie off the grid of 2P but on that of 2 (even offsets).
+    p = 1537228672809129233
+    spikes = np.array([2 * p, 4 * p, 6 * p])
+    between = [3 * p, 5 * p, 2 * p + 1]  # odd multiples of P refute "every 2": q = 2 is settled
+    assert series.judge_period(spikes, np.concatenate([spikes, between, [2 * p + 2]])) == \
+        (None, series.TOO_FEW_REGULAR)
+    assert series.judge_period(spikes, np.concatenate([spikes, between, [2 * p + 2, 2 * p + 4]])) == (2 * p, None)
+
+
+def _prime_factors(n):
+    out, p = [], 2
+    while p * p <= n:
+        if n % p == 0:
+            out.append(p)
+            while n % p == 0:
+                n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _refuted_by_trial_division(offset, period, ratio, min_refuting):
+    """The check as it was: factor `ratio`, count the kept steps on each finer grid."""
+    return all(np.count_nonzero((offset % (period // q) == 0) & (offset % period != 0)) >= min_refuting
+               for q in _prime_factors(ratio))
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_finer_grids_check_equals_factoring_the_period(seed):
+    rng = np.random.default_rng(seed)
+    interval = int(rng.choice([1, 2, 3, 10]))
+    period = interval * int(rng.integers(2, 400))
+    offset = np.unique(rng.integers(0, 20 * period // interval, size=int(rng.integers(1, 60))) * interval)
+    min_refuting = int(rng.integers(1, 4))
+    assert series._finer_grids_refuted(offset, period, period // interval, min_refuting) == \
+        _refuted_by_trial_division(offset, period, period // interval, min_refuting)
+
+
+def test_is_prime_matches_trial_division_and_known_large_numbers():
+    assert [n for n in range(3000) if series._is_prime(n)] == [n for n in range(2, 3000) if _prime_factors(n) == [n]]
+    for prime in (2 ** 61 - 1, 4503599627370449, 1537228672809129233, 9223372036854775783):
+        assert series._is_prime(prime)
+    # Carmichael numbers, a square of a prime, a product of two large primes.
+    for composite in (561, 41041, 3215031751, (2 ** 31 - 1) ** 2, 4503599627370449 * 3):
+        assert not series._is_prime(composite)
+
+
+def test_logged_steps_of_unsorted_repeated_steps_equal_those_of_their_sorted_set():
+    rng = np.random.default_rng(3)
+    kept = np.sort(rng.choice(np.arange(0, 5000, 5), 300, replace=False))
+    messy = rng.permutation(np.concatenate([kept, kept[:40]]))
+    for args in ((None,), (5000,), (5000, 500), (5000, None, 0)):
+        assert series.logged_steps(messy, *args) == series.logged_steps(kept, *args)
+    assert series.logging_interval(messy) == series.logging_interval(kept) == 5
+
+
+def test_nanmedian_rows_is_numpys_nanmedian():
+    # The rolling medians' own row median: the same numbers as np.nanmedian, NaN, infinities, ties,
+    # all-NaN rows and overflowing middles included.
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n, w = rng.integers(1, 20), rng.integers(1, 25)
+        a = rng.normal(size=(n, w)) * 10.0 ** rng.uniform(-300, 308, size=(n, w))
+        mask = rng.random((n, w))
+        a[mask < rng.random() * 0.8] = np.nan
+        a[mask > 0.97] = np.inf
+        a[(mask > 0.94) & (mask < 0.95)] = -np.inf
+        if rng.random() < 0.2:
+            a = np.round(a / 1e300)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            expected = np.nanmedian(a, axis=1)
+        np.testing.assert_array_equal(series.nanmedian_rows(a), expected)

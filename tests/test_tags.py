@@ -58,6 +58,17 @@ HISTOGRAMS = [
     ("MyLinearLayer/Weights_Distribution", (),
      ("MyLinearLayer/Weights_Distribution", WEIGHT, "MyLinearLayer", "kernel")),
     ("output/Weights", (), ("output/Weights", WEIGHT, "output", "kernel")),
+    # Flax / JAX (flax.metrics.tensorboard, clu): params and grads pytrees flattened with "/"
+    ("params/Dense_0/kernel", (), ("Dense_0/kernel", WEIGHT, "Dense_0", "kernel")),
+    ("params/Dense_0/bias", (), ("Dense_0/bias", WEIGHT, "Dense_0", "bias")),
+    ("grads/Dense_0/kernel", (), ("Dense_0/kernel", GRADIENT, "Dense_0", "kernel")),
+    ("grads/LayerNorm_0/scale", (), ("LayerNorm_0/scale", GRADIENT, "LayerNorm_0", "norm")),
+    ("params/BatchNorm_0/scale", (), ("BatchNorm_0/scale", WEIGHT, "BatchNorm_0", "norm")),
+    # the whole variables dict flattened: its "params" collection is not part of the layer
+    ("grads/params/Dense_0/kernel", (), ("Dense_0/kernel", GRADIENT, "Dense_0", "kernel")),
+    ("params/params/Conv_0/kernel", (), ("Conv_0/kernel", WEIGHT, "Conv_0", "kernel")),
+    ("batch_stats/BatchNorm_0/var", (), ("BatchNorm_0/var", WEIGHT, "BatchNorm_0", "norm")),
+    ("intermediates/Dense_1/__call__/0", (), ("Dense_1", ACTIVATION, "Dense_1", "output")),
 ]
 
 

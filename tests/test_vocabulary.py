@@ -34,7 +34,7 @@ def test_kind_order_is_the_contract_order():
     assert detectors.KINDS == (
         "nonfinite", "exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth",
         "skewed_distribution", "bimodal_weights", "update_ratio", "spike", "periodic_spikes",
-        "depth_vanishing", "init_scale")
+        "depth_vanishing", "init_scale", "no_progress")
 
 
 def test_each_detector_declares_what_a_kind_needs():
@@ -131,7 +131,8 @@ def test_a_kind_is_judged_when_any_evidence_it_needs_was_logged():
     # A global gradient-norm scalar is enough to judge explosions, not vanishing per layer.
     with_norm = detectors.not_judged(["weight", "grad_norm_total"])
     assert "exploding_gradients" not in with_norm and "vanishing_gradients" in with_norm
-    assert detectors.not_judged(["gradient", "weight", "activation"]) == []
+    assert detectors.not_judged(["gradient", "weight", "activation"]) == ["no_progress"]
+    assert detectors.not_judged(["gradient", "weight", "activation", "loss"]) == []
     # Kinds that judge whatever was logged are never listed.
     assert not {"nonfinite", "spike", "periodic_spikes"} & set(detectors.not_judged([]))
 

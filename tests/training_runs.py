@@ -32,6 +32,7 @@ N_CLASSES = 4
 # The contract's triggers (DESIGN section 4), applied to the raw tensors.
 EXPLODING_MAX_ABS = 1e3
 EXPLODING_JUMP = 10.0
+EXPLODING_STEPS = 2
 JUMP_WINDOW = 11
 SMALL = 1e-6
 VANISHING_FRACTION = 0.9
@@ -59,6 +60,8 @@ class Truth:
     # Model order: parameter rows (gradients, weights) and activation rows.
     param_layers: List[str]
     activation_layers: List[str]
+    # parameter layer -> ||w after - w before|| / ||w before|| of every training step's update.
+    update_ratio: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def first_nonfinite_loss(self) -> Optional[int]:
         bad = np.nonzero(~np.isfinite(self.loss))[0]
@@ -76,8 +79,11 @@ class Truth:
 
     def exploding(self, slack: float = 0.0) -> Dict:
         """Per gradient layer, the first logged step with max |g| above 1e3 or the norm 10x its running
-        median of the logged steps before (what logged histograms can show). Onset: the first step,
-        logged or not, with max |g| above 1e3, or the first logged jump if that came earlier."""
+        median of the logged steps before (what logged histograms can show) that lasts: for
+        `EXPLODING_STEPS` consecutive logged steps, or not back to normal at the next logged step
+        (finite, max |g| at least a tenth of its running median before; a log that ends is no return).
+        A one-off that comes back is a spike. Onset: the first step, logged or not, with max |g|
+        above 1e3, or the first lasting logged jump if that came earlier."""
         limit, jump = EXPLODING_MAX_ABS * (1 - slack), EXPLODING_JUMP * (1 - slack)
         over = np.nonzero(_gt(self.max_abs_grad(), limit))[0]
         layers = {}
@@ -86,9 +92,23 @@ class Truth:
             max_abs, l2 = st["max_abs"][steps], st["l2"][steps]
             with np.errstate(invalid="ignore", divide="ignore"):
                 jumped = _gt(l2 / _trailing_median(l2, JUMP_WINDOW), jump)
-            hit = np.nonzero(_gt(max_abs, limit) | jumped)[0]
-            if len(hit):
-                layers[layer] = int(steps[hit[0]])
+            hit = _gt(max_abs, limit) | jumped
+            finite = np.isfinite(max_abs) & (st["nonfinite"][steps] == 0)
+            level = _trailing_median(max_abs, JUMP_WINDOW)
+            i = 0
+            while i < len(hit):
+                if not hit[i]:
+                    i += 1
+                    continue
+                end = i
+                while end + 1 < len(hit) and hit[end + 1]:
+                    end += 1
+                nxt = end + 1
+                back = nxt < len(hit) and finite[nxt] and not (np.isfinite(level[i]) and max_abs[nxt] < level[i] / jump)
+                if end - i + 1 >= EXPLODING_STEPS or not back:
+                    layers[layer] = int(steps[i])
+                    break
+                i = end + 1
         onsets = ([int(over[0])] if len(over) else []) + list(layers.values())
         return {"onset": min(onsets) if onsets else None, "layers": layers}
 
@@ -188,6 +208,7 @@ class _Recorder:
     def __init__(self, zero_bucket):
         self.stats = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
         self.logged = collections.defaultdict(lambda: collections.defaultdict(list))
+        self.updates = collections.defaultdict(list)
         # values -> bool mask of those in the writer's histogram bucket(s) around zero.
         self._zero_bucket = zero_bucket
 
@@ -207,6 +228,12 @@ class _Recorder:
         st["nonfinite"].append(int(a.size - finite.sum()))
         self.logged[role][layer].append(logged)
 
+    def add_update(self, layer: str, before, after) -> None:
+        """One step's update-to-weight ratio of a parameter, from its values before and after the step."""
+        b, a = np.asarray(before, dtype=np.float64).ravel(), np.asarray(after, dtype=np.float64).ravel()
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            self.updates[layer].append(float(np.linalg.norm(a - b) / np.linalg.norm(b)))
+
     def truth(self, run, framework, story, every, loss, param_layers, activation_layers) -> Truth:
         return Truth(
             run=run, framework=framework, story=story, every=every,
@@ -214,7 +241,8 @@ class _Recorder:
                    for role, layers in self.stats.items()},
             logged={role: {layer: np.asarray(v, dtype=bool) for layer, v in layers.items()}
                     for role, layers in self.logged.items()},
-            loss=np.asarray(loss, dtype=np.float64), param_layers=param_layers, activation_layers=activation_layers)
+            loss=np.asarray(loss, dtype=np.float64), param_layers=param_layers, activation_layers=activation_layers,
+            update_ratio={layer: np.asarray(v) for layer, v in self.updates.items()})
 
 
 def _classification_data(seed: int, n: int = 512):
@@ -234,9 +262,9 @@ def _regression_data(seed: int, n: int = 512):
     return x, y
 
 
-def _batches(seed: int, n: int, steps: int):
+def _batches(seed: int, n: int, steps: int, batch: int = BATCH):
     rng = np.random.default_rng(seed + 1000)
-    return [rng.choice(n, BATCH, replace=False) for _ in range(steps)]
+    return [rng.choice(n, batch, replace=False) for _ in range(steps)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,6 +281,11 @@ class Story:
     steps: int = STEPS
     every: int = EVERY
     seed: int = 0
+    frozen: Optional[int] = None  # index of a layer left out of the optimizer
+    corrupt_step: Optional[int] = None  # a step whose batch inputs are scaled by `corrupt_scale`
+    corrupt_scale: float = 1.0
+    batch: int = BATCH
+    nan_guard: bool = False  # the forward pass replaces NaN and Inf activations by 0
 
 
 STORIES = {
@@ -270,6 +303,30 @@ STORIES = {
     # never come back.
     "dead_relu": Story("dead_relu", (64, 64, 64), "relu", None, "adam", 0.1, "classification"),
 }
+
+# Stories whose logs carry weights and gradients but no update tags, each with one problem the
+# histograms can prove (or, for a one-off, must not overstate).
+PROOF_STORIES = {
+    # Plain SGD at 3.0 on the healthy MLP: every kernel's norm grows several-fold within the first
+    # logged interval, then the run turns non-finite (step 28-30).
+    "lr_too_high": Story("lr_too_high", (64, 64, 64), "relu", None, "sgd", 3.0, "classification"),
+    # The healthy MLP with its second layer left out of the optimizer; its gradients still flow.
+    "frozen": Story("frozen", (64, 64, 64), "relu", None, "adam", 1e-3, "classification", frozen=1),
+    # The healthy MLP fed one batch (step 75, a logged step) with inputs 30x too large.
+    "corrupted_batch": Story("corrupted_batch", (64, 64, 64), "relu", None, "adam", 1e-3, "classification",
+                             corrupt_step=75, corrupt_scale=30.0),
+    # Std 1.0 on fan-in 16, 256 and 256: He is 0.35, 0.088 and 0.088, so the second and third kernels
+    # start 11x too wide, the first only 2.8x.
+    "init_std1": Story("init_std1", (256, 256), "relu", 1.0, "adam", 1e-3, "classification", steps=30),
+    # The healthy MLP behind a guard that zeroes NaN activations, fed one batch of NaN inputs (step 50):
+    # the first kernel turns NaN for good; the guard hides it from the layers after it, whose
+    # gradients then have nothing to flow from.
+    "nan_batch": Story("nan_batch", (64, 64, 64), "relu", None, "adam", 1e-3, "classification",
+                       corrupt_step=50, corrupt_scale=float("nan"), nan_guard=True, steps=100),
+    # Full-batch Adam at 1e-6, a thousandth of its default: the loss stays where it started.
+    "stuck": Story("stuck", (64, 64, 64), "relu", None, "adam", 1e-6, "classification", batch=512, steps=60),
+}
+STORIES.update(PROOF_STORIES)
 
 
 def _init(story: Story, seed: int):
@@ -312,6 +369,8 @@ def train_tf(logdir, story_name: str, run: Optional[str] = None) -> Truth:
         acts = {}
         for layer in layers[:-1]:
             x = act(layer(x))
+            if story.nan_guard:
+                x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
             acts[layer.name] = x
         return layers[-1](x), acts
 
@@ -348,19 +407,24 @@ def train_tf(logdir, story_name: str, run: Optional[str] = None) -> Truth:
             for name, a in acts.items():
                 tf.summary.histogram(f"activations/{name}", a)
 
+    trained = [i for i in range(len(variables)) if story.frozen is None or i // 2 != story.frozen]
+
     @tf.function(autograph=False)
     def apply(grads):
-        optimizer.apply_gradients(zip(grads, variables))
+        optimizer.apply_gradients([(grads[i], variables[i]) for i in trained])
 
     rec = _Recorder(_tf_zero_bucket)
     losses = []
-    for step, idx in enumerate(_batches(story.seed, len(x_all), story.steps)):
+    for step, idx in enumerate(_batches(story.seed, len(x_all), story.steps, story.batch)):
         step_t = tf.constant(step, dtype=tf.int64)
-        loss, grads, acts = compute(tf.constant(x_all[idx]), tf.constant(y_all[idx]), step_t)
+        loss, grads, acts = compute(tf.constant(_inputs(story, step, x_all[idx])), tf.constant(y_all[idx]), step_t)
         logged = step % story.every == 0
         if logged:
             log_histograms(step_t, grads, acts)
+        before = [v.numpy() for v in variables]
         apply(grads)
+        for b, v in zip(before, variables):
+            rec.add_update(_tf_layer(v.name), b, v.numpy())
         losses.append(float(loss))
         for g, v in zip(grads, variables):
             rec.add(GRADIENT, _tf_layer(v.name), g.numpy(), logged)
@@ -369,6 +433,11 @@ def train_tf(logdir, story_name: str, run: Optional[str] = None) -> Truth:
     writer.close()
     return rec.truth(run, "tf", story_name, story.every, losses,
                      [_tf_layer(v.name) for v in variables], [layer.name for layer in layers[:-1]])
+
+
+def _inputs(story: Story, step: int, x: np.ndarray) -> np.ndarray:
+    """The batch's inputs, scaled at the story's corrupted step (a batch read with the wrong normalisation)."""
+    return x * np.float32(story.corrupt_scale) if step == story.corrupt_step else x
 
 
 def _tf_layer(var_name: str) -> str:
@@ -406,6 +475,8 @@ def _train_torch(logdir, story_name: str, run: Optional[str]) -> Truth:
         modules[f"fc{i}"] = fc
         if i < len(params) - 1:
             modules[f"act{i}"] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}[story.activation]()
+            if story.nan_guard:
+                modules[f"guard{i}"] = _NanGuard()
     model = nn.Sequential(modules)
     outputs = {}
     for name, module in model.named_modules():
@@ -419,15 +490,17 @@ def _train_torch(logdir, story_name: str, run: Optional[str]) -> Truth:
         x_all, y_all = _regression_data(story.seed)
         loss_fn = nn.functional.mse_loss
     x_all, y_all = torch.from_numpy(x_all), torch.from_numpy(y_all)
-    optimizer = (torch.optim.SGD(model.parameters(), lr=story.lr) if story.optimizer == "sgd"
-                 else torch.optim.Adam(model.parameters(), lr=story.lr))
+    trained = [p for name, p in model.named_parameters() if story.frozen is None
+               or not name.startswith(f"fc{story.frozen}.")]
+    optimizer = (torch.optim.SGD(trained, lr=story.lr) if story.optimizer == "sgd"
+                 else torch.optim.Adam(trained, lr=story.lr))
     writer = SummaryWriter(os.path.join(str(logdir), run))
     rec = _Recorder(_torch_zero_bucket)
     losses = []
-    for step, idx in enumerate(_batches(story.seed, len(x_all), story.steps)):
+    for step, idx in enumerate(_batches(story.seed, len(x_all), story.steps, story.batch)):
         idx = torch.from_numpy(idx)
         optimizer.zero_grad()
-        loss = loss_fn(model(x_all[idx]), y_all[idx])
+        loss = loss_fn(model(torch.from_numpy(_inputs(story, step, x_all[idx].numpy()))), y_all[idx])
         loss.backward()
         losses.append(loss.item())
         writer.add_scalar("loss", loss.item(), step)
@@ -440,10 +513,24 @@ def _train_torch(logdir, story_name: str, run: Optional[str]) -> Truth:
         for name, out in outputs.items():
             logged = due and _add_histogram(writer, f"activations/{name}", out, step)
             rec.add(ACTIVATION, name, out.numpy(), logged)
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
         optimizer.step()
+        for name, p in model.named_parameters():
+            rec.add_update(name, before[name].numpy(), p.detach().numpy())
     writer.close()
     return rec.truth(run, "torch", story_name, story.every, losses,
                      [name for name, _ in model.named_parameters()], [n for n in modules if n.startswith("act")])
+
+
+def _NanGuard():
+    """A module replacing NaN and Inf by 0, as defensive training code does."""
+    from torch import nn
+
+    class NanGuard(nn.Module):
+        def forward(self, x):
+            return x.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+    return NanGuard()
 
 
 def _add_histogram(writer, tag, tensor, step) -> bool:

@@ -96,6 +96,19 @@ def findings(run):
     ]
 
 
+def track(run):
+    """The run's loss: falling, with a spike where layer 2 starts to explode."""
+    steps = steps_of(run)
+    rng = random.Random("track|" + run["run"])
+    late = int(0.6 * len(steps)) + 1
+    values = [2.0 * math.exp(-3 * j / max(1, len(steps))) * (1 + 0.1 * rng.random()) * (8 if j == late else 1)
+              for j in range(len(steps))]
+    return {"run": run["run"], "series": [
+        {"tag": "loss", "kind": "loss", "label": "loss", "axis": "row", "steps": steps,
+         "steps_text": [str(s) for s in steps], "values": values, "logged": len(steps), "binned": False,
+         "scale": "log", "nonfinite": [], "nonfinite_text": []}]}
+
+
 def cell(run, role, layer, step):
     """One cell: the heatmap's numbers for it and a bell-shaped histogram whose width is its max |x|."""
     layers = role_layers(run, role)
@@ -242,7 +255,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.json(400, {"error": "Run %r has no role %r" % (run["run"], q.get("role"))})
             else:
                 self.json(200, heatmap(run, q["role"], q.get("metric", "health")))
-        elif url.path in (prefix + "findings", prefix + "cell", prefix + "series"):
+        elif url.path in (prefix + "findings", prefix + "cell", prefix + "series", prefix + "track"):
             runs = {r["run"]: r for r in load_runs(self.scenario)["runs"]}
             run = runs.get(q.get("run", ""))
             route = url.path[len(prefix):]
@@ -250,6 +263,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.json(404, {"error": "Unknown run: %r" % q.get("run")})
             elif route == "findings":
                 self.json(200, {"run": run["run"], "findings": findings(run)})
+            elif route == "track":
+                self.json(200, track(run))
             elif route == "cell":
                 role = q.get("role", "gradient")
                 body = cell(run, role, q.get("layer", ""), int(q.get("step", "-1")))

@@ -2,7 +2,7 @@
 // <base href="plugin/gradhealth/"> resolves them under /data/plugin/gradhealth/.
 
 import { ApiError, isRecord, malformed } from "./json";
-import { stepField, stepListField } from "./steps";
+import { parseStep, stepField, stepListField } from "./steps";
 import type { Step } from "./steps";
 import { isSeverity, mildestSeverity, parseVocabulary, statusNames } from "./vocabulary";
 import type { Vocabulary } from "./vocabulary";
@@ -114,6 +114,44 @@ export interface Finding {
   period?: number | null;
   artefact?: boolean;
   cause?: string;
+  /**
+   * Per layer (or run-level scalar), the steps the finding covers: spans of that
+   * layer's consecutive logged steps, exactly the cells whose status it sets.
+   * Null from a server that does not send them.
+   */
+  covers: Map<string, StepSpan[]> | null;
+  /**
+   * For a finding gathered from several roles (one `nonfinite` finding for a run's gradients,
+   * weights and outputs): per role, per layer, the steps it covers in that role's rows.
+   */
+  coversByRole?: Map<string, Map<string, StepSpan[]>>;
+}
+
+/** An inclusive range of exact steps. */
+export type StepSpan = [Step, Step];
+
+/** One run-level scalar of the track above the heatmap (loss, global gradient norm, learning rate). */
+export interface TrackSeries {
+  tag: string;
+  /** The scalar kind (loss, grad_norm_total, learning_rate) and what to call it. */
+  kind: string;
+  label: string;
+  /** "row" when its steps are the heatmap's, "other" when not (per epoch), "unknown" when the logs cannot tell. */
+  axis: "row" | "other" | "unknown";
+  /** Real logged steps, ascending; a long series is thinned to each bin's first, lowest and highest points. */
+  steps: Step[];
+  values: (number | null)[];
+  /** Points the series logged, and whether `steps` holds fewer of them. */
+  logged: number;
+  binned: boolean;
+  scale: "linear" | "log";
+  /** Spans of steps whose value is NaN or infinite. */
+  nonfinite: StepSpan[];
+}
+
+export interface Track {
+  run: string;
+  series: TrackSeries[];
 }
 
 export interface FindingsResponse {
@@ -416,13 +454,64 @@ export function parseFindings(body: unknown): FindingsResponse {
       advice: typeof f.advice === "string" ? f.advice : "",
       evidence: isRecord(f.evidence) ? f.evidence : {},
       role: typeof f.role === "string" ? f.role : null,
+      covers: null,
     };
+    out.covers = parseCovers(f);
+    const byRole = isRecord(f.covers_by_role_text) ? f.covers_by_role_text : isRecord(f.covers_by_role) ? f.covers_by_role : null;
+    if (byRole !== null) {
+      out.coversByRole = new Map(
+        Object.entries(byRole).flatMap(([role, c]) => (isRecord(c) ? [[role, parseCovers({ covers: c }) ?? new Map()]] : [])),
+      );
+    }
     if (typeof f.period === "number") out.period = f.period;
     if (typeof f.artefact === "boolean") out.artefact = f.artefact;
     if (typeof f.cause === "string") out.cause = f.cause;
     return out;
   });
   return { run: typeof body.run === "string" ? body.run : "", findings };
+}
+
+/** A list of [first, last] step pairs; pairs that are not two steps are left out. */
+function parseSpans(v: unknown): StepSpan[] {
+  if (!Array.isArray(v)) return [];
+  const out: StepSpan[] = [];
+  for (const pair of v) {
+    if (!Array.isArray(pair) || pair.length !== 2) continue;
+    const [a, b] = [parseStep(pair[0]), parseStep(pair[1])];
+    if (a !== null && b !== null) out.push(a <= b ? [a, b] : [b, a]);
+  }
+  return out;
+}
+
+/** A finding's covered steps per layer, from the exact `covers_text` when sent; null when neither is. */
+function parseCovers(f: Record<string, unknown>): Map<string, StepSpan[]> | null {
+  const raw = isRecord(f.covers_text) ? f.covers_text : isRecord(f.covers) ? f.covers : null;
+  if (raw === null) return null;
+  return new Map(Object.entries(raw).map(([layer, spans]) => [layer, parseSpans(spans)]));
+}
+
+export function parseTrack(body: unknown): Track {
+  if (!isRecord(body) || !Array.isArray(body.series)) throw malformed('track: expected {"series": [...]}');
+  const series = body.series.map((s, i): TrackSeries => {
+    if (!isRecord(s) || typeof s.tag !== "string") throw malformed(`track.series[${i}] has no tag`);
+    const steps = stepListField(s, "steps");
+    if (steps === null || !Array.isArray(s.values) || s.values.length !== steps.length) {
+      throw malformed(`track.series[${i}]: steps and values must be lists of one length`);
+    }
+    return {
+      tag: s.tag,
+      kind: typeof s.kind === "string" ? s.kind : "",
+      label: typeof s.label === "string" ? s.label : s.tag,
+      axis: s.axis === "row" || s.axis === "other" ? s.axis : "unknown",
+      steps,
+      values: s.values.map((x) => num(x)),
+      logged: typeof s.logged === "number" ? s.logged : steps.length,
+      binned: s.binned === true,
+      scale: s.scale === "log" ? "log" : "linear",
+      nonfinite: parseSpans(Array.isArray(s.nonfinite_text) ? s.nonfinite_text : s.nonfinite),
+    };
+  });
+  return { run: typeof body.run === "string" ? body.run : "", series };
 }
 
 function parseBuckets(v: unknown): Bucket[] | null {
@@ -541,6 +630,10 @@ export async function fetchCell(run: string, layer: string, step: Step, role: st
 
 export async function fetchSeries(run: string, layer: string, metric: string, role: string, fetchFn?: FetchLike): Promise<Series> {
   return parseSeries(await getJson("series", { run, layer, metric, role }, fetchFn));
+}
+
+export async function fetchTrack(run: string, fetchFn?: FetchLike): Promise<Track> {
+  return parseTrack(await getJson("track", { run }, fetchFn));
 }
 
 export async function fetchVocabulary(fetchFn?: FetchLike): Promise<Vocabulary> {

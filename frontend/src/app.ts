@@ -2,7 +2,7 @@
 // to load when the state changes and what to show when an answer arrives.
 
 import { orderedRoles } from "./api";
-import type { Finding, Heatmap, RunInfo } from "./api";
+import type { Finding, Heatmap, RunInfo, Track } from "./api";
 import { mergeDomains, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { DetailPanel } from "./detail";
@@ -26,8 +26,11 @@ import { Store } from "./store";
 import type { HeatmapPair } from "./store";
 import { Toolbar } from "./toolbar";
 import { Tooltip } from "./tooltip";
+import { mildestSeverity } from "./vocabulary";
 
 const POLL_MS = 30_000;
+// A detail panel showing less than this of itself (CSS pixels) is scrolled into view.
+const DETAIL_MIN_VISIBLE = 320;
 // A host reload and a poll landing together should fetch once.
 const MIN_REFRESH_GAP_MS = 3_000;
 
@@ -86,6 +89,10 @@ export class App {
   // Only the newest request may update the page; slower, older answers are dropped.
   private requestId = 0;
   private lastRefresh = 0;
+  /** A cell was clicked: its panel is brought into view once drawn. */
+  private revealPending = false;
+  /** The run tracks of the heatmaps shown (null: none, or not loaded). */
+  private tracks: [Track | null, Track | null] = [null, null];
   private syncingScroll = false;
 
   constructor(body: HTMLElement) {
@@ -100,7 +107,15 @@ export class App {
       png: () => exportPng(this.views, this.state),
     });
     this.views = [this.makeView(0), this.makeView(1)];
-    this.detail = new DetailPanel({ step: (step) => this.selectCell(this.state.layer, step, 0), close: () => this.closeDetail() }, this.store);
+    this.detail = new DetailPanel({
+      step: (step) => this.selectCell(this.state.layer, step, 0),
+      close: () => this.closeDetail(),
+      drawn: () => {
+        // Once its charts are in, the panel is as tall as it gets: the page can scroll it up.
+        if (this.revealPending) this.revealDetail();
+        this.revealPending = false;
+      },
+    }, this.store);
     this.runList = new RunList((run) => this.selectRun(run));
     this.findingsList = new FindingsList({
       select: (f) => this.selectFinding(f),
@@ -118,6 +133,7 @@ export class App {
         select: (layer, step) => this.selectCell(layer, step, index),
         zoom: (zoom) => this.setZoom(zoom),
         scrolled: (top) => this.syncScroll(index, top),
+        finding: (id) => this.selectFindingById(id, index),
       },
       () => (this.state.compare ? (this.store.heatmaps[index]?.run ?? "") : ""),
     );
@@ -300,6 +316,7 @@ export class App {
     if (!findings.some((f) => findingId(f) === this.state.finding)) this.state.finding = "";
     this.findingsList.set(findings, this.state.finding);
     this.applyHighlight(false);
+    this.drawTracks();
     if (this.detail.isOpen) this.openDetail();
   }
 
@@ -328,6 +345,8 @@ export class App {
     }
     this.heatmapBox.classList.add("gh-stale");
     this.summary.textContent = "Loading\u2026";
+    // The track is an addition: a server without it, or a failure, leaves the heatmap as it is.
+    const tracks = Promise.all([run.run, compare].map((r) => (r ? this.store.trackOf(r).catch(() => null) : Promise.resolve(null))));
     let pair: HeatmapPair;
     try {
       pair = await this.store.fetchHeatmaps(run.run, compare, role, metric);
@@ -341,6 +360,17 @@ export class App {
     this.heatmapBox.classList.remove("gh-stale");
     this.showPair(run, pair);
     this.persist();
+    const [mine, theirs] = await tracks;
+    if (id !== this.requestId) return;
+    this.tracks = [mine, theirs];
+    this.drawTracks();
+  }
+
+  /** The run tracks above the heatmaps; the compared run's without findings (they are not loaded). */
+  private drawTracks(): void {
+    const own = this.store.findingsRun === this.store.heatmaps[0]?.run ? this.store.findings : [];
+    this.views[0].setTrack(this.tracks[0], own, this.state.finding);
+    this.views[1].setTrack(this.tracks[1], [], "");
   }
 
   /** Draws freshly loaded heatmaps, or says that the run has no data for the role yet. */
@@ -431,7 +461,18 @@ export class App {
     this.state.step = step;
     for (const v of this.views) v.setSelection({ layer, step });
     this.openDetail();
+    this.revealPending = true;
+    this.revealDetail();
     this.persist();
+  }
+
+  /**
+   * Brings a panel opened below the fold into view: its top goes to a third of
+   * the window, so the heatmap's last rows, where it was clicked, stay in sight above it.
+   */
+  private revealDetail(): void {
+    const top = this.detail.root.getBoundingClientRect().top;
+    if (top > window.innerHeight - DETAIL_MIN_VISIBLE || top < 0) window.scrollBy({ top: top - window.innerHeight / 3 });
   }
 
   private openDetail(): void {
@@ -463,9 +504,18 @@ export class App {
     if (persist) this.persist();
   }
 
+  /** A mark on a run track was clicked: its finding is selected (a compared run's opens that run). */
+  private selectFindingById(id: string, view: 0 | 1): void {
+    if (view === 1) return;
+    const f = this.store.findings.find((x) => findingId(x) === id);
+    if (f) this.selectFinding(f);
+  }
+
   private selectFinding(f: Finding | null): void {
     this.state.finding = f ? findingId(f) : "";
     this.findingsList.set(this.store.findings, this.state.finding);
+    this.findingsList.reveal();
+    this.views[0].setSelectedFinding(this.state.finding);
     if (f && f.role && f.role !== this.state.role && this.currentRun()?.roles.includes(f.role)) {
       // The finding is about another role: show that role's heatmap, then outline it.
       this.state.role = f.role;
@@ -484,21 +534,29 @@ export class App {
     const h = view.data;
     if (!f || !h) {
       view.setHighlight(null);
+      view.setSelectedFinding("");
       return;
     }
-    const shown = f.layers.filter((l) => h.layers.includes(l));
-    if (reveal && shown.length > 0) this.unhide(f, shown);
-    view.setHighlight(findingSpans(f));
-    if (reveal && shown.length > 0) {
-      view.scrollToLayer(shown[0]);
+    const spans = findingSpans(f, this.state.role);
+    const shown = h.layers.filter((l) => spans.has(l));
+    if (reveal && (shown.length > 0 || this.onTrack(f))) this.unhide(f, shown);
+    view.setHighlight({ spans, note: f.severity === mildestSeverity() });
+    view.setSelectedFinding(this.state.finding);
+    if (reveal && shown.length > 0) view.scrollToLayer(shown[0]);
+    if (reveal && (shown.length > 0 || this.onTrack(f))) {
       const rect = view.root.getBoundingClientRect();
       if (rect.top < 0 || rect.top > window.innerHeight - 80) view.root.scrollIntoView({ block: "start", behavior: "smooth" });
     }
   }
 
+  /** Whether a finding is about a run-level scalar the track shows. */
+  private onTrack(f: Finding): boolean {
+    return (this.tracks[0]?.series ?? []).some((s) => f.covers?.has(s.tag));
+  }
+
   /** Clears a layer filter or zoom that would hide a finding's cells. */
   private unhide(f: Finding, shown: string[]): void {
-    if (this.state.filter && !orderRows(shown, this.state.filter, "model").length) {
+    if (this.state.filter && shown.length > 0 && !orderRows(shown, this.state.filter, "model").length) {
       this.state.filter = "";
       this.toolbar.filterInput.value = "";
       this.applyOrder();
@@ -568,6 +626,16 @@ export class App {
     const lo = range ? parseStep(range[0]) : null;
     const hi = range ? parseStep(range[1]) : null;
     this.setZoom(lo !== null && hi !== null && hi > lo ? [lo, hi] : null);
+  }
+
+  /** The steps a view's axis names, as decimal strings. */
+  axisSteps(view: 0 | 1 = 0): string[] {
+    return this.views[view].axisSteps();
+  }
+
+  /** The cells inside the selected finding's outlines in a view, each with its status. */
+  highlightCells(view: 0 | 1 = 0): { layer: string; step: string; status: string }[] {
+    return this.views[view].highlightCells();
   }
 
   get viewState(): ViewState {

@@ -153,7 +153,7 @@ function drawThresholds(p: Plot, lines: readonly Threshold[]): void {
   for (const t of lines) {
     const ty = Math.round(p.y(t.value)) + 0.5;
     const line = svg("line", { x1: p.x0, x2: p.x1, y1: ty, y2: ty, class: "gh-threshold" });
-    line.append(svg("title", {}, `${humanize(t.name)} = ${formatValue(t.value)}: ${t.meaning}`));
+    line.append(svg("title", {}, `${formatValue(t.value)}: ${t.meaning}`));
     p.g.append(line);
     p.g.append(svg("text", { x: p.x1 - 2, y: ty + (t.side === "above" ? -4 : 12), "text-anchor": "end", class: "gh-threshold-text" },
       `${t.side === "above" ? "\u2191" : "\u2193"} ${formatValue(t.value)}`));

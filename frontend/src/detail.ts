@@ -3,13 +3,13 @@
 // over all steps with thresholds, spikes and findings marked, and the findings.
 
 import { METRICS } from "./api";
-import type { Cell, CellRole, Finding, Series } from "./api";
+import type { Cell, CellRole, Finding, Series, Threshold } from "./api";
 import { histogramChart, lineChart, severityColor } from "./charts";
 import { histogramLabel, outlineLabel } from "./histogram_label";
 import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
-import { findingsFor, findingSpans, spikeSteps } from "./findings";
+import { causeText, findingsFor, findingSpans, spansText, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
 import { DistributionView } from "./distribution";
@@ -35,9 +35,21 @@ export interface DetailTarget {
   tag?: string;
 }
 
+/** The dashed lines of a chart in sentences: one per meaning, with every value that has it. */
+export function thresholdSentences(lines: readonly Threshold[]): string[] {
+  const byMeaning = new Map<string, number[]>();
+  for (const t of lines) byMeaning.set(t.meaning, [...(byMeaning.get(t.meaning) ?? []), t.value]);
+  return [...byMeaning].map(([meaning, values]) => {
+    const at = values.map((v) => formatValue(v)).join(" and ");
+    return `Dashed line${values.length > 1 ? "s" : ""} at ${at}: ${meaning || "a configured limit"}.`;
+  });
+}
+
 export interface DetailEvents {
   step(step: Step): void;
   close(): void;
+  /** The cell's histogram and metrics are drawn: the panel has its height. */
+  drawn?(): void;
 }
 
 /** Where the panel gets its data (the store, which caches it). */
@@ -225,6 +237,7 @@ export class DetailPanel {
     this.drawStatus(cell.roles[t.role]);
     this.drawHistogram();
     this.drawMetrics(cell.roles[t.role]);
+    this.events.drawn?.();
   }
 
   private drawStatus(r: CellRole | undefined): void {
@@ -234,7 +247,8 @@ export class DetailPanel {
     }
     const badge = el("span", `gh-badge gh-status-${r.status}`, STATUS_LABELS[r.status] ?? r.status);
     const parts: (string | Node)[] = [badge];
-    if (r.rule) parts.push(` ${humanize(r.rule)}`);
+    // The rule is the finding kind that set the status: named as the findings list names it.
+    if (r.rule) parts.push(` ${kindLabel(r.rule)}`);
     if (r.score !== null) parts.push(` \u00b7 score ${formatValue(r.score, 3)}`);
     parts.push(` \u00b7 ${r.source}: ${r.tags.join(", ")}`);
     // TensorBoard's sampling: the row shows fewer steps than its writer logged.
@@ -277,7 +291,9 @@ export class DetailPanel {
     const table = el("table", "gh-metric-table");
     const rows = Object.entries(r.metrics).map(([name, mv]) => {
       const tr = el("tr");
-      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", mv.quality));
+      // "upper bound", not "upper_bound"; a value not logged says so once.
+      const quality = mv.value === null ? "" : humanize(mv.quality);
+      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", quality));
       return tr;
     });
     table.append(...rows);
@@ -317,10 +333,12 @@ export class DetailPanel {
       return;
     }
     const mine = findingsFor(t.findings, t.layer, t.role);
-    const spans: Span[] = mine.flatMap((f) => {
-      const span = findingSpans(f).get(t.layer);
-      return span ? [{ first: span[0], last: span[1], severity: f.severity, label: `${kindLabel(f.kind)}: ${formatStepRange(span[0], span[1])}` }] : [];
-    });
+    // Each finding shades the steps it covers on this layer, not the union over its layers.
+    const spans: Span[] = mine.flatMap((f) =>
+      (findingSpans(f, t.role).get(t.layer) ?? []).map(([first, last]) => ({
+        first, last, severity: f.severity, label: `${kindLabel(f.kind)}: ${formatStepRange(first, last)}`,
+      })),
+    );
     const spikes = mine.flatMap((f) => spikeSteps(f, t.layer));
     const width = Math.max(300, this.seriesBox.clientWidth || 520);
     this.seriesBox.replaceChildren(
@@ -343,9 +361,7 @@ export class DetailPanel {
       ),
     );
     const th = s.thresholds[t.role] ?? [];
-    this.seriesNote.textContent = th.length
-      ? `Dashed: ${th.map((x) => `${humanize(x.name)} ${formatValue(x.value)}`).join(", ")}. Click the chart to pick a step.`
-      : "Click the chart to pick a step.";
+    this.seriesNote.textContent = [...thresholdSentences(th), "Click the chart to pick a step."].join(" ");
   }
 
   private drawFindings(): void {
@@ -364,7 +380,12 @@ export class DetailPanel {
         badge.style.borderColor = severityColor(f.severity);
         head.append(badge, el("strong", "", kindLabel(f.kind)), el("span", "gh-muted", ` ${formatStepRange(f.first_step, f.last_step)}`));
         item.append(head, el("p", "", f.message));
-        if (f.cause) item.append(el("p", "gh-cause", `Likely cause: ${f.cause}`));
+        // The message spans every layer of the finding; this layer's own steps may be fewer.
+        if (f.layers.length > 1 || f.covers) {
+          const own = findingSpans(f, t.role).get(t.layer);
+          item.append(el("p", "gh-layer-spans", own ? `On this layer: ${spansText(own)}.` : "This layer is named for comparison; the finding covers none of its steps."));
+        }
+        if (f.cause) item.append(el("p", "gh-cause", causeText(f.cause)));
         item.append(el("p", "gh-advice", f.advice));
         return item;
       }),

@@ -1,7 +1,8 @@
 // Pure handling of findings: order, identity, where they are on the heatmap, and
 // export as CSV or JSON.
 
-import type { Finding } from "./api";
+import type { Finding, StepSpan } from "./api";
+import { formatStep } from "./format";
 import { isRecord } from "./json";
 import { compareSteps, jsonWithSteps, parseStep, stepField } from "./steps";
 import type { Step } from "./steps";
@@ -27,24 +28,47 @@ export function findingId(f: Finding): string {
 }
 
 /**
- * Step span per layer: the layer's own span from evidence.layers when the
- * backend gives one, the finding's span otherwise.
+ * The steps a finding covers, per layer: exactly the cells whose status it sets
+ * (the server's `covers`: a layer's healthy steps between two spans stay out).
+ * From an older server, the layer's own span from evidence.layers, else the finding's.
  */
-export function findingSpans(f: Finding): Map<string, [Step, Step]> {
+export function findingSpans(f: Finding, role?: string): Map<string, StepSpan[]> {
+  // A finding gathered from several roles covers a row only at that row's own steps.
+  const covers = (role !== undefined ? f.coversByRole?.get(role) : undefined) ?? f.covers;
+  if (covers) return new Map([...covers].filter(([, spans]) => spans.length > 0));
   const perLayer = isRecord(f.evidence.layers) ? f.evidence.layers : {};
-  const out = new Map<string, [Step, Step]>();
+  const out = new Map<string, StepSpan[]>();
   for (const layer of f.layers) {
     const e = perLayer[layer];
     const first = isRecord(e) ? stepField(e, "first_step") : null;
     const last = isRecord(e) ? stepField(e, "last_step") : null;
-    out.set(layer, first !== null && last !== null ? [first, last] : [f.first_step, f.last_step]);
+    out.set(layer, [first !== null && last !== null ? [first, last] : [f.first_step, f.last_step]]);
   }
   return out;
 }
 
-/** Steps at which a spike finding marks a layer. */
+/** "steps 7 to 8, 15, 17 and 30": a layer's covered spans in words. */
+export function spansText(spans: readonly StepSpan[], max = 6): string {
+  if (spans.length === 0) return "no step";
+  const one = ([a, b]: StepSpan): string => (a === b ? formatStep(a) : `${formatStep(a)} to ${formatStep(b)}`);
+  const shown = spans.slice(0, max).map(one);
+  const rest = spans.length - shown.length;
+  if (rest > 0) shown.push(`${rest} more`);
+  const list = shown.length === 1 ? shown[0] : `${shown.slice(0, -1).join(", ")} and ${shown[shown.length - 1]}`;
+  const single = spans.length === 1 && spans[0][0] === spans[0][1];
+  return `${single ? "step" : "steps"} ${list}`;
+}
+
+/** "Likely cause: learning rate too high", from the cause's name (learning_rate_too_high). */
+export function causeText(cause: string): string {
+  return `Likely cause: ${cause.replace(/_/g, " ")}`;
+}
+
+/** Steps at which a spike finding marks a layer: every occurrence it covers. */
 export function spikeSteps(f: Finding, layer: string): Step[] {
   if (f.kind !== "spike" && f.kind !== "periodic_spikes") return [];
+  const covered = f.covers?.get(layer);
+  if (covered) return covered.flatMap(([a, b]) => (a === b ? [a] : [a, b]));
   const perLayer = isRecord(f.evidence.layers) ? f.evidence.layers : {};
   const e = perLayer[layer];
   const listed = isRecord(e) ? (Array.isArray(e.spike_steps_text) ? e.spike_steps_text : e.spike_steps) : null;
@@ -92,7 +116,14 @@ export function findingsCsv(findings: readonly Finding[]): string {
 
 export function findingsJson(run: string, findings: readonly Finding[]): string {
   // Steps as the routes' exact decimal strings: a JSON number past 2^53 reads back rounded.
-  return jsonWithSteps({ run, findings }, 2) + "\n";
+  const plain = findings.map((f) => ({
+    ...f,
+    covers: f.covers ? Object.fromEntries(f.covers) : null,
+    coversByRole: f.coversByRole
+      ? Object.fromEntries([...f.coversByRole].map(([role, c]) => [role, Object.fromEntries(c)]))
+      : undefined,
+  }));
+  return jsonWithSteps({ run, findings: plain }, 2) + "\n";
 }
 
 /** A file name from data: anything but letters, digits, dot, dash and underscore becomes "_". */

@@ -8,23 +8,25 @@
 // finding's span, the zoom brush) live on a transparent overlay canvas. This view
 // keeps the state; heatmap_paint.ts paints it and heatmap_pointer.ts handles input.
 
-import type { Heatmap } from "./api";
+import type { Finding, Heatmap, Track } from "./api";
 import { metricDomain, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { el, measurer } from "./dom";
-import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, rowHeight, rowLabelWidth } from "./layout";
+import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, rowHeight, rowLabelWidth, xOfStep } from "./layout";
 import type { StepRange } from "./layout";
 import { buildCells } from "./model";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
-import { paintAxis, paintBody, paintOverlay, raster, ROW_FONT, spanX } from "./heatmap_paint";
-import type { Hit, Scene, Selection } from "./heatmap_paint";
+import { axisLabels, highlightRects, paintAxis, paintBody, paintOverlay, raster, ROW_FONT, spanX } from "./heatmap_paint";
+import type { Highlight, Hit, Scene, Selection } from "./heatmap_paint";
 import { HeatmapPointer } from "./heatmap_pointer";
 import type { HeatmapEvents } from "./heatmap_pointer";
 import type { Tooltip } from "./tooltip";
+import { RunTrack } from "./track";
+import type { TrackFrame } from "./track";
 
 export type { HeatmapEvents } from "./heatmap_pointer";
-export type { Selection } from "./heatmap_paint";
+export type { Highlight, Selection } from "./heatmap_paint";
 
 /** Domain for the colour map of a heatmap; null for health, which has a fixed one. */
 export function heatmapDomain(h: Heatmap): Domain | null {
@@ -45,7 +47,7 @@ class ViewScene implements Scene {
   position = new Map<string, number>();
   labels = new Map<string, string>();
   selection: Selection | null = null;
-  highlight: Map<string, [Step, Step]> | null = null;
+  highlight: Highlight | null = null;
   hover: Hit | null = null;
   brush: { x0: number; x1: number } | null = null;
   offscreen = document.createElement("canvas");
@@ -72,6 +74,8 @@ export class HeatmapView {
   private readonly body = el("canvas", "gh-hm-body");
   private readonly overlay = el("canvas", "gh-hm-overlay");
   readonly scene = new ViewScene(this.scroller);
+  /** The run's loss, gradient norm and learning rate, above the heatmap on its step axis. */
+  readonly track: RunTrack;
   private domain: Domain | null = null;
   private pending = 0;
   private rasterDirty = true;
@@ -87,7 +91,8 @@ export class HeatmapView {
     this.port.append(this.body, this.overlay);
     this.space.append(this.port);
     this.scroller.append(this.axis, this.space);
-    this.root.append(this.caption, this.scroller);
+    this.track = new RunTrack(tooltip, { selectFinding: (id) => this.events.finding?.(id) }, measurer(ROW_FONT));
+    this.root.append(this.caption, this.track.root, this.scroller);
     this.caption.hidden = true;
     this.scroller.addEventListener("scroll", () => {
       this.tooltip.hide();
@@ -150,17 +155,46 @@ export class HeatmapView {
 
   setSelection(sel: Selection | null): void {
     this.scene.selection = sel;
+    this.track.setCursor(sel ? sel.step : null);
+    this.paintTrack();
     this.paintOverlay();
   }
 
-  setHighlight(spans: Map<string, [Step, Step]> | null): void {
-    this.scene.highlight = spans;
+  /** The run-level scalars over this view's steps, with the run's findings and the one selected. */
+  setTrack(track: Track | null, findings: readonly Finding[], selected: string): void {
+    const before = this.track.labels().join("\u0000");
+    this.track.set(track, findings, selected);
+    if (this.track.labels().join("\u0000") !== before) this.layout();
+    else this.paintTrack();
+  }
+
+  /** The selected finding, marked on the track as its cells are outlined in the heatmap. */
+  setSelectedFinding(id: string): void {
+    this.track.setSelected(id);
+    this.paintTrack();
+  }
+
+  /** Where the track puts a step: the heatmap's own mapping, so both share the axis and the zoom. */
+  private trackFrame(): TrackFrame | null {
+    const s = this.scene;
+    const g = s.geo;
+    if (!g || !s.h) return null;
+    return { labelW: g.labelW, plotW: g.plotW, x: (step) => xOfStep(offset(step, s.origin), s.range, g.plotW) };
+  }
+
+  paintTrack(): void {
+    this.track.paint(this.trackFrame());
+  }
+
+  setHighlight(hl: Highlight | null): void {
+    this.scene.highlight = hl;
     this.paintOverlay();
   }
 
   setCaption(text: string): void {
     this.caption.hidden = !text;
     this.caption.textContent = text;
+    this.caption.title = text;
   }
 
   get scrollTop(): number {
@@ -173,6 +207,7 @@ export class HeatmapView {
 
   clear(): void {
     this.scene.h = null;
+    this.track.paint(null);
     this.scene.model = null;
     this.scene.geo = null;
     this.tooltip.hide();
@@ -187,7 +222,8 @@ export class HeatmapView {
     const s = this.scene;
     const h = s.h;
     if (!h) return;
-    const names = s.order.map((i) => h.layers[i]);
+    // The track's names share the label column, so its plot and the heatmap's line up.
+    const names = [...s.order.map((i) => h.layers[i]), ...this.track.labels()];
     // Names never take more than a third of the width from the cells (two runs side by side).
     const labelW = Math.min(rowLabelWidth(names, measurer(ROW_FONT)), Math.max(80, Math.floor(this.root.clientWidth / 3)));
     const plotW = Math.max(120, Math.floor(this.root.clientWidth - labelW - 4));
@@ -236,6 +272,7 @@ export class HeatmapView {
       this.pending = 0;
     }
     this.ensureRaster();
+    this.paintTrack();
     paintAxis(this.scene, this.axis);
     paintBody(this.scene, this.body);
     this.paintOverlay();
@@ -256,6 +293,35 @@ export class HeatmapView {
     this.scroller.scrollTop = Math.max(0, y - (center ? g.viewH / 2 - g.cellH / 2 : 0));
     paintBody(this.scene, this.body);
     this.paintOverlay();
+  }
+
+  /** The steps the axis names, exact (for the browser tests). */
+  axisSteps(): string[] {
+    return axisLabels(this.scene).map((l) => l.step.toString());
+  }
+
+  /**
+   * The cells whose centre lies inside the selected finding's outlines, every
+   * row (also those scrolled away), with their status: what the browser tests
+   * compare with the heatmap's colours.
+   */
+  highlightCells(): { layer: string; step: string; status: string }[] {
+    const s = this.scene;
+    const g = s.geo;
+    const h = s.h;
+    if (!g || !h || !s.highlight) return [];
+    const out: { layer: string; step: string; status: string }[] = [];
+    for (const [x, y, w, hh] of highlightRects(s, s.highlight.spans)) {
+      const top = y + s.scrollTop;
+      for (let pos = Math.round(top / g.cellH); pos < Math.round((top + hh) / g.cellH); pos++) {
+        const row = s.order[pos];
+        h.steps.forEach((step, j) => {
+          const cx = g.labelW + xOfStep((s.edges[j] + s.edges[j + 1]) / 2, s.range, g.plotW);
+          if (cx > x && cx < x + w) out.push({ layer: h.layers[row], step: step.toString(), status: statusName(h.status[row][j], h.status_names) });
+        });
+      }
+    }
+    return out;
   }
 
   /**

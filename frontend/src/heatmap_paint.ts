@@ -2,7 +2,6 @@
 // labels and gutters, the step axis, and the overlay (finding veil, selection,
 // hover, zoom brush). Pure functions of a Scene, so the view keeps only state.
 
-import type { Heatmap } from "./api";
 import { cssVar, measurer } from "./dom";
 import {
   AXIS_HEIGHT,
@@ -14,10 +13,11 @@ import {
   truncateMiddle,
   xOfStep,
 } from "./layout";
-import type { StepRange } from "./layout";
+import type { AxisLabel, StepRange } from "./layout";
 import { rasterize } from "./model";
 import { indexOfStep, offset } from "./steps";
 import type { Step } from "./steps";
+import type { Heatmap, StepSpan } from "./api";
 import { isGuessed } from "./role_guess";
 import type { CellModel } from "./model";
 
@@ -46,6 +46,13 @@ export interface Selection {
   step: Step;
 }
 
+/** A selected finding's cells: per layer, the spans of steps it covers. */
+export interface Highlight {
+  spans: Map<string, StepSpan[]>;
+  /** A note (info) leaves its cells ok: its outline is dashed, so it never reads as a status. */
+  note: boolean;
+}
+
 /** What the painters read: the view's data, geometry and marks. */
 export interface Scene {
   h: Heatmap | null;
@@ -62,7 +69,7 @@ export interface Scene {
   /** Row labels shortened to fit, by layer name. */
   labels: Map<string, string>;
   selection: Selection | null;
-  highlight: Map<string, [Step, Step]> | null;
+  highlight: Highlight | null;
   hover: Hit | null;
   brush: { x0: number; x1: number } | null;
   offscreen: HTMLCanvasElement;
@@ -166,6 +173,15 @@ export function paintBody(s: Scene, canvas: HTMLCanvasElement): void {
   paintRowLabels(ctx, s, h, g, [first, last]);
 }
 
+/** The step axis' labels: round steps in the window shown, never outside the logged steps. */
+export function axisLabels(s: Scene): AxisLabel[] {
+  const g = s.geo;
+  const h = s.h;
+  if (!g || !h || h.steps.length === 0) return [];
+  const logged = { lo: 0, hi: offset(h.steps[h.steps.length - 1], s.origin) };
+  return stepAxisLabels(s.range, g.plotW, measurer(AXIS_FONT), s.origin, undefined, logged);
+}
+
 export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {
   const g = s.geo;
   const ctx = canvas.getContext("2d");
@@ -186,7 +202,7 @@ export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.strokeStyle = cssVar("--gh-border", "#bdbdbd");
   ctx.lineWidth = 1;
   ctx.beginPath();
-  for (const label of stepAxisLabels(r, g.plotW, measurer(AXIS_FONT), s.origin)) {
+  for (const label of axisLabels(s)) {
     const x = g.labelW + Math.round(label.tick * sc) / sc + 0.5 / sc;
     ctx.moveTo(x, AXIS_HEIGHT - 6);
     ctx.lineTo(x, AXIS_HEIGHT - 1);
@@ -227,29 +243,47 @@ interface Ink {
   rowY(pos: number): number;
 }
 
-/** The finding's cells as rectangles, runs of equal spans in adjacent rows merged. */
-function highlightRects(s: Scene, ink: Ink, spans: Map<string, [Step, Step]>): [number, number, number, number][] {
-  const g = ink.g;
-  const rects: [number, number, number, number][] = [];
-  for (const [layer, [a, b]] of spans) {
+/**
+ * The finding's cells as rectangles in CSS pixels ([x, y, width, height], x from
+ * the canvas' left edge), one per span of each shown layer, spans equal in
+ * adjacent rows merged into one. Rows scrolled out of view are included.
+ */
+export function highlightRects(s: Scene, spans: Map<string, StepSpan[]>): [number, number, number, number][] {
+  const g = s.geo;
+  if (!g) return [];
+  const cells: [number, number, number][] = [];
+  for (const [layer, list] of spans) {
     const pos = s.position.get(layer);
-    const span = pos === undefined ? null : spanX(s, a, b);
-    if (pos === undefined || !span) continue;
-    const y = ink.rowY(pos);
-    if (y + g.cellH < 0 || y > g.viewH) continue;
-    const last = rects[rects.length - 1];
-    const x = g.labelW + span[0];
-    const w = span[1] - span[0];
-    if (last && last[0] === x && last[2] === w && Math.abs(last[1] + last[3] - y) < 0.5) last[3] += g.cellH;
-    else rects.push([x, y, w, g.cellH]);
+    if (pos === undefined) continue;
+    for (const [a, b] of list) {
+      const span = spanX(s, a, b);
+      if (span) cells.push([pos, g.labelW + span[0], span[1] - span[0]]);
+    }
+  }
+  // Top to bottom, so equal spans of neighbouring rows meet.
+  cells.sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+  const rects: [number, number, number, number][] = [];
+  const open = new Map<string, [number, number, number, number]>();
+  for (const [pos, x, w] of cells) {
+    const y = pos * g.cellH - s.scrollTop;
+    const key = `${x}:${w}`;
+    const prev = open.get(key);
+    if (prev && Math.abs(prev[1] + prev[3] - y) < 0.5) {
+      prev[3] += g.cellH;
+    } else {
+      const rect: [number, number, number, number] = [x, y, w, g.cellH];
+      rects.push(rect);
+      open.set(key, rect);
+    }
   }
   return rects;
 }
 
-/** Veils everything but the finding's cells, then outlines them. */
-function paintHighlight(s: Scene, ink: Ink, spans: Map<string, [Step, Step]>): void {
+/** Veils everything but the finding's cells, then outlines them (dashed for a note); no rows, no veil. */
+function paintHighlight(s: Scene, ink: Ink, hl: Highlight): void {
   const { ctx, g, fg, bg } = ink;
-  const rects = highlightRects(s, ink, spans);
+  const rects = highlightRects(s, hl.spans).filter(([, y, , hh]) => y + hh >= 0 && y <= g.viewH);
+  if (![...hl.spans.keys()].some((layer) => s.position.has(layer))) return;
   ctx.globalAlpha = 0.55;
   ctx.fillStyle = bg;
   ctx.fillRect(g.labelW, 0, g.plotW, g.viewH);
@@ -267,7 +301,9 @@ function paintHighlight(s: Scene, ink: Ink, spans: Map<string, [Step, Step]>): v
     ctx.strokeRect(ox, oy, ow, oh);
     ctx.lineWidth = 2;
     ctx.strokeStyle = fg;
+    ctx.setLineDash(hl.note ? [4, 3] : []);
     ctx.strokeRect(ox, oy, ow, oh);
+    ctx.setLineDash([]);
   }
 }
 

@@ -19,6 +19,8 @@ export interface HeatmapEvents {
   /** A zoom window in whole steps (exact); null for every step. */
   zoom(steps: [Step, Step] | null): void;
   scrolled?(top: number): void;
+  /** A mark of a finding on the run track was clicked. */
+  finding?(id: string): void;
 }
 
 /** What the pointer needs from its view besides the scene. */

@@ -194,12 +194,15 @@ export function labelsOverlap(labels: readonly AxisLabel[], gap = LABEL_GAP): bo
  * Step-axis labels that never overlap: round step numbers (multiples of 1, 2, 5,
  * 10, ...) at their true position, with the smallest interval whose labels fit,
  * all in one unit (no "1k, 1200"). The range is in positions relative to
- * `origin`; the labels' steps are exact, however large.
+ * `origin`; the labels' steps are exact, however large. `within` (positions too)
+ * keeps the labels inside the logged steps: a heatmap's outer cells reach half
+ * an interval past its first and last step, and no step is named there.
  */
-export function stepAxisLabels(r: StepRange, width: number, measure: Measure, origin: Step = 0n, gap = LABEL_GAP): AxisLabel[] {
+export function stepAxisLabels(r: StepRange, width: number, measure: Measure, origin: Step = 0n, gap = LABEL_GAP,
+  within?: StepRange): AxisLabel[] {
   if (!(width > 0) || !(r.hi > r.lo) || !Number.isFinite(r.hi - r.lo)) return [];
-  const first = ceilStep(origin, r.lo);
-  const last = floorStep(origin, r.hi);
+  const first = ceilStep(origin, within ? Math.max(r.lo, within.lo) : r.lo);
+  const last = floorStep(origin, within ? Math.min(r.hi, within.hi) : r.hi);
   if (last < first) return [];
   const widest = Math.max(measure(String(first)), measure(String(last)));
   // About this many labels fit side by side; the tick count stays bounded near it.

@@ -2,7 +2,7 @@
 
 import type { Finding, RunInfo } from "./api";
 import { button, el } from "./dom";
-import { findingId } from "./findings";
+import { causeText, findingId } from "./findings";
 import { formatStep, formatStepRange } from "./format";
 import { matchesFilter } from "./rows";
 import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
@@ -38,6 +38,21 @@ export function runTitle(r: Pick<RunInfo, "run" | "finding_counts" | "last_step"
 export function countsText(counts: Record<string, number>): string {
   const parts = severitiesWorstFirst().filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
   return parts.length ? parts.join(", ") : "no findings";
+}
+
+/**
+ * The runs listed one by one, and those with no layer data (a validation folder
+ * of scalars only), which the list folds under one collapsed "no data" entry.
+ * A run with a finding (a validation loss turned NaN) stays listed: folding it
+ * away would hide the finding.
+ */
+export function groupRuns<R extends Pick<RunInfo, "worst_status" | "error"> & Partial<Pick<RunInfo, "worst_severity">>>(
+  runs: readonly R[],
+): { listed: R[]; noData: R[] } {
+  const listed: R[] = [];
+  const noData: R[] = [];
+  for (const r of runs) (r.worst_status === "no_data" && !r.error && !r.worst_severity ? noData : listed).push(r);
+  return { listed, noData };
 }
 
 export class RunList {
@@ -80,21 +95,36 @@ export class RunList {
         .sort((a, b) => b.rank - a.rank || (b.r.finding_counts[b.r.worst_severity ?? ""] ?? 0) - (a.r.finding_counts[a.r.worst_severity ?? ""] ?? 0) || a.i - b.i)
         .map(({ r }) => r);
     }
-    this.list.replaceChildren(
-      ...shown.map((r) => {
-        const li = el("li", "gh-run");
-        li.setAttribute("role", "option");
-        li.setAttribute("aria-selected", String(r.run === this.selected));
-        if (r.run === this.compared) li.classList.add("gh-compared");
-        li.dataset.run = r.run;
-        const badge = runBadge(r);
-        li.title = runTitle(r);
-        li.append(el("span", "gh-run-name", r.run), el("span", `gh-badge ${badge.cls}`, badge.text));
-        li.addEventListener("click", () => this.onSelect(r.run));
-        return li;
-      }),
-    );
+    const { listed, noData } = groupRuns(shown);
+    this.list.replaceChildren(...listed.map((r) => this.item(r)));
+    if (noData.length > 0) {
+      const group = el("li", "gh-run-group");
+      const details = el("details");
+      // Folded unless the run shown is one of them.
+      details.open = noData.some((r) => r.run === this.selected || r.run === this.compared);
+      const summary = el("summary", "gh-muted", `no data (${noData.length})`);
+      summary.title = `Runs with no layer data to draw (scalars only, such as a validation folder):\n${noData.map((r) => r.run).join("\n")}`;
+      const inner = el("ul");
+      inner.append(...noData.map((r) => this.item(r)));
+      details.append(summary, inner);
+      group.append(details);
+      this.list.append(group);
+    }
     if (shown.length === 0) this.list.append(el("li", "gh-muted", "No run matches."));
+  }
+
+  private item(r: RunInfo): HTMLLIElement {
+    const li = el("li", "gh-run");
+    li.setAttribute("role", "option");
+    li.setAttribute("aria-selected", String(r.run === this.selected));
+    if (r.run === this.compared) li.classList.add("gh-compared");
+    li.dataset.run = r.run;
+    const badge = runBadge(r);
+    // The whole name, whatever the list cuts of it.
+    li.title = runTitle(r);
+    li.append(el("span", "gh-run-name", r.run), el("span", `gh-badge ${badge.cls}`, badge.text));
+    li.addEventListener("click", () => this.onSelect(r.run));
+    return li;
   }
 }
 
@@ -122,6 +152,16 @@ export class FindingsList {
 
   loading(): void {
     this.body.replaceChildren(el("p", "gh-note", "Loading findings\u2026"));
+  }
+
+  /** Scrolls the list (not the page) so the selected finding shows. */
+  reveal(): void {
+    const item = this.body.querySelector<HTMLElement>('li[aria-selected="true"]');
+    if (!item) return;
+    const box = this.root.getBoundingClientRect();
+    const r = item.getBoundingClientRect();
+    if (r.top < box.top) this.root.scrollTop -= box.top - r.top + 8;
+    else if (r.bottom > box.bottom) this.root.scrollTop += r.bottom - box.bottom + 8;
   }
 
   error(message: string): void {
@@ -155,7 +195,7 @@ export class FindingsList {
           el("span", "gh-muted", formatStepRange(f.first_step, f.last_step)),
         );
         li.append(head, el("p", "", f.message));
-        if (f.cause) li.append(el("p", "gh-cause", `Likely cause: ${f.cause}`));
+        if (f.cause) li.append(el("p", "gh-cause", causeText(f.cause)));
         li.append(el("p", "gh-advice", f.advice));
         const pick = (): void => this.events.select(id === selectedId ? null : f);
         li.addEventListener("click", pick);

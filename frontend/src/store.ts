@@ -2,8 +2,8 @@
 // that tells a poll whether anything changed, the findings of the open run, the
 // heatmaps shown, and the detail panel's cells and series.
 
-import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchVocabulary } from "./api";
-import type { Cell, Finding, Heatmap, RunInfo, Series } from "./api";
+import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary } from "./api";
+import type { Cell, Finding, Heatmap, RunInfo, Series, Track } from "./api";
 import { sortFindings } from "./findings";
 import type { Step } from "./steps";
 import { errorText } from "./json";
@@ -29,6 +29,7 @@ export class Store {
   heatmaps: [Heatmap | null, Heatmap | null] = [null, null];
   private cells = new Map<string, Promise<Cell>>();
   private series = new Map<string, Promise<Series>>();
+  private tracks = new Map<string, Promise<Track>>();
 
   /** Fetches the vocabulary once and installs it; a failure is retried on the next call. */
   loadVocabulary(): Promise<Vocabulary> {
@@ -94,10 +95,16 @@ export class Store {
     return cached(this.series, [run, layer, role, metric], () => fetchSeries(run, layer, metric, role));
   }
 
-  /** Forgets cached cells and series: the data was reloaded. */
+  /** A run's loss, gradient norm and learning rate for the track, fetched once until `invalidate`. */
+  trackOf(run: string): Promise<Track> {
+    return cached(this.tracks, [run], () => fetchTrack(run));
+  }
+
+  /** Forgets cached cells, series and tracks: the data was reloaded. */
   invalidate(): void {
     this.cells.clear();
     this.series.clear();
+    this.tracks.clear();
   }
 }
 

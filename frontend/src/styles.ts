@@ -133,6 +133,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-run[aria-selected="true"] { background: var(--gh-selected); border-left-color: var(--gh-accent); }
 .gh-run.gh-compared { border-left-color: var(--gh-link); }
 .gh-run-name { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.gh-run-group summary { cursor: pointer; padding: 4px 6px; font-size: 12px; }
+.gh-run-group ul { margin: 0 0 0 8px; }
 .gh-run-counts { color: var(--gh-muted); font-size: 11px; white-space: nowrap; }
 .gh-dot { flex: none; width: 10px; height: 10px; border-radius: 50%; display: inline-block; }
 .gh-badge {
@@ -182,6 +184,21 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-hm { flex: 1 1 0; min-width: 0; user-select: none; }
 .gh-hm[hidden] { display: none; }
 .gh-hm-caption { font-weight: 500; margin-bottom: 4px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.gh-track { margin-bottom: 2px; }
+.gh-track[hidden] { display: none; }
+.gh-track-svg { display: block; overflow: hidden; }
+.gh-track-bg { fill: var(--gh-panel); }
+.gh-track-line { fill: none; stroke: var(--gh-link); stroke-width: 1.2; }
+.gh-track-label { fill: var(--gh-fg); font-size: 12px; }
+.gh-track-sub { fill: var(--gh-muted); font-size: 10px; }
+.gh-track-onset, .gh-track-finding-onset { stroke-width: 1.5; stroke-dasharray: 3 2; }
+.gh-track-tick { stroke-width: 1; stroke-opacity: 0.55; }
+.gh-track-period { stroke-width: 1.2; }
+.gh-track-mark { cursor: pointer; }
+.gh-track-mark-text { font-size: 10px; }
+.gh-track-cursor { stroke: var(--gh-fg); stroke-width: 1; stroke-dasharray: 2 2; }
+.gh-track-note { color: var(--gh-muted); font-size: 12px; margin: 2px 0; }
+.gh-track-note[hidden] { display: none; }
 .gh-hm-scroll { position: relative; overflow-x: hidden; overflow-y: auto; overscroll-behavior: contain; }
 .gh-hm-axis { display: block; position: sticky; top: 0; z-index: 1; cursor: col-resize; }
 .gh-hm-space { position: relative; }
@@ -226,6 +243,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-finding:not([aria-selected="true"]) .gh-advice { display: none; }
 .gh-muted { color: var(--gh-muted); }
 .gh-cause { font-style: italic; }
+.gh-layer-spans { color: var(--gh-muted); }
 .gh-detail {
   margin-top: 16px;
   padding: 12px 14px;

@@ -69,7 +69,10 @@ export class Toolbar {
   private listen(events: ToolbarEvents): void {
     this.roleSelect.addEventListener("change", () => events.role(this.roleSelect.value));
     this.metricSelect.addEventListener("change", () => events.metric(this.metricSelect.value));
-    this.compareSelect.addEventListener("change", () => events.compare(this.compareSelect.value));
+    this.compareSelect.addEventListener("change", () => {
+      this.compareSelect.title = this.compareSelect.value || "Put a second run beside this one";
+      events.compare(this.compareSelect.value);
+    });
     this.sortSelect.addEventListener("change", () => events.sort(this.sortSelect.value as ViewState["sort"]));
     let filterTimer = 0;
     this.filterInput.addEventListener("input", () => {
@@ -103,6 +106,8 @@ export class Toolbar {
       [compare],
     );
     this.compareSelect.disabled = runs.length < 2;
+    // The select is narrow: its tooltip names the compared run whole.
+    this.compareSelect.title = this.compareSelect.value || "Put a second run beside this one";
     return this.compareSelect.value;
   }
 

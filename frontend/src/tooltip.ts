@@ -6,6 +6,7 @@ import type { Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { formatStep, formatValue, humanize } from "./format";
+import { kindLabel } from "./vocabulary";
 
 export class Tooltip {
   readonly root = el("div", "gh-tooltip");
@@ -49,7 +50,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
     ["layer", h.layers[row]],
     ["step", formatStep(h.steps[col])],
     [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
-    ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${humanize(rule)}` : "")],
+    ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;

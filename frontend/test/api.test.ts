@@ -14,6 +14,7 @@ import {
   parseHeatmap,
   parseRuns,
   parseSeries,
+  parseTrack,
 } from "../src/api";
 import type { FetchLike } from "../src/api";
 
@@ -297,6 +298,39 @@ describe("findings, cell and series", () => {
     expect(f.findings[1]).toMatchObject({ period: 20, artefact: true, role: null, severity: "info" });
     expect(() => parseFindings({ findings: [{}] })).toThrow(/findings\[0\]/);
     expect(parseFindings({ findings: [{ ...FINDING, severity: "??" }] }).findings[0].severity).toBe("info");
+  });
+
+  it("reads the steps a finding covers per layer from their exact twins", () => {
+    const covered = {
+      ...FINDING,
+      covers: { "dense/kernel": [[1152921504606847000, 1152921504606847000]], loss: [[35, 35], [70, 70]] },
+      covers_text: { "dense/kernel": [["1152921504606846977", "1152921504606846979"]], loss: [["35", "35"], ["70", "70"], ["x", "1"]] },
+    };
+    const [f] = parseFindings({ findings: [covered] }).findings;
+    expect(f.covers).toEqual(new Map([
+      ["dense/kernel", [[2n ** 60n + 1n, 2n ** 60n + 3n]]],
+      ["loss", [[35n, 35n], [70n, 70n]]],
+    ]));
+    // An older server sends no covers: the tab falls back to the evidence's spans.
+    expect(parseFindings({ findings: [FINDING] }).findings[0].covers).toBeNull();
+  });
+
+  it("parses the run track, steps exact and non-finite spans included", () => {
+    const body = {
+      run: "R",
+      series: [
+        { tag: "loss", kind: "loss", label: "loss", axis: "row", steps: [0, 1], steps_text: ["1152921504606846977", "1152921504606846978"],
+          values: [1.5, null], logged: 2, binned: false, scale: "log", nonfinite: [[1, 1]], nonfinite_text: [["1152921504606846978", "1152921504606846978"]] },
+        { tag: "epoch_loss", kind: "loss", axis: "other", steps: [0], values: [2] },
+      ],
+    };
+    const t = parseTrack(body);
+    expect(t.series[0]).toMatchObject({ tag: "loss", axis: "row", scale: "log", values: [1.5, null] });
+    expect(t.series[0].steps).toEqual([2n ** 60n + 1n, 2n ** 60n + 2n]);
+    expect(t.series[0].nonfinite).toEqual([[2n ** 60n + 2n, 2n ** 60n + 2n]]);
+    expect(t.series[1]).toMatchObject({ label: "epoch_loss", axis: "other", scale: "linear", logged: 1, nonfinite: [] });
+    expect(() => parseTrack({ series: [{ tag: "x", steps: [0, 1], values: [1] }] })).toThrow(/one length/);
+    expect(() => parseTrack({})).toThrow(/series/);
   });
 
   it("parses a cell with its histogram, dropping malformed buckets", async () => {

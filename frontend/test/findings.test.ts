@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
+import { parseFindings } from "../src/api";
 import {
+  causeText,
   csvCell,
   CSV_COLUMNS,
   findingId,
@@ -10,6 +12,7 @@ import {
   findingSpans,
   safeFileName,
   sortFindings,
+  spansText,
   spikeSteps,
 } from "../src/findings";
 import { kindLabel, kindMetric } from "../src/vocabulary";
@@ -19,7 +22,7 @@ const BIG = 2n ** 60n;
 function finding(over: Partial<Finding>): Finding {
   return {
     run: "R", kind: "spike", severity: "info", layers: ["a"], first_step: 0n, last_step: 0n,
-    message: "m", advice: "a", evidence: {}, role: "gradient", ...over,
+    message: "m", advice: "a", evidence: {}, role: "gradient", covers: null, ...over,
   };
 }
 
@@ -56,8 +59,26 @@ describe("where a finding is", () => {
     evidence: { layers: { a: { first_step: 10, last_step: 30 }, b: { first_step: 20, last_step: "x" } } },
   });
 
-  it("uses each layer's own span when the evidence has one", () => {
-    expect(findingSpans(f)).toEqual(new Map([["a", [10n, 30n]], ["b", [10n, 160n]], ["c", [10n, 160n]]]));
+  it("uses each layer's own span when the evidence has one (a server without covers)", () => {
+    expect(findingSpans(f)).toEqual(new Map([["a", [[10n, 30n]]], ["b", [[10n, 160n]]], ["c", [[10n, 160n]]]]));
+  });
+
+  it("covers exactly the steps the server says, per layer, healthy steps between spans left out", () => {
+    const covered = finding({
+      ...f,
+      covers: new Map([["a", [[7n, 8n], [15n, 15n]]], ["b", [[9n, 9n]]], ["c", []]]),
+    });
+    // A layer the finding names but covers nowhere (a comparison layer) gets no outline.
+    expect(findingSpans(covered)).toEqual(new Map([["a", [[7n, 8n], [15n, 15n]]], ["b", [[9n, 9n]]]]));
+    expect(spansText([[7n, 8n], [15n, 15n], [1200n, 3400n]])).toBe("steps 7 to 8, 15 and 1,200 to 3,400");
+    expect(spansText([[15n, 15n]])).toBe("step 15");
+    expect(spansText([[1n, 1n], [3n, 3n], [5n, 5n]], 2)).toBe("steps 1, 3 and 1 more");
+    const periodic = finding({ kind: "periodic_spikes", covers: new Map([["loss", [[35n, 35n], [70n, 70n], [105n, 105n]]]]) });
+    expect(spikeSteps(periodic, "loss")).toEqual([35n, 70n, 105n]);
+  });
+
+  it("names a cause in words", () => {
+    expect(causeText("learning_rate_too_high")).toBe("Likely cause: learning rate too high");
   });
 
   it("reads steps past 2^53 exactly from the server's decimal twins", () => {
@@ -66,7 +87,7 @@ describe("where a finding is", () => {
       evidence: { layers: { a: { first_step: 1152921504606847000, first_step_text: "1152921504606846977",
                                  last_step: 1152921504606847000, last_step_text: "1152921504606846979" } } },
     });
-    expect(findingSpans(big).get("a")).toEqual([BIG + 1n, BIG + 3n]);
+    expect(findingSpans(big).get("a")).toEqual([[BIG + 1n, BIG + 3n]]);
     const spikes = finding({ kind: "spike", evidence: { layers: { a: { spike_steps: [1, 2], spike_steps_text: ["1152921504606846977", "1152921504606846978"] } } } });
     expect(spikeSteps(spikes, "a")).toEqual([BIG + 1n, BIG + 2n]);
     const one = finding({ kind: "spike", evidence: { layers: { a: { step: 1152921504606847000, step_text: "1152921504606846977" } } } });
@@ -142,5 +163,31 @@ describe("export", () => {
   it("builds safe file names", () => {
     expect(safeFileName("gradhealth", "../runs/a b", "weight")).toBe("gradhealth-_runs_a_b-weight");
     expect(safeFileName("..")).toBe("gradhealth");
+  });
+});
+
+describe("findingSpans by role", () => {
+  it("outlines a finding gathered from several roles at the shown role's own steps", () => {
+    const [f] = parseFindings({
+      findings: [
+        {
+          kind: "nonfinite",
+          severity: "critical",
+          layers: ["fc1.weight"],
+          first_step: 5,
+          last_step: 9,
+          role: null,
+          evidence: {},
+          covers: { "fc1.weight": [[5, 9]] },
+          covers_by_role: { gradient: { "fc1.weight": [[5, 9]] }, weight: { "fc1.weight": [[6, 9]] } },
+          covers_by_role_text: { gradient: { "fc1.weight": [["5", "9"]] }, weight: { "fc1.weight": [["6", "9"]] } },
+        },
+      ],
+    }).findings;
+    expect(findingSpans(f, "weight").get("fc1.weight")).toEqual([[6n, 9n]]);
+    expect(findingSpans(f, "gradient").get("fc1.weight")).toEqual([[5n, 9n]]);
+    // A role the finding has no rows in, or none given: the layer's union.
+    expect(findingSpans(f).get("fc1.weight")).toEqual([[5n, 9n]]);
+    expect(findingSpans(f, "activation").get("fc1.weight")).toEqual([[5n, 9n]]);
   });
 });

@@ -204,6 +204,31 @@ describe("stepAxisLabels", () => {
     assertReadable(huge, 800);
   });
 
+  it("names no step before the first or after the last logged one", () => {
+    // Three steps, 0, 100 and 200: their cells reach from -50 to 250.
+    const e = columnEdges([0, 100, 200]);
+    const r = fullRange(e);
+    for (const width of [120, 300, 900]) {
+      const labels = stepAxisLabels(r, width, measure, 0n, undefined, { lo: 0, hi: 200 });
+      expect(labels.length).toBeGreaterThan(0);
+      for (const l of labels) expect(l.step >= 0n && l.step <= 200n).toBe(true);
+    }
+    const small = stepAxisLabels(fullRange(columnEdges([0, 5, 10])), 900, measure, 0n, undefined, { lo: 0, hi: 10 });
+    expect(small[0].step).toBe(0n);
+    expect(small[small.length - 1].step).toBe(10n);
+    // Without the bounds the half cells would be named.
+    expect(stepAxisLabels(fullRange(columnEdges([0, 5, 10])), 900, measure)[0].step).toBeLessThan(0n);
+  });
+
+  it("ends on steps past 2**53, where an interval can be smaller than the gap between two doubles", () => {
+    // Zoomed in on steps near 2**60: the doubles there are 128 and 256 apart, the label interval 50.
+    for (const [lo, hi] of [[2 ** 60 - 128, 2 ** 60], [2 ** 60, 2 ** 60 + 256], [2 ** 62, 2 ** 62 + 2048]]) {
+      const labels = stepAxisLabels({ lo, hi }, 800, measure);
+      expect(labels.length).toBeGreaterThan(0);
+      assertReadable(labels, 800);
+    }
+  });
+
   it("labels single steps and nothing for an empty window", () => {
     expect(stepAxisLabels({ lo: 41.5, hi: 42.5 }, 48, measure).map((l) => l.text)).toEqual(["42"]);
     expect(stepAxisLabels({ lo: 1, hi: 1 }, 100, measure)).toEqual([]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, runBadge, runTitle, worstRun } from "../src/panels";
+import { countsText, groupRuns, runBadge, runTitle, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -38,5 +38,17 @@ describe("run badges", () => {
   it("summarises finding counts", () => {
     expect(countsText({ critical: 1, warn: 0, info: 6 })).toBe("1 critical, 6 info");
     expect(countsText({})).toBe("no findings");
+  });
+
+  it("folds runs with no data under one entry, keeping failed runs listed", () => {
+    const runs = [
+      { run: "train", worst_status: "ok", error: null },
+      { run: "validation", worst_status: "no_data", error: null },
+      { run: "broken", worst_status: "no_data", error: "could not be read" },
+      { run: "nan_validation", worst_status: "no_data", error: null, worst_severity: "critical" as const },
+    ];
+    const { listed, noData } = groupRuns(runs);
+    expect(listed.map((r) => r.run)).toEqual(["train", "broken", "nan_validation"]);
+    expect(noData.map((r) => r.run)).toEqual(["validation"]);
   });
 });

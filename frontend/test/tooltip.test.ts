@@ -24,4 +24,16 @@ describe("cell tooltip", () => {
     const whole = parseHeatmap({ ...BASE, steps: [0, 10, 20] });
     expect(Object.fromEntries(cellTooltipLines(whole, 1, 2, ""))["incomplete"]).toBeUndefined();
   });
+
+  it("names the rule as the findings list does, and says exact or estimated per cell", () => {
+    const h = parseHeatmap({
+      ...BASE, steps: [0, 10, 20], status: [[1, 2, 3], [1, 1, 0]],
+      rules: [["", "dead_units", "exploding_gradients"], ["", "", null]],
+      quality_cells: [[1, 1, 2], [2, 2, 0]], quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound"],
+    });
+    const warn = Object.fromEntries(cellTooltipLines(h, 0, 1, ""));
+    expect(warn["status"]).toBe("warn \u2014 Dead units");
+    expect(warn["score"]).toBe("0.9 (exact)");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated)");
+  });
 });

@@ -4,7 +4,7 @@ dropped, and co-occurring symptoms name their likely cause (seed 004).
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from .finding import INFO, Finding
 
@@ -13,19 +13,29 @@ _POINTWISE = ("exploding_gradients", "nonfinite")
 
 def drop_explained_spikes(findings: List[Finding]) -> List[Finding]:
     """Drops a spike at steps where the same series already explodes or turns non-finite."""
-    explained: Dict[str, set] = {}
+    # Per layer, the exact steps of point-wise findings and the (first, last) spans of those
+    # without points: a span is tested by comparison, never expanded into its steps, whose
+    # number is bounded only by the step numbers a writer chose.
+    points: Dict[str, set] = {}
+    spans: Dict[str, List[Tuple[int, int]]] = {}
     for f in findings:
         if f.kind in _POINTWISE:
             for layer in f.layers:
                 steps = f.points.get(layer)
-                explained.setdefault(layer, set()).update(
-                    steps.tolist() if steps is not None else range(f.spans[layer][0], f.spans[layer][1] + 1))
+                if steps is not None:
+                    points.setdefault(layer, set()).update(steps.tolist())
+                else:
+                    spans.setdefault(layer, []).append(f.spans[layer])
+
+    def explained(layer: str, step: int) -> bool:
+        return step in points.get(layer, ()) or any(first <= step <= last for first, last in spans.get(layer, ()))
+
     kept = []
     for f in findings:
         if f.kind == "spike":
             # A series stays in a spike episode while one of its spike steps is not explained.
             layers = [layer for layer in f.layers
-                      if not set(_spike_steps(f, layer)) <= explained.get(layer, set())]
+                      if not all(explained(layer, step) for step in _spike_steps(f, layer))]
             if not layers:
                 continue
             if len(layers) < len(f.layers):
@@ -78,5 +88,32 @@ def name_causes(findings: List[Finding]) -> None:
 
 
 def _overshoot(f: Finding) -> bool:
-    # Updates too small are the opposite of an overshoot.
-    return f.kind in _OVERSHOOT and f.evidence.get("direction") != "too_low"
+    # Updates too small, or none at all, are the opposite of an overshoot.
+    return f.kind in _OVERSHOOT and f.evidence.get("direction") in (None, "too_high")
+def fold_after_nonfinite(findings: List[Finding]) -> List[Finding]:
+    """Folds the findings that begin once the run turned non-finite for good into the earliest nonfinite finding.
+
+    The `nonfinite` detector names the collapse step (None when every
+    non-finite row recovered, as from a transient overflow). Vanishing, dead
+    units, skew, growth and the like that begin there or later are computed on
+    what NaN left of the tensors: they become the collapse's consequences, in
+    its evidence, not problems of their own. An explosion at the collapse step
+    is its cause, and stays.
+    """
+    collapses = [f for f in findings if f.kind == "nonfinite" and f.evidence.get("collapse_step") is not None]
+    if not collapses:
+        return findings
+    first = min(collapses, key=lambda f: f.first_step)
+    at = first.evidence["collapse_step"]
+    folded = [f for f in findings if f.kind != "nonfinite" and
+              (f.first_step > at or (f.first_step == at and f.kind != "exploding_gradients"))]
+    if not folded:
+        return findings
+    first.evidence.setdefault("consequences", []).extend(
+        {"kind": f.kind, "severity": f.severity, "layers": f.layers, "first_step": f.first_step,
+         "last_step": f.last_step, "message": f.message} for f in folded)
+    first.message += (f"; {len(folded)} later finding{'s' if len(folded) != 1 else ''} "
+                      f"({', '.join(sorted({f.kind for f in folded}))}) follow from these values from step {at} "
+                      "on and are listed in its evidence")
+    gone = {id(f) for f in folded}
+    return [f for f in findings if id(f) not in gone]

@@ -9,29 +9,34 @@ triggers are the contract in DESIGN section 4; each kind is a module in
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..reading.runs import RunData
-from . import combine, detectors, health
+from ..reading.runs import RoleData, RunData
+from . import combine, detectors, health, metrics
 from .finding import CRITICAL, INFO, SEVERITY_RANK, WARN, Finding  # noqa: F401 - the findings' vocabulary
-from .metrics import MetricTable
 
 KINDS = detectors.KINDS
 ADVICE = {d.KIND: d.ADVICE for d in detectors.DETECTORS}
 
 
-def find(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    """Every finding for one run, most severe first."""
-    found = [f for d in detectors.DETECTORS for f in d.detect(rd, limits)]
+def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = None) -> List[Finding]:
+    """Every finding for one run, most severe first.
+
+    `only`: run just these detector modules (for a caller that acts on some kinds
+    alone); their findings are those a full run gives, but for a cause named only
+    from kinds left out.
+    """
+    found = [f for d in (detectors.DETECTORS if only is None else only) for f in d.detect(rd, limits)]
     found = combine.drop_explained_spikes(found)
+    found = combine.fold_after_nonfinite(found)
     combine.name_causes(found)
     found.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.first_step, KINDS.index(f.kind)))
     return found
 
 
-def cell_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float]) -> health.CellHealth:
+def cell_health(table: metrics.MetricTable, role: str, kind: str, limits: Mapping[str, float]) -> health.CellHealth:
     """One tensor's cells scored by every kind's cell rules alone, before the findings decide the status."""
     return health.rule_health(table, role, kind, limits, detectors.CELL_RULES)
 
@@ -43,27 +48,59 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
     consecutive steps, robust baselines). A cell is warn or critical exactly
     when a warn or critical finding covers its layer, role and step; the score
     keeps the cell rules' continuous value inside that status' band.
+
+    Rows of one role, tensor kind and length are decided together, stacked a
+    row each (`metrics.stack_tables`): the cost of a run of many layers is
+    then in its cells, not in numpy calls per layer.
     """
+    groups: Dict[tuple, List[Tuple[str, RoleData]]] = {}
     for layer in rd.layers:
         for role, rdata in layer.roles.items():
-            scored = cell_health(rdata.table, role, layer.kind, limits)
-            status, rule = _status(layer.name, role, rdata.table.steps, scored.status != health.NO_DATA, findings)
-            rdata.health = health.CellHealth(score=health.in_band(scored.score, status), status=status, rule=rule)
+            groups.setdefault((role, layer.kind, len(rdata.table.steps)), []).append((layer.name, rdata))
+    judged = [f for f in findings if f.severity != INFO]
+    for (role, kind, n), members in groups.items():
+        chunk = max(1, _CELLS_AT_ONCE // max(1, n))
+        for start in range(0, len(members), chunk):
+            rows = members[start:start + chunk]
+            table = metrics.stack_tables([rdata.table for _, rdata in rows])
+            scored = health.rule_health(table, role, kind, limits, detectors.CELL_RULES)
+            status, rule = _status([name for name, _ in rows], role, table.steps, scored.status != health.NO_DATA,
+                                   judged)
+            score = health.in_band(scored.score, status)
+            for i, (_, rdata) in enumerate(rows):
+                rdata.health = health.CellHealth(score=score[i], status=status[i], rule=rule[i])
 
 
-def _status(layer: str, role: str, steps: np.ndarray, present: np.ndarray, findings: List[Finding]) -> tuple:
-    """(status, rule) per step of one row: the worst warn or critical finding covering it."""
+# Cells decided in one stacked pass: about 20 metric arrays of this many float64 each.
+_CELLS_AT_ONCE = 1 << 17
+
+
+def covers(f: Finding, layer: str, steps: np.ndarray, role: Optional[str] = None) -> np.ndarray:
+    """Which of `steps` (a row's or a scalar's) the finding covers for `layer`: its span, narrowed to
+    its exact steps for point-wise findings, and in `role` to that row's own steps where the finding
+    gathers several roles (`Finding.points_of`). The heatmap's statuses and the tab's outlines both read it."""
+    if layer not in f.spans:
+        return np.zeros(len(steps), dtype=bool)
+    first, last = f.spans[layer]
+    covered = (steps >= first) & (steps <= last)
+    points = f.points_of(layer, role) if role is not None else f.points.get(layer)
+    if points is not None:
+        covered &= np.isin(steps, points)
+    return covered
+
+
+def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray, findings: List[Finding]) -> tuple:
+    """(status, rule) per step of each row (one per layer): the worst warn or critical finding covering it."""
     status = np.where(present, health.OK, health.NO_DATA).astype(np.uint8)
     rule = np.where(present, "", None).astype(object)
+    row_of = {layer: i for i, layer in enumerate(layers)}
     for f in findings:
-        if f.severity == INFO or layer not in f.spans or (f.role is not None and f.role != role):
+        if f.role is not None and f.role != role:
             continue
-        first, last = f.spans[layer]
         sev = health.CRITICAL if f.severity == CRITICAL else health.WARN
-        covered = present & (steps >= first) & (steps <= last) & (status < sev)
-        points = f.points_of(layer, role)
-        if points is not None:
-            covered &= np.isin(steps, points)
-        status = np.where(covered, sev, status).astype(np.uint8)
-        rule = np.where(covered, f.kind, rule)
+        for layer in f.spans.keys() & row_of.keys():
+            i = row_of[layer]
+            covered = present[i] & covers(f, layer, steps[i], role) & (status[i] < sev)
+            status[i] = np.where(covered, sev, status[i])
+            rule[i] = np.where(covered, f.kind, rule[i])
     return status, rule

@@ -14,7 +14,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from .metrics import MetricTable
+from .metrics import LOWER_BOUND, MetricTable
 
 NO_DATA = 0
 OK = 1
@@ -46,13 +46,12 @@ class CellHealth:
 
 
 def has_data(table: MetricTable) -> np.ndarray:
-    n = len(table.steps)
-    present = np.zeros(n, dtype=bool)
+    """Where a table has any value (or counted non-finite ones); of the table's shape, so also for stacked tables."""
+    present = table.get("nonfinite") > 0
     for name, values in table.values.items():
         if name in ("nonfinite", "count"):
             continue
-        present |= ~np.isnan(values)
-    present |= table.get("nonfinite") > 0
+        present = present | ~np.isnan(values)
     return present
 
 
@@ -70,12 +69,15 @@ def _closeness(value: np.ndarray, threshold: float, above: bool, log: bool) -> n
 
 def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float],
                 rules: Sequence[CellRule]) -> CellHealth:
-    """Scores every step of one tensor's metric table by `rules` alone, the worst firing rule naming the cell."""
-    n = len(table.steps)
+    """Scores every step of one tensor's metric table by `rules` alone, the worst firing rule naming the cell.
+
+    Element-wise throughout: a stacked table (`metrics.stack_tables`) of
+    tensors of one role and kind is scored in one pass, a row each.
+    """
     present = has_data(table)
     level = np.where(present, OK, NO_DATA).astype(np.uint8)
     rule = np.where(present, "", None).astype(object)
-    worst = np.zeros(n)  # closeness of the nearest-to-firing rule, for the score
+    worst = np.zeros(present.shape)  # closeness of the nearest-to-firing rule, for the score
     for r in rules:
         if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
             continue
@@ -84,6 +86,9 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
             value = np.abs(value)
         limit = limits.get(r.threshold, 0.0) if r.threshold else 0.0
         known = ~np.isnan(value)
+        if not r.above:
+            # A lower bound under a floor proves nothing (the update ratio bounded from the weights alone).
+            known &= table.quality_of(r.metric) != LOWER_BOUND
         fired = known & ((value > limit) if r.above else (value < limit))
         close = np.where(known, _closeness(value, limit, r.above, r.log), 0.0) if r.threshold else np.where(fired, 2.0, 0.0)
         close = np.where(fired, np.maximum(close, 1.0), np.minimum(close, 0.999))

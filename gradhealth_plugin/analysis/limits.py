@@ -51,6 +51,23 @@ DEFAULTS: Dict[str, Threshold] = {
     "depth_ratio": Threshold(1e-3, "seed 003", "first layers' gradient norm below this fraction of the last layers' is depth vanishing"),
     "init_scale_factor": Threshold(3.0, "seeds 002, 003", "initial std further than this factor from both He and Glorot"),
     "bimodal_dip": Threshold(0.5, "seed 004", "valley between two weight modes below this share of the smaller peak"),
+    "exploding_steps": Threshold(2, "seed 004 (a one-off is a spike)",
+                                 "logged steps in a row past an explosion limit (or not back to normal after) that "
+                                 "make an explosion"),
+    "update_ratio_steps": Threshold(3, "seed 003", "logged steps in a row a measured or estimated update ratio must "
+                                    "stay past its limit"),
+    "update_ratio_bound_steps": Threshold(1, "CS231n; a proven bound is no noisy estimate",
+                                          "logged intervals in a row the weights-only lower bound of the update "
+                                          "ratio must exceed its ceiling"),
+    "frozen_steps": Threshold(3, "CS231n (a frozen layer)", "logged steps a weight histogram must be identical at "
+                              "before its weights are said never to change"),
+    "init_scale_max_step": Threshold(1, "seeds 002, 003", "latest first logged weight step whose std is judged as "
+                                     "the initialisation"),
+    "no_progress_points": Threshold(8, "seed 003 (CI alerts)", "logged loss values needed before the loss is judged "
+                                    "for progress"),
+    "no_progress_improvement": Threshold(0.03, "SageMaker Debugger's LossNotDecreasing",
+                                         "share by which the median of the loss's last tenth must lie below its "
+                                         "first tenth's"),
 }
 
 
@@ -116,6 +133,15 @@ ALLOWED: Dict[str, Range] = {
     "depth_ratio": _SHARE,
     "init_scale_factor": _FACTOR,
     "bimodal_dip": _SHARE,
+    "exploding_steps": Range(1, 1_000_000, integer=True),
+    "update_ratio_steps": Range(1, 1_000_000, integer=True),
+    "update_ratio_bound_steps": Range(1, 1_000_000, integer=True),
+    # Identical at one step says nothing: it takes two steps to not change.
+    "frozen_steps": Range(2, 1_000_000, integer=True),
+    "init_scale_max_step": Range(0, 1e12, integer=True),
+    # A first and a last tenth need at least two values.
+    "no_progress_points": Range(2, 1_000_000, integer=True),
+    "no_progress_improvement": _FRACTION,
 }
 
 

@@ -57,7 +57,11 @@ class Histograms:
 
 @dataclasses.dataclass
 class MetricTable:
-    """Metric values (N,) with a quality code per value; NaN where no data."""
+    """Metric values (N,) with a quality code per value; NaN where no data.
+
+    `stack_tables` makes one of several equally long tables, every array then
+    (rows, N): the analysis judges a run's layers together that way.
+    """
 
     steps: np.ndarray
     values: Dict[str, np.ndarray]
@@ -69,12 +73,12 @@ class MetricTable:
     def get(self, name: str) -> np.ndarray:
         if name in self.values:
             return self.values[name]
-        return np.full(len(self.steps), np.nan)
+        return np.full(np.shape(self.steps), np.nan)
 
     def quality_of(self, name: str) -> np.ndarray:
         if name in self.quality:
             return self.quality[name]
-        return np.zeros(len(self.steps), dtype=np.uint8)
+        return np.zeros(np.shape(self.steps), dtype=np.uint8)
 
 
 def _as_buckets(a) -> np.ndarray:
@@ -388,6 +392,61 @@ def update_ratio_from_histograms(update: MetricTable, weight: MetricTable) -> tu
     return ratio, quality
 
 
+def l2_bounds(h: Histograms) -> tuple:
+    """Per step, (smallest, largest) L2 norm that values lying inside their buckets can have.
+
+    Every value lies in its bucket (TF2 and v1 writers bin by these edges), so
+    sum(count * min x^2) <= ||w||^2 <= sum(count * max x^2) over the buckets: a
+    proven interval, unlike the uniform estimate in `histogram_metrics`. The
+    edges are widened by 1e-9 of the largest |edge| for the writers' rounding.
+    NaN where a value could not be binned (non-finite) or there is no bucket.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        edges_finite = np.isfinite(h.left) & np.isfinite(h.right)
+        valid, c, a, b = _usable_buckets(h, edges_finite)
+        slack = 1e-9 * np.max(np.maximum(np.abs(a), np.abs(b)), axis=1, initial=0.0)[:, None]
+        a, b = a - slack, b + slack
+        a2, b2 = a * a, b * b
+        low = np.where((a <= 0) & (b >= 0), 0.0, np.minimum(a2, b2))
+        high = np.sqrt((c * np.maximum(a2, b2)).sum(axis=1))
+        low = np.sqrt((c * low).sum(axis=1))
+    known = valid.any(axis=1) & edges_finite.all(axis=1) & np.isfinite(high)
+    return np.where(known, low, np.nan), np.where(known, high, np.nan)
+
+
+def update_ratio_lower_bound(weight: MetricTable) -> tuple:
+    """(ratio, quality) per logged step of a weight row with no update tags: a lower bound.
+
+    With r_k = ||u_k|| / ||w_k|| the update-to-weight ratio of each step k
+    between two logged steps t1 < t2 (n = t2 - t1 steps), the triangle
+    inequality gives ||w_k|| (1 - r_k) <= ||w_k+1|| <= ||w_k|| (1 + r_k), so
+    over the n steps:
+      growth, g = ||w2|| / ||w1|| > 1:  mean r_k >= g^(1/n) - 1  (mean >= geometric mean);
+      shrink, q = ||w2|| / ||w1|| < 1:  mean r_k >= (1 - q) / n  (prod(1 - r_k) >= 1 - sum r_k).
+    The norms are the interval the buckets prove (`l2_bounds`), or exact where
+    logged, each taken at the end that makes the bound smallest. So the value
+    at t2 is a proven lower bound of the mean update ratio per step between the
+    two logged steps; NaN at the first step and without bounds or exact norms.
+    """
+    n = len(weight.steps)
+    ratio = np.full(n, np.nan)
+    if n < 2:
+        return ratio, np.zeros(n, dtype=np.uint8)
+    exact = weight.quality_of("l2") == EXACT
+    l2 = weight.get("l2")
+    low = np.where(exact, l2, weight.get("l2_low"))
+    high = np.where(exact, l2, weight.get("l2_high"))
+    gap = np.diff(weight.steps).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        grew = low[1:] / high[:-1]
+        shrank = high[1:] / low[:-1]
+        bound = np.where(grew > 1, grew ** (1 / gap) - 1, np.where(shrank < 1, (1 - shrank) / gap, 0.0))
+        known = np.isfinite(grew) & np.isfinite(shrank) & (gap > 0)
+    ratio[1:] = np.where(known & np.isfinite(bound), bound, np.nan)
+    quality = np.where(np.isfinite(ratio), LOWER_BOUND, NO_DATA).astype(np.uint8)
+    return ratio, quality
+
+
 def merge_exact(base: MetricTable, steps: np.ndarray, exact: Mapping[str, np.ndarray]) -> MetricTable:
     """Overlays exact values (from scalars or gradhealth summaries) on a table.
 
@@ -420,6 +479,17 @@ def merge_exact(base: MetricTable, steps: np.ndarray, exact: Mapping[str, np.nda
 
 def empty_table() -> MetricTable:
     return MetricTable(steps=np.zeros(0, dtype=np.int64), values={}, quality={})
+
+
+def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
+    """Equally long tables as one, a row each: every metric any of them has, NaN (no data) where one lacks it.
+
+    Only the values are stacked, for judging them; answers read each table's own quality.
+    """
+    names = dict.fromkeys(name for t in tables for name in t.values)
+    return MetricTable(steps=np.array([t.steps for t in tables], dtype=np.int64),
+                       values={name: np.array([t.get(name) for t in tables], dtype=np.float64) for name in names},
+                       quality={})
 
 
 def summarize_quality(codes: np.ndarray) -> Optional[str]:

@@ -1,4 +1,4 @@
-"""Pure numpy helpers over one metric series: runs, rolling baselines, spikes, periods.
+"""Pure numpy helpers over metric series: runs, rolling baselines, spikes, periods.
 
 Steps are the logged step numbers, uneven after TensorBoard's reservoir
 sampling; nothing here assumes even spacing.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from typing import List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -38,38 +38,101 @@ def sustained(mask: np.ndarray, min_length: int) -> List[Tuple[int, int]]:
     return [(a, b) for a, b in runs if b - a + 1 >= min_length or (b == n - 1 and b - a + 1 >= min(2, n))]
 
 
-def _windows(values: np.ndarray, half: int) -> np.ndarray:
-    padded = np.concatenate([np.full(half, np.nan), values, np.full(half, np.nan)])
-    return sliding_window_view(padded, 2 * half + 1).copy()
+# Most window values built at once (float64): series are stacked into rows and cut
+# into chunks of rows below this, so a long series or many rows never hold more.
+_WINDOW_BUDGET = 1 << 21
 
 
-def centered_baseline(values: np.ndarray, half: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Rolling median and MAD of each point's neighbours, the point itself left out."""
-    values = np.asarray(values, dtype=np.float64)
-    if len(values) == 0:
-        return values.copy(), values.copy()
-    win = _windows(values, half)
-    win[:, half] = np.nan
+def nanmedian_rows(win: np.ndarray) -> np.ndarray:
+    """``np.nanmedian(win, axis=-1)``, the same values, without its per-call cost.
+
+    numpy's nanmedian goes through masked arrays for small rows, about 1 ms a call
+    whatever the size: for a run judged after every logged step (``stop_on``) that
+    was most of the time. Sorting puts NaN last, so a row's median is the middle
+    of its first k (finite-or-infinite) values.
+    """
+    win = np.asarray(win, dtype=np.float64)
+    lead, width = win.shape[:-1], win.shape[-1]
+    if width == 0:
+        return np.full(lead, np.nan)
+    win = win.reshape(-1, width)
+    n = win.shape[0]
+    ordered = np.sort(win, axis=1)
+    k = np.sum(~np.isnan(win), axis=1)
+    rows = np.arange(n)
+    lo = ordered[rows, np.maximum(k - 1, 0) // 2]
+    hi = ordered[rows, np.minimum(k // 2, win.shape[1] - 1)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(k > 0, np.where(k % 2 == 1, lo, (lo + hi) / 2), np.nan).reshape(lead)
+
+
+def same_length(lengths: Sequence[int], points_per_value: int = 1) -> Iterator[np.ndarray]:
+    """Indices of equally long series, group by group, in chunks of at most `_WINDOW_BUDGET`
+    window values (a series of n values holding ``n * points_per_value`` of them).
+
+    The per-series helpers below work along the last axis, so one call does a
+    whole group stacked into rows: a run's layers usually share their steps,
+    and a run of 10,000 layers is then a handful of numpy calls instead of
+    10,000 times as many.
+    """
+    by_length: Dict[int, List[int]] = {}
+    for i, n in enumerate(lengths):
+        by_length.setdefault(int(n), []).append(i)
+    for n, members in by_length.items():
+        chunk = max(1, _WINDOW_BUDGET // max(1, n * points_per_value))
+        for start in range(0, len(members), chunk):
+            yield np.array(members[start:start + chunk], dtype=np.int64)
+
+
+def stacked(rows: Sequence[np.ndarray], points_per_value: int = 1) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+    """(indices into `rows`, those rows as a 2-D float array) for each group of `same_length`."""
+    for idx in same_length([len(row) for row in rows], points_per_value):
+        n = len(rows[idx[0]])
+        yield idx, np.array([rows[i] for i in idx], dtype=np.float64).reshape(len(idx), n)
+
+
+def _pad(values: np.ndarray, before: int, after: int) -> np.ndarray:
+    """NaN padding along the last axis."""
+    lead = values.shape[:-1]
+    return np.concatenate([np.full(lead + (before,), np.nan), values, np.full(lead + (after,), np.nan)], axis=-1)
+
+
+def _centered_median(values: np.ndarray, half: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(median of each point's neighbours, their windows), along the last axis."""
+    win = sliding_window_view(_pad(values, half, half), 2 * half + 1, axis=-1).copy()
+    win[..., half] = np.nan
     # All-NaN windows (edges, gaps) are expected: their median is NaN, no warning wanted.
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        med = np.nanmedian(win, axis=1)
-        mad = np.nanmedian(np.abs(win - med[:, None]), axis=1)
+        return nanmedian_rows(win), win
+
+
+def centered_baseline(values: np.ndarray, half: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Rolling median and MAD of each point's neighbours, the point itself left out.
+
+    Along the last axis: a 2-D array is one series per row.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape[-1] == 0:
+        return values.copy(), values.copy()
+    med, win = _centered_median(values, half)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mad = nanmedian_rows(np.abs(win - med[..., None]))
     return med, mad
 
 
 def trailing_median(values: np.ndarray, window: int, min_points: int = 3) -> np.ndarray:
-    """Median of the previous `window` points (NaN until `min_points` exist)."""
+    """Median of the previous `window` points (NaN until `min_points` exist), along the last axis."""
     values = np.asarray(values, dtype=np.float64)
-    n = len(values)
+    n = values.shape[-1]
     if n == 0:
         return values.copy()
-    padded = np.concatenate([np.full(window, np.nan), values])
-    win = sliding_window_view(padded, window)[:n]
+    win = sliding_window_view(_pad(values, window, 0), window, axis=-1)[..., :n, :]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        med = np.nanmedian(win, axis=1)
-    enough = np.sum(~np.isnan(win), axis=1) >= min_points
+        med = nanmedian_rows(win)
+    enough = np.sum(~np.isnan(win), axis=-1) >= min_points
     return np.where(enough, med, np.nan)
 
 
@@ -82,26 +145,30 @@ def noise_scale(values: np.ndarray, half: int) -> np.ndarray:
     outliers being looked for) and returns the RMS of the rest, corrected for
     the clipping. Noise changes slowly, so the scale is computed every
     ``half // 5`` points and held in between to keep long series cheap.
+    Along the last axis.
     """
     values = np.asarray(values, dtype=np.float64)
-    n = len(values)
+    n = values.shape[-1]
     if n == 0:
         return values.copy()
-    stride = max(1, half // 5)
-    padded = np.concatenate([np.full(half, np.nan), values, np.full(half, np.nan)])
+    stride = _noise_stride(half)
     centres = np.minimum(np.arange(0, n, stride) + stride // 2, n - 1)
-    win = np.abs(sliding_window_view(padded, 2 * half + 1)[centres])
+    win = np.abs(sliding_window_view(_pad(values, half, half), 2 * half + 1, axis=-1)[..., centres, :])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        mad = 1.4826 * np.nanmedian(win, axis=1)
-        kept = np.where(win <= 3 * mad[:, None], win, np.nan)
+        mad = 1.4826 * nanmedian_rows(win)
+        kept = np.where(win <= 3 * mad[..., None], win, np.nan)
         # 0.9866: the standard deviation of a normal distribution clipped at 3 sigma.
-        rms = np.sqrt(np.nanmean(kept ** 2, axis=1)) / 0.9866
-    return np.repeat(rms, stride)[:n]
+        rms = np.sqrt(np.nanmean(kept ** 2, axis=-1)) / 0.9866
+    return np.repeat(rms, stride, axis=-1)[..., :n]
 
 
-def spikes(values: np.ndarray, z_threshold: float, window: int, min_ratio: float = 2.0) -> np.ndarray:
-    """Indices of one-off upward outliers of a positive series (robust z on log10).
+def _noise_stride(half: int) -> int:
+    return max(1, half // 5)
+
+
+def spike_mask(values: np.ndarray, z_threshold: float, window: int, min_ratio: float = 2.0) -> np.ndarray:
+    """Where a positive series has a one-off upward outlier (robust z on log10), along the last axis.
 
     The z-score compares each point with the median of its `window`
     neighbours and divides by the series' local noise (`noise_scale` over ten
@@ -113,14 +180,26 @@ def spikes(values: np.ndarray, z_threshold: float, window: int, min_ratio: float
     ok = np.isfinite(values) & (values > 0)
     logv = np.where(ok, np.log10(np.where(ok, values, 1.0)), np.nan)
     half = max(1, int(window) // 2)
-    med, _ = centered_baseline(logv, half)
+    if values.shape[-1] == 0:
+        return ok
+    med, _ = _centered_median(logv, half)
     with np.errstate(invalid="ignore"):
         resid = logv - med
     scale = np.maximum(noise_scale(resid, 10 * half), 1.4826 * 0.02)
     with np.errstate(invalid="ignore"):
         z = resid / scale
-        hit = ok & np.isfinite(z) & (z > z_threshold) & (resid > np.log10(min_ratio))
-    return np.nonzero(hit)[0]
+        return ok & np.isfinite(z) & (z > z_threshold) & (resid > np.log10(min_ratio))
+
+
+def spike_window_points(window: int) -> int:
+    """Window values `spike_mask` builds per point of a series (for `stacked`)."""
+    half = max(1, int(window) // 2)
+    return max(2 * half + 1, -(-(20 * half + 1) // _noise_stride(10 * half)))
+
+
+def spikes(values: np.ndarray, z_threshold: float, window: int, min_ratio: float = 2.0) -> np.ndarray:
+    """Indices of one-off upward outliers of a positive series (see `spike_mask`)."""
+    return np.nonzero(spike_mask(values, z_threshold, window, min_ratio))[0]
 
 
 TOO_FEW_REGULAR = "too few regular samples to judge a period"
@@ -157,12 +236,12 @@ def judge_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: 
     smallest = int(gaps.min())
     interval = logging_interval(logged) or 1
     span = logged[(logged >= spike_steps[0]) & (logged <= spike_steps[-1])]
-    # Largest P dividing every gap; try the smallest gap and its divisors.
+    # Largest P dividing every gap; try the smallest gap and its divisors (in integers: a
+    # step past 2**53 has no exact float).
     for divisor in range(1, 9):
-        period = smallest / divisor
-        if period < 2 or period != int(period):
+        if smallest % divisor or smallest // divisor < 2:
             continue
-        period = int(period)
+        period = smallest // divisor
         if np.any(gaps % period):
             continue
         offset = span - spike_steps[0]
@@ -174,28 +253,58 @@ def judge_period(spike_steps: np.ndarray, logged_steps: np.ndarray, min_spikes: 
         grid_share = len(on_grid) / max(1, len(span))
         if hits < min_coverage or grid_share > 0.5:
             return None, None
-        if period % interval == 0:
-            for q in _primes(period // interval):
-                finer = period // q
-                refuting = np.count_nonzero((offset % finer == 0) & (offset % period != 0))
-                if refuting < min_refuting:
-                    return None, TOO_FEW_REGULAR
+        if period % interval == 0 and not _finer_grids_refuted(offset, period, period // interval, min_refuting):
+            return None, TOO_FEW_REGULAR
         return period, None
     return None, None
 
 
-def _primes(n: int) -> List[int]:
-    """The distinct prime factors of n (n >= 1)."""
-    out, p = [], 2
-    while p * p <= n:
+def _finer_grids_refuted(offset: np.ndarray, period: int, ratio: int, min_refuting: int) -> bool:
+    """Whether, for each prime q dividing `ratio` (a divisor of `period`), at least
+    `min_refuting` offsets lie on the grid of period / q but off the grid of period.
+
+    An offset lies there exactly when period / gcd(offset, period) is q, so the
+    only primes that can pass are the values of that quotient the kept steps
+    take: the work is bounded by the steps kept, where factoring `ratio` by
+    trial division would take sqrt(ratio) steps, and step numbers are the
+    writer's to choose (up to 2**63).
+    """
+    if min_refuting <= 0:
+        return True
+    quotients, counts = np.unique(period // np.gcd(offset, period), return_counts=True)
+    rest = ratio
+    for q in quotients[counts >= min_refuting].tolist():
+        if q > 1 and rest % q == 0 and _is_prime(q):
+            while rest % q == 0:
+                rest //= q
+    return rest == 1
+
+
+# Miller-Rabin with these witnesses is exact below 3.3e24, so for every int64.
+_WITNESSES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+
+
+def _is_prime(n: int) -> bool:
+    """Whether n is prime, in time logarithmic in n (deterministic Miller-Rabin)."""
+    if n < 2:
+        return False
+    for p in _WITNESSES:
         if n % p == 0:
-            out.append(p)
-            while n % p == 0:
-                n //= p
-        p += 1
-    if n > 1:
-        out.append(n)
-    return out
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in _WITNESSES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
 
 
 def logging_interval(steps: np.ndarray) -> Optional[int]:
@@ -207,8 +316,7 @@ def logging_interval(steps: np.ndarray) -> Optional[int]:
     (gradhealth's integrations log every step at first, then every N-th) does
     not count: the interval is the one the writer kept to after it.
     """
-    steps = np.unique(np.asarray(steps, dtype=np.int64))
-    gaps = np.diff(steps)
+    gaps = np.diff(_sorted_unique(steps))
     return int(np.gcd.reduce(gaps[denser_start(gaps):])) if len(gaps) else None
 
 
@@ -235,6 +343,12 @@ def denser_start(gaps: np.ndarray) -> int:
     return int(j[-1]) if len(j) else 0
 
 
+def _sorted_unique(steps) -> np.ndarray:
+    """The steps ascending, each once: as they come from a table, without sorting again."""
+    steps = np.asarray(steps, dtype=np.int64)
+    return steps if len(steps) < 2 or bool(np.all(steps[1:] > steps[:-1])) else np.unique(steps)
+
+
 def logged_steps(kept_steps: np.ndarray, max_step: Optional[int], capacity: Optional[float] = None,
                  first_step: Optional[int] = None) -> Tuple[int, bool, bool]:
     """(steps the writer logged, whether TensorBoard dropped some, whether the count is only a lower bound).
@@ -249,15 +363,14 @@ def logged_steps(kept_steps: np.ndarray, max_step: Optional[int], capacity: Opti
     step where a series that lost nothing shows it (its loss, say); without
     it the count starts at the first kept step and is a lower bound.
     """
-    steps = np.unique(np.asarray(kept_steps, dtype=np.int64))
+    steps = _sorted_unique(kept_steps)
     n = len(steps)
-    if n == 0:
-        return 0, False, False
-    last = int(steps[-1]) if max_step is None else max(int(max_step), int(steps[-1]))
-    interval = logging_interval(steps)
-    if interval is None or (capacity is not None and n < capacity):
+    if n < 2 or (capacity is not None and n < capacity):
         return n, False, False
-    if last == steps[-1] and np.all(np.diff(steps) == interval):
+    last = int(steps[-1]) if max_step is None else max(int(max_step), int(steps[-1]))
+    gaps = np.diff(steps)
+    interval = int(np.gcd.reduce(gaps))
+    if last == steps[-1] and np.all(gaps == interval):
         return n, False, False
     first, bound = int(steps[0]), True
     if first_step is not None and first_step <= first:

@@ -5,7 +5,7 @@ and grouping one problem in many layers into one finding.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -55,12 +55,14 @@ def layers_text(layers: List[str]) -> str:
 
 def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List[Hit], threshold: float,
           what: str, advice: str) -> Optional[Finding]:
-    """One finding for the same problem in many layers, the earliest (then shallowest) layer first."""
+    """One finding for the same problem in many layers, listed in model order (run-level scalars
+    first); its evidence is the earliest (then shallowest) layer's."""
     if not hits:
         return None
     order = {layer.name: layer.order for layer in rd.layers}
-    hits = sorted(hits, key=lambda h: (h.first, order.get(h.layer, 0)))
-    layers = [h.layer for h in hits]
+    hits = sorted(hits, key=lambda h: (h.first, order.get(h.layer, -1)))
+    # Model order reads as the model does: "0, 1, 3", not the onset order "3, 0, 1".
+    layers = sorted((h.layer for h in hits), key=lambda name: order.get(name, -1))
     first = min(h.first for h in hits)
     last = max(h.last for h in hits)
     onset = hits[0]
@@ -133,14 +135,24 @@ def span_hits(rd: RunData, role: str, tests: Sequence[Test], min_length: int, ki
     the spans, with its own limit. The hit's points are the steps inside the
     spans only, so the heatmap keeps healthy steps between two spans healthy.
     """
-    hits = []
-    for layer, table in role_tables(rd, role, kinds):
-        values = [t.values(table) for t in tests]
+    layers = list(role_tables(rd, role, kinds))
+    found = {}
+    # Layers of equal length are tested together, a row each; only rows where a test fired go on.
+    for rows in series_lib.same_length([len(table.steps) for _, table in layers]):
+        values = [stack([layers[i][1] for i in rows], t.values) for t in tests]
         fired = np.array([t.fired(v) for t, v in zip(tests, values)])
-        spans = series_lib.sustained(fired.any(axis=0), min_length)
-        if spans:
-            hits.append(_span_hit(layer.name, table.steps, spans, tests, values, fired))
-    return hits
+        for r in np.nonzero(fired.any(axis=(0, 2)))[0].tolist():
+            layer, table = layers[rows[r]]
+            spans = series_lib.sustained(fired[:, r].any(axis=0), min_length)
+            if spans:
+                found[int(rows[r])] = _span_hit(layer.name, table.steps, spans, tests, [v[r] for v in values],
+                                                fired[:, r])
+    return [found[i] for i in sorted(found)]
+
+
+def stack(items: Sequence, column: Callable[..., np.ndarray]) -> np.ndarray:
+    """One row per item of `column(item)`: a 2-D float array, the columns being equally long."""
+    return np.array([column(item) for item in items], dtype=np.float64)
 
 
 def _span_hit(name: str, steps: np.ndarray, spans: List[Tuple[int, int]], tests: Sequence[Test],

@@ -65,10 +65,13 @@ def _scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
     z, window = limits["spike_z"], int(limits["spike_window"])
     epoch = int(limits.get("steps_per_epoch", 0) or 0) or None
     out = Scan({}, {}, {})
-    for name, role, steps, values in _series(rd):
-        if len(steps) < window:
-            continue
-        idx = series_lib.spikes(values, z, window)
+    checked = [s for s in _series(rd) if len(s[2]) >= window]
+    found: List[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(checked)
+    # Series of equal length are scanned together, a row each.
+    for rows, values in series_lib.stacked([s[3] for s in checked], series_lib.spike_window_points(window)):
+        for i, hit in zip(rows.tolist(), series_lib.spike_mask(values, z, window)):
+            found[i] = np.nonzero(hit)[0]
+    for (name, role, steps, values), idx in zip(checked, found):
         # The first logged value has no past to compare with, and early training is loud.
         idx = idx[idx > 0]
         if len(idx):

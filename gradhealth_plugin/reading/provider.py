@@ -22,6 +22,7 @@ from tensorboard.data import provider
 
 from ..analysis import metrics
 from ..writing import format as metadata
+from . import hparams as hparams_lib
 from . import runs, tables
 from . import tags as tags_lib
 from .cache import TagCache
@@ -86,6 +87,29 @@ class Reader:
             seen.update(listing)
         return sorted(seen, key=tags_lib.natural_key)
 
+    def hparams(self, ctx, experiment_id: str) -> Dict[str, hparams_lib.Session]:
+        """Each run's hyperparameters (`hparams.assign`), from the listing of the HParams plugin's summaries.
+
+        The listing carries each session start info in its metadata, so nothing is read
+        but the listings; runs without hyperparameters are left out.
+        """
+        listed = self._provider.list_tensors(ctx, experiment_id=experiment_id,
+                                             plugin_name=hparams_lib.PLUGIN_NAME, run_tag_filter=None)
+        sessions = {}
+        for run, tags in listed.items():
+            ts = tags.get(hparams_lib.SESSION_START_TAG)
+            values = None if ts is None else hparams_lib.parse_session_start(ts.plugin_content)
+            if values is not None:
+                sessions[run] = values
+        if not sessions:
+            return {}
+        listings = self._listings(ctx, experiment_id, run=None)
+        data_runs = set()
+        for listing in listings.values():
+            data_runs.update(listing)
+        own_data = set(listings["histograms"]) | set(listings[metadata.PLUGIN_NAME])
+        return hparams_lib.assign(sorted(data_runs, key=tags_lib.natural_key), sessions, own_data)
+
     def run_data(self, ctx, experiment_id: str, run: str) -> runs.RunData:
         """The run's model, rebuilt only when what the provider lists for it changed."""
         listings = self._listings(ctx, experiment_id, run=run)
@@ -126,12 +150,18 @@ class Reader:
         # server alphabetically; answers must not depend on which one TensorBoard uses.
         # Ordering by last write keeps the writer's order for tags written every step.
         own_listing = listings[metadata.PLUGIN_NAME].get(run, {})
+        scalar_listing = dict(listings["scalars"].get(run, {}))
+        # The record an integration's stop_on wrote: why training stopped, in its description.
+        stop = scalar_listing.pop(metadata.STOP_TAG, None)
         run_tags = runs.classify_run_tags(
-            _write_order(listings["histograms"].get(run, {})), _write_order(listings["scalars"].get(run, {})),
+            _write_order(listings["histograms"].get(run, {})), _write_order(scalar_listing),
             {tag: own_listing[tag].plugin_content for tag in _write_order(own_listing)}, self._tag_rules)
         reads = self._read(ctx, experiment_id, run, run_tags, listings)
         max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
-        return runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+        data = runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
+        if stop is not None:
+            data.stopped = {"step": int(stop.max_step), "message": stop.description or ""}
+        return data
 
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
               listings: Mapping[str, Mapping]) -> runs.RunReads:

@@ -120,6 +120,11 @@ class RunData:
     scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
     # Tags left out because what they hold cannot be read: tag -> why, for a person.
     unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Where an integration's stop_on stopped training, and why: {"step", "message"}; None if it did not.
+    stopped: Optional[dict] = None
+    # Per tag of `scalar_series`: whether it counts steps as the layers' rows do (False: Keras'
+    # per-epoch scalars beside per-iteration rows), None where the wall times cannot tell.
+    scalar_axes: Dict[str, Optional[bool]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -371,13 +376,22 @@ def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
 
 
 def add_update_ratios(layers: Iterable[Layer]) -> None:
-    """The update-to-weight ratio of layers logging both their weights and their updates."""
+    """The update-to-weight ratio of layers logging their weights: estimated from their updates where
+    those are logged too, else, for kernels, the lower bound the weights' own norms prove (other
+    parameters often start at zero, where any update is large against the weights)."""
     for layer in layers:
         weight = layer.roles.get(tags_lib.WEIGHT)
         update = layer.roles.get(tags_lib.UPDATE)
-        if weight is None or update is None or "update_ratio" in weight.table.values:
+        if weight is None or "update_ratio" in weight.table.values:
             continue
-        ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
+        if update is None and layer.kind != tags_lib.KIND_KERNEL:
+            continue
+        if update is None:
+            ratio, quality = metrics.update_ratio_lower_bound(weight.table)
+            if not np.isfinite(ratio).any():
+                continue
+        else:
+            ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
         weight.table.values["update_ratio"] = ratio
         weight.table.quality["update_ratio"] = quality
 
@@ -399,7 +413,30 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         sampling=run_sampling(rows),
         unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
+        scalar_axes=scalar_axes(reads),
     )
+
+
+def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
+    """Per run-level scalar: whether it counts steps as the layers' rows do, told from wall times.
+
+    The rows' axis is that of gradhealth's own summaries where there are any (they
+    set the row's steps), else of the histograms, else of the per-layer scalars;
+    the longest series of that kind stands for it.
+    """
+    candidates = ([(metadata.PLUGIN_NAME, tag, steps) for tag, (steps, _) in reads.own.items()]
+                  or [("histograms", tag, table.steps) for tag, table in reads.histograms.items()]
+                  or [("scalars", tag, steps) for tag, (steps, _) in reads.exact.items()])
+    known = [(len(steps), key, tag, steps) for key, tag, steps in candidates if (key, tag) in reads.walls]
+    if not known:
+        return {tag: None for tag in reads.scalar_series}
+    _, key, tag, steps = max(known, key=lambda c: c[0])
+    walls = reads.walls[(key, tag)]
+    out: Dict[str, Optional[bool]] = {}
+    for scalar, (scalar_steps, _) in reads.scalar_series.items():
+        scalar_walls = reads.walls.get(("scalars", scalar))
+        out[scalar] = None if scalar_walls is None else axes.same_step_axis(steps, walls, scalar_steps, scalar_walls)
+    return out
 
 
 # Within one module: weights first, then biases, then normalisation parameters,

@@ -112,6 +112,25 @@ def _batch_dip(h: metrics.Histograms, parts: List[Pending], starts: np.ndarray, 
     return dip
 
 
+def _batch_l2_bounds(h: metrics.Histograms, parts: List[Pending], starts: np.ndarray, ends: np.ndarray
+                     ) -> Optional[tuple]:
+    """The proven L2 interval (`metrics.l2_bounds`) of the rows of weight tags (NaN elsewhere); None if none."""
+    if not any(p.bimodal for p in parts):
+        return None
+    rows = np.concatenate([np.arange(s, e) for s, e, p in zip(starts, ends, parts) if p.bimodal])
+    low, high = np.full(len(h.steps), np.nan), np.full(len(h.steps), np.nan)
+    low[rows], high[rows] = metrics.l2_bounds(_select_rows(h, rows))
+    return low, high
+
+
+def _bound_columns(bounds: tuple, s: int, e: int) -> tuple:
+    """(values, quality) of the l2_low / l2_high columns for rows s:e."""
+    values = {"l2_low": bounds[0][s:e].copy(), "l2_high": bounds[1][s:e].copy()}
+    quality = {name: np.where(np.isfinite(v), code, metrics.NO_DATA).astype(np.uint8)
+               for (name, v), code in zip(values.items(), (metrics.LOWER_BOUND, metrics.UPPER_BOUND))}
+    return values, quality
+
+
 def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
     """Metrics of the fresh rows of several tags, computed in one pass and split per tag."""
     lengths = np.array([len(p.fresh) for p in parts], dtype=np.int64)
@@ -122,10 +141,16 @@ def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
                                  [a for p in parts for a in p.arrays])
     table = metrics.histogram_metrics(h)
     dip = _batch_dip(h, parts, starts, ends)
+    # Weight tags (the ones that want the dip) also get the proven L2 interval the
+    # update ratio's lower bound needs: the buckets are not kept after this pass.
+    bounds = _batch_l2_bounds(h, parts, starts, ends)
     if len(parts) == 1:
         if dip is not None:
             table.values["bimodal_dip"] = dip
             table.quality["bimodal_dip"] = table.quality["std"]
+            values, quality = _bound_columns(bounds, 0, len(h.steps))
+            table.values.update(values)
+            table.quality.update(quality)
         return [table]
     out = []
     for s, e, p in zip(starts, ends, parts):
@@ -136,6 +161,9 @@ def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
         if p.bimodal:
             values["bimodal_dip"] = dip[s:e].copy()
             quality["bimodal_dip"] = quality["std"]
+            bound_values, bound_quality = _bound_columns(bounds, s, e)
+            values.update(bound_values)
+            quality.update(bound_quality)
         out.append(metrics.MetricTable(steps=h.steps[s:e].copy(), values=values, quality=quality,
                                        first_wall=float(h.wall_times[s]) if e > s else None))
     return out

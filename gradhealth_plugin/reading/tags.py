@@ -125,6 +125,17 @@ _ROLE_PREFIXES = (
     (re.compile(r"^(?:activations?|acts?|activation_hist)/(.+)$", re.I), ACTIVATION),
     (re.compile(r"^(?:updates?|deltas?)/(.+)$", re.I), UPDATE),
 )
+# Flax: a ``variables`` dict flattened whole keeps its collection names: ``params/`` after a role
+# prefix (the gradient of the whole dict), BatchNorm's running statistics under ``batch_stats/`` (like
+# Keras's moving_mean, weights of a norm layer) and ``capture_intermediates`` outputs under
+# ``intermediates/<module>/__call__``. Tried before the prefixes, which would keep ``params/`` in the layer.
+_FLAX_COLLECTIONS = (
+    (re.compile(r"^(?:gradients?|grads?)/params/(.+)$"), GRADIENT, None),
+    (re.compile(r"^(?:weights?|params?|parameters?)/params/(.+)$"), WEIGHT, None),
+    (re.compile(r"^(?:updates?)/params/(.+)$"), UPDATE, None),
+    (re.compile(r"^batch_stats/(.+/(?:mean|var))$"), WEIGHT, KIND_NORM),
+    (re.compile(r"^intermediates/(.+?)/__call__(?:/\d+)?$"), ACTIVATION, None),
+)
 _ROLE_SUFFIXES = (
     (re.compile(r"^(.+?)(?:\.grad|/grad|/grads|/gradients?|_grad)$", re.I), GRADIENT),
     (re.compile(r"^(.+?)/data$", re.I), WEIGHT),
@@ -340,6 +351,11 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
         return None
     if user is not None:
         return user  # type: ignore[return-value]
+    for regex, role, kind in _FLAX_COLLECTIONS:
+        m = regex.match(tag)
+        if m:
+            info = _make(tag, m.group(1), role)
+            return dataclasses.replace(info, kind=kind) if kind else info
     for regex, role in _ROLE_PREFIXES:
         m = regex.match(tag)
         if m:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tensorboard import context as tb_context
@@ -18,6 +18,8 @@ from tensorboard import errors
 from tensorboard.data import provider
 
 from ..analysis import findings
+from ..analysis import sweep as sweep_lib
+from ..reading import hparams as hparams_lib
 from ..reading.provider import Reader
 from ..reading.runs import NotFound, RunData
 from ..reading import tags as tags_lib
@@ -62,9 +64,43 @@ class Analyzer:
         self._lock = threading.Lock()
         # Keyed by the RunData object the reader caches: a new object means new data.
         self._findings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        # Sweep lines, keyed alike: built once per run and data version, however often the sweep is asked for.
+        self._rows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        # The last sweep's splits and what they were computed from.
+        self._splits: Tuple[object, list] = (None, [])
 
     def list_runs(self, ctx: tb_context.RequestContext, experiment_id: str) -> List[str]:
         return self._reader.list_runs(ctx, experiment_id)
+
+    def hparams(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, hparams_lib.Session]:
+        return self._reader.hparams(ctx, experiment_id)
+
+    def sweep_row(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+                  build: Callable[[RunData, List[findings.Finding]], dict]) -> dict:
+        """The run's sweep line, `build` (rd, findings) called once per data version of the run.
+
+        Raises as `run` does.
+        """
+        rd, found = self.run(ctx, experiment_id, run)
+        with self._lock:
+            row = self._rows.get(rd)
+        if row is None:
+            row = build(rd, found)
+            with self._lock:
+                self._rows[rd] = row
+        return row
+
+    def splits(self, runs: Sequence[sweep_lib.SweepRun], labels: Mapping[str, str]) -> List[sweep_lib.Split]:
+        """`sweep.splits`, computed again only when a run's hyperparameters or kinds changed."""
+        key = tuple((r.run, tuple(sorted((k, repr(v)) for k, v in r.hparams.items())), tuple(sorted(r.kinds)),
+                     tuple(sorted(r.not_judged))) for r in runs)
+        with self._lock:
+            if self._splits[0] == key:
+                return self._splits[1]
+        out = sweep_lib.splits(runs, labels)
+        with self._lock:
+            self._splits = (key, out)
+        return out
 
     def histogram_at(self, ctx: tb_context.RequestContext, experiment_id: str, run: str, tag: str,
                      step: int) -> Optional[np.ndarray]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..analysis import detectors, finding, health, metrics
 from ..analysis import distribution as distribution_lib
+from ..analysis import findings as findings_lib
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
 
@@ -152,6 +153,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "not_judged": unjudged,
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
         "coverage_note": coverage_note(unjudged),
+        # Why an integration's stop_on stopped training ({"step", "message"}), or None.
+        "stopped": rd.stopped,
     }
 
 
@@ -172,7 +175,73 @@ def runs(summaries: Sequence[dict]) -> dict:
 
 def run_findings(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     """The ``findings`` route: one run's findings."""
-    return {"run": rd.run, "findings": [with_step_texts(f.to_json()) for f in found]}
+    return {"run": rd.run, "findings": findings_json(rd, found)}
+
+
+def findings_json(rd: RunData, found: Sequence[finding.Finding]) -> List[dict]:
+    """The findings as the route and ``gradhealth report --format json`` send them, each with what it `covers`."""
+    layers = {layer.name: layer for layer in rd.layers}
+    out = []
+    for f in found:
+        covers = finding_covers(rd, layers, f)
+        entry = {**with_step_texts(f.to_json()), "covers": covers, "covers_text": _spans_text(covers)}
+        if f.role_points:
+            # A finding gathered from several roles covers each row at that row's own steps.
+            by_role = {role: finding_covers(rd, layers, f, role) for role in f.role_points}
+            entry["covers_by_role"] = by_role
+            entry["covers_by_role_text"] = {role: _spans_text(c) for role, c in by_role.items()}
+        out.append(entry)
+    return out
+
+
+def _spans_text(covers: Mapping[str, List[List[int]]]) -> Dict[str, List[List[str]]]:
+    return {name: [[step_text(a), step_text(b)] for a, b in spans] for name, spans in covers.items()}
+
+
+def finding_covers(rd: RunData, layers: Mapping[str, Layer], f: finding.Finding,
+                   role: Optional[str] = None) -> Dict[str, List[List[int]]]:
+    """Per layer (or run-level scalar) of a finding: the steps it covers, as spans of consecutive logged steps
+    (in `role` only, for a finding gathered from several roles).
+
+    Exactly the cells whose status the finding sets (`findings.covers`, which
+    `findings.decide_cells` reads too): a layer's healthy steps between two of
+    its spans, or between two spikes, are left out. Inside a span lie only
+    covered steps of that layer, and steps it did not log.
+    """
+    out = {}
+    for name in f.layers:
+        steps = _logged_steps(rd, layers, f, name, role)
+        if steps is None:
+            continue
+        spans = step_spans(steps, findings_lib.covers(f, name, steps, role))
+        if spans:
+            out[name] = spans
+    return out
+
+
+def _logged_steps(rd: RunData, layers: Mapping[str, Layer], f: finding.Finding, name: str,
+                  only: Optional[str] = None) -> Optional[np.ndarray]:
+    """The steps a finding's layer logged in the finding's role (every role for a finding without one,
+    `only` when given), or the steps of the run-level scalar of that name; None for neither."""
+    layer = layers.get(name)
+    if layer is not None:
+        wanted = only or f.role
+        rows = [r.table.steps for role, r in layer.roles.items() if wanted is None or role == wanted]
+        return np.unique(np.concatenate(rows)) if rows else None
+    if name in rd.scalar_series:
+        return np.asarray(rd.scalar_series[name][0])
+    return None
+
+
+def step_spans(steps: np.ndarray, mask: np.ndarray) -> List[List[int]]:
+    """The runs of consecutive entries of ascending `steps` where `mask` holds, as [first step, last step]."""
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1)
+    starts = idx[np.concatenate(([0], breaks + 1))]
+    ends = idx[np.concatenate((breaks, [len(idx) - 1]))]
+    return [[int(steps[a]), int(steps[b])] for a, b in zip(starts, ends)]
 
 
 def default_role(rd: RunData) -> str:
@@ -181,9 +250,14 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(status: np.ndarray) -> np.ndarray:
-    """Quality codes of health scores: estimated wherever a cell has data."""
-    return np.where(status == health.NO_DATA, metrics.NO_DATA, metrics.ESTIMATED)
+def _health_quality(rdata: RoleData) -> np.ndarray:
+    """Quality codes of a row's health scores: exact where every metric at that step is exact
+    (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
+    status = rdata.health.status
+    codes = [rdata.table.quality_of(name) for name in rdata.table.values]
+    estimated = np.any(np.stack(codes) >= metrics.ESTIMATED, axis=0) if codes else np.ones(len(status), dtype=bool)
+    quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
+    return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
 
 
 def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[dict]:
@@ -220,11 +294,9 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
         status[i, cols] = rdata.health.status
         rules[i, cols] = rdata.health.rule
-        if metric != "health":
-            quality_codes.append(rdata.table.quality_of(metric))
-            cell_quality[i, cols] = rdata.table.quality_of(metric)
-        else:
-            cell_quality[i, cols] = _health_quality(rdata.health.status)
+        codes = rdata.table.quality_of(metric) if metric != "health" else _health_quality(rdata)
+        quality_codes.append(codes)
+        cell_quality[i, cols] = codes
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
     return {
         "run": rd.run, "role": role, "metric": metric,
@@ -237,13 +309,84 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         "status": status.tolist(),
         "rules": rules.tolist(),
         "status_names": list(health.STATUS_NAMES),
-        "quality": "estimated" if metric == "health" else quality,
+        "quality": quality,
         # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
         "quality_cells": cell_quality.tolist(),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
         "incomplete": incomplete_last_step(has_data, steps),
     }
+
+
+# The run-level scalars the track above the heatmap draws, in this order.
+TRACK_KINDS = (tags_lib.SCALAR_LOSS, tags_lib.SCALAR_GRAD_NORM, tags_lib.SCALAR_LR)
+# What the track calls each kind.
+TRACK_LABELS = {tags_lib.SCALAR_LOSS: "loss", tags_lib.SCALAR_GRAD_NORM: "global gradient norm",
+                tags_lib.SCALAR_LR: "learning rate"}
+# A longer series is sent as the first, lowest and highest point of each of this many bins of steps.
+TRACK_BINS = 1000
+# A positive series spanning this many times its smallest value is drawn on a log scale.
+_LOG_SPAN = 10.0
+
+
+def track(rd: RunData, bins: int = TRACK_BINS) -> dict:
+    """The ``track`` route: the run's loss, global gradient norm and learning rate over steps.
+
+    Each series' steps are real logged steps, exact. A series longer than
+    2 x `bins` points keeps, per bin of steps, its first point and the points of
+    its lowest and highest value, so a one-step spike is never averaged away;
+    non-finite values are listed as spans of steps, and break the line as nulls.
+    """
+    tags = [tag for kind in TRACK_KINDS for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == kind]
+    return {"run": rd.run, "series": [_track_series(rd, tag, bins) for tag in tags]}
+
+
+def _track_series(rd: RunData, tag: str, bins: int) -> dict:
+    steps, values = (np.asarray(a) for a in rd.scalar_series[tag])
+    values = values.astype(np.float64)
+    finite = np.isfinite(values)
+    keep = downsample(steps, values, bins)
+    nonfinite = step_spans(steps, ~finite)
+    positive = values[finite & (values > 0)]
+    log = bool(finite.any() and len(positive) == finite.sum() and positive.max() >= _LOG_SPAN * positive.min())
+    axis = rd.scalar_axes.get(tag)
+    return {
+        "tag": tag, "kind": rd.scalar_kinds.get(tag), "label": TRACK_LABELS.get(rd.scalar_kinds.get(tag), tag),
+        # Whether its steps are the heatmap's: "other" for a per-epoch scalar beside per-iteration layers.
+        "axis": "unknown" if axis is None else "row" if axis else "other",
+        "steps": steps[keep].tolist(), "steps_text": step_texts(steps[keep]),
+        "values": nullable(values[keep]),
+        "logged": int(len(steps)), "binned": bool(len(keep) < len(steps)),
+        "scale": "log" if log else "linear",
+        "nonfinite": nonfinite, "nonfinite_text": [[step_text(a), step_text(b)] for a, b in nonfinite],
+    }
+
+
+def downsample(steps: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
+    """Indices of the points to draw: every point of a short series; of a long one, per bin of equal
+    step width, its first point and those of its lowest and highest finite values (ascending)."""
+    n = len(steps)
+    if n <= 2 * bins:
+        return np.arange(n)
+    # Bins by step, not by index, so an irregular logging interval keeps its shape; as doubles,
+    # since int64 differences of TensorBoard's steps can overflow.
+    offset = steps.astype(np.float64) - float(steps[0])
+    span = float(offset[-1]) or 1.0
+    which = np.minimum((offset / span * bins).astype(np.int64), bins - 1)
+    starts = np.flatnonzero(np.concatenate(([True], np.diff(which) > 0)))
+    counts = np.diff(np.append(starts, n))
+    low = np.where(np.isfinite(values), values, np.inf)
+    high = np.where(np.isfinite(values), values, -np.inf)
+    return np.unique(np.concatenate((starts, _first_equal(low, np.minimum.reduceat(low, starts), counts),
+                                     _first_equal(high, np.maximum.reduceat(high, starts), counts))))
+
+
+def _first_equal(values: np.ndarray, per_bin: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per bin (consecutive runs of `counts` entries), the index of its first entry equal to the bin's `per_bin`."""
+    bin_of = np.repeat(np.arange(len(counts)), counts)
+    hits = np.flatnonzero(values == per_bin[bin_of])
+    _, first = np.unique(bin_of[hits], return_index=True)
+    return hits[first]
 
 
 def layer_roles(layer: Layer, role: Optional[str]) -> Dict[str, RoleData]:
@@ -320,7 +463,7 @@ def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dic
 def role_series(rdata: RoleData, metric: str) -> dict:
     """One role's series of one metric (or the health score) over its logged steps."""
     if metric == "health":
-        values, quality = rdata.health.score, _health_quality(rdata.health.status)
+        values, quality = rdata.health.score, _health_quality(rdata)
     else:
         values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
     return {
@@ -388,9 +531,88 @@ def cli_run(summary: dict) -> dict:
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
             "not_judged": summary["not_judged"],
-            "coverage_note": summary["coverage_note"]}
+            "coverage_note": summary["coverage_note"], "stopped": summary["stopped"]}
 
 
-def cli_report(summaries: Sequence[dict], found: Sequence[finding.Finding]) -> dict:
-    """``gradhealth report --format json``: the runs and every finding."""
-    return {"runs": [cli_run(s) for s in summaries], "findings": [with_step_texts(f.to_json()) for f in found]}
+def cli_report(summaries: Sequence[dict], analyses: Sequence[Tuple[RunData, Sequence[finding.Finding]]]) -> dict:
+    """``gradhealth report --format json``: the runs and every finding, run by run (as `findings_json`)."""
+    return {"runs": [cli_run(s) for s in summaries],
+            "findings": [f for rd, fs in analyses for f in findings_json(rd, fs)]}
+
+
+# Sweep: one line per run, its hyperparameters and what they explain.
+
+# Columns of a sweep line's status strip at most: a long run's steps are binned, each bin its worst status.
+STRIP_BINS = 120
+KIND_LABELS = {d.KIND: d.LABEL for d in detectors.DETECTORS}
+
+
+def _first_layer(f: finding.Finding) -> Optional[str]:
+    """The layer a finding reached first (its spans' earliest start), else its first named layer."""
+    if f.spans:
+        return min(f.spans, key=lambda name: (f.spans[name][0], f.layers.index(name) if name in f.layers else 0))
+    return f.layers[0] if f.layers else None
+
+
+def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
+    """The worst cell status per step over every layer and role, binned to at most `bins` columns
+    (each the worst of its steps, named by its first step)."""
+    rows = [r for layer in rd.layers for r in layer.roles.values() if len(r.table.steps)]
+    if not rows:
+        return {"steps": [], "steps_text": [], "status": []}
+    all_steps = np.concatenate([r.table.steps for r in rows])
+    all_status = np.concatenate([np.asarray(r.health.status, dtype=np.uint8) for r in rows])
+    steps, where = np.unique(all_steps, return_inverse=True)
+    worst = np.zeros(len(steps), dtype=np.uint8)
+    np.maximum.at(worst, where, all_status)
+    if len(steps) > bins:
+        starts = np.unique(np.linspace(0, len(steps), bins, endpoint=False).astype(np.int64))
+        worst, steps = np.maximum.reduceat(worst, starts), steps[starts]
+    return {"steps": steps.tolist(), "steps_text": step_texts(steps), "status": worst.tolist()}
+
+
+def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
+    """One run's line in the sweep, without its hyperparameters (they come from other summaries):
+    the worst finding, each kind found with its onset and first layer, and the status strip."""
+    summary_status = run_summary(rd, found)
+    kinds: Dict[str, dict] = {}
+    for f in sorted(found, key=lambda f: f.first_step):
+        entry = kinds.get(f.kind)
+        if entry is None:
+            kinds[f.kind] = {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
+                             "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
+                             "layer": _first_layer(f), "count": 1}
+        else:
+            entry["count"] += 1
+            if finding.SEVERITY_RANK[f.severity] > finding.SEVERITY_RANK[entry["severity"]]:
+                entry["severity"] = f.severity
+    worst = min(found, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step), default=None)
+    return {
+        "run": rd.run,
+        "worst_severity": summary_status["worst_severity"],
+        "worst_status": summary_status["worst_status"],
+        "worst": None if worst is None else {
+            "kind": worst.kind, "label": KIND_LABELS.get(worst.kind, worst.kind), "severity": worst.severity,
+            "message": worst.message, "first_step": int(worst.first_step),
+            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst)},
+        # Most severe first, then by onset.
+        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        "not_judged": summary_status["not_judged"],
+        "last_step": rd.last_step,
+        "last_step_text": step_text(rd.last_step),
+        "strip": status_strip(rd),
+    }
+
+
+def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[str, str],
+          splits: Sequence[dict]) -> dict:
+    """The ``sweep`` route and ``report --by-hparams``: the hyperparameter columns, a line per run
+    (`sweep_row` or `failed_run`, with its hyperparameters and where they were read) and the clear splits."""
+    runs_out = []
+    for row in rows:
+        session = sessions.get(row["run"])
+        runs_out.append({**row, "hparams": dict(sorted(session.values.items())) if session is not None else {},
+                         "hparams_from": None if session is None else
+                         {"source": session.source, "run": session.source_run}})
+    return {"hparams": [{"name": name, "type": kind} for name, kind in types.items()],
+            "runs": runs_out, "splits": list(splits)}

@@ -26,10 +26,10 @@ The reduction kernels (`kernels`) stand apart from the hook machinery
 (`hooks`), what each hook does (`handle`) and attaching them (`watch`).
 """
 
-from .handle import ACTIVATION, EVENT_FILE_SUFFIX, GRADIENT, WEIGHT, WatchHandle  # noqa: F401
+from .handle import ACTIVATION, EVENT_FILE_SUFFIX, GRADIENT, WEIGHT, TrainingStopped, WatchHandle  # noqa: F401
 # Models pickled while watched by earlier versions name their hooks' function here.
 from .hooks import hook as _hook  # noqa: F401
 from .kernels import tensor_stats
 from .watch import unwatch, watch
 
-__all__ = ["watch", "unwatch", "WatchHandle", "tensor_stats"]
+__all__ = ["watch", "unwatch", "WatchHandle", "TrainingStopped", "tensor_stats"]

@@ -21,7 +21,7 @@ from torch import nn
 from ..writing.events import SummaryFileWriter
 from ..writing import schedule
 from ..writing.failures import Failures
-from ..writing.format import FIELDS
+from ..writing.format import FIELDS, stop_summary
 from . import hooks, kernels
 
 # The public module's logger, as users configure it.
@@ -39,6 +39,20 @@ def _first_tensor(output):
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
         return output[0]  # LSTM/GRU (output, state), MultiheadAttention (output, weights), PackedSequence
     return None
+
+
+class TrainingStopped(Exception):
+    """What ``watch(..., stop_on=..., raise_on_stop=True)`` raises into the training loop, once.
+
+    Raised by ``optimizer.step()`` at the logged step where the finding was
+    found (without an optimizer, by the next forward pass), after the step's
+    statistics and the stop record were written. ``finding`` is the finding;
+    the message says why training stopped.
+    """
+
+    def __init__(self, message: str, finding) -> None:
+        super().__init__(message)
+        self.finding = finding
 
 
 class WatchedParam:
@@ -85,7 +99,10 @@ class WatchHandle:
     logging failures (none of which reached the training loop), ``problems``
     lists them by kind (the first message and how many there were: the
     counts add up to ``errors``) and ``skipped`` the modules whose output
-    could not be summarised and why.
+    could not be summarised and why. With ``watch(..., stop_on=...)``,
+    ``should_stop`` turns True at the logged step where a finding the alert
+    acts on was found, ``stopped_by`` is that finding and ``stop_message``
+    says why (also written into the run).
     """
 
     def __init__(self, model: nn.Module, log_dir: str, every_n_steps: int, update_ratio: bool,
@@ -114,6 +131,12 @@ class WatchHandle:
         self._writer: Optional[SummaryFileWriter] = None
         self._last_flush = time.monotonic()
         self._closed = False
+        # stop_on (see `live`): the in-process judge, whether to raise, and what it found.
+        self._live = None
+        self._raise_on_stop = False
+        self._raised = False
+        self.stopped_by = None
+        self.stop_message: Optional[str] = None
 
     # -- public ----------------------------------------------------------
 
@@ -122,6 +145,11 @@ class WatchHandle:
         if self._sources:
             return self._sources[0].step
         return self._backward_step
+
+    @property
+    def should_stop(self) -> bool:
+        """True once ``stop_on`` found a finding to stop on; training loops read it to stop cleanly."""
+        return self.stopped_by is not None
 
     @property
     def errors(self) -> int:
@@ -273,12 +301,41 @@ class WatchHandle:
             for p, row in zip(members, rows):
                 writer.write_stats(step, WEIGHT, p.name, row, p.position, tuple(p.param.shape), wall)
         self.steps_logged += 1
+        self._judge(step)
         if time.monotonic() - self._last_flush >= _FLUSH_SECS:
             self.flush()
 
+    def _judge(self, step: int) -> None:
+        """With stop_on: judges the logged steps so far; on a finding, records it in the run and flushes."""
+        if self._live is None or self.stopped_by is not None:
+            return
+        match = self._live.judge()
+        if match is None:
+            return
+        from ..live import stop_message
+
+        self.stopped_by = match.finding
+        self.stop_message = stop_message(match, self._live.alert, step)
+        self._ensure_writer().write_summary(step, stop_summary(step, self.stop_message), "the stop record")
+        self.flush()
+        logger.warning("gradhealth: %s", self.stop_message)
+
+    def _raise_if_stopped(self) -> None:
+        """With raise_on_stop: raises `TrainingStopped` into the training loop, once."""
+        if self._raise_on_stop and self.stopped_by is not None and not self._raised:
+            self._raised = True
+            raise TrainingStopped(self.stop_message, self.stopped_by)
+
     def _ensure_writer(self) -> SummaryFileWriter:
         if self._writer is None:
-            self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX, failures=self._failures)
+            if self._live is not None:
+                from ..live import RecordingWriter
+
+                self._writer = RecordingWriter(self._live, self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
+                                               failures=self._failures)
+            else:
+                self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
+                                                 failures=self._failures)
         return self._writer
 
     def _take_activations(self) -> Dict[str, tuple]:
@@ -315,6 +372,7 @@ class WatchHandle:
             source.step += 1
             if source.primary:
                 self._set_capture(source.step)
+        self._raise_if_stopped()
 
     # -- hooks without an optimizer --------------------------------------
 
@@ -381,6 +439,7 @@ class WatchHandle:
                 self._write_deferred()
             except Exception as e:  # noqa: BLE001
                 self._fail("write the update ratio of the last logged step", e)
+        self._raise_if_stopped()
 
     def _on_forward(self, name: str, position: int, module, args, output) -> None:
         if not self._capture or not module.training or not torch.is_grad_enabled():

@@ -24,8 +24,8 @@ _SKIPPED_MODULES = (nn.Identity, nn.Flatten, nn.Unflatten, nn.Dropout, nn.Dropou
 
 def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 100,
           activations: Union[bool, Iterable[str], Callable[[str, nn.Module], bool]] = True, *,
-          update_ratio: bool = True, start_step: int = 0, all_ranks: bool = False,
-          first_steps: int = schedule.FIRST_STEPS) -> WatchHandle:
+          update_ratio: bool = True, start_step: int = 0, all_ranks: bool = False, stop_on=None,
+          raise_on_stop: bool = False, first_steps: int = schedule.FIRST_STEPS) -> WatchHandle:
     """Logs exact statistics of `model`'s gradients, weights, updates and activations.
 
     Args:
@@ -47,6 +47,15 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
       start_step: index of the first step (when resuming).
       all_ranks: under torch.distributed every rank writes (to ``log_dir/rank<r>``);
         by default only rank 0 does and other ranks add no hooks.
+      stop_on: ``"critical"`` or ``"warn"`` (or a `gradhealth_plugin.alerts.Alert`
+        naming kinds and consecutive logged steps): after each logged step, judge
+        the statistics just computed with the tab's rules and thresholds; on a
+        finding at that severity, set ``handle.should_stop`` (and
+        ``handle.stopped_by``), write why into the run (the ``gradhealth/stopped``
+        scalar, which the tab's run summary shows) and flush. Never on info.
+      raise_on_stop: with `stop_on`, also raise `TrainingStopped` from
+        ``optimizer.step()`` at that step (without an optimizer: from the next
+        forward pass), once.
 
     Returns a `WatchHandle`; `unwatch(handle)` or `unwatch(model)` removes every hook.
     """
@@ -56,6 +65,7 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
         every_n_steps, first_steps = schedule.check(every_n_steps, first_steps)
     except ValueError as e:
         raise ValueError(f"gradhealth: {e}") from None
+    alert = _alert(stop_on)
     root = _unwrap(model)
     optimizers = _optimizers(optimizer)
     log_dir = os.fspath(log_dir)
@@ -73,6 +83,11 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     handle = WatchHandle(root, log_dir, every_n_steps, bool(update_ratio), int(start_step), active, first_steps)
     if not active:
         return handle
+    if alert is not None:
+        from ..live import LiveRun
+
+        handle._live = LiveRun(alert, os.path.basename(os.path.normpath(log_dir)) or log_dir, log_dir)
+        handle._raise_on_stop = bool(raise_on_stop)
 
     _watch_modules(handle, root, _activation_filter(activations))
     if optimizers:
@@ -141,6 +156,15 @@ def _hook_optimizers(handle: WatchHandle, optimizers: List, start_step: int) -> 
         handle._hooks.append(source.optimizer.register_step_post_hook(hooks.hook_for(handle, "_on_step_post", k)))
 
 
+def _alert(stop_on):
+    """The `alerts.Alert` of ``stop_on`` (None when off); a wrong value raises here, before training."""
+    if stop_on is None:
+        return None
+    from ..alerts import Alert
+
+    return Alert.of(stop_on)
+
+
 def _activation_filter(activations) -> Callable[[str, nn.Module], bool]:
     if activations is True:
         return lambda name, module: not isinstance(module, _SKIPPED_MODULES)
@@ -173,9 +197,12 @@ def _optimizers(optimizer) -> List:
 def _unwrap_optimizer(optimizer):
     """A torch Optimizer from wrappers that keep it in ``.optimizer`` (Accelerate, Lightning)."""
     for _ in range(8):
-        if isinstance(optimizer, torch.optim.Optimizer) or not hasattr(optimizer, "optimizer"):
+        inner = getattr(optimizer, "optimizer", None)
+        # Accelerate's AcceleratedOptimizer subclasses Optimizer without its hook tables: the inner one steps.
+        if inner is None or (isinstance(optimizer, torch.optim.Optimizer)
+                             and not isinstance(inner, torch.optim.Optimizer)):
             break
-        optimizer = optimizer.optimizer
+        optimizer = inner
     if not hasattr(optimizer, "register_step_pre_hook"):
         raise TypeError(f"gradhealth: {type(optimizer).__name__} is not a torch.optim.Optimizer")
     return optimizer

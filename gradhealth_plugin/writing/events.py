@@ -125,6 +125,17 @@ class SummaryFileWriter:
         except Exception as e:  # noqa: BLE001
             self._fail(f"write scalar {tag}", e)
 
+    def write_summary(self, step: int, summary, what: str = "a summary") -> None:
+        """Writes a ready ``Summary`` proto at `step` (such as `format.stop_summary`)."""
+        try:
+            from tensorboard.compat.proto import event_pb2
+
+            event = event_pb2.Event(step=int(step), wall_time=time.time(), summary=summary)
+            with self._lock:
+                self._ensure().add_event(event)
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"write {what}", e)
+
     def flush(self) -> None:
         try:
             with self._lock:

@@ -264,3 +264,27 @@ def histogram_of(vector: np.ndarray) -> Optional[np.ndarray]:
     out = np.stack([edges[:-1], edges[1:], counts], axis=1)[keep]
     out[0, 0], out[-1, 1] = low, high
     return out
+# Written once into a run that an integration's ``stop_on`` stopped: a scalar (plugin
+# ``scalars``) at the step training stopped, its summary description saying why.
+# The scalar listing carries the description, so reading it costs no extra read.
+STOP_TAG = "gradhealth/stopped"
+
+
+def stop_metadata(message: str) -> "SummaryMetadata":
+    """The scalar metadata of the stop record: its description says why training stopped."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+    meta = scalar_metadata.create_summary_metadata(display_name=STOP_TAG, description=message)
+    meta.data_class = summary_pb2.DATA_CLASS_SCALAR
+    return meta
+
+
+def stop_summary(step: int, message: str) -> "Summary":
+    """The ``Summary`` recording why training stopped at `step` (its value is that step)."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.util import tensor_util
+
+    value = summary_pb2.Summary.Value(tag=STOP_TAG, metadata=stop_metadata(message),
+                                      tensor=tensor_util.make_tensor_proto(np.float32(step)))
+    return summary_pb2.Summary(value=[value])

@@ -139,7 +139,11 @@ class StatsWriter:
             raise OSError(f"{self._file} grew by {size - self._size} of the {nbytes} bytes written (disk full?)")
         self._size = size
 
-    def _write(self, step, headers, matrices) -> bool:
+    def write_summary(self, step: int, summary: bytes) -> bool:
+        """Writes a serialized ``Summary`` at `step`, eagerly; True when it was written (never raises)."""
+        return self._write(step, None, None, summary)
+
+    def _write(self, step, headers, matrices, summary: Optional[bytes] = None) -> bool:
         with self._lock:
             if self._closed:
                 return False
@@ -150,7 +154,9 @@ class StatsWriter:
                 step = int(step)
                 if self._broken:
                     self._resume()
-                summary = _summary(headers, [np.asarray(m, np.float64).reshape(-1, VECTOR_WIDTH) for m in matrices])
+                if summary is None:
+                    summary = _summary(headers, [np.asarray(m, np.float64).reshape(-1, VECTOR_WIDTH)
+                                                 for m in matrices])
                 # Leaving as_default flushes: a failure shows here, not in a later step.
                 with self._writer.as_default():
                     tf.summary.experimental.write_raw_pb(summary, step=step)

@@ -2,7 +2,8 @@
 
 Each module declares its ``KIND``, its ``ORDER`` (its place in the kind order,
 which breaks ties when findings are sorted and orders the cell rules), its
-default ``SEVERITY``, ``LABEL``, ``ADVICE``, the ``METRIC`` its chart shows,
+default ``SEVERITY`` (and ``MAX_SEVERITY`` where a finding can be raised above it),
+``LABEL``, ``ADVICE``, the ``METRIC`` its chart shows,
 ``NEEDS`` (the roles or run-level scalar kinds it judges from: any one suffices; empty
 for kinds that judge whatever was logged),
 its ``CELL_RULES`` and threshold ``THRESHOLDS`` lines, and

@@ -1,5 +1,8 @@
 """Gradients that explode: max |g| past an absolute limit, or a norm jumping
-far above its running median (seeds 002, 004). A one-off outlier is a `spike`.
+far above its running median (seeds 002, 004), for consecutive logged steps or
+not back to normal at the next logged step (still up, vanished, NaN, or the log
+ends). A one-off outlier that comes back at the next logged step (a corrupted
+batch) is a `spike`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from .. import health
 from .. import series as series_lib
 from ..finding import CRITICAL, Finding
 from ..limits import Line
-from ..spans import Hit, group, gt, kept_before, role_tables
+from ..spans import Hit, group, gt, kept_before, role_tables, stack
 
 KIND = "exploding_gradients"
 ORDER = 20
@@ -32,11 +35,11 @@ THRESHOLDS = (Line(tags_lib.GRADIENT, "max_abs", "exploding_max_abs", "above"),)
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     limit, jump = limits["exploding_max_abs"], limits["exploding_jump"]
-    window = int(limits["spike_window"])
-    scalars = _scalar_hits(rd, limit, jump, window)
+    window, lasting = int(limits["spike_window"]), int(limits["exploding_steps"])
+    scalars = _scalar_hits(rd, limit, jump, window, lasting)
     # A gradient-norm scalar is held to the limit itself: say so where one is in the finding.
     over = f"max |g| or the gradient norm above {limit:g}," if scalars else f"max |g| above {limit:g}"
-    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, _layer_hits(rd, limit, jump, window) + scalars, limit,
+    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, _layer_hits(rd, limit, jump, window, lasting) + scalars, limit,
               f"explode ({over} or the norm jumps {jump:g}x its running median)", ADVICE)
     return [f] if f is not None else []
 
@@ -48,31 +51,65 @@ def _jumps(values: np.ndarray, window: int) -> tuple:
         return baseline, values / baseline
 
 
-def _layer_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
-    hits = []
-    for layer, table in role_tables(rd, tags_lib.GRADIENT):
-        max_abs, l2 = table.get("max_abs"), table.get("l2")
+def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: int, jump: float,
+             window: int) -> np.ndarray:
+    """The hits of an explosion: from the first run of at least `min_steps` consecutive logged steps
+    past a limit, or the first run not followed by a logged step back to normal (finite, and `level`
+    within `jump` of its running median before the run; none at the end of the log). Every later hit
+    of the series belongs to the same explosion. A run that comes back is a spike, not an explosion.
+    """
+    baseline = series_lib.trailing_median(level, window)
+    keep = np.zeros(len(hit), dtype=bool)
+    for a, b in series_lib.true_runs(hit, 1):
+        nxt = b + 1
+        back = nxt < len(hit) and bool(finite[nxt]) and not (
+            np.isfinite(baseline[a]) and level[nxt] < baseline[a] / jump)
+        if b - a + 1 >= min_steps or not back:
+            keep[a:] = hit[a:]
+            break
+    return keep
+
+
+def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> List[Hit]:
+    layers = list(role_tables(rd, tags_lib.GRADIENT))
+    found = {}
+    # Layers of equal length are screened together, a row each; only the rows past a limit are
+    # then followed step by step (`_lasting`) and build a hit.
+    for rows in series_lib.same_length([len(table.steps) for _, table in layers], window):
+        tables = [layers[i][1] for i in rows]
+        l2, max_abs = stack(tables, lambda t: t.get("l2")), stack(tables, lambda t: t.get("max_abs"))
         baseline, ratio = _jumps(l2, window)
         over, jumped = gt(max_abs, limit), gt(ratio, jump)
-        idx = np.nonzero(over | jumped)[0]
-        if len(idx) == 0:
-            continue
-        j, value, threshold = _evidence(max_abs, ratio, over, jumped, limit, jump)
-        detail = {"metric": "max_abs"} if over.any() else {
-            "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
-        hits.append(Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
-                        int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
-                        after=kept_before(table.steps, int(idx[0]))))
-    return hits
+        for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
+            table = tables[r]
+            finite = np.isfinite(max_abs[r]) & ~gt(table.get("nonfinite"), 0)
+            keep = _lasting(over[r] | jumped[r], max_abs[r], finite, min_steps, jump, window)
+            if keep.any():
+                found[int(rows[r])] = _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
+                                                 over[r] & keep, jumped[r] & keep, limit, jump)
+    return [found[i] for i in sorted(found)]
 
 
-def _scalar_hits(rd, limit: float, jump: float, window: int) -> List[Hit]:
+def _layer_hit(layer_table, max_abs, l2, baseline, ratio, over, jumped, limit: float, jump: float) -> Hit:
+    layer, table = layer_table
+    idx = np.nonzero(over | jumped)[0]
+    j, value, threshold = _evidence(max_abs, ratio, over, jumped, limit, jump)
+    detail = {"metric": "max_abs"} if over.any() else {
+        "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
+    return Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
+               int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
+               after=kept_before(table.steps, int(idx[0])))
+
+
+def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> List[Hit]:
     hits = []
     for tag, (steps, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_GRAD_NORM:
             continue
         baseline, ratio = _jumps(values, window)
         over, jumped = gt(values, limit), gt(ratio, jump)
+        keep = _lasting(over | jumped, values, np.isfinite(values), min_steps, jump, window)
+        over, jumped = over & keep, jumped & keep
         idx = np.nonzero(over | jumped)[0]
         if len(idx):
             j, value, threshold = _evidence(values, ratio, over, jumped, limit, jump)

@@ -1,5 +1,12 @@
 """A first logged weight std more than a factor away from both the He and the
 Glorot value for the kernel's shape (seeds 002, 003).
+
+Only a first logged step at the start of training (`init_scale_max_step`)
+shows the initialisation: a first log after 100 updates shows what they made
+of it. The shape comes from gradhealth's summaries; where only histograms were logged,
+the element counts give the fans when the layer's bias is logged too: fan_out
+is the bias count and fan_in the kernel count over it (Dense, Linear and
+convolution kernels alike).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
+from .. import metrics
 from ..finding import WARN, Finding
 from ..spans import Hit, group
 
@@ -25,24 +33,60 @@ CELL_RULES = ()
 THRESHOLDS = ()
 
 
+# Initialisations the first std is named after, as std(fan_in, fan_out).
+_SCHEMES = (
+    ("he", lambda i, o: np.sqrt(2.0 / i)),
+    ("glorot", lambda i, o: np.sqrt(2.0 / (i + o))),
+    ("lecun", lambda i, o: np.sqrt(1.0 / i)),
+    ("pytorch_default", lambda i, o: np.sqrt(1.0 / (3.0 * i))),
+    ("standard_normal", lambda i, o: 1.0),
+)
+_NAMES = {"he": "He", "glorot": "Glorot", "lecun": "LeCun", "pytorch_default": "PyTorch's default Linear",
+          "standard_normal": "a standard normal (std 1)"}
+# Within this factor of a scheme's std, the std is said to match it.
+_MATCH = 1.25
+
+
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    factor = limits["init_scale_factor"]
-    hits = [h for h in (_hit(layer, factor) for layer in rd.layers) if h is not None]
+    factor, max_step = limits["init_scale_factor"], limits["init_scale_max_step"]
+    bias_counts = _bias_counts(rd)
+    hits = [h for h in (_hit(layer, factor, bias_counts.get(layer.group)) for layer in rd.layers)
+            if h is not None and h.step <= max_step]
     f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, factor,
               f"start with a std more than {factor:g}x away from both the He and the Glorot value", ADVICE)
-    return [f] if f is not None else []
+    if f is None:
+        return []
+    onset = f.evidence["layers"][f.layers[0]]
+    scheme = onset["matches"]
+    f.message += (f"; {f.layers[0]} starts at std {onset['value']:.3g} (He {onset['he_std']:.3g}, Glorot "
+                  f"{onset['glorot_std']:.3g} for fan_in {onset['fan_in']}), "
+                  + (f"as {_NAMES[scheme]} initialisation gives" if scheme else "matching no common initialisation"))
+    return [f]
 
 
-def _hit(layer, factor: float) -> Optional[Hit]:
+def _hit(layer, factor: float, bias_count: Optional[int]) -> Optional[Hit]:
     shape = getattr(layer, "shape", None)
     rdata = layer.roles.get(tags_lib.WEIGHT)
-    if not shape or rdata is None or layer.kind != tags_lib.KIND_KERNEL or len(shape) < 2:
+    if rdata is None or layer.kind != tags_lib.KIND_KERNEL:
         return None
     std = rdata.table.get("std")
     known = np.nonzero(np.isfinite(std))[0]
     if len(known) == 0:
         return None
-    fan_in, fan_out = fans(shape, channels_last=_tf_layout(layer.name))
+    if shape and len(shape) >= 2:
+        fan_in, fan_out = fans(shape, channels_last=_tf_layout(layer.name))
+        source = {"shape": list(shape), "fans_from": "shape"}
+    else:
+        count = rdata.table.get("count")[known[0]]
+        if rdata.table.quality_of("count")[known[0]] != metrics.EXACT:
+            return None
+        if not bias_count or not np.isfinite(count) or count % bias_count or count <= bias_count:
+            return None
+        fan_in, fan_out = int(count) // bias_count, bias_count
+        source = {"count": int(count), "bias_count": bias_count,
+                  "fans_from": "element counts: fan_out = bias count, fan_in = kernel count / bias count "
+                               "(a convolution's fan_out also counts its kernel area, so the Glorot value "
+                               "here is a little high for one)"}
     he = np.sqrt(2.0 / fan_in)
     glorot = np.sqrt(2.0 / (fan_in + fan_out))
     s0 = float(std[known[0]])
@@ -50,7 +94,32 @@ def _hit(layer, factor: float) -> Optional[Hit]:
     if off(he) <= factor or off(glorot) <= factor:
         return None
     step = int(rdata.table.steps[known[0]])
-    return Hit(layer.name, step, step, s0, step, {"he_std": he, "glorot_std": glorot, "shape": list(shape)})
+    return Hit(layer.name, step, step, s0, step, {"he_std": he, "glorot_std": glorot, "fan_in": fan_in,
+                                                  "fan_out": fan_out, "matches": matches(s0, fan_in, fan_out),
+                                                  **source})
+
+
+def matches(std: float, fan_in: int, fan_out: int) -> Optional[str]:
+    """The initialisation whose std is nearest `std`, if within 25% of it (None otherwise)."""
+    if not std > 0:
+        return None
+    off = [(abs(np.log(std / ref(fan_in, fan_out))), name) for name, ref in _SCHEMES]
+    distance, name = min(off)
+    return name if distance <= np.log(_MATCH) else None
+
+
+def _bias_counts(rd: RunData) -> dict:
+    """group -> element count of its bias, for groups whose bias weights were logged with one count."""
+    out = {}
+    for layer in rd.layers:
+        rdata = layer.roles.get(tags_lib.WEIGHT)
+        if layer.kind != tags_lib.KIND_BIAS or rdata is None:
+            continue
+        counts = rdata.table.get("count")
+        counts = np.unique(counts[np.isfinite(counts)])
+        if len(counts) == 1 and counts[0] >= 1:
+            out.setdefault(layer.group, int(counts[0]))
+    return out
 
 
 def fans(shape, channels_last: bool = False) -> tuple:

@@ -1,8 +1,16 @@
-"""NaN or Inf in a watched tensor or a run-level scalar (seeds 002, 004)."""
+"""NaN or Inf in a watched tensor or a run-level scalar (seeds 002, 004).
+
+Each layer's evidence says whether its values stay non-finite to its last
+logged step (`to_the_end`). Where one does, the run turned non-finite for good
+at `collapse_step` (in every finding's evidence): the start of the last stretch
+of logged steps at which something was non-finite. Later findings are then
+computed on what NaN left, and `combine.fold_after_nonfinite` lists them as its
+consequences; a transient overflow that training recovered from is no collapse.
+"""
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, Optional
 
 import numpy as np
 
@@ -10,7 +18,8 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health
 from ..finding import CRITICAL, Finding
-from ..spans import Hit, gather, gt, kept_before, role_tables, when_text
+from .. import series as series_lib
+from ..spans import Hit, gather, gt, kept_before, role_tables, stack, when_text
 
 KIND = "nonfinite"
 ORDER = 10
@@ -28,22 +37,55 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     """One finding per run: every layer and scalar with NaN or Inf, each row covered at its own steps."""
     parts = [(role, _tensor_hits(rd, role)) for role in tags_lib.ROLES] + [(None, _scalar_hits(rd))]
     f = gather(rd, KIND, SEVERITY, parts, 0, "contain NaN or Inf values", ADVICE)
-    if f is not None and f.layers == [h.layer for h in parts[-1][1]] and len(f.layers) == 1:
+    if f is None:
+        return []
+    if f.layers == [h.layer for h in parts[-1][1]] and len(f.layers) == 1:
         f.message = f"scalar {f.layers[0]} is NaN or Inf {when_text(f)}"
-    return [f] if f is not None else []
+    f.evidence["collapse_step"] = _collapse_step(rd)
+    return [f]
+
+
+def _collapse_step(rd) -> Optional[int]:
+    """The step the run turned non-finite for good, or None if every non-finite row recovered.
+
+    On the steps of each row that ends non-finite, the start of its last stretch
+    of steps at which anything in the run (any row or scalar) was non-finite.
+    """
+    bad, ending = [], []
+    rows = [(table.steps, gt(table.get("nonfinite"), 0)) for role in tags_lib.ROLES
+            for _, table in role_tables(rd, role)]
+    rows += [(steps, ~np.isfinite(values)) for steps, values in rd.scalar_series.values()]
+    for steps, mask in rows:
+        if mask.any():
+            bad.append(steps[mask])
+            if mask[int(np.argmax(mask)):].all():
+                ending.append(steps)
+    if not ending:
+        return None
+    bad_steps = np.unique(np.concatenate(bad))
+    onsets = []
+    for steps in ending:
+        hit = np.isin(steps, bad_steps)
+        healthy = np.flatnonzero(~hit)
+        onsets.append(int(steps[healthy[-1] + 1 if len(healthy) else 0]))
+    return min(onsets)
 
 
 def _tensor_hits(rd, role: str) -> List[Hit]:
-    hits = []
-    for layer, table in role_tables(rd, role):
-        nonfinite = table.get("nonfinite")
-        mask = gt(nonfinite, 0)
-        if mask.any():
-            idx = np.nonzero(mask)[0]
-            hits.append(Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]),
-                            float(nonfinite[idx[0]]), int(table.steps[idx[0]]), {"steps_with_nonfinite": len(idx)},
-                            table.steps[idx], after=kept_before(table.steps, int(idx[0]))))
-    return hits
+    layers = list(role_tables(rd, role))
+    found = {}
+    # Layers of equal length are checked together, a row each.
+    for rows in series_lib.same_length([len(table.steps) for _, table in layers]):
+        counts = stack([layers[i][1] for i in rows], lambda t: t.get("nonfinite"))
+        masks = gt(counts, 0)
+        for r in np.nonzero(masks.any(axis=1))[0].tolist():
+            layer, table = layers[rows[r]]
+            nonfinite, idx = counts[r], np.nonzero(masks[r])[0]
+            found[int(rows[r])] = Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]),
+                                      float(nonfinite[idx[0]]), int(table.steps[idx[0]]),
+                                      {"steps_with_nonfinite": len(idx), "to_the_end": bool(masks[r][idx[0]:].all())},
+                                      table.steps[idx], after=kept_before(table.steps, int(idx[0])))
+    return [found[i] for i in sorted(found)]
 
 
 def _scalar_hits(rd) -> List[Hit]:
@@ -53,6 +95,6 @@ def _scalar_hits(rd) -> List[Hit]:
         if bad.any():
             idx = np.nonzero(bad)[0]
             hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), float(values[idx[0]]), int(steps[idx[0]]),
-                            {"source": "scalar"}))
+                            {"source": "scalar", "to_the_end": bool(bad[idx[0]:].all())}))
     return hits
 

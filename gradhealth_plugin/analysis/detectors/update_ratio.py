@@ -1,15 +1,25 @@
-"""Update-to-weight ratio far from about 1e-3 (CS231n): too large is unstable, too small frozen."""
+"""Update-to-weight ratio far from about 1e-3 (CS231n): too large is unstable, too small frozen.
+
+Exact from gradhealth's summaries, estimated from update tags; from the weights
+alone, a lower bound (`metrics.update_ratio_lower_bound`): the norm change
+between logged steps, proven from the buckets, per step. A lower bound above
+the ceiling proves the updates too large; below the floor it proves nothing,
+so only measured ratios judge "too small". Weights whose every statistic is
+identical at every logged step never moved at all.
+"""
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import List, Mapping, Optional
+
+import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from .. import health
+from .. import health, metrics
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Test, group_sustained, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group, group_sustained, role_tables, span_hits
 
 KIND = "update_ratio"
 ORDER = 80
@@ -19,6 +29,9 @@ METRIC = "update_ratio"
 NEEDS = (tags_lib.WEIGHT, tags_lib.UPDATE)
 ADVICE = ("Aim for an update-to-weight ratio near 1e-3: lower the learning rate if it is much larger, raise "
           "it (or check that the layer is not frozen) if it is much smaller.")
+FROZEN_ADVICE = ("The weights never move: check that the parameter is passed to the optimizer, that the layer is "
+                 "not frozen (trainable=False, requires_grad=False) and that the learning rate is not zero. "
+                 "Ignore this for a layer frozen on purpose.")
 # Biases and normalisation parameters often start at zero or one: their ratio means little
 # (a bias starting at zero has ratios of inf, 1, 1/2, ... over its first steps).
 CELL_RULES = (
@@ -31,17 +44,85 @@ THRESHOLDS = (
     Line(None, "update_ratio", "update_ratio_high", "above"),
     Line(None, "update_ratio", "update_ratio_low", "below"),
 )
+# The statistics compared to call a weight histogram unchanged: all the buckets give (count to std must be known).
+_COMPARED = ("count", "min", "max", "mean", "std", "l2", "mean_abs", "skewness", "kurtosis", "zero_fraction")
+_BOUND_NOTE = ("a lower bound from the weights alone: how far the weight norm moved between two logged steps, "
+               "with each norm taken at the end of the interval its histogram buckets prove (every value lies "
+               "inside its bucket), bounds the mean update-to-weight ratio per step in between from below "
+               "(metrics.update_ratio_lower_bound); the true ratio may be far larger")
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     high, low = limits["update_ratio_high"], limits["update_ratio_low"]
-    too_high = span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", high)], 3, PARAM_SHAPE_KINDS)
-    too_low = span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", low, above=False)], 3, PARAM_SHAPE_KINDS)
-    fast = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_high, high,
-                           f"update too fast (update/weight ratio above {high:g}; about 1e-3 is healthy)", ADVICE, 3)
+    steps_needed = int(limits["update_ratio_steps"])
+    bounded = {layer.name for layer, table in role_tables(rd, tags_lib.WEIGHT, PARAM_SHAPE_KINDS)
+               if (table.quality_of("update_ratio") == metrics.LOWER_BOUND).any()}
+    too_high = span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", high)], steps_needed, PARAM_SHAPE_KINDS)
+    too_low = [h for h in span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", low, above=False)], steps_needed,
+                                    PARAM_SHAPE_KINDS) if h.layer not in bounded]
+    at_least = span_hits(rd, tags_lib.WEIGHT, [Test("update_ratio", high)], int(limits["update_ratio_bound_steps"]),
+                         PARAM_SHAPE_KINDS)
+    at_least = [h for h in at_least if h.layer in bounded]
+    for h in at_least:
+        h.detail["quality"] = "lower_bound"
+    frozen = _frozen_hits(rd, int(limits["frozen_steps"]), limits["vanishing_abs"])
+    fast = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in too_high if h.layer not in bounded], high,
+                           f"update too fast (update/weight ratio above {high:g}; about 1e-3 is healthy)", ADVICE,
+                           steps_needed)
+    bound = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, at_least, high,
+                  f"update too fast: the change of their norm alone proves a mean update/weight ratio per step "
+                  f"above {high:g} (a lower bound; about 1e-3 is healthy)", ADVICE)
     slow = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_low, low,
-                           f"barely move (update/weight ratio below {low:g}; about 1e-3 is healthy)", ADVICE, 3)
-    for direction, found in (("too_high", fast), ("too_low", slow)):
-        for f in found:  # a learning rate too high explains the one, never the other (`combine.name_causes`)
-            f.evidence["direction"] = direction
-    return fast + slow
+                           f"barely move (update/weight ratio below {low:g}; about 1e-3 is healthy)", ADVICE,
+                           steps_needed)
+    still = [
+        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if h.detail["gradient_max_abs"]], 0,
+              "never change although their gradients flow: their histogram is identical at every logged step",
+              FROZEN_ADVICE),
+        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if not h.detail["gradient_max_abs"]], 0,
+              "never change: their histogram is identical at every logged step", FROZEN_ADVICE),
+    ]
+    if bound is not None:
+        bound.evidence["quality"] = "lower_bound"
+        bound.evidence["meaning"] = _BOUND_NOTE
+    out = []
+    for direction, found in (("too_high", fast + [bound]), ("too_low", slow), ("frozen", still)):
+        for f in found:  # a learning rate too high explains updates too fast only (`combine.name_causes`)
+            if f is not None:
+                f.evidence["direction"] = direction
+                out.append(f)
+    return out
+
+
+def _frozen_hits(rd: RunData, min_steps: int, vanished: float) -> List[Hit]:
+    """Weight rows whose every bucket statistic is the same at each of at least `min_steps` logged steps.
+
+    Not where the layer's logged gradients never reach `vanished`: vanishing
+    gradients explain weights that stand still, and say so themselves.
+    """
+    hits = []
+    for layer, table in role_tables(rd, tags_lib.WEIGHT, PARAM_SHAPE_KINDS):
+        if len(table.steps) < max(min_steps, 2):
+            continue
+        stats = np.array([table.get(name) for name in _COMPARED])
+        same = (stats == stats[:, :1]) | (np.isnan(stats) & np.isnan(stats[:, :1]))
+        if np.isnan(stats[:_COMPARED.index("std") + 1]).any() or not same.all():
+            continue
+        grad = _gradient_max_abs(layer)
+        if grad is not None and grad < vanished:
+            continue
+        first, last = int(table.steps[0]), int(table.steps[-1])
+        detail = {"steps_compared": int(len(table.steps)), "statistics_compared": list(_COMPARED),
+                  "gradient_max_abs": grad,
+                  "proven": "every statistic of the weight histogram is identical at every logged step"}
+        hits.append(Hit(layer.name, first, last, 0.0, first, detail, table.steps))
+    return hits
+
+
+def _gradient_max_abs(layer) -> Optional[float]:
+    """The largest logged |gradient| of the layer; None when its gradients were not logged."""
+    rdata = layer.roles.get(tags_lib.GRADIENT)
+    if rdata is None:
+        return None
+    values = rdata.table.get("max_abs")
+    return float(np.nanmax(values)) if np.isfinite(values).any() else None

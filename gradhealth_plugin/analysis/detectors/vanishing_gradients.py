@@ -14,6 +14,7 @@ from ..spans import Test, group_sustained, role_tables, span_hits
 KIND = "vanishing_gradients"
 ORDER = 30
 SEVERITY = WARN  # critical when every gradient vanishes
+MAX_SEVERITY = CRITICAL
 LABEL = "Vanishing gradients"
 METRIC = "mean_abs"
 NEEDS = (tags_lib.GRADIENT,)

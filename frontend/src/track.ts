@@ -1,0 +1,349 @@
+// The run track above the heatmap: the run's loss, global gradient norm and
+// learning rate as small line charts on the heatmap's own step axis and zoom,
+// with what the findings say about them marked: spikes, every occurrence of a
+// periodic spike and its period, non-finite steps, and where a problem began.
+// Clicking a mark selects its finding. Every label is set with textContent.
+
+import type { Finding, StepSpan, Track, TrackSeries } from "./api";
+import { severityColor } from "./charts";
+import { el, svg } from "./dom";
+import { findingId } from "./findings";
+import { formatStep, formatValue } from "./format";
+import { truncateMiddle } from "./layout";
+import type { Step } from "./steps";
+import type { Tooltip } from "./tooltip";
+import { kindLabel } from "./vocabulary";
+
+export const TRACK_ROW_H = 42;
+const TRACK_GAP = 3;
+const PAD_Y = 4;
+// A pointer this close to a mark (CSS pixels) points at it.
+const HIT_PX = 5;
+
+/** What a finding marks on one series of the track. */
+export interface TrackMark {
+  finding: string;
+  kind: string;
+  severity: string;
+  tag: string;
+  /** Steps covered: single steps for spikes (each occurrence), spans otherwise. */
+  spans: StepSpan[];
+  /** Spikes, periodic or not, are marked at each step; other kinds as spans with their onset. */
+  pointwise: boolean;
+  /** A periodic spike's period in steps; null when the kept steps cannot tell it. */
+  period: number | null;
+}
+
+/** The marks the findings put on the track's series: every finding that covers one of the tags. */
+export function trackMarks(findings: readonly Finding[], tags: readonly string[]): TrackMark[] {
+  const out: TrackMark[] = [];
+  for (const f of findings) {
+    for (const tag of tags) {
+      const spans = f.covers?.get(tag);
+      if (!spans || spans.length === 0) continue;
+      const periodic = f.kind === "periodic_spikes";
+      out.push({
+        finding: findingId(f), kind: f.kind, severity: f.severity, tag, spans,
+        pointwise: periodic || f.kind === "spike",
+        period: periodic ? (typeof f.period === "number" ? f.period : null) : null,
+      });
+    }
+  }
+  return out;
+}
+
+/** One line of a mark for a person: "Periodic spikes: every 35 steps, 8 occurrences from step 35". */
+export function markText(m: TrackMark): string {
+  const label = kindLabel(m.kind);
+  if (m.kind === "periodic_spikes") {
+    const every = m.period !== null ? `every ${m.period} steps` : "recurring, period unknown";
+    return `${label}: ${every}, ${m.spans.length} occurrences from step ${formatStep(m.spans[0][0])}`;
+  }
+  if (m.pointwise) return `${label} at ${m.spans.length === 1 ? "step" : "steps"} ${m.spans.map((s) => formatStep(s[0])).join(", ")}`;
+  const [a] = m.spans[0];
+  const b = m.spans[m.spans.length - 1][1];
+  return `${label} (${m.severity}) from step ${formatStep(a)}${a === b ? "" : ` to step ${formatStep(b)}`}`;
+}
+
+/** The value range of the points drawn, for a row's y scale; log keeps positive values only. */
+export function valueExtent(values: readonly (number | null)[], log: boolean): [number, number] | null {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of values) {
+    if (v === null || !Number.isFinite(v) || (log && v <= 0)) continue;
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  return lo <= hi ? [lo, hi] : null;
+}
+
+/** Where the track's steps go: the heatmap's mapping of a step to a CSS x inside the plot. */
+export interface TrackFrame {
+  labelW: number;
+  plotW: number;
+  /** x of a step relative to the plot's left edge. */
+  x(step: Step): number;
+}
+
+export interface TrackEvents {
+  selectFinding(id: string): void;
+}
+
+interface Row {
+  series: TrackSeries;
+  top: number;
+  xs: Float64Array;
+  y: (v: number) => number;
+}
+
+export class RunTrack {
+  readonly root = el("div", "gh-track");
+  private readonly note = el("div", "gh-track-note");
+  private readonly chart = svg("svg", { class: "gh-track-svg", role: "img" });
+  private track: Track | null = null;
+  private findings: readonly Finding[] = [];
+  private selected = "";
+  private cursor: Step | null = null;
+  private frame: TrackFrame | null = null;
+  private rows: Row[] = [];
+  private marks: TrackMark[] = [];
+
+  constructor(
+    private readonly tooltip: Tooltip,
+    private readonly events: TrackEvents,
+    private readonly measure: (text: string) => number,
+  ) {
+    this.root.hidden = true;
+    this.root.append(this.chart, this.note);
+    this.chart.setAttribute("aria-label", "Run-level scalars over steps, with the findings about them");
+    this.chart.addEventListener("mousemove", (e) => this.onMove(e));
+    this.chart.addEventListener("mouseleave", () => this.tooltip.hide());
+    this.chart.addEventListener("click", (e) => this.onClick(e));
+  }
+
+  /** New data: the run's scalars (null: none) and its findings, with the one selected. */
+  set(track: Track | null, findings: readonly Finding[], selected: string): void {
+    this.track = track;
+    this.findings = findings;
+    this.selected = selected;
+  }
+
+  setSelected(id: string): void {
+    this.selected = id;
+  }
+
+  setCursor(step: Step | null): void {
+    this.cursor = step;
+  }
+
+  /** The names the track writes in the label column, which the heatmap makes room for. */
+  labels(): string[] {
+    const tags = this.shown().map((s) => s.tag);
+    // Room for the value range under each name too ("1.2e-05 to 3.4e+14, log", in a smaller font).
+    return tags.length ? [...tags, "1.2e-05 to 3.4e+14"] : [];
+  }
+
+  /** The series drawn on the heatmap's axis; per-epoch ones are named in a note instead. */
+  private shown(): TrackSeries[] {
+    return (this.track?.series ?? []).filter((s) => s.axis !== "other" && s.steps.length > 0);
+  }
+
+  /** Draws the track on the heatmap's current axis (`frame`); hidden without a series to draw. */
+  paint(frame: TrackFrame | null): void {
+    this.frame = frame;
+    const series = this.shown();
+    const other = (this.track?.series ?? []).filter((s) => s.axis === "other");
+    this.root.hidden = !frame || (series.length === 0 && other.length === 0);
+    this.note.hidden = other.length === 0;
+    this.note.textContent = other.length
+      ? `${other.map((s) => s.tag).join(", ")}: logged on another step axis (per epoch), so not drawn here; the Scalars tab shows ${other.length === 1 ? "it" : "them"}.`
+      : "";
+    this.chart.replaceChildren();
+    this.rows = [];
+    if (!frame || series.length === 0) {
+      this.chart.setAttribute("height", "0");
+      return;
+    }
+    const width = frame.labelW + frame.plotW;
+    const height = series.length * (TRACK_ROW_H + TRACK_GAP);
+    this.chart.setAttribute("width", String(width));
+    this.chart.setAttribute("height", String(height));
+    // Marks stay inside the plot: a zoomed-in track clips what lies outside the window.
+    const id = `gh-track-clip-${clipId++}`;
+    const defs = svg("defs");
+    const clip = svg("clipPath", { id });
+    clip.append(svg("rect", { x: frame.labelW, y: 0, width: frame.plotW, height }));
+    defs.append(clip);
+    const back = svg("g");
+    const plot = svg("g", { "clip-path": `url(#${id})` });
+    this.chart.append(defs, back, plot);
+    this.marks = trackMarks(this.findings, series.map((s) => s.tag));
+    series.forEach((s, i) => this.paintRow(back, plot, s, i * (TRACK_ROW_H + TRACK_GAP), frame));
+    this.paintSelection(plot, height, frame);
+  }
+
+  private paintRow(back: SVGGElement, plot: SVGGElement, s: TrackSeries, top: number, frame: TrackFrame): void {
+    const xs = Float64Array.from(s.steps, (step) => frame.x(step));
+    // The y scale fits the points in view, so zooming in on a quiet stretch shows its shape.
+    const inView = s.values.filter((_, i) => xs[i] >= -1 && xs[i] <= frame.plotW + 1);
+    const log = s.scale === "log";
+    const ext = valueExtent(inView, log) ?? valueExtent(s.values, log) ?? [0, 1];
+    let [lo, hi] = log ? [Math.log10(ext[0]), Math.log10(ext[1])] : ext;
+    if (hi === lo) [lo, hi] = [lo - 1, hi + 1];
+    const y0 = top + PAD_Y;
+    const y1 = top + TRACK_ROW_H - PAD_Y;
+    const y = (v: number): number => y1 - (((log ? Math.log10(v) : v) - lo) / (hi - lo)) * (y1 - y0);
+    this.rows.push({ series: s, top, xs, y });
+    const L = frame.labelW;
+    back.append(svg("rect", { x: L, y: top, width: frame.plotW, height: TRACK_ROW_H, class: "gh-track-bg" }));
+    this.paintLabel(back, s, top, frame, ext);
+    for (const [a, b] of s.nonfinite) this.band(plot, a, b, top, "gh-track-nonfinite", "#d7263d", 0.28, frame);
+    const marks = this.marks.filter((m) => m.tag === s.tag);
+    for (const m of marks.filter((m) => !m.pointwise)) this.paintSpanMark(plot, m, top, frame);
+    let d = "";
+    let pen = false;
+    s.values.forEach((v, i) => {
+      if (v === null || !Number.isFinite(v) || (log && v <= 0)) {
+        pen = false;
+        return;
+      }
+      d += `${pen ? "L" : "M"}${(L + xs[i]).toFixed(1)},${y(v).toFixed(1)}`;
+      pen = true;
+    });
+    plot.append(svg("path", { d, class: "gh-track-line", "data-tag": s.tag }));
+    for (const m of marks.filter((m) => m.pointwise)) this.paintPointMark(plot, m, top, frame);
+  }
+
+  private paintLabel(back: SVGGElement, s: TrackSeries, top: number, frame: TrackFrame, range: [number, number]): void {
+    const textW = Math.max(20, frame.labelW - 12);
+    const name = svg("text", { x: frame.labelW - 8, y: top + 15, "text-anchor": "end", class: "gh-track-label" },
+      truncateMiddle(s.tag, textW, this.measure));
+    const sub = `${formatValue(range[0], 2)} to ${formatValue(range[1], 2)}${s.scale === "log" ? ", log" : ""}`;
+    const detail = svg("text", { x: frame.labelW - 8, y: top + 30, "text-anchor": "end", class: "gh-track-sub" },
+      truncateMiddle(sub, textW, (t) => this.measure(t) * 0.85));
+    back.append(name, detail);
+  }
+
+  private band(g: SVGGElement, a: Step, b: Step, top: number, cls: string, color: string, opacity: number,
+    frame: TrackFrame, finding?: string): SVGRectElement {
+    const [xa, xb] = [frame.x(a), frame.x(b)];
+    const x = Math.min(xa, xb);
+    const rect = svg("rect", {
+      x: frame.labelW + x - 1, y: top, width: Math.max(2, Math.abs(xb - xa) + 2), height: TRACK_ROW_H,
+      fill: color, "fill-opacity": opacity, class: cls, "data-first": a.toString(), "data-last": b.toString(),
+    });
+    if (finding) rect.dataset.finding = finding;
+    g.append(rect);
+    return rect;
+  }
+
+  private dimmed(m: TrackMark): boolean {
+    return this.selected !== "" && this.selected !== m.finding;
+  }
+
+  /** A finding over spans of steps (an explosion of the global norm, a NaN loss): bands and its onset. */
+  private paintSpanMark(g: SVGGElement, m: TrackMark, top: number, frame: TrackFrame): void {
+    const color = severityColor(m.severity);
+    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind });
+    if (this.dimmed(m)) group.setAttribute("opacity", "0.3");
+    for (const [a, b] of m.spans) this.band(group, a, b, top, "gh-track-span", color, 0.13, frame, m.finding);
+    const onset = m.spans[0][0];
+    const x = Math.round(frame.labelW + frame.x(onset)) + 0.5;
+    group.append(svg("line", { x1: x, x2: x, y1: top, y2: top + TRACK_ROW_H, stroke: color, class: "gh-track-onset",
+      "data-step": onset.toString() }));
+    group.append(svg("text", { x: x + 3, y: top + TRACK_ROW_H - 5, fill: color, class: "gh-track-mark-text" }, "onset"));
+    g.append(group);
+  }
+
+  /** Spikes, periodic or not: a triangle at every occurrence, and a periodic spike's period bracketed. */
+  private paintPointMark(g: SVGGElement, m: TrackMark, top: number, frame: TrackFrame): void {
+    const color = severityColor(m.severity);
+    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind });
+    if (this.dimmed(m)) group.setAttribute("opacity", "0.3");
+    const steps = m.spans.map((s) => s[0]);
+    for (const step of steps) {
+      const x = frame.labelW + frame.x(step);
+      if (m.kind === "periodic_spikes") {
+        group.append(svg("line", { x1: x, x2: x, y1: top + 8, y2: top + TRACK_ROW_H, stroke: color, class: "gh-track-tick" }));
+      }
+      group.append(svg("path", { d: `M${x - 4},${top}L${x + 4},${top}L${x},${top + 7}Z`, fill: color,
+        class: "gh-track-occurrence", "data-step": step.toString() }));
+    }
+    if (m.kind === "periodic_spikes" && steps.length > 0) {
+      const a = frame.labelW + frame.x(steps[0]);
+      const b = steps.length > 1 ? frame.labelW + frame.x(steps[1]) : a;
+      const yb = top + 12;
+      const text = m.period !== null ? `every ${m.period} steps` : "period unknown";
+      group.append(svg("path", { d: `M${a},${yb - 3}V${yb}H${b}V${yb - 3}`, stroke: color, fill: "none", class: "gh-track-period" }));
+      const label = svg("text", { x: b + 4, y: yb + 4, fill: color, class: "gh-track-mark-text gh-track-period-text" }, text);
+      group.append(label);
+    }
+    g.append(group);
+  }
+
+  /** The selected finding's onset across every row, when it is about layers, and the selected cell's step. */
+  private paintSelection(g: SVGGElement, height: number, frame: TrackFrame): void {
+    const f = this.findings.find((x) => findingId(x) === this.selected);
+    if (f && !this.marks.some((m) => m.finding === this.selected)) {
+      const x = Math.round(frame.labelW + frame.x(f.first_step)) + 0.5;
+      const color = severityColor(f.severity);
+      g.append(svg("line", { x1: x, x2: x, y1: 0, y2: height, stroke: color, class: "gh-track-finding-onset",
+        "data-step": f.first_step.toString() }));
+      g.append(svg("text", { x: x + 3, y: 10, fill: color, class: "gh-track-mark-text" }, `${kindLabel(f.kind)} begins`));
+    }
+    if (this.cursor !== null) {
+      const x = Math.round(frame.labelW + frame.x(this.cursor)) + 0.5;
+      g.append(svg("line", { x1: x, x2: x, y1: 0, y2: height, class: "gh-track-cursor" }));
+    }
+  }
+
+  /** The row and plot x under a pointer, or null outside the plots. */
+  private at(e: MouseEvent): { row: Row; x: number } | null {
+    const frame = this.frame;
+    if (!frame) return null;
+    const rect = this.chart.getBoundingClientRect();
+    const x = e.clientX - rect.left - frame.labelW;
+    const y = e.clientY - rect.top;
+    const row = this.rows.find((r) => y >= r.top && y < r.top + TRACK_ROW_H);
+    return row && x >= 0 && x <= frame.plotW ? { row, x } : null;
+  }
+
+  /** The marks of a row within reach of plot x. */
+  private marksAt(row: Row, x: number): TrackMark[] {
+    const frame = this.frame as TrackFrame;
+    return this.marks.filter((m) => m.tag === row.series.tag && m.spans.some(([a, b]) => {
+      const [xa, xb] = [frame.x(a), frame.x(b)];
+      return x >= Math.min(xa, xb) - HIT_PX && x <= Math.max(xa, xb) + HIT_PX;
+    }));
+  }
+
+  private onMove(e: MouseEvent): void {
+    const hit = this.at(e);
+    if (!hit) {
+      this.tooltip.hide();
+      return;
+    }
+    const { row, x } = hit;
+    const s = row.series;
+    let best = -1;
+    for (let i = 0; i < row.xs.length; i++) {
+      if (best < 0 || Math.abs(row.xs[i] - x) < Math.abs(row.xs[best] - x)) best = i;
+    }
+    if (best < 0) return;
+    const lines: [string, string][] = [[s.label, s.tag], ["step", formatStep(s.steps[best])],
+      ["value", s.values[best] === null ? "NaN or Inf" : formatValue(s.values[best])]];
+    if (s.binned) lines.push(["note", `${s.logged.toLocaleString("en-US")} points thinned to each bin's first, lowest and highest`]);
+    for (const m of this.marksAt(row, x)) lines.push(["finding", markText(m)]);
+    this.chart.style.cursor = this.marksAt(row, x).length ? "pointer" : "default";
+    this.tooltip.show(lines, e.clientX, e.clientY);
+  }
+
+  private onClick(e: MouseEvent): void {
+    const hit = this.at(e);
+    const m = hit ? this.marksAt(hit.row, hit.x)[0] : undefined;
+    if (m) this.events.selectFinding(m.finding);
+  }
+}
+
+// Ids of the clip paths: one document may hold two tracks (compared runs).
+let clipId = 0;

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import type { Finding } from "../src/api";
+import { thresholdSentences } from "../src/detail";
+import { markText, trackMarks, valueExtent } from "../src/track";
+
+function finding(over: Partial<Finding>): Finding {
+  return {
+    run: "R", kind: "spike", severity: "info", layers: ["loss"], first_step: 0n, last_step: 0n,
+    message: "m", advice: "a", evidence: {}, role: null, covers: null, ...over,
+  };
+}
+
+describe("the run track's marks", () => {
+  const periodic = finding({
+    kind: "periodic_spikes", severity: "warn", layers: ["norm"], first_step: 35n, last_step: 105n, period: 35,
+    covers: new Map([["norm", [[35n, 35n], [70n, 70n], [105n, 105n]]]]),
+  });
+  const nan = finding({ kind: "nonfinite", severity: "critical", first_step: 5n, last_step: 99n, covers: new Map([["loss", [[5n, 99n]]]]) });
+  const layerOnly = finding({ kind: "vanishing_gradients", layers: ["dense"], covers: new Map([["dense", [[0n, 9n]]]]) });
+
+  it("marks only the findings that cover a series shown, every occurrence of a periodic spike", () => {
+    const marks = trackMarks([periodic, nan, layerOnly], ["loss", "norm"]);
+    expect(marks.map((m) => [m.kind, m.tag, m.pointwise])).toEqual([["periodic_spikes", "norm", true], ["nonfinite", "loss", false]]);
+    expect(marks[0].spans.map((s) => s[0])).toEqual([35n, 70n, 105n]);
+    expect(marks[0].period).toBe(35);
+    expect(trackMarks([periodic], ["loss"])).toEqual([]);
+  });
+
+  it("says what each mark is in words", () => {
+    const [p, n] = trackMarks([periodic, nan], ["loss", "norm"]);
+    expect(markText(p)).toBe("Periodic spikes: every 35 steps, 3 occurrences from step 35");
+    expect(markText(n)).toBe("NaN / Inf values (critical) from step 5 to step 99");
+    const unknown = trackMarks([finding({ ...periodic, period: null })], ["norm"])[0];
+    expect(markText(unknown)).toContain("recurring, period unknown");
+    const spike = trackMarks([finding({ covers: new Map([["loss", [[70n, 70n]]]]) })], ["loss"])[0];
+    expect(markText(spike)).toBe("Spike at step 70");
+  });
+
+  it("scales to the finite values, positive ones on a log scale", () => {
+    expect(valueExtent([3, null, 1, Number.NaN, 2], false)).toEqual([1, 3]);
+    expect(valueExtent([0, -1, 10, 100], true)).toEqual([10, 100]);
+    expect(valueExtent([null], false)).toBeNull();
+  });
+});
+
+describe("threshold lines in words", () => {
+  it("say one sentence per meaning, never a limit's name", () => {
+    const lines = thresholdSentences([
+      { name: "dead_zero_fraction", value: 0.7, side: "above", meaning: "activation zero fraction in the danger zone" },
+      { name: "dead_info_zero_fraction", value: 0.3, side: "above", meaning: "activation zero fraction above 'normal'; informational only" },
+      { name: "weight_abs_mean", value: 1, side: "above", meaning: "|mean weight| above this is weight growth" },
+      { name: "weight_abs_mean", value: -1, side: "below", meaning: "|mean weight| above this is weight growth" },
+    ]);
+    expect(lines).toEqual([
+      "Dashed line at 0.7: activation zero fraction in the danger zone.",
+      "Dashed line at 0.3: activation zero fraction above 'normal'; informational only.",
+      "Dashed lines at 1 and -1: |mean weight| above this is weight growth.",
+    ]);
+    expect(lines.join(" ")).not.toMatch(/dead info|_/);
+  });
+});

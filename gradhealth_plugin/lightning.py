@@ -1,0 +1,82 @@
+"""PyTorch Lightning: one callback that watches the LightningModule being fit.
+
+    from gradhealth_plugin.lightning import GradientHealthCallback
+    trainer = Trainer(callbacks=[GradientHealthCallback()])
+
+It is `gradhealth_plugin.torch.watch` attached at ``on_fit_start`` (when the
+trainer's optimizers exist) and removed at the end of the fit. Its summaries go
+into the directory of the trainer's TensorBoard logger (``lightning_logs/version_N``),
+so the loss, Lightning's own ``grad_norm`` scalars and the layers are one run in
+the tab; without a TensorBoard logger, into ``trainer.log_dir``. Steps are the
+trainer's optimizer steps (``global_step``), resumed ones included.
+
+Importing this module imports Lightning: the ``lightning`` package where it is
+installed, else ``pytorch_lightning``. Nothing else in gradhealth imports either.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional, Union
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the older standalone package
+    try:
+        from pytorch_lightning import Callback
+    except ImportError as e:
+        raise ImportError("gradhealth_plugin.lightning needs PyTorch Lightning: "
+                          "pip install 'tensorboard-plugin-gradhealth[lightning]'") from e
+
+from .torch import WatchHandle, unwatch, watch
+
+__all__ = ["GradientHealthCallback"]
+
+
+class GradientHealthCallback(Callback):
+    """Logs exact gradient, weight, update and activation statistics of the module being fit.
+
+    Args:
+      log_dir: where to write; by default the trainer's TensorBoard logger's directory.
+      every_n_steps, activations, update_ratio, all_ranks: as for `gradhealth_plugin.torch.watch`.
+        Under DDP only global rank 0 writes unless ``all_ranks``.
+    """
+
+    def __init__(self, log_dir: Optional[str] = None, every_n_steps: int = 100,
+                 activations: Union[bool, Iterable[str], Callable] = True, *, update_ratio: bool = True,
+                 all_ranks: bool = False) -> None:
+        super().__init__()
+        if int(every_n_steps) < 1:
+            raise ValueError("gradhealth: every_n_steps must be at least 1")
+        self.log_dir = log_dir
+        self.every_n_steps = int(every_n_steps)
+        self.activations = activations
+        self.update_ratio = update_ratio
+        self.all_ranks = all_ranks
+        self.handle: Optional[WatchHandle] = None
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        log_dir = self.log_dir or _trainer_log_dir(trainer)
+        self.handle = watch(pl_module, log_dir, optimizer=list(trainer.optimizers) or None,
+                            every_n_steps=self.every_n_steps, activations=self.activations,
+                            update_ratio=self.update_ratio, start_step=int(trainer.global_step),
+                            all_ranks=self.all_ranks)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._release()
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._release()  # what was logged up to the failure is written
+
+    def _release(self) -> None:
+        if self.handle is not None:
+            unwatch(self.handle)
+            self.handle = None
+
+
+def _trainer_log_dir(trainer) -> str:
+    """The first TensorBoard logger's directory, else the trainer's log directory."""
+    for logger in getattr(trainer, "loggers", None) or []:
+        # By name: lightning's and pytorch_lightning's loggers are different classes.
+        if type(logger).__name__ == "TensorBoardLogger" and getattr(logger, "log_dir", None):
+            return str(logger.log_dir)
+    return str(trainer.log_dir or trainer.default_root_dir)

@@ -1,0 +1,177 @@
+"""The sweep route and ``gradhealth report --by-hparams``: hyperparameters read through the data provider,
+one line per run, the clear splits; under both loaders."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import cli
+from tests.conftest import WILD
+from tests.test_bad_input import call, event, hist_value, normal_buckets, scalar_value, write_run
+
+STEPS = 60
+LEARNING_RATES = (0.001, 0.01, 0.3, 1.0)
+OPTIMIZERS = ("sgd", "adam")
+EXPLODES_FROM = 30
+
+
+def _session_start(values: dict):
+    """The HParams plugin's session start info summary, as hp.hparams writes it."""
+    from tensorboard.plugins.hparams import summary_v2 as hp
+
+    return hp.hparams_pb(values, start_time_secs=1_000_000).value
+
+
+def _trial(run_dir, lr: float, optimizer: str) -> None:
+    """Three layers' gradients; from EXPLODES_FROM on, they blow up a million-fold where lr >= 0.3."""
+    rng = np.random.default_rng(int(lr * 1000) + len(optimizer))
+    events = [event(0, *_session_start({"learning_rate": lr, "optimizer": optimizer}))]
+    for step in range(STEPS):
+        scale = 1e-2 * (1e6 if lr >= 0.3 and step >= EXPLODES_FROM else 1.0)
+        values = [hist_value(f"gradients/dense_{i}/kernel", normal_buckets(rng, scale=scale)) for i in range(3)]
+        events.append(event(step, *values, scalar_value("loss", 1.0 / (1 + step))))
+    write_run(run_dir, events)
+
+
+@pytest.fixture(scope="module")
+def sweep_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    for lr in LEARNING_RATES:
+        for optimizer in OPTIMIZERS:
+            _trial(root / f"lr{lr}_{optimizer}", lr, optimizer)
+    # A run without hyperparameters still takes part.
+    write_run(root / "plain", [event(s, hist_value("gradients/dense_0/kernel",
+                                                     normal_buckets(np.random.default_rng(s)))) for s in range(STEPS)])
+    return root
+
+
+def test_sweep_route_lines_and_split(sweep_logdir, loader_client):
+    body = loader_client(sweep_logdir).ok("/sweep")
+    assert body["hparams"] == [{"name": "learning_rate", "type": "number"}, {"name": "optimizer", "type": "text"}]
+    rows = {r["run"]: r for r in body["runs"]}
+    assert set(rows) == {f"lr{lr}_{o}" for lr in LEARNING_RATES for o in OPTIMIZERS} | {"plain"}
+    assert rows["plain"]["hparams"] == {} and rows["plain"]["hparams_from"] is None
+    hot = rows["lr1.0_sgd"]
+    assert hot["hparams"] == {"learning_rate": 1.0, "optimizer": "sgd"}
+    assert hot["hparams_from"] == {"source": "own", "run": "lr1.0_sgd"}
+    assert hot["worst_status"] == "critical" and hot["worst"]["kind"] == "exploding_gradients"
+    (exploding,) = [k for k in hot["kinds"] if k["kind"] == "exploding_gradients"]
+    assert exploding["first_step_text"] == str(EXPLODES_FROM) and exploding["layer"].startswith("dense_")
+    # The strip: the worst status per step, critical from the explosion on.
+    strip = hot["strip"]
+    assert strip["steps_text"] == [str(s) for s in range(STEPS)]
+    assert set(strip["status"][:EXPLODES_FROM]) == {1} and set(strip["status"][EXPLODES_FROM:]) == {3}
+    assert not any(k["kind"] == "exploding_gradients" for k in rows["lr0.01_adam"]["kinds"])
+    sentences = [s["sentence"] for s in body["splits"]]
+    assert "Exploding gradients in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below" in sentences
+    assert not any("optimizer" in s for s in sentences)
+
+
+def test_the_sweep_of_unchanged_data_analyses_nothing_again(sweep_logdir, plugin_client, monkeypatch):
+    from gradhealth_plugin.serving import responses
+
+    client = plugin_client(sweep_logdir)
+    first = client.ok("/sweep")
+    built = []
+    original = responses.sweep_row
+    monkeypatch.setattr(responses, "sweep_row", lambda *a: built.append(a) or original(*a))
+    assert client.ok("/sweep") == first
+    assert built == []
+
+
+def test_the_wild_tf_custom_loop_with_hparams_shows_its_hyperparameters(loader_client):
+    logdir = WILD / "congvmit__model_investigation"
+    if not logdir.exists():
+        pytest.skip("shared/wild is not here")
+    rows = {r["run"]: r for r in loader_client(logdir).ok("/sweep")["runs"]}
+    assert rows["tensorboard/v0"]["hparams"] == {"learning_rate": 0.1, "n_hidden_1": 128.0, "n_hidden_2": 256.0,
+                                                 "optimizer": "sgd"}
+    assert rows["tensorboard/v8"]["hparams"] == {"learning_rate": 0.01, "n_hidden_1": 128.0, "n_hidden_2": 64.0,
+                                                 "optimizer": "rmsprop"}
+
+
+def test_an_add_hparams_sub_run_is_attached_to_its_parent(tmp_path, loader_client):
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "trial_a"
+    with SummaryWriter(str(run)) as writer:
+        for step in range(20):
+            writer.add_histogram("grads/fc.weight", torch.randn(64) * 1e-2, step)
+            writer.add_scalar("loss", 1.0 / (1 + step), step)
+        writer.add_hparams({"lr": 0.1, "optimizer": "sgd", "nesterov": True}, {"hparam/loss": 0.05})
+    (sub,) = [p.name for p in run.iterdir() if p.is_dir()]  # named by a timestamp
+    body = loader_client(tmp_path).ok("/sweep")
+    rows = {r["run"]: r for r in body["runs"]}
+    assert set(rows) == {"trial_a"}  # the sub-run is no line of its own
+    assert rows["trial_a"]["hparams"] == {"lr": 0.1, "nesterov": True, "optimizer": "sgd"}
+    assert rows["trial_a"]["hparams_from"] == {"source": "sub-run", "run": f"trial_a/{sub}"}
+
+
+def test_hparams_metadata_that_cannot_be_parsed_leaves_the_run_without_hyperparameters(tmp_path, plugin_client):
+    from tensorboard.compat.proto import summary_pb2
+
+    value = summary_pb2.Summary.Value(tag="_hparams_/session_start_info")
+    value.metadata.plugin_data.plugin_name = "hparams"
+    value.metadata.plugin_data.content = b"\xff\xfe not a proto"
+    value.tensor.dtype = 7  # DT_STRING
+    value.tensor.tensor_shape.SetInParent()
+    value.tensor.string_val.append(b"")
+    rng = np.random.default_rng(0)
+    write_run(tmp_path / "run", [event(0, value)] + [
+        event(s, hist_value("gradients/dense_0/kernel", normal_buckets(rng))) for s in range(10)])
+    status, body = call(plugin_client(tmp_path), "/sweep")
+    assert status == 200 and body["hparams"] == [] and body["runs"][0]["hparams"] == {}
+
+
+# --- the CLI ---------------------------------------------------------------------------------------
+
+def _cli(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_report_by_hparams_text(sweep_logdir, capsys):
+    code, out, err = _cli(capsys, "report", sweep_logdir, "--by-hparams")
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert header.split()[:5] == ["run", "learning_rate", "optimizer", "worst", "kinds"]
+    hot = next(line for line in lines if line.startswith("lr1.0_sgd "))
+    assert hot.split()[1:4] == ["1", "sgd", "critical"] and f"exploding_gradients ({EXPLODES_FROM}, dense_" in hot
+    assert "  Exploding gradients in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below" in lines
+
+
+def test_report_by_hparams_json_matches_the_route(sweep_logdir, capsys, plugin_client):
+    code, out, err = _cli(capsys, "report", sweep_logdir, "--by-hparams", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    route = plugin_client(sweep_logdir).ok("/sweep")
+    assert report["sweep"]["splits"] == route["splits"]
+    assert report["sweep"]["hparams"] == route["hparams"]
+    assert [r["hparams"] for r in report["sweep"]["runs"]] == [r["hparams"] for r in route["runs"]]
+
+
+def test_report_without_by_hparams_has_no_sweep(sweep_logdir, capsys, tmp_path):
+    shutil.copytree(sweep_logdir / "lr1.0_sgd", tmp_path / "one")
+    code, out, err = _cli(capsys, "report", tmp_path, "--format", "json")
+    assert code == 0, err
+    assert "sweep" not in json.loads(out)
+
+
+def test_the_demo_sweep_logged_as_seed_003_shows_its_split(capsys):
+    """demo/runs/sweep: hp.KerasCallback writes into the trial, Keras into trial/train and /validation."""
+    from tests.conftest import REPO
+
+    code, out, err = _cli(capsys, "report", REPO / "demo" / "runs" / "sweep", "--by-hparams", "--format", "json")
+    assert code == 0, err
+    sweep = json.loads(out)["sweep"]
+    rows = {r["run"]: r for r in sweep["runs"]}
+    assert rows["lr_0.3_sgd/train"]["hparams"] == {"learning_rate": 0.3, "optimizer": "sgd"}
+    assert rows["lr_0.3_sgd/validation"]["hparams_from"] == {"source": "parent", "run": "lr_0.3_sgd"}
+    assert [s["sentence"] for s in sweep["splits"]] == [
+        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]

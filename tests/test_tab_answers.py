@@ -1,0 +1,186 @@
+"""What the tab is sent to draw the run as it is: the run track, the cells each finding covers,
+the quality of the health score, and layers named in model order.
+
+The track route is asked under both of TensorBoard's loaders about crafted runs;
+the coverage and the health score's quality are checked on every demo run, where
+the heatmap's colours and the findings must agree cell for cell.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin.serving import responses
+from tests.test_bad_input import call, event, hist_value, normal_buckets, scalar_value, write_run
+
+DEMO = pathlib.Path(__file__).resolve().parents[1] / "demo" / "runs"
+# Fewer than the scalars any loader keeps (500 here), so the route is asked about every logged step.
+STEPS = list(range(0, 400))
+SPIKE_STEP = 277
+NAN_STEPS = range(300, 311)
+BIG = 2 ** 60
+
+
+def _loss(step: int) -> float:
+    if step in NAN_STEPS:
+        return float("nan")
+    return 1e6 if step == SPIKE_STEP else 2.0 / (1 + step / 100)
+
+
+@pytest.fixture(scope="module")
+def track_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("track")
+    rng = np.random.default_rng(5)
+    events = []
+    for step in STEPS:
+        values = [scalar_value("loss", _loss(step)), scalar_value("train/global_gradient_norm", 1.0 + step % 7),
+                  scalar_value("learning_rate", 0.1 if step < 200 else 0.01)]
+        if step % 20 == 0:
+            values.append(hist_value("gradients/dense/kernel", normal_buckets(rng)))
+        events.append(event(step, *values))
+    # Keras' per-epoch loss: epochs 0 to 2, written when each epoch ended, long after steps 0 to 2.
+    events += [event(epoch, scalar_value("epoch_loss", 1.0 / (1 + epoch)), wall_time=1_000_000.0 + 130 * (epoch + 1))
+               for epoch in range(3)]
+    write_run(root / "run", events)
+    write_run(root / "big", [event(BIG + k, hist_value("gradients/a/kernel", normal_buckets(rng)),
+                                   scalar_value("loss", float("inf") if k == 3 else 1.0 + k), wall_time=1_000_000.0 + k)
+                             for k in range(6)])
+    return root
+
+
+def test_the_track_serves_loss_norm_and_learning_rate_on_the_layers_axis(track_logdir, loader_client):
+    client = loader_client(track_logdir)
+    series = {s["tag"]: s for s in client.ok("/track", run="run")["series"]}
+    # Loss first, then the global gradient norm, then the learning rate.
+    assert [s["kind"] for s in series.values()] == ["loss", "loss", "grad_norm_total", "learning_rate"]
+    assert list(series)[2:] == ["train/global_gradient_norm", "learning_rate"]
+    loss = series["loss"]
+    assert loss["label"] == "loss" and series["learning_rate"]["label"] == "learning rate"
+    assert loss["steps"] == STEPS and loss["steps_text"] == [str(s) for s in STEPS]
+    assert loss["logged"] == len(STEPS) and loss["binned"] is False
+    expected = [_loss(s) for s in STEPS]
+    assert [v is None for v in loss["values"]] == [not np.isfinite(v) for v in expected]
+    assert np.allclose([v for v in loss["values"] if v is not None], [v for v in expected if np.isfinite(v)], rtol=1e-6)
+    assert loss["nonfinite"] == [[NAN_STEPS[0], NAN_STEPS[-1]]]
+    assert loss["nonfinite_text"] == [[str(NAN_STEPS[0]), str(NAN_STEPS[-1])]]
+    assert loss["scale"] == "log" and series["learning_rate"]["scale"] == "log"
+    assert series["train/global_gradient_norm"]["scale"] == "linear"
+    assert loss["axis"] == "row"
+    # Written long after the steps it names: another step axis, which the tab does not draw over the heatmap.
+    assert series["epoch_loss"]["axis"] == "other"
+
+
+def test_the_track_names_steps_past_2_53_exactly(track_logdir, loader_client):
+    client = loader_client(track_logdir)
+    (loss,) = client.ok("/track", run="big")["series"]
+    assert loss["steps_text"] == [str(BIG + k) for k in range(6)]
+    assert loss["nonfinite_text"] == [[str(BIG + 3), str(BIG + 3)]]
+
+
+def test_the_track_route_answers_bad_requests_with_json(track_logdir, plugin_client):
+    client = plugin_client(track_logdir)
+    assert call(client, "/track")[0] == 400
+    assert call(client, "/track", run="nope")[0] == 404
+    assert call(client, "/track", run="run")[0] == 200
+
+
+def test_a_long_series_keeps_every_spike_and_dip_when_thinned():
+    rng = np.random.default_rng(0)
+    steps = np.cumsum(rng.integers(1, 4, size=100_000)).astype(np.int64) + 2 ** 62
+    values = 1.0 + rng.random(len(steps))
+    # One-step spikes far enough apart to fall in different bins (a bin draws as one pixel column).
+    spikes = np.arange(40) * 2_500 + rng.integers(0, 2_000, size=40)
+    values[spikes] = 1e3
+    values[12_345] = 1e-9
+    values[50_000:51_000] = np.nan
+    keep = responses.downsample(steps, values, 500)
+    assert len(keep) <= 3 * 500 and np.all(np.diff(keep) > 0)
+    assert set(spikes) <= set(keep.tolist()) and 12_345 in keep
+    # A bin of nothing but NaN still sends a point, which breaks the line there.
+    assert np.isnan(values[keep]).any()
+    short = np.arange(10)
+    assert responses.downsample(short, short.astype(float), 500).tolist() == short.tolist()
+
+
+# --------------------------------------------------------------------------- the demo runs
+
+@pytest.fixture(scope="module")
+def demo(plugin_client):
+    return plugin_client(DEMO)
+
+
+def _demo_runs(client):
+    return [r["run"] for r in client.ok("/runs")["runs"] if r.get("layers")]
+
+
+def _covered(spans, steps):
+    steps = np.asarray(steps, dtype=object)
+    inside = np.zeros(len(steps), dtype=bool)
+    for a, b in spans:
+        inside |= np.array([a <= s <= b for s in steps], dtype=bool)
+    return inside
+
+
+def test_findings_cover_exactly_the_cells_the_heatmap_colours(demo):
+    """Both ways, on every demo run and role: no warn or critical finding covers an ok cell, and every warn or
+    critical cell lies in the steps a finding of that status covers on that row."""
+    checked = 0
+    for run in _demo_runs(demo):
+        findings = demo.ok("/findings", run=run)["findings"]
+        summary = next(r for r in demo.ok("/runs")["runs"] if r["run"] == run)
+        for role in summary["roles"]:
+            hm = demo.ok("/heatmap", run=run, role=role)
+            names = hm["status_names"]
+            status = np.array(hm["status"])
+            explained = np.zeros(status.shape, dtype=bool)
+            for f in findings:
+                if f["severity"] == "info" or f["role"] not in (None, role):
+                    continue
+                for layer, spans in f["covers"].items():
+                    if layer not in hm["layers"]:
+                        continue
+                    i = hm["layers"].index(layer)
+                    inside = _covered(spans, hm["steps"])
+                    row = [names[c] for c in status[i]]
+                    ok_inside = [hm["steps"][j] for j in np.flatnonzero(inside) if row[j] == "ok"]
+                    assert not ok_inside, (run, role, f["kind"], layer, ok_inside[:5])
+                    code = names.index(f["severity"])
+                    explained[i] |= inside & (status[i] == code)
+                    checked += 1
+            bad = np.isin(status, [names.index("warn"), names.index("critical")])
+            unexplained = np.argwhere(bad & ~explained)
+            assert not len(unexplained), (run, role, [(hm["layers"][i], hm["steps"][j]) for i, j in unexplained[:5]])
+    assert checked > 50
+
+
+def test_a_covered_span_holds_only_its_layers_covered_steps(demo):
+    """A span is a run of consecutive logged steps of its layer: a layer healthy between two spans keeps them apart."""
+    f = next(f for f in demo.ok("/findings", run="exploding/unclipped")["findings"]
+             if f["kind"] == "exploding_gradients")
+    spans = f["covers"]["layer_0"]
+    assert len(spans) > 1 and spans[0][0] == f["evidence"]["layers"]["layer_0"]["first_step"]
+    assert f["covers_text"]["layer_0"] == [[str(a), str(b)] for a, b in spans]
+    # The run-level norm the finding names is covered too: the track marks it.
+    assert "train/global_gradient_norm" in f["covers"]
+
+
+def test_the_health_score_is_exact_where_every_statistic_is(demo):
+    own = demo.ok("/heatmap", run="vanishing/sigmoid", role="gradient")  # gradhealth's own summaries
+    assert own["quality"] == "exact"
+    assert {own["quality_names"][c] for row in own["quality_cells"] for c in row} == {"exact"}
+    buckets = demo.ok("/heatmap", run="periodic/bad_batch", role="gradient")  # histograms only
+    assert buckets["quality"] == "estimated"
+    series = demo.ok("/series", run="vanishing/sigmoid", layer=own["layers"][0], metric="health")
+    assert set(series["series"]["gradient"]["quality"]) == {"exact"}
+
+
+def test_a_findings_layers_are_listed_in_model_order(demo):
+    for run in _demo_runs(demo):
+        order = {layer["name"]: layer["order"]
+                 for r in demo.ok("/runs")["runs"] if r["run"] == run for layer in r["layers"]}
+        for f in demo.ok("/findings", run=run)["findings"]:
+            positions = [order.get(name, -1) for name in f["layers"]]
+            assert positions == sorted(positions), (run, f["kind"], f["layers"])

@@ -1,7 +1,7 @@
 """Tiny trainings on CPU for the alert tests: healthy, or driven to diverge at a known step.
 
 `train_torch` and `train_keras` train a small ReLU MLP on fixed synthetic data,
-logging every `EVERY` steps with gradhealth's own integration. With
+logging every `EVERY` steps with gradhealth's own integration (not each of the first steps, as by default). With
 ``diverge_at`` the learning rate is raised 10,000-fold from that step on: the
 gradients explode, then turn NaN. Each returns a `Result` with when every
 logged step was written (flushed to disk) and, for PyTorch, the true onset:
@@ -66,7 +66,8 @@ def train_torch(run_dir: str, steps: int = STEPS, diverge_at: Optional[int] = No
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    handle = watch(model, run_dir, optimizer=opt if with_optimizer else None, every_n_steps=EVERY, **watch_kwargs)
+    handle = watch(model, run_dir, optimizer=opt if with_optimizer else None, every_n_steps=EVERY, first_steps=0,
+                   **watch_kwargs)
     x, y = (torch.from_numpy(a) for a in _data())
     losses = SummaryFileWriter(run_dir, filename_suffix=".loss") if loss_file else None
     logged_at, onset, error, step = {}, None, None, 0
@@ -122,7 +123,7 @@ def train_keras(log_dir: str, steps: int = STEPS, diverge_at: Optional[int] = No
                               keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
     model.compile(optimizer=keras.optimizers.SGD(LR),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    gradhealth = GradientHealthCallback(log_dir, every_n_steps=EVERY, probe_data=(x[:BATCH], y[:BATCH]),
+    gradhealth = GradientHealthCallback(log_dir, every_n_steps=EVERY, first_steps=0, probe_data=(x[:BATCH], y[:BATCH]),
                                         **callback_kwargs)
     logged_at: Dict[int, float] = {}
     trained = []

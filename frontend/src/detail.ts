@@ -116,9 +116,11 @@ export class DetailPanel {
     seriesHead.append(el("h3", "", "Over all steps"), this.seriesSelect);
 
     const left = el("div", "gh-detail-col");
-    left.append(histHead, this.histNote, this.histBox, this.distribution.root, el("h3", "", "At this step"), this.metricsBox);
+    left.append(histHead, this.histNote, this.histBox, el("h3", "", "At this step"), this.metricsBox);
     const right = el("div", "gh-detail-col");
-    right.append(seriesHead, this.seriesNote, this.seriesBox, el("h3", "", "Findings for this layer"), this.findingsBox);
+    // The distribution over steps beside the histogram at one step, above the metric over the same steps.
+    right.append(this.distribution.root, seriesHead, this.seriesNote, this.seriesBox, el("h3", "", "Findings for this layer"),
+      this.findingsBox);
     const cols = el("div", "gh-detail-cols");
     cols.append(left, right);
     this.root.append(head, cols);

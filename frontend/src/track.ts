@@ -258,7 +258,7 @@ export class RunTrack {
   /** Spikes, periodic or not: a triangle at every occurrence, and a periodic spike's period bracketed. */
   private paintPointMark(g: SVGGElement, m: TrackMark, top: number, frame: TrackFrame): void {
     const color = severityColor(m.severity);
-    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind });
+    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind, "data-tag": m.tag });
     if (this.dimmed(m)) group.setAttribute("opacity", "0.3");
     const steps = m.spans.map((s) => s[0]);
     for (const step of steps) {
@@ -269,7 +269,8 @@ export class RunTrack {
       group.append(svg("path", { d: `M${x - 4},${top}L${x + 4},${top}L${x},${top + 7}Z`, fill: color,
         class: "gh-track-occurrence", "data-step": step.toString() }));
     }
-    if (m.kind === "periodic_spikes" && steps.length > 0) {
+    // A series the pattern reached only once (a loss spiking on its grid) shows the occurrence, no period.
+    if (m.kind === "periodic_spikes" && steps.length > 1) {
       const a = frame.labelW + frame.x(steps[0]);
       const b = steps.length > 1 ? frame.labelW + frame.x(steps[1]) : a;
       const yb = top + 12;

@@ -166,3 +166,13 @@ def test_a_partly_written_last_step_is_marked_incomplete(tmp_path, loader_client
 def test_a_whole_last_step_is_not_marked(tmp_path, loader_client, rows_per_step):
     client = loader_client(_layers_logdir(tmp_path, rows_per_step))
     assert client.ok("/heatmap", run="run", role="gradient", metric="health")["incomplete"] is None
+
+
+def test_the_histogram_interval_is_exact_across_the_whole_int64_range():
+    from gradhealth_plugin.reading import runs as runs_lib
+    lo, hi = -(2 ** 63), 2 ** 63 - 1
+    # Both steps are multiples of neither 2 nor 3 apart: the gap is 2^64 - 1 = 3 * 5 * 17 * 257 * 641 * 65537 * 6700417.
+    assert runs_lib.logging_interval([np.array([lo, hi], dtype=np.int64)]) == float(2 ** 64 - 1)
+    # Steps 2^62 apart on both sides of zero keep their common gap.
+    steps = np.array([-(2 ** 62), 0, 2 ** 62], dtype=np.int64)
+    assert runs_lib.logging_interval([steps, np.array([0, 10, 20], dtype=np.int64)]) == 2.0

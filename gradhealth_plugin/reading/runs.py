@@ -477,10 +477,20 @@ def logging_interval(step_arrays: Iterable[np.ndarray]) -> Optional[float]:
     writer's interval; their common divisor is the interval itself (the
     smallest gap is not, once steps were dropped).
     """
-    gaps = [np.diff(steps) for steps in step_arrays if len(steps) > 1]
-    gaps = np.concatenate(gaps) if gaps else np.zeros(0, dtype=np.int64)
-    gaps = gaps[gaps > 0].astype(np.int64)
+    gaps = [_ascending_gaps(steps) for steps in step_arrays if len(steps) > 1]
+    gaps = np.concatenate(gaps) if gaps else np.zeros(0, dtype=np.uint64)
+    gaps = gaps[gaps > 0]
     return float(np.gcd.reduce(gaps)) if len(gaps) else None
+
+
+def _ascending_gaps(steps: np.ndarray) -> np.ndarray:
+    """Gaps between ascending int64 steps, exact even from -2^63 to 2^63-1.
+
+    The difference of two int64 steps can exceed int64; subtracting in uint64
+    wraps modulo 2^64, which is the true gap for any ascending pair.
+    """
+    as_unsigned = np.asarray(steps, dtype=np.int64).view(np.uint64)
+    return as_unsigned[1:] - as_unsigned[:-1]
 
 
 # What keeps every sample, per plugin whose samples TensorBoard cut. A

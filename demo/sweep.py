@@ -53,8 +53,9 @@ def train(out: pathlib.Path, learning_rate: float, optimizer_name: str) -> dict:
     model.compile(optimizer=optimizer, loss="mse")
     log_dir = str(common.run_dir(out, STORY, f"lr_{learning_rate:g}_{optimizer_name}"))
     hparams = {"learning_rate": learning_rate, "optimizer": optimizer_name}
+    # Every EVERY-th step from the first: a sweep's trials are many, each must stay small.
     health = GradientHealthCallback(log_dir, every_n_steps=EVERY, probe_data=(x[:BATCH], y[:BATCH]),
-                                    activations=False)
+                                    activations=False, first_steps=0)
     history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, validation_split=0.125, shuffle=True, verbose=0,
                         callbacks=[keras.callbacks.TensorBoard(log_dir), hp.KerasCallback(log_dir, hparams),
                                    health])

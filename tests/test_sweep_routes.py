@@ -83,6 +83,22 @@ def test_the_sweep_of_unchanged_data_analyses_nothing_again(sweep_logdir, plugin
     assert built == []
 
 
+def test_a_sweep_of_more_runs_than_the_reader_keeps_analyses_nothing_again(sweep_logdir, plugin_client,
+                                                                            monkeypatch):
+    """The reader keeps the data of a few runs (64); a sweep's lines are kept by run and data version."""
+    from gradhealth_plugin.analysis import findings
+    from gradhealth_plugin.reading import provider
+
+    monkeypatch.setattr(provider, "_CACHE_RUNS", 2)
+    client = plugin_client(sweep_logdir)
+    first = client.ok("/sweep")
+    analysed = []
+    original = findings.find
+    monkeypatch.setattr(findings, "find", lambda *a: analysed.append(a[0].run) or original(*a))
+    assert client.ok("/sweep") == first
+    assert analysed == []
+
+
 def test_the_wild_tf_custom_loop_with_hparams_shows_its_hyperparameters(loader_client):
     logdir = WILD / "congvmit__model_investigation"
     if not logdir.exists():

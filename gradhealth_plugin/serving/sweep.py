@@ -46,10 +46,11 @@ def answer(analyzer: analyzer_lib.Analyzer, ctx: tb_context.RequestContext, expe
     sessions = analyzer.hparams(ctx, experiment_id)
     carriers = hparams_lib.carriers(sessions)
     names = [r for r in (analyzer.list_runs(ctx, experiment_id) if runs is None else runs) if r not in carriers]
+    versions = analyzer.versions(ctx, experiment_id)
     rows: Dict[str, dict] = {}
     for run in names:
         try:
-            rows[run] = analyzer.sweep_row(ctx, experiment_id, run, responses.sweep_row)
+            rows[run] = analyzer.sweep_row(ctx, experiment_id, run, responses.sweep_row, versions.get(run))
         except errors.NotFoundError:
             continue  # removed between the listing and its read
         except analyzer_lib.RunFailed as e:

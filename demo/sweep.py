@@ -6,9 +6,10 @@ rates 0.001, 0.01, 0.3 and 1.0, each with plain SGD and with Adam. Each trial
 logs the way seed 003 shows: ``keras.callbacks.TensorBoard(log_dir)`` and
 ``hp.KerasCallback(log_dir, hparams)`` into ``sweep/<trial>``, plus gradhealth's
 ``GradientHealthCallback`` for the gradients (Keras' callback writes no
-gradients). The hyperparameters land in ``sweep/<trial>``, the training's
-summaries in ``sweep/<trial>/train`` and ``/validation``: the tab's sweep view
-gives each of those runs its trial's hyperparameters.
+gradients), every ``EVERY``-th step from the first. The hyperparameters land in
+``sweep/<trial>``, the training's summaries in ``sweep/<trial>/train`` and
+``/validation``: the tab's sweep view shows each trial as one line with its
+hyperparameters.
 
 * ``lr >= 0.3``: the first updates are more than 10% of some weights
   (update_ratio) with either optimizer; with Adam the weights then grow past

@@ -30,7 +30,7 @@ STORY = "dead_relu"
 SEED = 4
 STEPS = 300
 BATCH = 64
-EVERY = 15
+EVERY = 30
 WIDTHS = (64, 64, 64)
 LEARNING_RATE = 0.03
 

@@ -31,7 +31,7 @@ BATCH = 64
 KERAS_EPOCHS = 8  # 2048 * 0.875 / 64 = 28 steps per epoch
 KERAS_EVERY = 4
 TORCH_STEPS = 300
-TORCH_EVERY = 15
+TORCH_EVERY = 30
 
 
 def train_keras(out: pathlib.Path) -> dict:

@@ -6,9 +6,10 @@ rates 0.001, 0.01, 0.3 and 1.0, each with plain SGD and with Adam. Each trial
 logs the way seed 003 shows: ``keras.callbacks.TensorBoard(log_dir)`` and
 ``hp.KerasCallback(log_dir, hparams)`` into ``sweep/<trial>``, plus gradhealth's
 ``GradientHealthCallback`` for the gradients (Keras' callback writes no
-gradients). The hyperparameters land in ``sweep/<trial>``, the training's
-summaries in ``sweep/<trial>/train`` and ``/validation``: the tab's sweep view
-gives each of those runs its trial's hyperparameters.
+gradients), every ``EVERY``-th step from the first. The hyperparameters land in
+``sweep/<trial>``, the training's summaries in ``sweep/<trial>/train`` and
+``/validation``: the tab's sweep view shows each trial as one line with its
+hyperparameters.
 
 * ``lr >= 0.3``: the first updates are more than 10% of some weights
   (update_ratio) with either optimizer; with Adam the weights then grow past
@@ -53,8 +54,9 @@ def train(out: pathlib.Path, learning_rate: float, optimizer_name: str) -> dict:
     model.compile(optimizer=optimizer, loss="mse")
     log_dir = str(common.run_dir(out, STORY, f"lr_{learning_rate:g}_{optimizer_name}"))
     hparams = {"learning_rate": learning_rate, "optimizer": optimizer_name}
+    # Every EVERY-th step from the first: a sweep's trials are many, each must stay small.
     health = GradientHealthCallback(log_dir, every_n_steps=EVERY, probe_data=(x[:BATCH], y[:BATCH]),
-                                    activations=False)
+                                    activations=False, first_steps=0)
     history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, validation_split=0.125, shuffle=True, verbose=0,
                         callbacks=[keras.callbacks.TensorBoard(log_dir), hp.KerasCallback(log_dir, hparams),
                                    health])

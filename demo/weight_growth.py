@@ -28,7 +28,7 @@ STORY = "weight_growth"
 SEED = 5
 STEPS = 2000
 BATCH = 64
-EVERY = 25
+EVERY = 50
 LEARNING_RATE = 1.6e-2
 WEIGHT_DECAY = 0.1
 

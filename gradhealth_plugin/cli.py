@@ -249,7 +249,7 @@ def _write_sweep(sweep: dict, out: TextIO) -> None:
             lines.append([row["run"]] + ["-"] * len(names) + ["failed", row["error"]])
             continue
         kinds = "; ".join(f"{k['kind']} ({k['first_step_text']}, {k['layer'] or '-'})" for k in row["kinds"])
-        lines.append([row["run"]] + [_cell(row["hparams"].get(n)) for n in names]
+        lines.append([row.get("trial", row["run"])] + [_cell(row["hparams"].get(n)) for n in names]
                      + [row["worst_status"], kinds or "-"])
     widths = [max(len(str(line[i])) for line in [header] + lines) for i in range(len(header) - 1)]
     for line in [header] + lines:

@@ -110,3 +110,17 @@ def test_a_session_run_with_histograms_of_its_own_is_not_attached():
 
 def test_metadata_that_is_no_session_start_info_gives_no_hyperparameters():
     assert hparams.parse_session_start(b"\xff\x00 not a proto") is None
+
+
+def test_values_are_ordered_as_a_person_reads_them():
+    numbers = [0.1, 1e-3, 0.01, "1e-4", 1.0]
+    assert sorted(numbers, key=sweep.natural_key) == ["1e-4", 1e-3, 0.01, 0.1, 1.0]
+    names = ["lr_10", "lr_2", "LR_3", "lr_1", "adam"]
+    assert sorted(names, key=sweep.natural_key) == ["adam", "lr_1", "lr_2", "LR_3", "lr_10"]
+    # Numbers, then booleans, then text, then a missing value: never a comparison between types.
+    assert sorted(["sgd", None, True, 3.0, False], key=sweep.natural_key) == [3.0, False, True, "sgd", None]
+
+
+def test_hparam_columns_are_in_natural_name_order():
+    runs = _runs([({"layer_10": 1.0, "layer_2": 1.0, "batch": "x"}, set())])
+    assert list(sweep.hparam_types(runs)) == ["batch", "layer_2", "layer_10"]

@@ -83,6 +83,22 @@ def test_the_sweep_of_unchanged_data_analyses_nothing_again(sweep_logdir, plugin
     assert built == []
 
 
+def test_a_sweep_of_more_runs_than_the_reader_keeps_analyses_nothing_again(sweep_logdir, plugin_client,
+                                                                            monkeypatch):
+    """The reader keeps the data of a few runs (64); a sweep's lines are kept by run and data version."""
+    from gradhealth_plugin.analysis import findings
+    from gradhealth_plugin.reading import provider
+
+    monkeypatch.setattr(provider, "_CACHE_RUNS", 2)
+    client = plugin_client(sweep_logdir)
+    first = client.ok("/sweep")
+    analysed = []
+    original = findings.find
+    monkeypatch.setattr(findings, "find", lambda *a: analysed.append(a[0].run) or original(*a))
+    assert client.ok("/sweep") == first
+    assert analysed == []
+
+
 def test_the_wild_tf_custom_loop_with_hparams_shows_its_hyperparameters(loader_client):
     logdir = WILD / "congvmit__model_investigation"
     if not logdir.exists():
@@ -170,8 +186,71 @@ def test_the_demo_sweep_logged_as_seed_003_shows_its_split(capsys):
     code, out, err = _cli(capsys, "report", REPO / "demo" / "runs" / "sweep", "--by-hparams", "--format", "json")
     assert code == 0, err
     sweep = json.loads(out)["sweep"]
-    rows = {r["run"]: r for r in sweep["runs"]}
-    assert rows["lr_0.3_sgd/train"]["hparams"] == {"learning_rate": 0.3, "optimizer": "sgd"}
-    assert rows["lr_0.3_sgd/validation"]["hparams_from"] == {"source": "parent", "run": "lr_0.3_sgd"}
+    rows = {r["trial"]: r for r in sweep["runs"]}
+    assert rows["lr_0.3_sgd"]["hparams"] == {"learning_rate": 0.3, "optimizer": "sgd"}
+    assert rows["lr_0.3_sgd"]["hparams_from"] == {"source": "parent", "run": "lr_0.3_sgd"}
+    assert rows["lr_0.3_sgd"]["parts"] == ["lr_0.3_sgd/train", "lr_0.3_sgd/validation"]
     assert [s["sentence"] for s in sweep["splits"]] == [
         "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]
+
+
+# --- the order of the lines and Keras' trials ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ordered_logdir(tmp_path_factory):
+    """Runs named so that name order and string order of their values both differ from value order."""
+    root = tmp_path_factory.mktemp("ordered")
+    rng = np.random.default_rng(1)
+    for i, (lr, name) in enumerate([(0.1, "lr_2"), (1e-3, "lr_10"), (0.01, "lr_1"), (0.1, "lr_10")]):
+        events = [event(0, *_session_start({"learning_rate": lr, "schedule": name}))]
+        events += [event(s, hist_value("gradients/dense_0/kernel", normal_buckets(rng))) for s in range(10)]
+        write_run(root / f"trial_{chr(ord('a') + i)}", events)
+    return root
+
+
+ORDERED = [(0.001, "lr_10"), (0.01, "lr_1"), (0.1, "lr_2"), (0.1, "lr_10")]
+
+
+def test_sweep_lines_are_ordered_by_value_numbers_by_size_text_naturally(ordered_logdir, loader_client):
+    body = loader_client(ordered_logdir).ok("/sweep")
+    assert [(r["hparams"]["learning_rate"], r["hparams"]["schedule"]) for r in body["runs"]] == ORDERED
+
+
+def test_report_by_hparams_orders_the_lines_alike(ordered_logdir, capsys):
+    code, out, err = _cli(capsys, "report", ordered_logdir, "--by-hparams")
+    assert code == 0, err
+    lines = out.split("\n\n")[0].splitlines()[1:]
+    assert [tuple(line.split()[1:3]) for line in lines] == [("0.001", "lr_10"), ("0.01", "lr_1"), ("0.1", "lr_2"),
+                                                          ("0.1", "lr_10")]
+
+
+def test_a_keras_fit_with_validation_is_one_line_per_trial(loader_client):
+    """demo/runs/sweep, written by model.fit with hp.KerasCallback and validation data: each trial's
+    train and validation runs are one line, which opens the training run and holds what either found."""
+    from tests.conftest import REPO
+
+    body = loader_client(REPO / "demo" / "runs" / "sweep").ok("/sweep")
+    trials = [(r.get("trial"), r["run"], r.get("parts")) for r in body["runs"]]
+    assert trials == [(f"lr_{lr}_{opt}", f"lr_{lr}_{opt}/train", [f"lr_{lr}_{opt}/train", f"lr_{lr}_{opt}/validation"])
+                      for lr in ("0.001", "0.01", "0.3", "1") for opt in ("adam", "sgd")]
+    hot = body["runs"][-1]
+    assert hot["hparams"] == {"learning_rate": 1.0, "optimizer": "sgd"}
+    assert hot["worst_status"] == "critical" and hot["strip"]["steps"]
+    (nonfinite,) = [k for k in hot["kinds"] if k["kind"] == "nonfinite"]
+    assert nonfinite["run"] == "lr_1_sgd/train" and nonfinite["first_step"] == 0
+    assert [s["sentence"] for s in body["splits"]] == [
+        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]
+
+
+def test_a_finding_only_the_validation_run_has_shows_on_the_trials_line(tmp_path, plugin_client):
+    rng = np.random.default_rng(2)
+    write_run(tmp_path / "trial", [event(0, *_session_start({"learning_rate": 0.1}))])
+    write_run(tmp_path / "trial" / "train", [
+        event(s, hist_value("gradients/dense_0/kernel", normal_buckets(rng)), scalar_value("epoch_loss", 1.0 / (1 + s)))
+        for s in range(10)])
+    write_run(tmp_path / "trial" / "validation",
+              [event(s, scalar_value("epoch_loss", float("nan") if s >= 5 else 1.0)) for s in range(10)])
+    (row,) = plugin_client(tmp_path).ok("/sweep")["runs"]
+    assert (row["trial"], row["run"]) == ("trial", "trial/train")
+    assert row["worst_status"] == "critical" and row["worst"]["run"] == "trial/validation"
+    assert [(k["kind"], k["run"], k["first_step"]) for k in row["kinds"]] == [("nonfinite", "trial/validation", 5)]

@@ -23,6 +23,7 @@ import { persistState, readState, sameState } from "./state";
 import { parseStep } from "./steps";
 import type { Step } from "./steps";
 import { Store } from "./store";
+import { fetchSweep, SweepView } from "./sweep";
 import type { HeatmapPair } from "./store";
 import { Toolbar } from "./toolbar";
 import { Tooltip } from "./tooltip";
@@ -58,7 +59,7 @@ function setTheme(dark: boolean): void {
 }
 
 /** Counts a page event in a data attribute, for the browser tests. */
-function countOnPage(name: "ghDrawn" | "ghHostReloads"): void {
+function countOnPage(name: "ghDrawn" | "ghHostReloads" | "ghSweepDrawn"): void {
   const data = document.documentElement.dataset;
   data[name] = String(Number(data[name] ?? "0") + 1);
 }
@@ -86,6 +87,11 @@ export class App {
   private readonly legendSlot = el("div");
   private readonly hint = el("div", "gh-hint");
   private readonly heatmapBox = el("div", "gh-heatmaps");
+  /** The sweep view, in place of the run list, heatmaps and findings while it shows. */
+  private readonly sweepView: SweepView;
+  private readonly sweepBox = el("div", "gh-sweep-box");
+  private readonly sweepMessage = el("div", "gh-message");
+  private sweepRequest = 0;
   // Only the newest request may update the page; slower, older answers are dropped.
   private requestId = 0;
   private lastRefresh = 0;
@@ -105,7 +111,9 @@ export class App {
       resetZoom: () => this.setZoom(null),
       reload: () => void this.refresh(true),
       png: () => exportPng(this.views, this.state),
+      sweep: () => this.setView(this.state.view === "sweep" ? "heatmap" : "sweep"),
     });
+    this.sweepView = new SweepView({ open: (run) => this.openFromSweep(run) });
     this.views = [this.makeView(0), this.makeView(1)];
     this.detail = new DetailPanel({
       step: (step) => this.selectCell(this.state.layer, step, 0),
@@ -153,7 +161,9 @@ export class App {
     this.main.append(this.runList.root, center, this.findingsList.root);
     this.main.hidden = true;
     this.configNotice.hidden = true;
-    app.append(this.toolbar.root, this.globalMessage, this.configNotice, this.main);
+    this.sweepBox.append(this.sweepMessage, this.sweepView.root);
+    this.sweepBox.hidden = true;
+    app.append(this.toolbar.root, this.globalMessage, this.configNotice, this.main, this.sweepBox);
     body.replaceChildren(app, this.tooltip.root);
   }
 
@@ -203,8 +213,13 @@ export class App {
     const next = fromFragment(location.hash);
     if (sameState(next, this.state)) return;
     const runChanged = next.run !== this.state.run;
+    const viewChanged = next.view !== this.state.view;
     this.state = next;
-    if (runChanged) void this.loadRun();
+    if (this.showView()) {
+      if (viewChanged) void this.loadSweep();
+      return;
+    }
+    if (runChanged || viewChanged) void this.loadRun();
     else void this.loadHeatmaps();
   }
 
@@ -255,9 +270,59 @@ export class App {
       return;
     }
     setMessage(this.globalMessage, null);
-    this.main.hidden = false;
-    this.toolbar.showControls(true);
-    await this.loadRun();
+    if (this.showView()) {
+      this.persist();
+      await this.loadSweep();
+    } else {
+      await this.loadRun();
+    }
+  }
+
+  // ---- the sweep --------------------------------------------------------------------
+
+  /** Shows the sweep (with two runs or more) or the heatmap, as the state says; true for the sweep. */
+  private showView(): boolean {
+    const available = this.store.runs.length >= 2;
+    const sweep = this.state.view === "sweep" && available;
+    this.main.hidden = sweep;
+    this.sweepBox.hidden = !sweep;
+    this.toolbar.showControls(!sweep);
+    this.toolbar.setSweep(available, sweep);
+    return sweep;
+  }
+
+  private setView(view: ViewState["view"]): void {
+    this.state.view = view;
+    if (this.showView()) {
+      this.persist();
+      void this.loadSweep();
+    } else {
+      void this.loadRun();
+    }
+  }
+
+  /** Fetches the sweep (one request for every run's line) and shows it. */
+  private async loadSweep(): Promise<void> {
+    const id = ++this.sweepRequest;
+    // A reload keeps the table shown until the new answer replaces it.
+    if (!this.sweepView.loaded) setMessage(this.sweepMessage, "loading", ["Loading the sweep\u2026"]);
+    try {
+      const sweep = await fetchSweep();
+      if (id !== this.sweepRequest) return;
+      setMessage(this.sweepMessage, null);
+      this.sweepView.set(sweep);
+      countOnPage("ghSweepDrawn");
+    } catch (e) {
+      if (id === this.sweepRequest) setMessage(this.sweepMessage, "error", [errorText(e)]);
+    }
+  }
+
+  /** A sweep line was clicked: its run's heatmap opens. */
+  private openFromSweep(run: string): void {
+    this.state.view = "heatmap";
+    this.showView();
+    if (run === this.state.run) void this.loadRun();
+    else this.selectRun(run);
   }
 
   private showConfigProblems(): void {
@@ -597,6 +662,11 @@ export class App {
     setMessage(this.globalMessage, null);
     this.showConfigProblems();
     if (!force && !changed) return;
+    if (this.showView()) {
+      this.store.invalidate();
+      await this.loadSweep();
+      return;
+    }
     if (!this.currentRun()) {
       this.state = { ...this.state, run: worstRun(this.store.runs)?.run ?? "", layer: "", step: null, finding: "" };
     }
@@ -636,6 +706,11 @@ export class App {
   /** The cells inside the selected finding's outlines in a view, each with its status. */
   highlightCells(view: 0 | 1 = 0): { layer: string; step: string; status: string }[] {
     return this.views[view].highlightCells();
+  }
+
+  /** The names of the sweep's lines shown, top to bottom. */
+  sweepNames(): string[] {
+    return this.sweepView.shownNames();
   }
 
   get viewState(): ViewState {

@@ -22,6 +22,8 @@ export interface ViewState {
   step: Step | null;
   /** Selected finding's id (findingId); "" for none. */
   finding: string;
+  /** The heatmap of one run, or the sweep: a line per run. */
+  view: "heatmap" | "sweep";
 }
 
 export const DEFAULT_STATE: Readonly<ViewState> = {
@@ -35,10 +37,11 @@ export const DEFAULT_STATE: Readonly<ViewState> = {
   layer: "",
   step: null,
   finding: "",
+  view: "heatmap",
 };
 
 /** Parameter names; short because they end up in a shared URL. */
-export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding"] as const;
+export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "view"] as const;
 export type Key = (typeof KEYS)[number];
 
 /** The state as URL parameters; values equal to the defaults are left out. */
@@ -54,6 +57,7 @@ export function encodeState(s: ViewState): Partial<Record<Key, string>> {
   if (s.layer) out.layer = s.layer;
   if (s.step !== null) out.step = s.step.toString();
   if (s.finding) out.finding = s.finding;
+  if (s.view !== DEFAULT_STATE.view) out.view = s.view;
   return out;
 }
 
@@ -91,6 +95,7 @@ export function decodeState(p: Partial<Record<string, string>>): ViewState {
   s.step = typeof p.step === "string" ? parseStep(p.step) : null;
   s.finding = p.finding ?? "";
   if (!s.layer) s.step = null;
+  if (p.view === "sweep") s.view = "sweep";
   return s;
 }
 

@@ -3,6 +3,8 @@
 // from TensorBoard's own dark-mode switch when the host page is reachable; without
 // it, prefers-color-scheme decides.
 
+import { SWEEP_CSS } from "./sweep";
+
 const LIGHT = `
   --gh-bg: #ffffff;
   --gh-fg: #212121;
@@ -286,7 +288,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-detail-finding { border-left: 3px solid var(--gh-border); padding-left: 8px; margin-bottom: 8px; }
 .gh-detail-finding p { margin: 3px 0; overflow-wrap: anywhere; }
 .gh-empty h2 { font-size: 15px; margin: 0 0 8px; font-weight: 500; }
-`;
+${SWEEP_CSS}`;
 
 export function injectStyles(doc: Document): void {
   if (doc.getElementById("gradhealth-styles")) return;

@@ -17,6 +17,8 @@ export interface ToolbarEvents {
   resetZoom(): void;
   reload(): void;
   png(): void;
+  /** The sweep button: shows the sweep, or back to the heatmap. */
+  sweep(): void;
 }
 
 // Typing in the filter redraws once the user pauses.
@@ -38,6 +40,7 @@ export class Toolbar {
   private readonly resetZoom: HTMLButtonElement;
   private readonly reloadButton: HTMLButtonElement;
   private readonly pngButton: HTMLButtonElement;
+  private readonly sweepButton: HTMLButtonElement;
   // Everything but Reload is about a run; hidden while there is none.
   private readonly controls = el("div", "gh-controls");
 
@@ -50,6 +53,8 @@ export class Toolbar {
     this.resetZoom = button("Reset zoom", () => events.resetZoom(), "gh-button", "Show every step (or double-click the heatmap)");
     this.reloadButton = button("\u21bb Reload", () => events.reload(), "gh-button", "Fetch new steps now");
     this.pngButton = button("PNG", () => events.png(), "gh-button", "Download the heatmap as a PNG image");
+    this.sweepButton = button("Sweep", () => events.sweep(), "gh-button gh-sweep-button");
+    this.sweepButton.hidden = true;
     this.controls.append(
       picker("Role", this.roleSelect),
       picker("Metric", this.metricSelect),
@@ -61,7 +66,7 @@ export class Toolbar {
       this.pngButton,
     );
     this.controls.hidden = true;
-    this.root.append(this.controls, this.reloadButton);
+    this.root.append(this.controls, this.sweepButton, this.reloadButton);
     this.resetZoom.disabled = true;
     this.listen(events);
   }
@@ -109,6 +114,14 @@ export class Toolbar {
     // The select is narrow: its tooltip names the compared run whole.
     this.compareSelect.title = this.compareSelect.value || "Put a second run beside this one";
     return this.compareSelect.value;
+  }
+
+  /** The sweep button: offered with two runs or more; pressed while the sweep shows. */
+  setSweep(available: boolean, showing: boolean): void {
+    this.sweepButton.hidden = !available;
+    this.sweepButton.setAttribute("aria-pressed", String(showing));
+    this.sweepButton.textContent = showing ? "\u2190 Heatmap" : "Sweep";
+    this.sweepButton.title = showing ? "Back to the heatmap of the open run" : "Every run in one table: its hyperparameters and what it found";
   }
 
   setZoomed(zoomed: boolean): void {

@@ -13,6 +13,7 @@ const FULL: ViewState = {
   layer: "dense/kernel#0",
   step: 1200n,
   finding: "exploding_gradients.gradient.10.dense/kernel",
+  view: "sweep",
 };
 
 describe("hash state", () => {

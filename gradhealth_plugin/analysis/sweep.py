@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
@@ -89,13 +90,37 @@ def is_number(value: Value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(value: Optional[Value]) -> tuple:
+    """Orders values as a person reads them: numbers by size (1e-3 < 0.01 < 0.1), then booleans, then
+    text with its digit runs compared as numbers (lr_2 < lr_10), a missing value last."""
+    if value is None:
+        return (3,)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if is_number(value):
+        return (0, float(value))
+    text = str(value)
+    try:
+        return (0, float(text))  # "1e-3" written as text is still a number
+    except ValueError:
+        pass
+    # Alternating text and digit runs: ("lr_", 2) < ("lr_", 10); a digit run at the start keeps the tuple
+    # from comparing a str with an int, as split() always starts with a (maybe empty) text part.
+    parts = _DIGITS.split(text.casefold())
+    return (2, tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text)
+
+
 def hparam_types(runs: Sequence[SweepRun]) -> Dict[str, str]:
     """Every hyperparameter any run has, in name order: `NUMBER` when all its values are numbers, else `TEXT`."""
     values: Dict[str, List[Value]] = {}
     for r in runs:
         for name, value in r.hparams.items():
             values.setdefault(name, []).append(value)
-    return {name: NUMBER if all(map(is_number, vs)) else TEXT for name, vs in sorted(values.items())}
+    return {name: NUMBER if all(map(is_number, vs)) else TEXT
+            for name, vs in sorted(values.items(), key=lambda item: natural_key(item[0]))}
 
 
 def fisher_one_sided(found_with: int, n_with: int, found_total: int, n_total: int) -> float:

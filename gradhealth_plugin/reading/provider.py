@@ -64,6 +64,13 @@ class _Unreadable:
         self.why = why
 
 
+def _fingerprint(listings: Mapping[str, Mapping], run: str) -> tuple:
+    """What the provider lists for a run: every tag's last step and wall time, per plugin."""
+    return tuple((plugin, tag, ts.max_step, ts.max_wall_time)
+                 for plugin, listing in sorted(listings.items())
+                 for tag, ts in sorted(listing.get(run, {}).items()))
+
+
 class Reader:
     """Turns a data provider's histograms and scalars into `runs.RunData`."""
 
@@ -116,11 +123,7 @@ class Reader:
         if not any(run in listing for listing in listings.values()):
             raise runs.NotFound(f"no run named {run!r}")
         key = (experiment_id, run)
-        fingerprint = tuple(
-            (plugin, tag, ts.max_step, ts.max_wall_time)
-            for plugin, listing in sorted(listings.items())
-            for tag, ts in sorted(listing.get(run, {}).items())
-        )
+        fingerprint = _fingerprint(listings, run)
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None and cached[0] == fingerprint:
@@ -133,6 +136,14 @@ class Reader:
             while len(self._cache) > _CACHE_RUNS:
                 self._cache.popitem(last=False)
         return data
+
+    def versions(self, ctx, experiment_id: str) -> Dict[str, tuple]:
+        """Every run's data version, from one listing: equal while what `run_data` would read is unchanged."""
+        listings = self._listings(ctx, experiment_id, run=None)
+        names = set()
+        for listing in listings.values():
+            names.update(listing)
+        return {run: _fingerprint(listings, run) for run in names}
 
     def _listings(self, ctx, experiment_id: str, run: Optional[str]) -> Dict[str, Mapping]:
         flt = provider.RunTagFilter(runs=[run]) if run is not None else None

@@ -7,6 +7,7 @@ the ones the findings imply.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import weakref
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 # How much of an exception's own message a failed run's error repeats; the log has it whole.
 _MESSAGE_CHARS = 200
+# Sweep lines kept by run and data version: every line of a sweep of this many runs.
+_SWEEP_ROWS = 10_000
 
 
 class RunFailed(errors.PublicError):
@@ -66,6 +69,9 @@ class Analyzer:
         self._findings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         # Sweep lines, keyed alike: built once per run and data version, however often the sweep is asked for.
         self._rows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        # The same lines by run and data version: the reader keeps the data of only so many runs,
+        # a sweep's lines (a few kB each) outlive it.
+        self._row_versions: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         # The last sweep's splits and what they were computed from.
         self._splits: Tuple[object, list] = (None, [])
 
@@ -75,12 +81,25 @@ class Analyzer:
     def hparams(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, hparams_lib.Session]:
         return self._reader.hparams(ctx, experiment_id)
 
+    def versions(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, tuple]:
+        """Every run's data version (`Reader.versions`), for `sweep_row`."""
+        return self._reader.versions(ctx, experiment_id)
+
     def sweep_row(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
-                  build: Callable[[RunData, List[findings.Finding]], dict]) -> dict:
+                  build: Callable[[RunData, List[findings.Finding]], dict], version: Optional[tuple] = None) -> dict:
         """The run's sweep line, `build` (rd, findings) called once per data version of the run.
 
-        Raises as `run` does.
+        With the run's `version` (from `versions`), a line built for that version is returned
+        without reading the run: a sweep of more runs than the reader keeps analyses nothing
+        again. Raises as `run` does.
         """
+        key = (experiment_id, run)
+        if version is not None:
+            with self._lock:
+                kept = self._row_versions.get(key)
+                if kept is not None and kept[0] == version:
+                    self._row_versions.move_to_end(key)
+                    return kept[1]
         rd, found = self.run(ctx, experiment_id, run)
         with self._lock:
             row = self._rows.get(rd)
@@ -88,6 +107,12 @@ class Analyzer:
             row = build(rd, found)
             with self._lock:
                 self._rows[rd] = row
+        if version is not None:
+            with self._lock:
+                self._row_versions[key] = (version, row)
+                self._row_versions.move_to_end(key)
+                while len(self._row_versions) > _SWEEP_ROWS:
+                    self._row_versions.popitem(last=False)
         return row
 
     def splits(self, runs: Sequence[sweep_lib.SweepRun], labels: Mapping[str, str]) -> List[sweep_lib.Split]:

@@ -14,6 +14,7 @@ import numpy as np
 from ..analysis import detectors, finding, health, metrics
 from ..analysis import distribution as distribution_lib
 from ..analysis import findings as findings_lib
+from ..analysis import sweep as sweep_lib
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
 
@@ -604,15 +605,57 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     }
 
 
+def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
+    """One line for the runs of one trial (Keras' ``X/train`` and ``X/validation``), from their `sweep_row`s,
+    the first the run the line opens: every kind found in any part (the earliest onset, with the run it
+    was found in), the worst finding and status of all, the strip of the first part that has one, and
+    only what no part could judge."""
+    kinds: Dict[str, dict] = {}
+    for part in parts:
+        for k in part["kinds"]:
+            entry = kinds.get(k["kind"])
+            if entry is None:
+                kinds[k["kind"]] = {**k, "run": part["run"]}
+                continue
+            severity = max(entry["severity"], k["severity"], key=finding.SEVERITY_RANK.__getitem__)
+            if k["first_step"] < entry["first_step"]:
+                entry.update(k, run=part["run"])
+            entry["severity"], entry["count"] = severity, entry["count"] + k["count"]
+    found = [(p["run"], p["worst"]) for p in parts if p["worst"] is not None]
+    worst = min(found, key=lambda rw: (-finding.SEVERITY_RANK[rw[1]["severity"]], rw[1]["first_step"]), default=None)
+    severities = [p["worst_severity"] for p in parts if p["worst_severity"] is not None]
+    # A part without layers (validation scalars) has no status of its own, only its findings' severity.
+    statuses = [p["worst_status"] for p in parts] + [s for s in severities if s in health.STATUS_NAMES]
+    unjudged = set.intersection(*(set(p["not_judged"]) for p in parts))
+    last = max((p for p in parts if p["last_step"] is not None), key=lambda p: p["last_step"], default=parts[0])
+    return {
+        **parts[0],
+        "trial": trial,
+        "parts": [p["run"] for p in parts],
+        "worst_severity": max(severities, key=finding.SEVERITY_RANK.__getitem__, default=None),
+        "worst_status": max(statuses, key=health.STATUS_NAMES.index),
+        "worst": None if worst is None else {**worst[1], "run": worst[0]},
+        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
+        "last_step": last["last_step"],
+        "last_step_text": last["last_step_text"],
+        "strip": next((p["strip"] for p in parts if p["strip"]["steps"]), parts[0]["strip"]),
+    }
+
+
 def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[str, str],
           splits: Sequence[dict]) -> dict:
-    """The ``sweep`` route and ``report --by-hparams``: the hyperparameter columns, a line per run
-    (`sweep_row` or `failed_run`, with its hyperparameters and where they were read) and the clear splits."""
+    """The ``sweep`` route and ``report --by-hparams``: the hyperparameter columns, a line per run or trial
+    (`sweep_row`, `sweep_trial` or `failed_run`, with its hyperparameters and where they were read) ordered
+    by their hyperparameters' values as a person orders them (numbers by size, text naturally), then by
+    name, and the clear splits."""
     runs_out = []
     for row in rows:
         session = sessions.get(row["run"])
         runs_out.append({**row, "hparams": dict(sorted(session.values.items())) if session is not None else {},
                          "hparams_from": None if session is None else
                          {"source": session.source, "run": session.source_run}})
+    runs_out.sort(key=lambda r: (tuple(sweep_lib.natural_key(r["hparams"].get(name)) for name in types),
+                                 sweep_lib.natural_key(r.get("trial", r["run"]))))
     return {"hparams": [{"name": name, "type": kind} for name, kind in types.items()],
             "runs": runs_out, "splits": list(splits)}

@@ -1,0 +1,370 @@
+// The sweep view: one line per run (a Keras trial's train and validation runs are one)
+// with its hyperparameters, worst finding, the kinds found and a strip of its heatmap's
+// worst status per step, from one `sweep` request. Lines sort by any column and filter
+// by text and kind; a click opens the run's heatmap. Plain DOM built once per answer:
+// sorting and filtering move and hide the rows they have, so 200 runs stay responsive.
+
+import { getJson } from "./api";
+import type { FetchLike } from "./api";
+import { statusColor, statusName } from "./colors";
+import { el, setOptions } from "./dom";
+import { isRecord, malformed } from "./json";
+import { runBadge } from "./panels";
+import { matchesFilter } from "./rows";
+import { kindIndex, kindLabel, severityRank, statusNames } from "./vocabulary";
+
+export type HparamValue = number | string | boolean;
+
+export interface SweepKind {
+  kind: string;
+  severity: string;
+  first_step_text: string;
+  layer: string | null;
+  /** The run it was found in (a trial's validation run, say); "" when the line's own. */
+  run: string;
+}
+
+export interface SweepLine {
+  /** The run the line opens. */
+  run: string;
+  /** What the line is called: the trial of a Keras fit's train and validation runs, else the run. */
+  name: string;
+  error: string | null;
+  hparams: Record<string, HparamValue>;
+  worst_severity: string | null;
+  worst_status: string;
+  worst: { kind: string; severity: string; message: string; first_step_text: string; layer: string | null } | null;
+  kinds: SweepKind[];
+  /** The worst status code per (binned) step. */
+  strip: { steps_text: string[]; status: number[] };
+}
+
+export interface Sweep {
+  hparams: { name: string; type: string }[];
+  lines: SweepLine[];
+  /** The sentences of what the hyperparameters explain, strongest first. */
+  splits: string[];
+}
+
+const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
+
+function hparamValues(v: unknown): Record<string, HparamValue> {
+  const out: Record<string, HparamValue> = {};
+  if (isRecord(v)) {
+    for (const [k, x] of Object.entries(v)) {
+      if (typeof x === "string" || typeof x === "boolean" || (typeof x === "number" && Number.isFinite(x))) out[k] = x;
+    }
+  }
+  return out;
+}
+
+function parseKind(k: unknown): SweepKind | null {
+  if (!isRecord(k) || typeof k.kind !== "string") return null;
+  return { kind: k.kind, severity: str(k.severity) ?? "", first_step_text: str(k.first_step_text) ?? "", layer: str(k.layer), run: str(k.run) ?? "" };
+}
+
+/** Checks the parts of a sweep answer the view relies on; tolerates extra fields. */
+export function parseSweep(body: unknown): Sweep {
+  if (!isRecord(body) || !Array.isArray(body.runs)) throw malformed('expected {"runs": [...]}');
+  const hparams = (Array.isArray(body.hparams) ? body.hparams : [])
+    .filter(isRecord)
+    .flatMap((h) => (typeof h.name === "string" ? [{ name: h.name, type: str(h.type) ?? "text" }] : []));
+  const lines = body.runs.filter(isRecord).flatMap((r): SweepLine[] => {
+    if (typeof r.run !== "string") return [];
+    const strip = isRecord(r.strip) ? r.strip : {};
+    const w = isRecord(r.worst) && typeof r.worst.kind === "string" ? r.worst : null;
+    return [{
+      run: r.run,
+      name: str(r.trial) ?? r.run,
+      error: str(r.error),
+      hparams: hparamValues(r.hparams),
+      worst_severity: str(r.worst_severity),
+      worst_status: str(r.worst_status) ?? "no_data",
+      worst: w && {
+        kind: w.kind as string, severity: str(w.severity) ?? "", message: str(w.message) ?? "",
+        first_step_text: str(w.first_step_text) ?? "", layer: str(w.layer),
+      },
+      kinds: (Array.isArray(r.kinds) ? r.kinds : []).flatMap((k) => parseKind(k) ?? []),
+      strip: {
+        steps_text: Array.isArray(strip.steps_text) ? strip.steps_text.map(String) : [],
+        status: Array.isArray(strip.status) ? strip.status.map((s) => (typeof s === "number" ? s : 0)) : [],
+      },
+    }];
+  });
+  const splits = (Array.isArray(body.splits) ? body.splits : []).flatMap((s) => (isRecord(s) && typeof s.sentence === "string" ? [s.sentence] : []));
+  return { hparams, lines, splits };
+}
+
+export async function fetchSweep(fetchFn?: FetchLike): Promise<Sweep> {
+  return parseSweep(await getJson("sweep", {}, fetchFn));
+}
+
+// ---- sorting and filtering (pure) -------------------------------------------------------
+
+/** A column: "name", "worst", "kinds", or "hp:" and a hyperparameter's name. */
+export interface SweepSort {
+  column: string;
+  descending: boolean;
+}
+
+export const HPARAM_PREFIX = "hp:";
+const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+
+export function formatHparam(v: HparamValue | undefined): string {
+  return v === undefined ? "\u2013" : String(v);
+}
+
+/** Numbers by size, then booleans, then text naturally ("lr_2" before "lr_10"). */
+export function compareValues(a: HparamValue, b: HparamValue): number {
+  const order = (v: HparamValue): number => (typeof v === "number" ? 0 : typeof v === "boolean" ? 1 : 2);
+  if (order(a) !== order(b)) return order(a) - order(b);
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
+  return collator.compare(String(a), String(b));
+}
+
+/** How bad a line is: its badge's rank (failed and no data lowest), then its worst kind's order. */
+function worstRank(l: SweepLine): number {
+  return runBadge({ worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error }).rank;
+}
+
+/** The lines in `sort`'s order; a line without the sorted hyperparameter goes last either way; ties keep their order. */
+export function sortLines(lines: readonly SweepLine[], sort: SweepSort): SweepLine[] {
+  const sign = sort.descending ? -1 : 1;
+  const indexed = lines.map((line, i) => ({ line, i }));
+  const hp = sort.column.startsWith(HPARAM_PREFIX) ? sort.column.slice(HPARAM_PREFIX.length) : null;
+  const compare = (a: SweepLine, b: SweepLine): number => {
+    if (hp !== null) {
+      const [x, y] = [a.hparams[hp], b.hparams[hp]];
+      if (x === undefined || y === undefined) return x === y ? 0 : x === undefined ? 1 : -1;
+      return sign * compareValues(x, y);
+    }
+    if (sort.column === "worst") {
+      const ka = a.worst ? kindIndex(a.worst.kind) : Infinity;
+      const kb = b.worst ? kindIndex(b.worst.kind) : Infinity;
+      return sign * (worstRank(a) - worstRank(b) || kb - ka);
+    }
+    if (sort.column === "kinds") {
+      const sev = (l: SweepLine): number => l.kinds.reduce((s, k) => s + severityRank(k.severity), 0);
+      return sign * (a.kinds.length - b.kinds.length || sev(a) - sev(b));
+    }
+    return sign * collator.compare(a.name, b.name);
+  };
+  indexed.sort((a, b) => compare(a.line, b.line) || a.i - b.i);
+  return indexed.map((x) => x.line);
+}
+
+/**
+ * Whether a line shows: every word of `text` is in its name or one of its hyperparameters
+ * ("name=value" counts, so "optimizer=sgd" picks one value), and it found `kind` ("" for any).
+ */
+export function lineMatches(line: SweepLine, text: string, kind: string): boolean {
+  if (kind && !line.kinds.some((k) => k.kind === kind)) return false;
+  const haystack = [line.name, ...Object.entries(line.hparams).map(([k, v]) => `${k}=${formatHparam(v)}`)].join(" ");
+  return matchesFilter(haystack, text);
+}
+
+export function filterLines(lines: readonly SweepLine[], text: string, kind: string): SweepLine[] {
+  return lines.filter((l) => lineMatches(l, text, kind));
+}
+
+/** The kinds any line found, in the backend's kind order. */
+export function kindsFound(lines: readonly SweepLine[]): string[] {
+  return [...new Set(lines.flatMap((l) => l.kinds.map((k) => k.kind)))].sort((a, b) => kindIndex(a) - kindIndex(b));
+}
+
+// ---- the view -----------------------------------------------------------------------------
+
+export interface SweepEvents {
+  /** A line was clicked: open that run's heatmap. */
+  open(run: string): void;
+}
+
+const STRIP_CELL_PX = 2;
+const STRIP_HEIGHT_PX = 12;
+
+export const SWEEP_CSS = `
+.gh-sweep { display: flex; flex-direction: column; gap: 8px; }
+.gh-sweep-splits { margin: 0; padding-left: 18px; }
+.gh-sweep-splits li { margin: 2px 0; }
+.gh-sweep-note { color: var(--gh-muted); }
+.gh-sweep-controls { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 14px; color: var(--gh-muted); }
+.gh-sweep-controls label { display: inline-flex; align-items: center; gap: 6px; }
+.gh-sweep-controls input[type="search"] { width: 200px; }
+.gh-sweep-table { border-collapse: collapse; font-size: 12px; }
+.gh-sweep-table th { text-align: left; font-weight: 500; color: var(--gh-muted); padding: 4px 10px 4px 0; cursor: pointer; white-space: nowrap; user-select: none; }
+.gh-sweep-table th[aria-sort="ascending"]::after { content: " \\25b2"; }
+.gh-sweep-table th[aria-sort="descending"]::after { content: " \\25bc"; }
+.gh-sweep-table td { padding: 3px 10px 3px 0; border-top: 1px solid var(--gh-border); vertical-align: middle; }
+.gh-sweep-table tbody tr { cursor: pointer; }
+.gh-sweep-table tbody tr:hover { background: var(--gh-hover); }
+.gh-sweep-kinds { display: flex; flex-wrap: wrap; gap: 3px; }
+.gh-sweep-strip { display: block; image-rendering: pixelated; }
+`;
+
+function sortHeader(text: string, column: string): HTMLTableCellElement {
+  const th = el("th", "", text);
+  th.dataset.column = column;
+  th.scope = "col";
+  th.title = "Sort by this column; click again to reverse";
+  return th;
+}
+
+function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLCanvasElement {
+  const canvas = el("canvas", "gh-sweep-strip");
+  const n = strip.status.length;
+  canvas.width = Math.max(1, n * STRIP_CELL_PX);
+  canvas.height = STRIP_HEIGHT_PX;
+  canvas.dataset.statuses = strip.status.map((s) => statusName(s, names)).join(" ");
+  if (n > 0) canvas.title = `worst status per step, steps ${strip.steps_text[0]} to ${strip.steps_text[n - 1]}`;
+  const ctx = canvas.getContext("2d");
+  if (ctx) {
+    strip.status.forEach((s, i) => {
+      ctx.fillStyle = statusColor(statusName(s, names));
+      ctx.fillRect(i * STRIP_CELL_PX, 0, STRIP_CELL_PX, STRIP_HEIGHT_PX);
+    });
+  }
+  return canvas;
+}
+
+function kindChip(k: SweepKind, line: SweepLine): HTMLElement {
+  const where = [`from step ${k.first_step_text}`, k.layer ? `first at ${k.layer}` : "", k.run && k.run !== line.run ? `in ${k.run}` : ""];
+  const chip = el("span", `gh-badge gh-sev-${k.severity}`, `${kindLabel(k.kind)} \u00b7 ${k.first_step_text}${k.layer ? ` \u00b7 ${k.layer}` : ""}`);
+  chip.dataset.kind = k.kind;
+  chip.title = `${kindLabel(k.kind)} (${k.severity}) ${where.filter(Boolean).join(", ")}`;
+  return chip;
+}
+
+export class SweepView {
+  readonly root = el("div", "gh-sweep");
+  readonly filterInput = el("input");
+  readonly kindSelect = el("select");
+  private readonly splits = el("div");
+  private readonly count = el("span");
+  private readonly table = el("table", "gh-sweep-table");
+  private readonly body = el("tbody");
+  private sweep: Sweep = { hparams: [], lines: [], splits: [] };
+  private rows = new Map<SweepLine, HTMLTableRowElement>();
+  private sort: SweepSort = { column: "", descending: false };
+  /** Whether an answer was shown. */
+  loaded = false;
+
+  constructor(private readonly events: SweepEvents) {
+    this.filterInput.type = "search";
+    this.filterInput.placeholder = "Filter runs or values";
+    this.filterInput.setAttribute("aria-label", "Filter the runs by name or hyperparameter value");
+    this.kindSelect.setAttribute("aria-label", "Show only the runs with this finding");
+    const controls = el("div", "gh-sweep-controls");
+    const filterLabel = el("label", "", "Runs");
+    filterLabel.append(this.filterInput);
+    const kindLabelEl = el("label", "", "Found");
+    kindLabelEl.append(this.kindSelect);
+    controls.append(filterLabel, kindLabelEl, this.count);
+    this.table.append(el("thead"), this.body);
+    this.root.append(this.splits, controls, this.table);
+    this.filterInput.addEventListener("input", () => this.apply());
+    this.kindSelect.addEventListener("change", () => this.apply());
+    this.table.tHead?.addEventListener("click", (e) => {
+      const th = (e.target as HTMLElement).closest("th");
+      if (th?.dataset.column) this.sortBy(th.dataset.column);
+    });
+    this.body.addEventListener("click", (e) => {
+      const tr = (e.target as HTMLElement).closest("tr");
+      if (tr?.dataset.run) this.events.open(tr.dataset.run);
+    });
+  }
+
+  /** Shows a new answer; the filter and sort the user chose stay. */
+  set(sweep: Sweep): void {
+    this.sweep = sweep;
+    this.loaded = true;
+    this.drawSplits();
+    const kinds = kindsFound(sweep.lines);
+    setOptions(this.kindSelect, [{ value: "", text: "any finding" }, ...kinds.map((k) => ({ value: k, text: kindLabel(k) }))], [this.kindSelect.value]);
+    this.kindSelect.disabled = kinds.length === 0;
+    this.drawHead();
+    const names = statusNames();
+    this.rows = new Map(sweep.lines.map((l) => [l, this.row(l, names)]));
+    this.apply();
+  }
+
+  sortBy(column: string): void {
+    this.sort = { column, descending: this.sort.column === column ? !this.sort.descending : false };
+    this.drawHead();
+    this.apply();
+  }
+
+  private drawSplits(): void {
+    const { splits, lines } = this.sweep;
+    if (splits.length > 0) {
+      const list = el("ul", "gh-sweep-splits");
+      list.append(...splits.map((s) => el("li", "", s)));
+      this.splits.replaceChildren(el("div", "gh-sweep-note", "What the hyperparameters explain:"), list);
+    } else if (this.sweep.hparams.length === 0) {
+      this.splits.replaceChildren(el("div", "gh-sweep-note", "No run logged hyperparameters (hp.hparams, hp.KerasCallback or add_hparams)."));
+    } else {
+      this.splits.replaceChildren(el("div", "gh-sweep-note", `The hyperparameters explain no finding clearly in these ${lines.length} runs.`));
+    }
+  }
+
+  private drawHead(): void {
+    const tr = el("tr");
+    tr.append(
+      sortHeader("run", "name"),
+      ...this.sweep.hparams.map((h) => sortHeader(h.name, HPARAM_PREFIX + h.name)),
+      sortHeader("worst", "worst"),
+      sortHeader("found (from step, first layer)", "kinds"),
+      el("th", "", "status per step"),
+    );
+    for (const th of tr.querySelectorAll<HTMLElement>("th[data-column]")) {
+      if (th.dataset.column === this.sort.column) th.setAttribute("aria-sort", this.sort.descending ? "descending" : "ascending");
+    }
+    this.table.tHead?.replaceChildren(tr);
+  }
+
+  private row(line: SweepLine, names: readonly string[]): HTMLTableRowElement {
+    const tr = el("tr");
+    tr.dataset.run = line.run;
+    tr.title = `Open the heatmap of ${line.run}`;
+    const badge = runBadge({ worst_severity: line.worst_severity, worst_status: line.worst_status, error: line.error });
+    const worst = el("td");
+    const b = el("span", `gh-badge ${badge.cls}`, line.worst ? kindLabel(line.worst.kind) : badge.text);
+    b.title = line.error ?? line.worst?.message ?? badge.text;
+    worst.append(b);
+    const kinds = el("td");
+    const chips = el("div", "gh-sweep-kinds");
+    chips.append(...line.kinds.map((k) => kindChip(k, line)));
+    kinds.append(chips);
+    const strip = el("td");
+    strip.append(stripCanvas(line.strip, names));
+    tr.append(
+      el("td", "", line.name),
+      ...this.sweep.hparams.map((h) => el("td", typeof line.hparams[h.name] === "number" ? "gh-num" : "", formatHparam(line.hparams[h.name]))),
+      worst,
+      kinds,
+      strip,
+    );
+    return tr;
+  }
+
+  /** Orders and hides the built rows as the sort and filters say. */
+  private apply(): void {
+    const ordered = this.sort.column ? sortLines(this.sweep.lines, this.sort) : this.sweep.lines;
+    const text = this.filterInput.value;
+    const kind = this.kindSelect.value;
+    let shown = 0;
+    const rows = ordered.map((l) => {
+      const tr = this.rows.get(l) as HTMLTableRowElement;
+      tr.hidden = !lineMatches(l, text, kind);
+      if (!tr.hidden) shown++;
+      return tr;
+    });
+    this.body.replaceChildren(...rows);
+    this.count.textContent = `${shown} of ${this.sweep.lines.length} runs`;
+  }
+
+  /** The names of the lines shown, top to bottom, for the browser tests. */
+  shownNames(): string[] {
+    return Array.from(this.body.rows).filter((r) => !r.hidden).map((r) => r.cells[0].textContent ?? "");
+  }
+}

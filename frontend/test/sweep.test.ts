@@ -1,0 +1,93 @@
+import { describe, expect, it } from "vitest";
+import { compareValues, filterLines, kindsFound, parseSweep, sortLines } from "../src/sweep";
+import type { SweepLine } from "../src/sweep";
+import fixture from "./fixtures/vocabulary.json";
+
+const KINDS = fixture.kinds.map((k) => k.kind);
+
+function line(name: string, hparams: SweepLine["hparams"], kinds: string[] = [], worst: string | null = null): SweepLine {
+  return {
+    run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok",
+    worst: kinds.length ? { kind: kinds[0], severity: worst ?? "warn", message: "", first_step_text: "0", layer: null } : null,
+    kinds: kinds.map((kind) => ({ kind, severity: worst ?? "warn", first_step_text: "0", layer: "dense", run: "" })),
+    strip: { steps_text: [], status: [] },
+  };
+}
+
+const names = (lines: SweepLine[]) => lines.map((l) => l.name);
+
+describe("sweep order", () => {
+  const lines = [
+    line("a", { lr: 0.1, schedule: "lr_10" }),
+    line("b", { lr: 1e-3, schedule: "lr_2" }),
+    line("c", { lr: 0.01, schedule: "lr_1" }),
+    line("d", { schedule: "lr_3" }),
+    line("e", { lr: 1, schedule: "LR_2" }),
+  ];
+
+  it("sorts numbers by size, never as text, and a missing value last either way", () => {
+    expect(names(sortLines(lines, { column: "hp:lr", descending: false }))).toEqual(["b", "c", "a", "e", "d"]);
+    expect(names(sortLines(lines, { column: "hp:lr", descending: true }))).toEqual(["e", "a", "c", "b", "d"]);
+  });
+
+  it("sorts text naturally, digits as numbers, ties in their order", () => {
+    expect(names(sortLines(lines, { column: "hp:schedule", descending: false }))).toEqual(["c", "b", "e", "d", "a"]);
+    const runs = [line("trial_10", {}), line("trial_2", {}), line("trial_1", {})];
+    expect(names(sortLines(runs, { column: "name", descending: false }))).toEqual(["trial_1", "trial_2", "trial_10"]);
+  });
+
+  it("puts numbers before booleans before text", () => {
+    expect([true, "sgd", 3, false, 0.5].sort(compareValues)).toEqual([0.5, 3, false, true, "sgd"]);
+  });
+
+  it("sorts by the worst finding, worst first when reversed", () => {
+    const mixed = [line("ok", {}), line("crit", {}, [KINDS[0]], "critical"), line("warn", {}, [KINDS[1]], "warn")];
+    expect(names(sortLines(mixed, { column: "worst", descending: true }))).toEqual(["crit", "warn", "ok"]);
+    expect(names(sortLines(mixed, { column: "worst", descending: false }))).toEqual(["ok", "warn", "crit"]);
+  });
+});
+
+describe("sweep filter", () => {
+  const lines = [
+    line("lr_0.3_sgd", { learning_rate: 0.3, optimizer: "sgd" }, [KINDS[0], KINDS[2]], "warn"),
+    line("lr_0.3_adam", { learning_rate: 0.3, optimizer: "adam" }, [KINDS[2]], "warn"),
+    line("lr_0.01_sgd", { learning_rate: 0.01, optimizer: "sgd" }),
+  ];
+
+  it("matches every word against the name and the hyperparameters' values", () => {
+    expect(names(filterLines(lines, "sgd", ""))).toEqual(["lr_0.3_sgd", "lr_0.01_sgd"]);
+    expect(names(filterLines(lines, "optimizer=adam", ""))).toEqual(["lr_0.3_adam"]);
+    expect(names(filterLines(lines, "learning_rate=0.3 SGD", ""))).toEqual(["lr_0.3_sgd"]);
+    expect(names(filterLines(lines, "", ""))).toHaveLength(3);
+  });
+
+  it("keeps only the lines that found a kind", () => {
+    expect(names(filterLines(lines, "", KINDS[0]))).toEqual(["lr_0.3_sgd"]);
+    expect(names(filterLines(lines, "adam", KINDS[2]))).toEqual(["lr_0.3_adam"]);
+    expect(kindsFound(lines)).toEqual([KINDS[0], KINDS[2]]);
+  });
+});
+
+describe("sweep answer", () => {
+  it("reads a trial's line, a failed run and the split sentences", () => {
+    const s = parseSweep({
+      hparams: [{ name: "lr", type: "number" }],
+      runs: [
+        { run: "t/train", trial: "t", hparams: { lr: 0.1, bad: null }, worst_severity: "warn", worst_status: "warn",
+          worst: { kind: KINDS[0], severity: "warn", message: "m", first_step_text: "4", layer: "d" },
+          kinds: [{ kind: KINDS[0], severity: "warn", first_step_text: "4", layer: "d", run: "t/validation" }],
+          strip: { steps: [0, 4], steps_text: ["0", "4"], status: [1, 2] } },
+        { run: "broken", error: "could not be read" },
+      ],
+      splits: [{ sentence: "Warnings or worse in 4 of 4 runs with lr >= 0.1, in 0 of 4 below" }],
+    });
+    expect(s.lines[0].name).toBe("t");
+    expect(s.lines[0].run).toBe("t/train");
+    expect(s.lines[0].hparams).toEqual({ lr: 0.1 });
+    expect(s.lines[0].kinds[0].run).toBe("t/validation");
+    expect(s.lines[0].strip.status).toEqual([1, 2]);
+    expect(s.lines[1]).toMatchObject({ name: "broken", error: "could not be read", kinds: [], worst: null });
+    expect(s.splits).toHaveLength(1);
+    expect(() => parseSweep({ lines: [] })).toThrow();
+  });
+});

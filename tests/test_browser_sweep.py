@@ -1,0 +1,126 @@
+"""The sweep view in headless Chromium inside a real TensorBoard, on the demo sweep (demo/runs/sweep:
+eight Keras trials logged with hp.KerasCallback, each a train and a validation run): a line per trial
+with its hyperparameter columns and the split sentence above them, sorted by a click on a column,
+filtered by a kind, and a click on a line opens that run's heatmap.
+
+One trial is added beside the demo's, with a learning rate of 5e-7, which the page writes "5e-7": as
+text it sorts after "1", as a number before "0.001". It logged only a loss, so it cannot judge health
+and takes no part in the split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.parse
+
+import pytest
+
+from tests.test_browser import CHROMIUM, REPO, Tab, _get, _serve, browser  # noqa: F401 - browser is a fixture
+from tests.test_bad_input import event, scalar_value, write_run
+from tests.test_sweep_routes import _session_start
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
+
+TINY = "lr_5e-07_sgd"
+SPLIT = "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"
+TRIALS = [f"lr_{lr}_{opt}" for lr in ("0.001", "0.01", "0.3", "1") for opt in ("adam", "sgd")]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("sweep_logdir")
+    shutil.copytree(REPO / "demo" / "runs" / "sweep", logdir, dirs_exist_ok=True)
+    write_run(logdir / TINY, [event(0, *_session_start({"learning_rate": 5e-7, "optimizer": "sgd"}))]
+              + [event(s, scalar_value("epoch_loss", 1.0 / (1 + s))) for s in range(5)])
+    expected = {f"{t}/{part}" for t in TRIALS for part in ("train", "validation")} | {TINY}
+    yield from _serve(logdir, lambda runs: expected <= set(runs))
+
+
+@pytest.fixture
+def tab(server, browser):  # noqa: F811 - the browser fixture, imported
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    t = Tab(page, server)
+    t.open()
+    sweeps = t.frame.evaluate("Number(document.documentElement.dataset.ghSweepDrawn || 0)")
+    t.ui.locator(".gh-sweep-button").click()
+    t.frame.wait_for_function(f"Number(document.documentElement.dataset.ghSweepDrawn || 0) > {sweeps}",
+                              timeout=30_000)
+    yield t
+    page.close()
+
+
+def _names(tab):
+    return tab.frame.evaluate("window.__gradhealth.sweepNames()")
+
+
+def _column(tab, header):
+    """The texts of a column of the lines shown, top to bottom."""
+    return tab.frame.evaluate("""(header) => {
+        const table = document.querySelector('.gh-sweep-table');
+        const i = Array.from(table.tHead.rows[0].cells).findIndex(c => c.textContent.startsWith(header));
+        return Array.from(table.tBodies[0].rows).filter(r => !r.hidden).map(r => r.cells[i].textContent);
+    }""", header)
+
+
+def test_the_sweep_shows_a_line_per_trial_its_hyperparameters_and_the_split(tab):
+    headers = tab.ui.locator(".gh-sweep-table thead th").all_text_contents()
+    assert headers[:3] == ["run", "learning_rate", "optimizer"]
+    assert tab.ui.get_by_text(SPLIT, exact=True).is_visible()
+    # Train and validation of a trial are one line, named by the trial; in the route's order, by value.
+    assert _names(tab) == [TINY] + TRIALS
+    assert _column(tab, "learning_rate") == ["5e-7", "0.001", "0.001", "0.01", "0.01", "0.3", "0.3", "1", "1"]
+    # Every line has its strip, the tiny trial an empty one.
+    strips = tab.frame.evaluate("Array.from(document.querySelectorAll('.gh-sweep-strip'), c => c.dataset.statuses)")
+    assert strips[0] == "" and all(s for s in strips[1:])
+    assert "critical" in strips[-1].split()
+    # The view is part of the link.
+    assert tab.frame.evaluate("window.__gradhealth.viewState.view") == "sweep"
+    assert "p.gradhealth.view=sweep" in tab.page.url
+    assert not tab.errors
+
+
+def test_sorting_by_learning_rate_orders_numbers_by_size(tab):
+    tab.ui.locator("th[data-column='name']").click()
+    by_name = _names(tab)
+    assert by_name[-1] == TINY and sorted(by_name) == sorted(TRIALS + [TINY])  # "lr_5e" after "lr_1_"
+    header = tab.ui.locator("th[data-column='hp:learning_rate']")
+    header.click()
+    assert header.get_attribute("aria-sort") == "ascending"
+    assert _column(tab, "learning_rate") == ["5e-7", "0.001", "0.001", "0.01", "0.01", "0.3", "0.3", "1", "1"]
+    header.click()
+    assert header.get_attribute("aria-sort") == "descending"
+    assert _column(tab, "learning_rate") == ["1", "1", "0.3", "0.3", "0.01", "0.01", "0.001", "0.001", "5e-7"]
+
+
+def test_filtering_by_a_kind_and_by_text_narrows_the_lines(tab):
+    served = _get(f"{tab.base}/data/plugin/gradhealth/sweep")["runs"]
+    with_growth = [r.get("trial", r["run"]) for r in served if any(k["kind"] == "weight_growth" for k in r["kinds"])]
+    assert with_growth == ["lr_0.3_adam", "lr_1_adam"]
+    select = tab.ui.locator(".gh-sweep-controls select")
+    # The kind's label comes from the vocabulary, as everywhere in the tab.
+    vocabulary = _get(f"{tab.base}/data/plugin/gradhealth/vocabulary")
+    label = next(k["label"] for k in vocabulary["kinds"] if k["kind"] == "weight_growth")
+    assert label in select.locator("option").all_text_contents()
+    select.select_option("weight_growth")
+    assert _names(tab) == with_growth
+    assert tab.ui.get_by_text(f"2 of {len(TRIALS) + 1} runs").is_visible()
+    select.select_option("")
+    tab.ui.locator(".gh-sweep-controls input[type=search]").fill("optimizer=sgd 0.3")
+    tab.frame.wait_for_function("window.__gradhealth.sweepNames().length === 1")
+    assert _names(tab) == ["lr_0.3_sgd"]
+
+
+def test_a_click_on_a_line_opens_its_runs_heatmap(tab):
+    before = tab.drawn()
+    tab.ui.locator(".gh-sweep-table tbody tr[data-run='lr_1_sgd/train']").click()
+    tab.wait_redraw(before)
+    state = tab.frame.evaluate("window.__gradhealth.viewState")
+    assert (state["run"], state["view"]) == ("lr_1_sgd/train", "heatmap")
+    assert tab.ui.locator(".gh-hm-body").first.is_visible()
+    assert not tab.ui.locator(".gh-sweep-table").is_visible()
+    assert "p.gradhealth.view" not in urllib.parse.unquote(tab.page.url)
+    # The button takes the user back to the sweep.
+    assert tab.ui.locator(".gh-sweep-button").text_content() == "Sweep"
+    assert json.loads(json.dumps(tab.errors)) == []

@@ -195,7 +195,16 @@ class Tab:
     def open(self, hash_="gradhealth"):
         self.page.goto(f"{self.base}/#{hash_}")
         self.page.wait_for_selector(FRAME, timeout=30_000)
+        self._wait_for_frame(timeout_s=30.0)
         self.frame.wait_for_function("Number(document.documentElement.dataset.ghDrawn || 0) > 0", timeout=30_000)
+
+    def _wait_for_frame(self, timeout_s: float) -> None:
+        """The iframe element exists before its document navigates to plugin_entry.html: wait for the document."""
+        deadline = time.monotonic() + timeout_s
+        while not any("plugin_entry.html" in f.url for f in self.page.frames):
+            if time.monotonic() > deadline:
+                return  # `frame` then fails with the frames it saw
+            self.page.wait_for_timeout(50)
 
     @property
     def frame(self):

@@ -2,6 +2,8 @@
 // metric, zoom and selection.
 
 import { METRICS } from "./api";
+import { AUTO_FOLD, decodeFold, encodeFold } from "./fold";
+import type { FoldState } from "./fold";
 import { SORT_KEYS } from "./rows";
 import type { SortKey } from "./rows";
 import { parseStep } from "./steps";
@@ -22,6 +24,8 @@ export interface ViewState {
   step: Step | null;
   /** Selected finding's id (findingId); "" for none. */
   finding: string;
+  /** Which blocks of layers are folded into one row. */
+  fold: FoldState;
 }
 
 export const DEFAULT_STATE: Readonly<ViewState> = {
@@ -35,10 +39,11 @@ export const DEFAULT_STATE: Readonly<ViewState> = {
   layer: "",
   step: null,
   finding: "",
+  fold: AUTO_FOLD,
 };
 
 /** Parameter names; short because they end up in a shared URL. */
-export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding"] as const;
+export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "fold"] as const;
 export type Key = (typeof KEYS)[number];
 
 /** The state as URL parameters; values equal to the defaults are left out. */
@@ -54,6 +59,8 @@ export function encodeState(s: ViewState): Partial<Record<Key, string>> {
   if (s.layer) out.layer = s.layer;
   if (s.step !== null) out.step = s.step.toString();
   if (s.finding) out.finding = s.finding;
+  const fold = encodeFold(s.fold);
+  if (fold) out.fold = fold;
   return out;
 }
 
@@ -90,6 +97,7 @@ export function decodeState(p: Partial<Record<string, string>>): ViewState {
   s.layer = p.layer ?? "";
   s.step = typeof p.step === "string" ? parseStep(p.step) : null;
   s.finding = p.finding ?? "";
+  s.fold = decodeFold(p.fold);
   if (!s.layer) s.step = null;
   return s;
 }

@@ -13,6 +13,7 @@ const FULL: ViewState = {
   layer: "dense/kernel#0",
   step: 1200n,
   finding: "exploding_gradients.gradient.10.dense/kernel",
+  fold: { mode: "all", except: ["transformer.h.3", "layer4.1"] },
 };
 
 describe("hash state", () => {

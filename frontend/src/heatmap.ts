@@ -12,7 +12,7 @@ import type { Finding, Heatmap, Track } from "./api";
 import { metricDomain, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { el, measurer } from "./dom";
-import { rowMembers } from "./fold";
+import { labelParts, rowMembers } from "./fold";
 import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, rowHeight, rowLabelWidth, xOfStep } from "./layout";
 import type { StepRange } from "./layout";
 import { buildCells } from "./model";
@@ -232,7 +232,7 @@ export class HeatmapView {
     const h = s.h;
     if (!h) return;
     // The track's names share the label column, so its plot and the heatmap's line up.
-    const names = [...s.order.map((i) => h.layers[i]), ...this.track.labels()];
+    const names = [...s.order.map((i) => labelParts(h, i).join(h.layers[i])), ...this.track.labels()];
     // Names never take more than a third of the width from the cells (two runs side by side).
     const labelW = Math.min(rowLabelWidth(names, measurer(ROW_FONT)), Math.max(80, Math.floor(this.root.clientWidth / 3)));
     const plotW = Math.max(120, Math.floor(this.root.clientWidth - labelW - 4));

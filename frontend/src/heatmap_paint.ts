@@ -148,10 +148,18 @@ function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: 
       // A row whose role was guessed says so where it is named.
       const [before, after] = labelParts(h, s.order[p]);
       const mark = after + (isGuessed(h.decided_by[s.order[p]]) ? " ?" : "");
-      text = before + truncateMiddle(name, textW - measure(before + mark), measure) + mark;
+      text = truncateMiddle(name, textW - measure(before + mark), measure) + mark;
       s.labels.set(name, text);
     }
-    ctx.fillText(text, g.labelW - 8, p * g.cellH - s.scrollTop + g.cellH / 2);
+    const y = p * g.cellH - s.scrollTop + g.cellH / 2;
+    ctx.fillText(text, g.labelW - 8, y);
+    // A block's disclosure marker stands at the left edge, where a column of them lines up.
+    const marker = labelParts(h, s.order[p])[0];
+    if (marker) {
+      ctx.textAlign = "left";
+      ctx.fillText(marker, 4, y);
+      ctx.textAlign = "right";
+    }
   }
 }
 

@@ -146,4 +146,11 @@ def test_a_finding_on_a_member_outlines_its_folded_block_and_a_click_opens_the_w
     title.wait_for(timeout=10_000)
     assert title.text_content() == SICK
     assert tab.frame.evaluate("window.__gradhealth.viewState.layer") == SICK
+    # Enter unfolds the selected row's block; the selection stays on its layer.
+    before = tab.drawn()
+    tab.ui.locator(".gh-hm-port").first.press("Enter")
+    tab.wait_redraw(before)
+    rows = _rows(tab)
+    assert SICK in rows and SICK_BLOCK not in rows
+    assert tab.frame.evaluate("window.__gradhealth.viewState.layer") == SICK
     assert tab.errors == []

@@ -93,7 +93,7 @@ export class HeatmapView {
   ) {
     this.port.tabIndex = 0;
     this.port.setAttribute("role", "grid");
-    this.port.setAttribute("aria-label", "Heatmap: layers by steps. Arrow keys move the selection.");
+    this.port.setAttribute("aria-label", "Heatmap: layers by steps. Arrow keys move the selection; Enter folds or unfolds its block.");
     this.port.append(this.body, this.overlay);
     this.space.append(this.port);
     this.scroller.append(this.axis, this.space);

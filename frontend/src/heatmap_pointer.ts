@@ -175,6 +175,16 @@ export class HeatmapPointer {
     const s = this.view.scene;
     const h = s.h;
     const sel = s.selection;
+    if (h && sel && e.key === "Enter") {
+      // The keyboard's way to fold or unfold the selected row's block.
+      const pos = s.position.get(sel.layer);
+      const block = pos === undefined ? null : blockOfRow(h, s.order[pos]);
+      if (block) {
+        e.preventDefault();
+        this.view.events.toggleBlock?.(block);
+      }
+      return;
+    }
     if (!h || !sel || !ARROWS.includes(e.key)) return;
     const pos = s.position.get(sel.layer);
     const col = h.steps.indexOf(sel.step);

@@ -316,3 +316,51 @@ def keras_stuck_sigmoid(logdir):
     y = (x[:, 0] * x[:, 1] > 0).astype(np.float32)[:, None]
     model.fit(x, y, epochs=STUCK_EPOCHS, batch_size=8, verbose=0,
               callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def torch_watch_blocks(logdir):
+    """gradhealth's torch watch() on a tiny transformer-like model: ``embed``, ``blocks.<i>.attn.qkv``,
+    ``blocks.<i>.mlp.0`` ... in a ModuleList of nested blocks, ``norm`` and ``head``."""
+    import torch
+    from torch import nn
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(N_HIDDEN)
+            self.attn = nn.ModuleDict({"qkv": nn.Linear(N_HIDDEN, N_HIDDEN), "proj": nn.Linear(N_HIDDEN, N_HIDDEN)})
+            self.mlp = nn.Sequential(nn.Linear(N_HIDDEN, N_HIDDEN), nn.GELU(), nn.Linear(N_HIDDEN, N_HIDDEN))
+
+        def forward(self, x):
+            x = x + self.attn["proj"](self.attn["qkv"](self.norm(x)))
+            return x + self.mlp(x)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(N_IN, N_HIDDEN, bias=False)
+            self.blocks = nn.ModuleList(Block() for _ in range(3))
+            self.norm = nn.LayerNorm(N_HIDDEN)
+            self.head = nn.Linear(N_HIDDEN, N_OUT)
+
+        def forward(self, x):
+            x = self.embed(x)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+
+    model = Model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = _xy()
+    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    handle = watch(model, str(logdir), optimizer=optimizer, every_n_steps=1, first_steps=0)
+    for _ in range(STEPS):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    unwatch(handle)

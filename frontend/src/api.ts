@@ -97,6 +97,8 @@ export interface Heatmap {
   quality_names: string[];
   /** Per row, how its role was decided (rule, convention, pairing, name, fallback). */
   decided_by: string[];
+  /** Per row, the block of the model the tab folds it into; null for a layer of its own. */
+  blocks: (string | null)[];
   incomplete: Incomplete | null;
 }
 
@@ -413,6 +415,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     quality_cells: qualityCells,
     quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
     decided_by: decidedBy(body.decided_by, rows),
+    blocks: blockNames(body.blocks, rows),
     incomplete: parseIncomplete(body.incomplete, exact),
   };
 }
@@ -430,6 +433,12 @@ function parseIncomplete(v: unknown, steps: readonly Step[]): Incomplete | null 
 function decidedBy(v: unknown, rows: number): string[] {
   const given = Array.isArray(v) && v.length === rows ? v : [];
   return Array.from({ length: rows }, (_, i) => (typeof given[i] === "string" ? (given[i] as string) : "convention"));
+}
+
+/** One block name or null per row; a server that does not send them folds nothing. */
+function blockNames(v: unknown, rows: number): (string | null)[] {
+  const given = Array.isArray(v) && v.length === rows ? v : [];
+  return Array.from({ length: rows }, (_, i) => (typeof given[i] === "string" && given[i] !== "" ? (given[i] as string) : null));
 }
 
 /** Quality word of one heatmap cell ("exact", "estimated", ...), or the heatmap's summary. */

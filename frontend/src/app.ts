@@ -9,10 +9,11 @@ import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingId, findingSpans } from "./findings";
+import { foldHeatmap, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
 import { formatStep } from "./format";
 import { fromFragment } from "./hash";
 import type { ViewState } from "./hash";
-import { heatmapDomain, HeatmapView } from "./heatmap";
+import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend } from "./legend";
@@ -138,7 +139,9 @@ export class App {
     return new HeatmapView(
       this.tooltip,
       {
-        select: (layer, step) => this.selectCell(layer, step, index),
+        // A folded block's cell opens its worst layer at that step.
+        select: (layer, step) => this.selectCell(layerToOpen(this.views[index].data, layer, step), step, index),
+        toggleBlock: (block) => this.toggleBlock(block),
         zoom: (zoom) => this.setZoom(zoom),
         scrolled: (top) => this.syncScroll(index, top),
         finding: (id) => this.selectFindingById(id, index),
@@ -470,12 +473,35 @@ export class App {
   }
 
   private order(h: Heatmap): number[] {
-    return orderRows(h.layers, this.state.filter, this.state.sort, this.state.sort === "severity" ? rowSeverity(h) : undefined);
+    const severity = this.state.sort === "severity" ? rowSeverity(h) : undefined;
+    return orderRows(h.layers, this.state.filter, this.state.sort, severity, (row) => rowMembers(h, row));
+  }
+
+  /** Whether the blocks fold by themselves: the main run's rows would not fit the screen. */
+  private autoFolds(): boolean {
+    const a = this.store.heatmaps[0];
+    return a !== null && a !== undefined && foldsByItself(a.layers.length, maxViewHeight());
+  }
+
+  /** A heatmap as drawn: the blocks the state folds, each as one row. */
+  private folded(h: Heatmap): Heatmap {
+    const auto = this.autoFolds();
+    return foldHeatmap(h, (block) => isFolded(this.state.fold, block, auto));
+  }
+
+  /** A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. */
+  private toggleBlock(block: string): void {
+    this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds());
+    this.drawHeatmaps();
+    this.applyHighlight(false);
+    this.persist();
   }
 
   private drawHeatmaps(): void {
-    const [a, b] = this.store.heatmaps;
-    if (!a) return;
+    const [rawA, rawB] = this.store.heatmaps;
+    if (!rawA) return;
+    const a = this.folded(rawA);
+    const b = rawB ? this.folded(rawB) : null;
     const da = heatmapDomain(a);
     const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;
     this.legendSlot.replaceChildren(buildLegend(a.metric, a.scale, shared, b !== null));
@@ -497,10 +523,10 @@ export class App {
   }
 
   private applyOrder(): void {
-    this.views.forEach((v, i) => {
-      const h = this.store.heatmaps[i];
-      if (h && v.data) v.setOrder(this.order(h));
-    });
+    for (const v of this.views) {
+      const h = v.data;
+      if (h) v.setOrder(this.order(h));
+    }
     this.persist();
   }
 
@@ -603,7 +629,7 @@ export class App {
       return;
     }
     const spans = findingSpans(f, this.state.role);
-    const shown = h.layers.filter((l) => spans.has(l));
+    const shown = sourceLayers(h).filter((l) => spans.has(l));
     if (reveal && (shown.length > 0 || this.onTrack(f))) this.unhide(f, shown);
     view.setHighlight({ spans, note: f.severity === mildestSeverity() });
     view.setSelectedFinding(this.state.finding);
@@ -711,6 +737,13 @@ export class App {
   /** The names of the sweep's lines shown, top to bottom. */
   sweepNames(): string[] {
     return this.sweepView.shownNames();
+  }
+
+  /** The names of the rows a view draws, top to bottom (a folded block by its name). */
+  rowNames(view: 0 | 1 = 0): string[] {
+    const v = this.views[view];
+    const h = v.data;
+    return h ? v.scene.order.map((i) => h.layers[i]) : [];
   }
 
   get viewState(): ViewState {

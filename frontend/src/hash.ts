@@ -2,6 +2,8 @@
 // metric, zoom and selection.
 
 import { METRICS } from "./api";
+import { AUTO_FOLD, decodeFold, encodeFold } from "./fold";
+import type { FoldState } from "./fold";
 import { SORT_KEYS } from "./rows";
 import type { SortKey } from "./rows";
 import { parseStep } from "./steps";
@@ -24,6 +26,8 @@ export interface ViewState {
   finding: string;
   /** The heatmap of one run, or the sweep: a line per run. */
   view: "heatmap" | "sweep";
+  /** Which blocks of layers are folded into one row. */
+  fold: FoldState;
 }
 
 export const DEFAULT_STATE: Readonly<ViewState> = {
@@ -38,10 +42,11 @@ export const DEFAULT_STATE: Readonly<ViewState> = {
   step: null,
   finding: "",
   view: "heatmap",
+  fold: AUTO_FOLD,
 };
 
 /** Parameter names; short because they end up in a shared URL. */
-export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "view"] as const;
+export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "view", "fold"] as const;
 export type Key = (typeof KEYS)[number];
 
 /** The state as URL parameters; values equal to the defaults are left out. */
@@ -58,6 +63,8 @@ export function encodeState(s: ViewState): Partial<Record<Key, string>> {
   if (s.step !== null) out.step = s.step.toString();
   if (s.finding) out.finding = s.finding;
   if (s.view !== DEFAULT_STATE.view) out.view = s.view;
+  const fold = encodeFold(s.fold);
+  if (fold) out.fold = fold;
   return out;
 }
 
@@ -94,6 +101,7 @@ export function decodeState(p: Partial<Record<string, string>>): ViewState {
   s.layer = p.layer ?? "";
   s.step = typeof p.step === "string" ? parseStep(p.step) : null;
   s.finding = p.finding ?? "";
+  s.fold = decodeFold(p.fold);
   if (!s.layer) s.step = null;
   if (p.view === "sweep") s.view = "sweep";
   return s;

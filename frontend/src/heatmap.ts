@@ -12,6 +12,7 @@ import type { Finding, Heatmap, Track } from "./api";
 import { metricDomain, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { el, measurer } from "./dom";
+import { labelParts, rowMembers } from "./fold";
 import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, rowHeight, rowLabelWidth, xOfStep } from "./layout";
 import type { StepRange } from "./layout";
 import { buildCells } from "./model";
@@ -32,6 +33,11 @@ export type { Highlight, Selection } from "./heatmap_paint";
 export function heatmapDomain(h: Heatmap): Domain | null {
   if (h.metric === "health") return null;
   return metricDomain(h.metric, h.values, h.scale, (i, j) => statusName(h.status[i][j], h.status_names) === "no_data");
+}
+
+/** The tallest the rows get before they scroll, in CSS pixels. */
+export function maxViewHeight(): number {
+  return Math.max(200, Math.floor(window.innerHeight * 0.62));
 }
 
 /** The scene of one view: what it shows and the marks on it. */
@@ -87,7 +93,7 @@ export class HeatmapView {
   ) {
     this.port.tabIndex = 0;
     this.port.setAttribute("role", "grid");
-    this.port.setAttribute("aria-label", "Heatmap: layers by steps. Arrow keys move the selection.");
+    this.port.setAttribute("aria-label", "Heatmap: layers by steps. Arrow keys move the selection; Enter folds or unfolds its block.");
     this.port.append(this.body, this.overlay);
     this.space.append(this.port);
     this.scroller.append(this.axis, this.space);
@@ -132,7 +138,10 @@ export class HeatmapView {
 
   setOrder(order: number[]): void {
     this.scene.order = order;
-    this.scene.position = new Map(order.map((row, pos) => [this.scene.h?.layers[row] ?? "", pos]));
+    const h = this.scene.h;
+    // A folded block's members are found at its row: the selection, a finding's outlines and scrolling land there.
+    this.scene.position = new Map(order.flatMap((row, pos) => (h ? rowMembers(h, row) : []).map((name) => [name, pos] as const)));
+    for (const [pos, row] of order.entries()) if (h) this.scene.position.set(h.layers[row], pos);
     this.scene.labels.clear();
     this.rasterDirty = true;
     this.layout();
@@ -223,11 +232,11 @@ export class HeatmapView {
     const h = s.h;
     if (!h) return;
     // The track's names share the label column, so its plot and the heatmap's line up.
-    const names = [...s.order.map((i) => h.layers[i]), ...this.track.labels()];
+    const names = [...s.order.map((i) => labelParts(h, i).join(h.layers[i])), ...this.track.labels()];
     // Names never take more than a third of the width from the cells (two runs side by side).
     const labelW = Math.min(rowLabelWidth(names, measurer(ROW_FONT)), Math.max(80, Math.floor(this.root.clientWidth / 3)));
     const plotW = Math.max(120, Math.floor(this.root.clientWidth - labelW - 4));
-    const maxViewH = Math.max(200, Math.floor(window.innerHeight * 0.62));
+    const maxViewH = maxViewHeight();
     const cellH = rowHeight(s.order.length, maxViewH);
     const totalH = Math.max(cellH, s.order.length * cellH);
     const viewH = Math.min(totalH, maxViewH);

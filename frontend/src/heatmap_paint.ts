@@ -18,6 +18,7 @@ import { rasterize } from "./model";
 import { indexOfStep, offset } from "./steps";
 import type { Step } from "./steps";
 import type { Heatmap, StepSpan } from "./api";
+import { labelParts } from "./fold";
 import { isGuessed } from "./role_guess";
 import type { CellModel } from "./model";
 
@@ -145,11 +146,20 @@ function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: 
     let text = s.labels.get(name);
     if (text === undefined) {
       // A row whose role was guessed says so where it is named.
-      const mark = isGuessed(h.decided_by[s.order[p]]) ? " ?" : "";
-      text = truncateMiddle(name, textW - measure(mark), measure) + mark;
+      const [before, after] = labelParts(h, s.order[p]);
+      const mark = after + (isGuessed(h.decided_by[s.order[p]]) ? " ?" : "");
+      text = truncateMiddle(name, textW - measure(before + mark), measure) + mark;
       s.labels.set(name, text);
     }
-    ctx.fillText(text, g.labelW - 8, p * g.cellH - s.scrollTop + g.cellH / 2);
+    const y = p * g.cellH - s.scrollTop + g.cellH / 2;
+    ctx.fillText(text, g.labelW - 8, y);
+    // A block's disclosure marker stands at the left edge, where a column of them lines up.
+    const marker = labelParts(h, s.order[p])[0];
+    if (marker) {
+      ctx.textAlign = "left";
+      ctx.fillText(marker, 4, y);
+      ctx.textAlign = "right";
+    }
   }
 }
 
@@ -261,10 +271,13 @@ export function highlightRects(s: Scene, spans: Map<string, StepSpan[]>): [numbe
     }
   }
   // Top to bottom, so equal spans of neighbouring rows meet.
-  cells.sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+  cells.sort((p, q) => p[0] - q[0] || p[1] - q[1] || p[2] - q[2]);
   const rects: [number, number, number, number][] = [];
   const open = new Map<string, [number, number, number, number]>();
-  for (const [pos, x, w] of cells) {
+  for (const [k, [pos, x, w]] of cells.entries()) {
+    // Members of one folded block share its row: their equal spans are one cell.
+    const above = cells[k - 1];
+    if (above && above[0] === pos && above[1] === x && above[2] === w) continue;
     const y = pos * g.cellH - s.scrollTop;
     const key = `${x}:${w}`;
     const prev = open.get(key);

@@ -3,6 +3,7 @@
 // move the selection.
 
 import type { Heatmap } from "./api";
+import { blockOfRow, foldedTooltipLines, isFoldedRow, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
 import { ceilStep, floorStep } from "./steps";
 import type { Step } from "./steps";
@@ -21,6 +22,8 @@ export interface HeatmapEvents {
   scrolled?(top: number): void;
   /** A mark of a finding on the run track was clicked. */
   finding?(id: string): void;
+  /** The label of a row of a block was clicked: fold or unfold that block. */
+  toggleBlock?(block: string): void;
 }
 
 /** What the pointer needs from its view besides the scene. */
@@ -50,6 +53,7 @@ export class HeatmapPointer {
       view.paintOverlay();
     });
     port.addEventListener("keydown", (e) => this.onKey(e));
+    port.addEventListener("click", (e) => this.onLabelClick(e));
     window.addEventListener("mousemove", (e) => this.onDrag(e));
     window.addEventListener("mouseup", (e) => this.onUp(e));
   }
@@ -85,21 +89,44 @@ export class HeatmapPointer {
       this.labelTooltip(e);
       return;
     }
-    this.view.tooltip.show(cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel()), e.clientX, e.clientY);
+    this.view.port.style.cursor = "";
+    this.view.tooltip.show(foldedTooltipLines(s.h, hit.row, hit.col, cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel())), e.clientX, e.clientY);
+  }
+
+  /** The row whose label is under a point in client coordinates; -1 for none. */
+  private labelRowAt(clientX: number, clientY: number): number {
+    const s = this.view.scene;
+    const g = s.geo;
+    if (!g || !s.h) return -1;
+    const rect = this.view.port.getBoundingClientRect();
+    const x = clientX - rect.left;
+    const pos = Math.floor((clientY - rect.top + s.scrollTop) / g.cellH);
+    return x >= 0 && x < g.labelW && pos >= 0 && pos < s.order.length ? s.order[pos] : -1;
+  }
+
+  /** A click on the label of a row of a block folds or unfolds the block. */
+  private onLabelClick(e: MouseEvent): void {
+    const h = this.view.scene.h;
+    const row = this.labelRowAt(e.clientX, e.clientY);
+    const block = h && row >= 0 ? blockOfRow(h, row) : null;
+    if (block) this.view.events.toggleBlock?.(block);
   }
 
   /** Hovering a (possibly shortened) row label shows the full layer name. */
   private labelTooltip(e: MouseEvent): void {
-    const s = this.view.scene;
-    const g = s.geo;
-    if (!g || !s.h) return;
-    const rect = this.view.port.getBoundingClientRect();
-    const x = e.clientX - rect.left;
-    const pos = Math.floor((e.clientY - rect.top + s.scrollTop) / g.cellH);
-    if (x >= 0 && x < g.labelW && pos >= 0 && pos < s.order.length) {
-      this.view.tooltip.show([["layer", s.h.layers[s.order[pos]]]], e.clientX, e.clientY);
-    } else {
+    const h = this.view.scene.h;
+    const row = this.labelRowAt(e.clientX, e.clientY);
+    const block = h && row >= 0 ? blockOfRow(h, row) : null;
+    this.view.port.style.cursor = block ? "pointer" : "";
+    if (!h || row < 0) {
       this.view.tooltip.hide();
+    } else if (block && isFoldedRow(h, row)) {
+      const n = rowMembers(h, row).length;
+      this.view.tooltip.show([["block", block], ["layers", `${n}, the worst shown per step; click to unfold`]], e.clientX, e.clientY);
+    } else {
+      const lines: [string, string][] = [["layer", h.layers[row]]];
+      if (block) lines.push(["block", `${block}; click to fold`]);
+      this.view.tooltip.show(lines, e.clientX, e.clientY);
     }
   }
 
@@ -148,6 +175,16 @@ export class HeatmapPointer {
     const s = this.view.scene;
     const h = s.h;
     const sel = s.selection;
+    if (h && sel && e.key === "Enter") {
+      // The keyboard's way to fold or unfold the selected row's block.
+      const pos = s.position.get(sel.layer);
+      const block = pos === undefined ? null : blockOfRow(h, s.order[pos]);
+      if (block) {
+        e.preventDefault();
+        this.view.events.toggleBlock?.(block);
+      }
+      return;
+    }
     if (!h || !sel || !ARROWS.includes(e.key)) return;
     const pos = s.position.get(sel.layer);
     const col = h.steps.indexOf(sel.step);

@@ -45,10 +45,20 @@ export function matchesFilter(name: string, filter: string): boolean {
  * Indices of the rows to draw, top to bottom. Model order is the order the API
  * lists layers in; severity puts the worst rows first (more worst cells first,
  * model order among equals); name sorts naturally ("dense_2" before "dense_10").
+ * A row standing for several layers (a folded block, `members`) matches the
+ * filter when its name or one of theirs does.
  */
-export function orderRows(layers: readonly string[], filter: string, sort: SortKey, severity?: RowSeverity): number[] {
+export function orderRows(
+  layers: readonly string[],
+  filter: string,
+  sort: SortKey,
+  severity?: RowSeverity,
+  members?: (row: number) => readonly string[],
+): number[] {
   const idx: number[] = [];
-  for (let i = 0; i < layers.length; i++) if (matchesFilter(layers[i], filter)) idx.push(i);
+  for (let i = 0; i < layers.length; i++) {
+    if (matchesFilter(layers[i], filter) || (filter && members?.(i).some((m) => matchesFilter(m, filter)))) idx.push(i);
+  }
   if (sort === "name") {
     const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
     idx.sort((a, b) => collator.compare(layers[a], layers[b]) || a - b);

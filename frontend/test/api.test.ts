@@ -217,6 +217,13 @@ describe("parseHeatmap", () => {
     expect(parseHeatmap(HEATMAP).decided_by).toEqual(["convention", "convention"]);
   });
 
+  it("reads each row's block, none where the server does not say or says something else", () => {
+    expect(parseHeatmap({ ...HEATMAP, blocks: ["h.0", null] }).blocks).toEqual(["h.0", null]);
+    expect(parseHeatmap({ ...HEATMAP, blocks: [3, ""] }).blocks).toEqual([null, null]);
+    expect(parseHeatmap({ ...HEATMAP, blocks: ["h.0"] }).blocks).toEqual([null, null]);
+    expect(parseHeatmap(HEATMAP).blocks).toEqual([null, null]);
+  });
+
   it("rejects rows or columns that do not match layers and steps", () => {
     expect(() => parseHeatmap({ ...HEATMAP, values: [[1, 2, 3]] })).toThrow(/one row per layer/);
     expect(() => parseHeatmap({ ...HEATMAP, status: [[1, 1], [1, 1, 1]] })).toThrow(/status\[0\]/);

@@ -14,6 +14,7 @@ const FULL: ViewState = {
   step: 1200n,
   finding: "exploding_gradients.gradient.10.dense/kernel",
   view: "sweep",
+  fold: { mode: "all", except: ["transformer.h.3", "layer4.1"] },
 };
 
 describe("hash state", () => {

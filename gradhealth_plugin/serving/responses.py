@@ -12,6 +12,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..analysis import detectors, finding, health, metrics
+from ..analysis import blocks as blocks_lib
 from ..analysis import distribution as distribution_lib
 from ..analysis import findings as findings_lib
 from ..analysis import sweep as sweep_lib
@@ -304,6 +305,8 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
         "layers": [layer.name for layer in layers],
         # Per row, how its role was decided: the tab marks guesses (name, fallback).
         "decided_by": [layer.roles[role].decided_by for layer in layers],
+        # Per row, the block the tab folds it into (transformer.h.3, layer4.1, dense_3), or None.
+        "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
         "steps": steps.tolist(),
         "steps_text": step_texts(steps),
         "values": [nullable(row) for row in values],

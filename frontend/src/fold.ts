@@ -1,0 +1,202 @@
+// Pure row folding: the layers of one block of the model (the server's `blocks`:
+// transformer.h.3, layer4.1, dense_3) drawn as one row showing, per step, the
+// worst of its members. A folded heatmap is an ordinary Heatmap whose rows are
+// the folded blocks and the other layers, so every view draws it unchanged; what
+// a row stands for is kept beside it (`foldOf`).
+
+import type { Heatmap } from "./api";
+import { ROW_MIN_H } from "./layout";
+import { statusRank } from "./vocabulary";
+
+/**
+ * Which blocks are folded: "auto" folds every block when the rows do not fit
+ * the screen and none otherwise; "all" folds every block but those in
+ * `except`; "none" folds only those in `except`. Treated as immutable.
+ */
+export interface FoldState {
+  mode: "auto" | "all" | "none";
+  except: readonly string[];
+}
+
+export const AUTO_FOLD: FoldState = Object.freeze({ mode: "auto", except: Object.freeze([]) as readonly string[] });
+
+// Between the mode and the block names in the URL ("all|transformer.h.3"): not in layer names.
+const SEP = "|";
+
+/** The fold state as one URL parameter ("all", "none|head", ...); undefined for "auto". */
+export function encodeFold(f: FoldState): string | undefined {
+  if (f.mode === "auto") return undefined;
+  return [f.mode, ...f.except].join(SEP);
+}
+
+/** Reads the URL parameter back; anything malformed is "auto". */
+export function decodeFold(text: string | undefined): FoldState {
+  const [mode, ...names] = (text ?? "").split(SEP);
+  if (mode !== "all" && mode !== "none") return AUTO_FOLD;
+  return { mode, except: [...new Set(names.filter(Boolean))] };
+}
+
+/** Whether blocks fold by themselves: more rows than the heatmap's height holds at the smallest row height. */
+export function foldsByItself(rows: number, viewHeight: number): boolean {
+  return rows > Math.floor(viewHeight / ROW_MIN_H);
+}
+
+/** Whether `block` is folded; `auto` says whether "auto" folds (see `foldsByItself`). */
+export function isFolded(f: FoldState, block: string, auto: boolean): boolean {
+  const all = f.mode === "all" || (f.mode === "auto" && auto);
+  return f.except.includes(block) ? !all : all;
+}
+
+/** The state after a click on `block`'s row: "auto" becomes what it showed, with that block changed. */
+export function toggleBlock(f: FoldState, block: string, auto: boolean): FoldState {
+  const mode = f.mode === "auto" ? (auto ? "all" : "none") : f.mode;
+  const except = f.mode === "auto" ? [] : f.except.filter((b) => b !== block);
+  if (f.mode === "auto" || except.length === f.except.length) except.push(block);
+  return { mode, except };
+}
+
+/** What the rows of a folded heatmap stand for. */
+export interface Folding {
+  /** The heatmap as the server sent it. */
+  source: Heatmap;
+  /** Per row shown, the source rows it stands for, in model order (one for a layer of its own). */
+  members: number[][];
+  /** Per row shown, its block when the row is a folded block, else null. */
+  folded: (string | null)[];
+  /** Per row shown, per column: the source row whose cell the row shows there. */
+  pick: number[][];
+}
+
+const foldings = new WeakMap<Heatmap, Folding>();
+
+/** What a heatmap's rows stand for when `foldHeatmap` folded it; undefined for one it did not. */
+export function foldOf(h: Heatmap): Folding | undefined {
+  return foldings.get(h);
+}
+
+/**
+ * Per column, which of `rows` is worst: the worst status, then the lowest
+ * health score (health) or the highest value (metrics), then model order.
+ */
+export function worstRows(h: Pick<Heatmap, "status" | "status_names" | "values" | "metric">, rows: readonly number[]): number[] {
+  const ranks = h.status_names.map(statusRank);
+  const cols = h.status[rows[0]]?.length ?? 0;
+  const lowWorst = h.metric === "health";
+  const out: number[] = new Array(cols);
+  for (let j = 0; j < cols; j++) {
+    let best = rows[0];
+    let bestRank = ranks[h.status[best][j]] ?? 0;
+    let bestValue = h.values[best][j];
+    for (let k = 1; k < rows.length; k++) {
+      const r = rows[k];
+      const rank = ranks[h.status[r][j]] ?? 0;
+      const v = h.values[r][j];
+      let worse = rank > bestRank;
+      if (rank === bestRank && v !== null) {
+        worse = bestValue === null || (lowWorst ? v < bestValue : v > bestValue);
+      }
+      if (worse) {
+        best = r;
+        bestRank = rank;
+        bestValue = v;
+      }
+    }
+    out[j] = best;
+  }
+  return out;
+}
+
+/**
+ * The heatmap with each block `folded(block)` says is folded drawn as one row,
+ * where its first member stood, showing per column its worst member's cell.
+ * Returns `h` itself when nothing folds.
+ */
+export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean): Heatmap {
+  const rowOf = new Map<string, number>();
+  const members: number[][] = [];
+  const names: (string | null)[] = [];
+  h.layers.forEach((_, i) => {
+    const block = h.blocks[i];
+    if (block && folded(block)) {
+      const at = rowOf.get(block);
+      if (at !== undefined) {
+        members[at].push(i);
+        return;
+      }
+      rowOf.set(block, members.length);
+      names.push(block);
+    } else {
+      names.push(null);
+    }
+    members.push([i]);
+  });
+  if (rowOf.size === 0) return h;
+  const pick = members.map((rows, r) => (names[r] === null ? [] : worstRows(h, rows)));
+  // A layer of its own keeps its row's arrays; a folded block takes each cell from its pick.
+  const grid = <T>(g: T[][]): T[][] => members.map((rows, r) => (names[r] === null ? g[rows[0]] : pick[r].map((src, j) => g[src][j])));
+  const out: Heatmap = {
+    ...h,
+    layers: members.map((rows, r) => names[r] ?? h.layers[rows[0]]),
+    blocks: members.map((rows, r) => names[r] ?? h.blocks[rows[0]]),
+    decided_by: members.map((rows) => h.decided_by[rows[0]]),
+    values: grid(h.values),
+    status: grid(h.status),
+    rules: grid(h.rules),
+    quality_cells: h.quality_cells ? grid(h.quality_cells) : null,
+  };
+  foldings.set(out, { source: h, members, folded: names, pick: pick.map((p, r) => (names[r] === null ? [] : p)) });
+  return out;
+}
+
+/** The block a row's label folds or unfolds: the folded block, or the block of a layer shown open; null for none. */
+export function blockOfRow(h: Heatmap, row: number): string | null {
+  return h.blocks[row] ?? null;
+}
+
+/** Whether a row is a folded block. */
+export function isFoldedRow(h: Heatmap, row: number): boolean {
+  return (foldOf(h)?.folded[row] ?? null) !== null;
+}
+
+/** The layers a row stands for: its members when folded, else its own name. */
+export function rowMembers(h: Heatmap, row: number): string[] {
+  const f = foldOf(h);
+  if (!f || f.folded[row] === null) return [h.layers[row]];
+  return f.members[row].map((i) => f.source.layers[i]);
+}
+
+/** The layer whose cell a row shows at column `col`: the worst member of a folded block, else the row's own layer. */
+export function layerAt(h: Heatmap, row: number, col: number): string {
+  const f = foldOf(h);
+  if (!f || f.folded[row] === null) return h.layers[row];
+  return f.source.layers[f.pick[row][col]];
+}
+
+/** The layer a click on `layer`'s row at `step` opens: a folded block's worst member there, else `layer`. */
+export function layerToOpen(h: Heatmap | null, layer: string, step: bigint): string {
+  if (!h) return layer;
+  const row = h.layers.indexOf(layer);
+  const col = h.steps.indexOf(step);
+  return row >= 0 && col >= 0 ? layerAt(h, row, col) : layer;
+}
+
+/** What a row label adds around the name: a disclosure marker, and a folded block's size. */
+export function labelParts(h: Heatmap, row: number): [string, string] {
+  const f = foldOf(h);
+  if (f && f.folded[row] !== null) return ["\u25b8 ", ` (${f.members[row].length})`];
+  return h.blocks[row] ? ["\u25be ", ""] : ["", ""];
+}
+
+/** The tooltip of a folded block's cell: the block, and which member the cell shows. */
+export function foldedTooltipLines(h: Heatmap, row: number, col: number, lines: [string, string][]): [string, string][] {
+  if (!isFoldedRow(h, row)) return lines;
+  const n = rowMembers(h, row).length;
+  return lines.flatMap((line): [string, string][] =>
+    line[0] === "layer" ? [["block", `${line[1]} (${n} layers, click its name to unfold)`], ["worst layer", layerAt(h, row, col)]] : [line],
+  );
+}
+
+/** The layers of a heatmap in model order, folded or not: what a finding's spans are looked up in. */
+export function sourceLayers(h: Heatmap): string[] {
+  return foldOf(h)?.source.layers ?? h.layers;
+}

@@ -1,0 +1,172 @@
+import { describe, expect, it } from "vitest";
+import type { Heatmap } from "../src/api";
+import {
+  AUTO_FOLD,
+  blockOfRow,
+  decodeFold,
+  encodeFold,
+  foldedTooltipLines,
+  foldHeatmap,
+  foldOf,
+  foldsByItself,
+  isFolded,
+  labelParts,
+  layerAt,
+  layerToOpen,
+  rowMembers,
+  sourceLayers,
+  toggleBlock,
+  worstRows,
+} from "../src/fold";
+import { ROW_MIN_H } from "../src/layout";
+import { orderRows } from "../src/rows";
+
+const NAMES = ["no_data", "ok", "warn", "critical"];
+const [NO, OK, WARN, CRIT] = [0, 1, 2, 3];
+
+function heatmap(over: Partial<Heatmap> = {}): Heatmap {
+  // Rows: embed (alone), h.0.attn, h.0.mlp, h.1.attn, head; block h.0 has two rows, h.1 one, out of order below.
+  return {
+    run: "r", role: "gradient", metric: "health",
+    layers: ["embed", "h.0.attn", "h.1.attn", "h.0.mlp", "h.1.mlp"],
+    blocks: [null, "h.0", "h.1", "h.0", "h.1"],
+    steps: [0n, 10n, 20n],
+    values: [
+      [0.9, 0.9, 0.9],
+      [0.9, 0.4, null],
+      [0.8, 0.8, 0.8],
+      [0.7, 0.1, 0.6],
+      [0.95, 0.2, 0.3],
+    ],
+    status: [
+      [OK, OK, OK],
+      [OK, WARN, NO],
+      [OK, OK, OK],
+      [OK, CRIT, OK],
+      [OK, CRIT, WARN],
+    ],
+    status_names: NAMES,
+    quality: "exact", scale: "linear",
+    rules: [
+      ["", "", ""],
+      ["", "w", null],
+      ["", "", ""],
+      ["", "c1", ""],
+      ["", "c2", "w2"],
+    ],
+    quality_cells: [[1, 1, 1], [1, 2, 0], [1, 1, 1], [1, 1, 1], [1, 2, 2]],
+    quality_names: ["no_data", "exact", "estimated"],
+    decided_by: ["convention", "convention", "convention", "convention", "name"],
+    incomplete: null,
+    ...over,
+  };
+}
+
+describe("fold state in the URL", () => {
+  it("round-trips a mode and its exceptions; auto is left out", () => {
+    const f = { mode: "all" as const, except: ["transformer.h.3", "layer4.1"] };
+    expect(encodeFold(f)).toBe("all|transformer.h.3|layer4.1");
+    expect(decodeFold(encodeFold(f))).toEqual(f);
+    expect(decodeFold("none")).toEqual({ mode: "none", except: [] });
+    expect(encodeFold(AUTO_FOLD)).toBeUndefined();
+  });
+
+  it("reads anything malformed as automatic", () => {
+    expect(decodeFold(undefined)).toEqual(AUTO_FOLD);
+    expect(decodeFold("sideways|a")).toEqual(AUTO_FOLD);
+    expect(decodeFold("all||a|a")).toEqual({ mode: "all", except: ["a"] });
+  });
+});
+
+describe("which blocks fold", () => {
+  it("folds by itself only when the rows do not fit at the smallest row height", () => {
+    const h = 100 * ROW_MIN_H;
+    expect(foldsByItself(100, h)).toBe(false);
+    expect(foldsByItself(101, h)).toBe(true);
+  });
+
+  it("folds every block, all but the exceptions, or only the exceptions", () => {
+    expect(isFolded(AUTO_FOLD, "a", true)).toBe(true);
+    expect(isFolded(AUTO_FOLD, "a", false)).toBe(false);
+    expect(isFolded({ mode: "all", except: ["a"] }, "a", false)).toBe(false);
+    expect(isFolded({ mode: "all", except: ["a"] }, "b", false)).toBe(true);
+    expect(isFolded({ mode: "none", except: ["a"] }, "a", true)).toBe(true);
+    expect(isFolded({ mode: "none", except: ["a"] }, "b", true)).toBe(false);
+  });
+
+  it("a click turns automatic folding into what it showed, with that block changed, and a second click undoes it", () => {
+    const once = toggleBlock(AUTO_FOLD, "h.0", true);
+    expect(once).toEqual({ mode: "all", except: ["h.0"] });
+    expect(isFolded(once, "h.0", true)).toBe(false);
+    expect(isFolded(once, "h.1", true)).toBe(true);
+    expect(toggleBlock(once, "h.0", true)).toEqual({ mode: "all", except: [] });
+    expect(toggleBlock(AUTO_FOLD, "h.1", false)).toEqual({ mode: "none", except: ["h.1"] });
+    expect(AUTO_FOLD.except).toEqual([]);
+  });
+});
+
+describe("worstRows", () => {
+  it("takes the worst status, then the lowest score (health) or highest value (metrics), then model order", () => {
+    const h = heatmap();
+    // Column 0: all ok; lowest score is h.0.mlp (0.7). Column 1: two critical; h.0.mlp 0.1 < h.1.mlp 0.2.
+    expect(worstRows(h, [1, 3, 4])).toEqual([3, 3, 4]);
+    // A metric: the highest value among equals (column 0: h.1.mlp 0.95).
+    expect(worstRows({ ...h, metric: "l2" }, [1, 3, 4])).toEqual([4, 4, 4]);
+    // No data never beats data.
+    expect(worstRows(h, [1, 2])).toEqual([2, 1, 2]);
+  });
+});
+
+describe("foldHeatmap", () => {
+  it("leaves the heatmap as it is when nothing folds", () => {
+    const h = heatmap();
+    expect(foldHeatmap(h, () => false)).toBe(h);
+    expect(foldOf(h)).toBeUndefined();
+    expect(rowMembers(h, 1)).toEqual(["h.0.attn"]);
+    expect(sourceLayers(h)).toBe(h.layers);
+  });
+
+  it("draws a folded block as one row where its first member stood, showing each step's worst member", () => {
+    const h = heatmap();
+    const f = foldHeatmap(h, (b) => b === "h.0");
+    expect(f.layers).toEqual(["embed", "h.0", "h.1.attn", "h.1.mlp"]);
+    expect(f.blocks).toEqual([null, "h.0", "h.1", "h.1"]);
+    expect(f.status[1]).toEqual([OK, CRIT, OK]);
+    expect(f.values[1]).toEqual([0.7, 0.1, 0.6]);
+    expect(f.rules[1]).toEqual(["", "c1", ""]);
+    expect(f.quality_cells?.[1]).toEqual([1, 1, 1]);
+    // Rows of their own are the same arrays.
+    expect(f.values[2]).toBe(h.values[2]);
+    expect(rowMembers(f, 1)).toEqual(["h.0.attn", "h.0.mlp"]);
+    expect(rowMembers(f, 0)).toEqual(["embed"]);
+    expect(sourceLayers(f)).toBe(h.layers);
+  });
+
+  it("says which member a folded cell shows, and opens that one", () => {
+    const f = foldHeatmap(heatmap(), () => true);
+    expect(f.layers).toEqual(["embed", "h.0", "h.1"]);
+    expect(f.status[2]).toEqual([OK, CRIT, WARN]);
+    expect(layerAt(f, 2, 0)).toBe("h.1.attn");
+    expect(layerAt(f, 2, 1)).toBe("h.1.mlp");
+    expect(layerToOpen(f, "h.1", 20n)).toBe("h.1.mlp");
+    expect(layerToOpen(f, "embed", 20n)).toBe("embed");
+    expect(layerToOpen(null, "x", 0n)).toBe("x");
+    const lines = foldedTooltipLines(f, 2, 1, [["layer", "h.1"], ["step", "10"]]);
+    expect(lines).toEqual([["block", "h.1 (2 layers, click its name to unfold)"], ["worst layer", "h.1.mlp"], ["step", "10"]]);
+    expect(foldedTooltipLines(f, 0, 1, [["layer", "embed"]])).toEqual([["layer", "embed"]]);
+  });
+
+  it("marks folded blocks and the rows of open ones, and names the block a label click toggles", () => {
+    const f = foldHeatmap(heatmap(), (b) => b === "h.0");
+    expect(labelParts(f, 1)).toEqual(["\u25b8 ", " (2)"]);
+    expect(labelParts(f, 2)).toEqual(["\u25be ", ""]);
+    expect(labelParts(f, 0)).toEqual(["", ""]);
+    expect([0, 1, 2, 3].map((r) => blockOfRow(f, r))).toEqual([null, "h.0", "h.1", "h.1"]);
+  });
+
+  it("lets a filter find a folded block by the names of its members", () => {
+    const f = foldHeatmap(heatmap(), () => true);
+    expect(orderRows(f.layers, "mlp", "model", undefined, (r) => rowMembers(f, r))).toEqual([1, 2]);
+    expect(orderRows(f.layers, "mlp", "model")).toEqual([]);
+  });
+});

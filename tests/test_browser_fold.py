@@ -1,0 +1,156 @@
+"""Rows folded by block in the tab, in headless Chromium inside a real TensorBoard.
+
+Run ``deep`` is a transformer-like model's gradients: ``embed.weight``, then
+``blocks.<i>.{norm,attn.qkv,attn.proj,mlp.fc1,mlp.fc2}.{weight,bias}`` for
+`N_BLOCKS` blocks, then ``head.weight``: more rows than the heatmap holds at
+its smallest row height, so the tab opens with every block folded. One member,
+``SICK``, explodes from `BREAK_STEP` on: a finding on one member of block
+``SICK_BLOCK``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+
+import numpy as np
+import pytest
+
+from tests.test_browser import CHROMIUM, Tab, _serve, browser  # noqa: F401  (the browser fixture)
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
+pytest.importorskip("playwright.sync_api")
+
+RUN = "deep"
+N_BLOCKS = 20
+MODULES = ("norm", "attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")
+STEPS = list(range(0, 100, 10))
+BREAK_STEP = 50
+SICK_BLOCK = "blocks.7"
+SICK = f"{SICK_BLOCK}.mlp.fc2.weight"
+OPENED = "blocks.3"
+VIEWPORT = {"width": 1440, "height": 1000}
+
+
+def _layers():
+    names = ["embed.weight"]
+    for i in range(N_BLOCKS):
+        names += [f"blocks.{i}.{m}.{p}" for m in MODULES for p in ("weight", "bias")]
+    return names + ["head.weight"]
+
+
+def _write_logdir(root):
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    rng = np.random.default_rng(3)
+    events = []
+    for step in STEPS:
+        values = [hist_value(f"gradients/{name}",
+                             normal_buckets(rng, scale=5e3 if name == SICK and step >= BREAK_STEP else 1e-2))
+                  for name in _layers()]
+        events.append(event(step, *values))
+    write_run(root / RUN, events)
+
+
+@pytest.fixture(scope="module")
+def fold_server(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("fold_logdir")
+    _write_logdir(logdir)
+    yield from _serve(logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == len(STEPS))
+
+
+@pytest.fixture
+def open_tab(fold_server, browser):  # noqa: F811
+    """Factory: open_tab(hash) -> a new page with the tab open at that TensorBoard URL fragment."""
+    pages = []
+
+    def make(hash_=f"gradhealth&p.gradhealth.run={RUN}"):
+        page = browser.new_page(viewport=VIEWPORT)
+        pages.append(page)
+        tab = Tab(page, fold_server)
+        tab.open(hash_)
+        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(RUN)}")
+        return tab
+
+    yield make
+    for page in pages:
+        page.close()
+
+
+def _rows(tab):
+    return tab.frame.evaluate("window.__gradhealth.rowNames()")
+
+
+def _click_label(tab, row):
+    """Clicks the label of the row named `row` (a block or a layer)."""
+    point = tab.frame.evaluate(
+        """(row) => {
+            const c = window.__gradhealth.cellCenter(row, 0);
+            const port = document.querySelector('.gh-hm-port').getBoundingClientRect();
+            return c && {x: port.left + 12, y: c.y};
+        }""", row)
+    assert point is not None, row
+    box = tab.page.locator("iframe[src*='plugin_entry.html']").bounding_box()
+    before = tab.drawn()
+    tab.page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
+    tab.wait_redraw(before)
+
+
+def test_a_run_with_more_rows_than_fit_opens_folded_and_a_click_unfolds_a_block(open_tab):
+    tab = open_tab()
+    blocks = [f"blocks.{i}" for i in range(N_BLOCKS)]
+    folded = _rows(tab)
+    assert sorted(folded) == sorted(["embed.weight", *blocks, "head.weight"])
+    # The URL says nothing yet: folding is the automatic choice.
+    assert tab.frame.evaluate("window.__gradhealth.viewState.fold.mode") == "auto"
+    assert "p.gradhealth.fold" not in tab.page.url
+
+    _click_label(tab, OPENED)
+    members = [n for n in _layers() if n.startswith(OPENED + ".")]
+    rows = _rows(tab)
+    # The block's layers take its place, together, and every other block stays folded.
+    at = folded.index(OPENED)
+    assert sorted(rows[at:at + len(members)]) == sorted(members)
+    assert rows[:at] == folded[:at] and rows[at + len(members):] == folded[at + 1:]
+    # TensorBoard's URL remembers it: a new page at that URL opens with the same block open.
+    assert "p.gradhealth.fold=all|blocks.3" in urllib.parse.unquote(tab.page.url)
+    again = open_tab(tab.page.url.split("#", 1)[1])
+    assert _rows(again) == rows
+
+    # A click on a member's label folds its block again.
+    _click_label(tab, members[2])
+    assert _rows(tab) == folded
+    assert tab.errors == [] and again.errors == []
+
+
+def test_a_finding_on_a_member_outlines_its_folded_block_and_a_click_opens_the_worst_member(open_tab):
+    tab = open_tab()
+    assert SICK_BLOCK in _rows(tab)
+    finding = tab.ui.locator("li.gh-finding", has_text="Exploding gradients")
+    finding.first.click()
+    tab.frame.wait_for_function("document.querySelector('li.gh-finding[aria-selected=true]') !== null")
+    cells = tab.frame.evaluate("window.__gradhealth.highlightCells()")
+    # Only the block's row is outlined, at the steps the member exploded, each cell once.
+    assert {c["layer"] for c in cells} == {SICK_BLOCK}
+    assert sorted(int(c["step"]) for c in cells) == [s for s in STEPS if s >= BREAK_STEP]
+    assert all(c["status"] == "critical" for c in cells)
+    overlay = ".gh-hm-overlay"
+    assert tab.pixel(overlay, SICK_BLOCK, 80)[3] == 0
+    assert tab.pixel(overlay, "blocks.6", 80)[3] > 0
+
+    # A click on the folded cell opens the layer that made it critical, at that step.
+    x, y = tab.cell_point(SICK_BLOCK, 80)
+    tab.page.mouse.click(x, y)
+    title = tab.ui.locator(".gh-detail .gh-detail-title")
+    title.wait_for(timeout=10_000)
+    assert title.text_content() == SICK
+    assert tab.frame.evaluate("window.__gradhealth.viewState.layer") == SICK
+    # Enter unfolds the selected row's block; the selection stays on its layer.
+    before = tab.drawn()
+    tab.ui.locator(".gh-hm-port").first.press("Enter")
+    tab.wait_redraw(before)
+    rows = _rows(tab)
+    assert SICK in rows and SICK_BLOCK not in rows
+    assert tab.frame.evaluate("window.__gradhealth.viewState.layer") == SICK
+    assert tab.errors == []

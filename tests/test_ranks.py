@@ -152,15 +152,6 @@ def test_ranks_logged_at_other_steps_compare_the_steps_they_share():
 
 # --- a real two-process training ----------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def ranks_logdir(tmp_path_factory):
-    """Two trainings on two gloo processes: ``skipped/rank<r>``, whose all-reduce leaves out
-    `ranks_training.SKIPPED`, and ``reduced/rank<r>``, which reduces every gradient."""
-    root = tmp_path_factory.mktemp("ranks")
-    ranks_training.write([(root / "skipped", ranks_training.SKIPPED), (root / "reduced", None)])
-    return root
-
-
 def kinds_by_run(client):
     found = {}
     for r in client.ok("/runs")["runs"]:

@@ -91,9 +91,10 @@ def test_missing_and_zero_values():
 
 def test_divergence_is_judged_at_every_place_at_once():
     values = np.array([[1.0, 2.0, 5.0], [1.0, 2.5, 5.0]])  # (ranks, steps)
-    relative, flagged = ranks.divergence(values, 1e-3)
+    reference, flagged = ranks.divergence(values, 1e-3)
     assert flagged.tolist() == [[False, False, False], [False, True, False]]
-    assert relative[1, 1] == pytest.approx(0.25)
+    assert reference.tolist() == [1.0, 2.0, 5.0]
+    assert ranks.relative_difference(values[1], reference).tolist() == [0.0, 0.25, 0.0]
 
 
 def rank_run(r, b_norms, steps=np.arange(10) * 10, count=1000.0):

@@ -40,7 +40,7 @@ def relative_difference(values: np.ndarray, reference: np.ndarray) -> np.ndarray
 
 
 def divergence(values: np.ndarray, tolerance: float) -> Tuple[np.ndarray, np.ndarray]:
-    """(relative difference from the reference, diverging?) of each rank's value.
+    """(the reference at each place, which ranks' values diverge from it).
 
     `values` has the ranks first, lowest rank first, (ranks, ...); NaN (or a
     non-finite value) where a rank has none. A place with fewer than two ranks
@@ -53,11 +53,12 @@ def divergence(values: np.ndarray, tolerance: float) -> Tuple[np.ndarray, np.nda
     ordered = np.sort(v, axis=0)  # NaN last
     lower_median = np.take_along_axis(ordered, (np.maximum(n - 1, 0) // 2)[None], axis=0)[0]
     with np.errstate(invalid="ignore"):
-        agree = present & (relative_difference(v, lower_median) <= tolerance)
+        # Products, not quotients: a zero reference needs no special case, and the (ranks, ...)
+        # arrays are the whole cost of a comparison.
+        agree = np.abs(v - lower_median) <= tolerance * np.abs(lower_median)
         lowest = np.take_along_axis(v, np.argmax(present, axis=0)[None], axis=0)[0]
         reference = np.where(2 * agree.sum(axis=0) > n, lower_median, lowest)
-        relative = relative_difference(v, reference)
-        return relative, present & (n >= 2) & (relative > tolerance)
+        return reference, (np.abs(v - reference) > tolerance * np.abs(reference)) & (n >= 2)
 
 
 def find(training: str, members: Sequence[Tuple[str, RunData]], limits: Mapping[str, float]) -> Dict[str, List[Finding]]:
@@ -86,7 +87,7 @@ def find(training: str, members: Sequence[Tuple[str, RunData]], limits: Mapping[
     with np.errstate(invalid="ignore"):
         sharded = np.fmax.reduce(count, axis=0) > np.fmin.reduce(count, axis=0)
     norm[:, sharded] = np.nan
-    relative, diverging = divergence(norm, tolerance)
+    reference, diverging = divergence(norm, tolerance)
     compared = np.isfinite(norm) & (np.isfinite(norm).sum(axis=0) >= 2)
     hit = diverging.sum(axis=2) >= needed
     ranks = [rank for rank, _ in members]
@@ -95,7 +96,8 @@ def find(training: str, members: Sequence[Tuple[str, RunData]], limits: Mapping[
         rank, rd = members[r]
         flagged = [j for j in range(len(layers)) if hit[r, j]]
         points = {layers[j]: steps[diverging[r, j]].astype(np.int64) for j in flagged}
-        worst = {layers[j]: float(np.nanmax(np.where(diverging[r, j], relative[r, j], np.nan))) for j in flagged}
+        worst = {layers[j]: float(relative_difference(norm[r, j], reference[j])[diverging[r, j]].max())
+                 for j in flagged}
         first = min(int(p[0]) for p in points.values())
         last = max(int(p[-1]) for p in points.values())
         names = [layers[j] for j in flagged]

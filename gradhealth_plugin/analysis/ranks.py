@@ -74,14 +74,17 @@ def find(training: str, members: Sequence[Tuple[str, RunData]], limits: Mapping[
     layers = [name for name in layers if sum(name in t for t in tables) >= 2]
     if len(members) < 2 or not layers:
         return {}
-    steps = np.unique(np.concatenate([t[name].steps for t in tables for name in layers if name in t]))
+    # Rows mostly share their steps: the union and the positions are computed once per distinct step array.
+    distinct = {t[name].steps.tobytes(): t[name].steps for t in tables for name in layers if name in t}
+    steps = np.unique(np.concatenate(list(distinct.values())))
+    positions = {key: np.searchsorted(steps, row_steps) for key, row_steps in distinct.items()}
     norm = np.full((len(members), len(layers), len(steps)), np.nan)
     count = np.full(norm.shape, np.nan)
     for r, by_name in enumerate(tables):
         for j, name in enumerate(layers):
             table = by_name.get(name)
             if table is not None:
-                at = np.searchsorted(steps, table.steps)
+                at = positions[table.steps.tobytes()]
                 norm[r, j, at] = table.get(METRIC)
                 count[r, j, at] = table.get("count")
     with np.errstate(invalid="ignore"):

@@ -69,7 +69,7 @@ class Analyzer:
         self._findings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         # Per run data: (the training's judgement it was decided with, its findings): cells decided once per both.
         self._decided: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-        # (experiment, training) -> ((rank, run data) compared, findings by run): see `_across_ranks`.
+        # (experiment, training) -> (weak references to the run data compared, findings by run): see `_across_ranks`.
         self._trainings: Dict[tuple, tuple] = {}
         # Sweep lines, keyed alike: built once per run and data version, however often the sweep is asked for.
         self._rows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -201,12 +201,13 @@ class Analyzer:
         with self._lock:
             judged = self._trainings.get(key)
             if judged is None or len(judged[0]) != len(members) or any(
-                    a is not b for (_, a), (_, b) in zip(judged[0], members)):
+                    made() is not data for made, (_, data) in zip(judged[0], members)):
                 try:
                     found = ranks_lib.find(training.name, members, self._limits)
                 except Exception:  # noqa: BLE001 - the runs' own findings still stand
                     logger.exception("gradhealth: comparing the ranks of training %r failed", training.name)
                     found = {}
-                judged = (tuple(members), found)
+                # Weak: the reader's cache alone decides how many runs stay in memory.
+                judged = (tuple(weakref.ref(data) for _, data in members), found)
                 self._trainings[key] = judged
         return judged, judged[1].get(rd.run, [])

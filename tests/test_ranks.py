@@ -217,12 +217,14 @@ def test_a_rank_is_judged_again_when_only_another_ranks_data_changed(tmp_path, p
     for r in (0, 1):
         write_run(tmp_path / f"rank{r}", [event(s, hist_value("grads/fc", buckets[s])) for s in range(4)])
     # Rank 1 logs four more steps that rank 0 has not logged yet: nothing to compare them with.
-    append_events(new_event_file(tmp_path / "rank1"), [event(s, hist_value("grads/fc", buckets[s])) for s in range(4, 8)])
+    append_events(new_event_file(tmp_path / "rank1"),
+                  [event(s, hist_value("grads/fc", buckets[s])) for s in range(4, 8)])
     client = plugin_client(tmp_path)
     assert kinds_by_run(client) == {"rank0": [], "rank1": []}
     assert sweep_kinds(client) == {"rank0": [], "rank1": []}
     # Rank 0 logs them with other gradients: rank 1, whose own data did not change, now disagrees with it.
-    append_events(new_event_file(tmp_path / "rank0"), [event(s, hist_value("grads/fc", wider[s])) for s in range(4, 8)])
+    append_events(new_event_file(tmp_path / "rank0"),
+                  [event(s, hist_value("grads/fc", wider[s])) for s in range(4, 8)])
     client.reload()
     found = kinds_by_run(client)
     assert found["rank0"] == [] and [f["layers"] for f in found["rank1"]] == [["fc"]]

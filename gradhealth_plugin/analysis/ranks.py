@@ -16,6 +16,7 @@ hold different shards (FSDP, ZeRO), not copies of one gradient.
 
 from __future__ import annotations
 
+import collections
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
@@ -61,17 +62,17 @@ def divergence(values: np.ndarray, tolerance: float) -> Tuple[np.ndarray, np.nda
         return reference, (np.abs(v - reference) > tolerance * np.abs(reference)) & (n >= 2)
 
 
-def find(training: str, members: Sequence[Tuple[str, RunData]], limits: Mapping[str, float]) -> Dict[str, List[Finding]]:
+def find(training: str, members: Sequence[Tuple[str, RunData]],
+         limits: Mapping[str, float]) -> Dict[str, List[Finding]]:
     """The ``rank_divergence`` findings of one training's runs, by run.
 
     `members`: (rank, run data) of each rank read, lowest rank first.
     """
     tolerance, needed = float(limits["rank_divergence_rel"]), int(limits["rank_divergence_steps"])
     tables = [{layer.name: table for layer, table in role_tables(rd, tags_lib.GRADIENT)} for _, rd in members]
-    layers: List[str] = []
-    for by_name in tables:
-        layers += [name for name in by_name if name not in layers]
-    layers = [name for name in layers if sum(name in t for t in tables) >= 2]
+    ranks_of = collections.Counter(name for by_name in tables for name in by_name)
+    # In the model order of the first rank that has each layer.
+    layers = [name for name in dict.fromkeys(n for by_name in tables for n in by_name) if ranks_of[name] >= 2]
     if len(members) < 2 or not layers:
         return {}
     # Rows mostly share their steps: the union and the positions are computed once per distinct step array.
@@ -110,7 +111,8 @@ def find(training: str, members: Sequence[Tuple[str, RunData]], limits: Mapping[
         evidence = {
             "training": training, "rank": rank, "ranks": ranks, "metric": METRIC, "threshold": tolerance,
             "steps_needed": needed, "max_relative_difference": most,
-            "layers": {layers[j]: {"first_step": int(points[layers[j]][0]), "steps_diverged": int(len(points[layers[j]])),
+            "layers": {layers[j]: {"first_step": int(points[layers[j]][0]),
+                                   "steps_diverged": int(len(points[layers[j]])),
                                    "steps_compared": int(compared[r, j].sum()),
                                    "max_relative_difference": worst[layers[j]]} for j in flagged},
         }

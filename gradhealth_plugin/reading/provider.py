@@ -149,7 +149,7 @@ class Reader:
         return self.listings(ctx, experiment_id, None if run is None else [run])
 
     def listings(self, ctx, experiment_id: str, runs: Optional[Sequence[str]] = None) -> Dict[str, Mapping]:
-        """What the provider lists of these runs (None: of every run), by plugin: plugin -> run -> tag -> time series."""
+        """What the provider lists of these runs (None: every run): plugin -> run -> tag -> time series."""
         flt = provider.RunTagFilter(runs=list(runs)) if runs is not None else None
         return {
             "histograms": self._provider.list_tensors(

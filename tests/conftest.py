@@ -223,3 +223,15 @@ def torch_custom_prefix_logdir(tmp_path_factory):
 def keras_stuck_sigmoid_logdir(tmp_path_factory):
     """Run ``train``: weight histograms per epoch and ``epoch_loss`` of a sigmoid net stuck at ln 2."""
     return _written_logdir(tmp_path_factory, "keras_stuck_sigmoid")
+
+
+@pytest.fixture(scope="session")
+def ranks_logdir(tmp_path_factory):
+    """Two data-parallel trainings on two torch.distributed (gloo) processes (`tests.ranks_training`):
+    ``skipped/rank<r>``, whose all-reduce leaves out ``ranks_training.SKIPPED``, and
+    ``reduced/rank<r>``, which reduces every gradient."""
+    from tests import ranks_training
+
+    root = tmp_path_factory.mktemp("ranks")
+    ranks_training.write([(root / "skipped", ranks_training.SKIPPED), (root / "reduced", None)])
+    return root

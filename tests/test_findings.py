@@ -177,7 +177,7 @@ def test_finding_kinds_are_the_contract_vocabulary():
     assert set(findings.KINDS) == {
         "nonfinite", "exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth",
         "skewed_distribution", "bimodal_weights", "update_ratio", "spike", "periodic_spikes",
-        "depth_vanishing", "init_scale", "no_progress"}
+        "depth_vanishing", "init_scale", "no_progress", "rank_divergence"}
 
 
 # --- exploding_gradients ---------------------------------------------------------------------------

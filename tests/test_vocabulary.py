@@ -34,7 +34,7 @@ def test_kind_order_is_the_contract_order():
     assert detectors.KINDS == (
         "nonfinite", "exploding_gradients", "vanishing_gradients", "dead_units", "weight_growth",
         "skewed_distribution", "bimodal_weights", "update_ratio", "spike", "periodic_spikes",
-        "depth_vanishing", "init_scale", "no_progress")
+        "depth_vanishing", "init_scale", "no_progress", "rank_divergence")
 
 
 def test_each_detector_declares_what_a_kind_needs():

@@ -2,6 +2,8 @@
 // <base href="plugin/gradhealth/"> resolves them under /data/plugin/gradhealth/.
 
 import { ApiError, isRecord, malformed } from "./json";
+import { parseTraining } from "./ranks";
+import type { Training } from "./ranks";
 import { parseStep, stepField, stepListField } from "./steps";
 import type { Step } from "./steps";
 import { isSeverity, mildestSeverity, parseVocabulary, statusNames } from "./vocabulary";
@@ -52,6 +54,8 @@ export interface RunInfo {
   error: string | null;
   /** Tags left out because what they hold cannot be read, each with why. */
   unreadable: { tag: string; why: string }[];
+  /** The training many workers logged that this run is one rank of; null when it is none. */
+  training: Training | null;
 }
 
 /** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */
@@ -334,6 +338,7 @@ export function parseRuns(body: unknown): RunsResponse {
       gradients_judged: r.gradients_judged !== false,
       coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
       error: typeof r.error === "string" ? r.error : null,
+      training: parseTraining(r.training),
       unreadable: Array.isArray(r.unreadable)
         ? r.unreadable
             .filter(isRecord)

@@ -125,7 +125,7 @@ export class App {
         this.revealPending = false;
       },
     }, this.store);
-    this.runList = new RunList((run) => this.selectRun(run));
+    this.runList = new RunList((run) => this.selectRun(run), (run, partner) => this.showRanks(run, partner));
     this.findingsList = new FindingsList({
       select: (f) => this.selectFinding(f),
       exportCsv: () => exportFindings(this.store.findingsRun, this.store.findings, "csv"),
@@ -349,6 +349,12 @@ export class App {
   private selectRun(run: string): void {
     if (run === this.state.run) return;
     this.state = { ...this.state, run, compare: this.state.compare === run ? "" : this.state.compare, layer: "", step: null, finding: "", zoom: null };
+    void this.loadRun();
+  }
+
+  /** A rank of a training beside another rank of it, in the compare view. */
+  private showRanks(run: string, partner: string): void {
+    this.state = { ...this.state, run, compare: partner, layer: "", step: null, finding: "", zoom: null };
     void this.loadRun();
   }
 

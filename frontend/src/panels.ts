@@ -4,6 +4,7 @@ import type { Finding, RunInfo } from "./api";
 import { button, el } from "./dom";
 import { causeText, findingId } from "./findings";
 import { formatStep, formatStepRange } from "./format";
+import { ranksButton } from "./ranks";
 import { matchesFilter } from "./rows";
 import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
 
@@ -64,7 +65,11 @@ export class RunList {
   private selected = "";
   private compared = "";
 
-  constructor(private readonly onSelect: (run: string) => void) {
+  /** `onRanks(run, partner)`: a rank's "ranks" button asks to show it beside another rank of its training. */
+  constructor(
+    private readonly onSelect: (run: string) => void,
+    private readonly onRanks: (run: string, partner: string) => void = () => undefined,
+  ) {
     const title = el("h2", "gh-side-title", "Runs");
     this.sort.append(new Option("by name", "name"), new Option("worst first", "worst"));
     this.sort.title = "Order of the runs";
@@ -122,7 +127,10 @@ export class RunList {
     const badge = runBadge(r);
     // The whole name, whatever the list cuts of it.
     li.title = runTitle(r);
-    li.append(el("span", "gh-run-name", r.run), el("span", `gh-badge ${badge.cls}`, badge.text));
+    li.append(el("span", "gh-run-name", r.run));
+    const ranks = ranksButton(this.runs, r.run, this.onRanks);
+    if (ranks) li.append(ranks);
+    li.append(el("span", `gh-badge ${badge.cls}`, badge.text));
     li.addEventListener("click", () => this.onSelect(r.run));
     return li;
   }

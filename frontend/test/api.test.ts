@@ -134,7 +134,14 @@ describe("parseRuns", () => {
       gradients_judged: true,
       coverage_note: null,
       error: null,
+      training: null,
     });
+  });
+
+  it("reads the training a rank belongs to", () => {
+    const training = { name: "exp/rank*", rank: "rank1", ranks: ["rank0", "rank1"], runs: ["exp/rank0", "exp/rank1"] };
+    const { runs } = parseRuns({ runs: [{ run: "exp/rank1", training }, { run: "train", training: null }] });
+    expect(runs.map((r) => r.training)).toEqual([training, null]);
   });
 
   it("keeps a run the server could not analyse, with its error, next to the others", () => {

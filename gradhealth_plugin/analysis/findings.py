@@ -32,8 +32,12 @@ def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = No
     found = combine.drop_explained_spikes(found)
     found = combine.fold_after_nonfinite(found)
     combine.name_causes(found)
-    found.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.first_step, KINDS.index(f.kind)))
-    return found
+    return ordered(found)
+
+
+def ordered(found: Sequence[Finding]) -> List[Finding]:
+    """Most severe first, then earliest, then in kind order: the order every answer lists findings in."""
+    return sorted(found, key=lambda f: (-SEVERITY_RANK[f.severity], f.first_step, KINDS.index(f.kind)))
 
 
 def cell_health(table: metrics.MetricTable, role: str, kind: str, limits: Mapping[str, float]) -> health.CellHealth:

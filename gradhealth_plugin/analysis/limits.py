@@ -68,6 +68,12 @@ DEFAULTS: Dict[str, Threshold] = {
     "no_progress_improvement": Threshold(0.03, "SageMaker Debugger's LossNotDecreasing",
                                          "share by which the median of the loss's last tenth must lie below its "
                                          "first tenth's"),
+    "rank_divergence_rel": Threshold(1e-3, "all-reduce gives every rank the same gradient (PyTorch DDP); float32 "
+                                     "rounding of a reduction in another order is about 1e-6",
+                                     "relative difference of a layer's gradient norm from the other ranks' at the "
+                                     "same step that makes a rank diverge"),
+    "rank_divergence_steps": Threshold(2, "a one-off is not yet a pattern", "logged steps (not necessarily in a "
+                                       "row) a rank's layer must diverge at before it is reported"),
 }
 
 
@@ -142,6 +148,8 @@ ALLOWED: Dict[str, Range] = {
     # A first and a last tenth need at least two values.
     "no_progress_points": Range(2, 1_000_000, integer=True),
     "no_progress_improvement": _FRACTION,
+    "rank_divergence_rel": _POSITIVE,
+    "rank_divergence_steps": Range(1, 1_000_000, integer=True),
 }
 
 

@@ -53,6 +53,14 @@ def _write_order(listing: Mapping) -> List[str]:
     return sorted(listing, key=key)
 
 
+def run_names(listings: Mapping[str, Mapping]) -> List[str]:
+    """The runs a `Reader.listings` answer names, in TensorBoard's order."""
+    seen = set()
+    for listing in listings.values():
+        seen.update(listing)
+    return sorted(seen, key=tags_lib.natural_key)
+
+
 def _by_step(datums: Sequence) -> List:
     return tables.last_per_step(datums)
 
@@ -89,10 +97,7 @@ class Reader:
 
     def list_runs(self, ctx, experiment_id: str) -> List[str]:
         """Runs with histograms, scalars or gradhealth summaries, in TensorBoard's order."""
-        seen = set()
-        for listing in self._listings(ctx, experiment_id, run=None).values():
-            seen.update(listing)
-        return sorted(seen, key=tags_lib.natural_key)
+        return run_names(self.listings(ctx, experiment_id))
 
     def hparams(self, ctx, experiment_id: str) -> Dict[str, hparams_lib.Session]:
         """Each run's hyperparameters (`hparams.assign`), from the listing of the HParams plugin's summaries.
@@ -117,9 +122,15 @@ class Reader:
         own_data = set(listings["histograms"]) | set(listings[metadata.PLUGIN_NAME])
         return hparams_lib.assign(sorted(data_runs, key=tags_lib.natural_key), sessions, own_data)
 
-    def run_data(self, ctx, experiment_id: str, run: str) -> runs.RunData:
-        """The run's model, rebuilt only when what the provider lists for it changed."""
-        listings = self._listings(ctx, experiment_id, run=run)
+    def run_data(self, ctx, experiment_id: str, run: str,
+                 listings: Optional[Mapping[str, Mapping]] = None) -> runs.RunData:
+        """The run's model, rebuilt only when what the provider lists for it changed.
+
+        `listings`: what `listings` gave for runs among them this one, where the caller
+        reads several runs (a training's ranks): the provider is then asked once for all.
+        """
+        if listings is None:
+            listings = self._listings(ctx, experiment_id, run=run)
         if not any(run in listing for listing in listings.values()):
             raise runs.NotFound(f"no run named {run!r}")
         key = (experiment_id, run)
@@ -146,7 +157,11 @@ class Reader:
         return {run: _fingerprint(listings, run) for run in names}
 
     def _listings(self, ctx, experiment_id: str, run: Optional[str]) -> Dict[str, Mapping]:
-        flt = provider.RunTagFilter(runs=[run]) if run is not None else None
+        return self.listings(ctx, experiment_id, None if run is None else [run])
+
+    def listings(self, ctx, experiment_id: str, runs: Optional[Sequence[str]] = None) -> Dict[str, Mapping]:
+        """What the provider lists of these runs (None: every run): plugin -> run -> tag -> time series."""
+        flt = provider.RunTagFilter(runs=list(runs)) if runs is not None else None
         return {
             "histograms": self._provider.list_tensors(
                 ctx, experiment_id=experiment_id, plugin_name="histograms", run_tag_filter=flt),

@@ -19,11 +19,14 @@ from tensorboard import errors
 from tensorboard.data import provider
 
 from ..analysis import findings
+from ..analysis import ranks as ranks_lib
 from ..analysis import sweep as sweep_lib
 from ..reading import hparams as hparams_lib
+from ..reading import provider as provider_lib
 from ..reading.provider import Reader
 from ..reading.runs import NotFound, RunData
 from ..reading import tags as tags_lib
+from ..reading import trainings as trainings_lib
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,10 @@ class Analyzer:
         self._lock = threading.Lock()
         # Keyed by the RunData object the reader caches: a new object means new data.
         self._findings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        # Per run data: (the training's judgement it was decided with, its findings): cells decided once per both.
+        self._decided: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        # (experiment, training) -> (weak references to the run data compared, findings by run): see `_across_ranks`.
+        self._trainings: Dict[tuple, tuple] = {}
         # Sweep lines, keyed alike: built once per run and data version, however often the sweep is asked for.
         self._rows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         # The same lines by run and data version: the reader keeps the data of only so many runs,
@@ -82,8 +89,18 @@ class Analyzer:
         return self._reader.hparams(ctx, experiment_id)
 
     def versions(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, tuple]:
-        """Every run's data version (`Reader.versions`), for `sweep_row`."""
-        return self._reader.versions(ctx, experiment_id)
+        """Every run's data version (`Reader.versions`), for `sweep_row`.
+
+        A rank's findings depend on every rank of its training, so a rank's version
+        is its training's runs' versions together: another rank's new data is new data.
+        """
+        own = self._reader.versions(ctx, experiment_id)
+        out = dict(own)
+        for training in trainings_lib.trainings(own).values():
+            together = tuple(own.get(run) for run in training.runs)
+            for run in training.runs:
+                out[run] = together
+        return out
 
     def sweep_row(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
                   build: Callable[[RunData, List[findings.Finding]], dict], version: Optional[tuple] = None) -> dict:
@@ -102,18 +119,19 @@ class Analyzer:
                     return kept[1]
         rd, found = self.run(ctx, experiment_id, run)
         with self._lock:
-            row = self._rows.get(rd)
-        if row is None:
-            row = build(rd, found)
+            built = self._rows.get(rd)
+        # Built from these very findings: a rank's change when another rank's data does.
+        if built is None or built[0] is not found:
+            built = (found, build(rd, found))
             with self._lock:
-                self._rows[rd] = row
+                self._rows[rd] = built
         if version is not None:
             with self._lock:
-                self._row_versions[key] = (version, row)
+                self._row_versions[key] = (version, built[1])
                 self._row_versions.move_to_end(key)
                 while len(self._row_versions) > _SWEEP_ROWS:
                     self._row_versions.popitem(last=False)
-        return row
+        return built[1]
 
     def splits(self, runs: Sequence[sweep_lib.SweepRun], labels: Mapping[str, str]) -> List[sweep_lib.Split]:
         """`sweep.splits`, computed again only when a run's hyperparameters or kinds changed."""
@@ -135,32 +153,96 @@ class Analyzer:
                       own: bool = False) -> Dict[int, np.ndarray]:
         return self._reader.histograms_of(ctx, experiment_id, run, tag, own)
 
-    def run(self, ctx: tb_context.RequestContext, experiment_id: str,
-            run: str) -> Tuple[RunData, List[findings.Finding]]:
+    def run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+            names: Optional[Sequence[str]] = None) -> Tuple[RunData, List[findings.Finding]]:
         """The run's data (with finding-consistent cell statuses) and its findings.
+
+        A rank of a training many workers logged (`trainings`) also gets the findings
+        judged across the training's runs (`ranks.find`), computed once per data
+        version of those runs. `names`: the experiment's runs where the caller has
+        listed them already (listed here otherwise, for a rank's name only).
 
         Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have,
         `RunFailed` for one that could not be read or analysed (logged with its traceback).
         A failed analysis is kept like findings, until the run's data changes; a failed
         read is tried again on the next request (the data provider may recover).
         """
+        rd = self._read(ctx, experiment_id, run)
+        with self._lock:
+            own = self._findings.get(rd)
+            if own is None:
+                try:
+                    own = findings.find(rd, self._limits)
+                except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
+                    logger.exception("gradhealth: analysing run %r failed", run)
+                    own = failure(run, "analysed", e)  # kept as its message, without the traceback
+                self._findings[rd] = own
+        if isinstance(own, str):
+            raise RunFailed(own)
+        training, across = self._across_ranks(ctx, experiment_id, rd, names)
+        with self._lock:
+            decided = self._decided.get(rd)
+            # Cells are decided again only when the training's judgement changed (another rank's data did).
+            if decided is None or decided[0] is not training:
+                try:
+                    found = findings.ordered(own + across)
+                    findings.decide_cells(rd, found, self._limits)
+                except Exception as e:  # noqa: BLE001 - as above
+                    logger.exception("gradhealth: analysing run %r failed", run)
+                    found = failure(run, "analysed", e)
+                decided = (training, found)
+                self._decided[rd] = decided
+        if isinstance(decided[1], str):
+            raise RunFailed(decided[1])
+        return rd, decided[1]
+
+    def _read(self, ctx: tb_context.RequestContext, experiment_id: str, run: str) -> RunData:
         try:
-            rd = self._reader.run_data(ctx, experiment_id, run)
+            return self._reader.run_data(ctx, experiment_id, run)
         except NotFound as e:
             raise errors.NotFoundError(str(e)) from None
         except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
             logger.exception("gradhealth: reading run %r failed", run)
             raise RunFailed(failure(run, "read", e)) from None
+
+    def _across_ranks(self, ctx: tb_context.RequestContext, experiment_id: str, rd: RunData,
+                      names: Optional[Sequence[str]]) -> Tuple[Optional[tuple], List[findings.Finding]]:
+        """(the training's judgement, this run's findings in it); (None, []) for a run that is no rank.
+
+        The judgement is kept with the data of every rank it was made from, and made
+        again when any of them changed. A rank that cannot be read is left out of it.
+        """
+        if trainings_lib.rank_name(rd.run) is None:
+            return None, []
+        # One listing for every rank: asking the provider rank by rank cost a gRPC data server
+        # a round trip per rank and request (0.8 s per heatmap of one of 16 ranks).
+        listings = None
+        if names is None:
+            listings = self._reader.listings(ctx, experiment_id)
+            names = provider_lib.run_names(listings)
+        training = trainings_lib.training_of(rd.run, names)
+        if training is None:
+            return None, []
+        if listings is None:
+            listings = self._reader.listings(ctx, experiment_id, training.runs)
+        members = []
+        for rank, name in zip(training.ranks, training.runs):
+            try:
+                members.append((rank, rd if name == rd.run else self._reader.run_data(ctx, experiment_id, name,
+                                                                                        listings)))
+            except Exception:  # noqa: BLE001 - its own request reports why
+                logger.debug("gradhealth: rank %r left out of training %r", name, training.name, exc_info=True)
+        key = (experiment_id, training.name)
         with self._lock:
-            found = self._findings.get(rd)
-            if found is None:
+            judged = self._trainings.get(key)
+            if judged is None or len(judged[0]) != len(members) or any(
+                    made() is not data for made, (_, data) in zip(judged[0], members)):
                 try:
-                    found = findings.find(rd, self._limits)
-                    findings.decide_cells(rd, found, self._limits)
-                except Exception as e:  # noqa: BLE001 - as above
-                    logger.exception("gradhealth: analysing run %r failed", run)
-                    found = failure(run, "analysed", e)  # kept as its message, without the traceback
-                self._findings[rd] = found
-        if isinstance(found, str):
-            raise RunFailed(found)
-        return rd, found
+                    found = ranks_lib.find(training.name, members, self._limits)
+                except Exception:  # noqa: BLE001 - the runs' own findings still stand
+                    logger.exception("gradhealth: comparing the ranks of training %r failed", training.name)
+                    found = {}
+                # Weak: the reader's cache alone decides how many runs stay in memory.
+                judged = (tuple(weakref.ref(data) for _, data in members), found)
+                self._trainings[key] = judged
+        return judged, judged[1].get(rd.run, [])

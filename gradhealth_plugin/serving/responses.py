@@ -18,6 +18,7 @@ from ..analysis import findings as findings_lib
 from ..analysis import sweep as sweep_lib
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
+from ..reading import trainings as trainings_lib
 
 HEATMAP_METRICS = ("health",) + metrics.METRICS
 
@@ -168,6 +169,14 @@ def unreadable(rd: RunData) -> List[dict]:
 def failed_run(run: str, error: str) -> dict:
     """A run's entry in the ``runs`` route when it could not be analysed: its name and why."""
     return {"run": run, "error": error}
+
+
+def training(t: Optional[trainings_lib.Training], run: str) -> Optional[dict]:
+    """A run's place in a training many workers logged: the training, the run's rank and every rank's run
+    (lowest rank first); None for a run that is no rank of one."""
+    if t is None:
+        return None
+    return {"name": t.name, "rank": t.rank_of(run), "ranks": list(t.ranks), "runs": list(t.runs)}
 
 
 def runs(summaries: Sequence[dict]) -> dict:

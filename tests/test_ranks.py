@@ -1,0 +1,234 @@
+"""One training logged by many workers: the runs recognised as its ranks, and ranks whose gradients
+disagree at the same step (`rank_divergence`), on crafted numbers and on a real two-process
+torch.distributed (gloo) training whose all-reduce leaves one layer out."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import cli
+from gradhealth_plugin.analysis import limits as rules
+from gradhealth_plugin.analysis import ranks
+from gradhealth_plugin.reading import tags as T
+from gradhealth_plugin.reading import trainings
+from tests import ranks_training
+from tests.test_bad_input import call, event, hist_value, new_event_file, append_events, normal_buckets, write_run
+from tests.test_findings import grad, layer, run
+
+LIMITS = rules.thresholds()
+KIND = "rank_divergence"
+
+
+# --- which runs are one training ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, training, rank", [
+    ("rank0", "rank*", "rank0"),
+    ("exp/rank12", "exp/rank*", "rank12"),
+    ("logs/worker_0", "logs/worker_*", "worker_0"),
+    ("logs/worker-1/train", "logs/worker-*/train", "worker-1"),
+    ("node1/gpu3", "node*/gpu*", "node1/gpu3"),
+    ("a/Rank2", "a/Rank*", "Rank2"),
+    ("local_rank3", "local_rank*", "local_rank3"),
+])
+def test_a_path_part_naming_a_worker_makes_a_rank(name, training, rank):
+    got = trainings.rank_name(name)
+    assert (got.training, got.rank) == (training, rank)
+
+
+@pytest.mark.parametrize("name", ["rank", "ranked0", "lr0.1", "run_gpu0", "exp/worker", "gpus2", "train"])
+def test_other_names_are_no_rank(name):
+    assert trainings.rank_name(name) is None
+
+
+def test_ranks_are_grouped_by_what_their_names_share_and_ordered_by_number():
+    found = trainings.trainings(["a/rank10", "a/rank2", "a/rank0", "b/rank0", "b/rank1", "c/rank0", "train",
+                                 "node0/gpu1", "node1/gpu0", "node0/gpu0"])
+    assert set(found) == {"a/rank*", "b/rank*", "node*/gpu*"}  # c has one rank: no training
+    assert found["a/rank*"].runs == ("a/rank0", "a/rank2", "a/rank10")
+    assert found["node*/gpu*"].ranks == ("node0/gpu0", "node0/gpu1", "node1/gpu0")
+    assert trainings.training_of("b/rank1", ["b/rank0", "b/rank1", "a/rank0"]).runs == ("b/rank0", "b/rank1")
+    assert trainings.training_of("c/rank0", ["c/rank0", "b/rank0", "b/rank1"]) is None
+
+
+# --- the rule on crafted numbers ---------------------------------------------------------------------
+
+def diverging(*values, tolerance=1e-3):
+    """Which ranks diverge at one place, given each rank's value (lowest rank first)."""
+    return ranks.divergence(np.array(values, dtype=np.float64), tolerance)[1].tolist()
+
+
+def test_two_ranks_that_disagree_flag_the_higher_rank():
+    assert diverging(1.0, 1.2) == [False, True]
+    assert diverging(1.2, 1.0) == [False, True]
+
+
+def test_the_value_most_ranks_share_is_the_reference():
+    assert diverging(1.5, 1.0, 1.0) == [True, False, False]
+    assert diverging(1.0, 1.0, 3.0, 1.0) == [False, False, True, False]
+    # Two against two: rank 0's side is taken as right.
+    assert diverging(2.0, 1.0, 2.0, 1.0) == [False, True, False, True]
+    # No two agree: each differs from rank 0.
+    assert diverging(1.0, 2.0, 3.0) == [False, True, True]
+
+
+def test_the_tolerance_is_relative_to_the_reference():
+    assert diverging(100.0, 100.09) == [False, False]
+    assert diverging(100.0, 100.11) == [False, True]
+    assert diverging(1e-9, 1.05e-9, tolerance=0.1) == [False, False]
+    assert diverging(1e-9, 1.2e-9, tolerance=0.1) == [False, True]
+
+
+def test_missing_and_zero_values():
+    nan = float("nan")
+    assert diverging(1.0, nan, 1.0) == [False, False, False]
+    assert diverging(nan, 1.0, 2.0) == [False, False, True]  # rank 0 absent: rank 1 is the lowest
+    assert diverging(1.0, nan) == [False, False]  # one rank compares nothing
+    assert diverging(0.0, 0.0) == [False, False]
+    assert diverging(0.0, 1e-9) == [False, True]
+
+
+def test_divergence_is_judged_at_every_place_at_once():
+    values = np.array([[1.0, 2.0, 5.0], [1.0, 2.5, 5.0]])  # (ranks, steps)
+    reference, flagged = ranks.divergence(values, 1e-3)
+    assert flagged.tolist() == [[False, False, False], [False, True, False]]
+    assert reference.tolist() == [1.0, 2.0, 5.0]
+    assert ranks.relative_difference(values[1], reference).tolist() == [0.0, 0.25, 0.0]
+
+
+def rank_run(r, b_norms, steps=np.arange(10) * 10, count=1000.0):
+    """(rank, run) of rank `r` with layers "a" (the same on every rank) and "b", whose gradient norm
+    per step is `b_norms`."""
+    steps = np.asarray(steps)
+    a = layer("a", gradient=grad(0, steps=steps, l2=1.0 + steps / 100.0))
+    b = layer("b", gradient=grad(0, steps=steps, l2=np.asarray(b_norms, dtype=np.float64), count=count))
+    return f"rank{r}", run(a, b, name=f"t/rank{r}")
+
+
+def rank_runs(*norms_per_rank, counts=None):
+    return [rank_run(r, norms, count=1000.0 if counts is None else counts[r]) for r, norms in enumerate(norms_per_rank)]
+
+
+def test_a_rank_diverging_at_two_steps_is_one_finding_on_its_run():
+    same = np.ones(10)
+    off = same.copy()
+    off[[4, 7]] = 1.01
+    found = ranks.find("t/rank*", rank_runs(same, same, off), LIMITS)
+    assert list(found) == ["t/rank2"]
+    (f,) = found["t/rank2"]
+    assert (f.kind, f.severity, f.role, f.layers) == (KIND, "warn", T.GRADIENT, ["b"])
+    assert (f.first_step, f.last_step) == (40, 70)
+    assert f.points["b"].tolist() == [40, 70]
+    assert f.evidence["layers"]["b"]["steps_diverged"] == 2
+    assert f.evidence["max_relative_difference"] == pytest.approx(0.01)
+    assert f.evidence["rank"] == "rank2" and f.evidence["training"] == "t/rank*"
+
+
+def test_one_step_apart_is_not_yet_a_finding_and_the_steps_needed_are_a_threshold():
+    same = np.ones(10)
+    off = same.copy()
+    off[4] = 1.5
+    assert ranks.find("t/rank*", rank_runs(same, off), LIMITS) == {}
+    assert list(ranks.find("t/rank*", rank_runs(same, off), dict(LIMITS, rank_divergence_steps=1))) == ["t/rank1"]
+
+
+def test_the_tolerance_is_a_threshold():
+    same, off = np.ones(10), np.full(10, 1.01)
+    assert list(ranks.find("t/rank*", rank_runs(same, off), LIMITS)) == ["t/rank1"]
+    assert ranks.find("t/rank*", rank_runs(same, off), dict(LIMITS, rank_divergence_rel=0.02)) == {}
+
+
+def test_layers_of_other_sizes_on_each_rank_are_shards_and_not_compared():
+    assert ranks.find("t/rank*", rank_runs(np.ones(10), np.full(10, 2.0), counts=[1000.0, 500.0]), LIMITS) == {}
+
+
+def test_ranks_logged_at_other_steps_compare_the_steps_they_share():
+    later = np.arange(5) * 10 + 50
+    assert ranks.find("t/rank*", [rank_run(0, np.ones(10)), rank_run(1, np.ones(5), later)], LIMITS) == {}
+    (f,) = ranks.find("t/rank*", [rank_run(0, np.ones(10)), rank_run(1, np.full(5, 3.0), later)], LIMITS)["t/rank1"]
+    assert f.points["b"].tolist() == [50, 60, 70, 80, 90]
+    assert f.evidence["layers"]["b"]["steps_compared"] == 5
+
+
+# --- a real two-process training ----------------------------------------------------------------------
+
+def kinds_by_run(client):
+    found = {}
+    for r in client.ok("/runs")["runs"]:
+        found[r["run"]] = [f for f in client.ok("/findings", run=r["run"])["findings"] if f["kind"] == KIND]
+    return found
+
+
+def test_the_layer_left_out_of_the_all_reduce_is_flagged_on_one_rank_only(ranks_logdir, plugin_client):
+    client = plugin_client(ranks_logdir)
+    found = kinds_by_run(client)
+    assert set(found) == {"skipped/rank0", "skipped/rank1", "reduced/rank0", "reduced/rank1"}
+    (f,) = found["skipped/rank1"]
+    assert f["layers"] == [ranks_training.SKIPPED]
+    assert f["severity"] == "warn" and f["role"] == "gradient"
+    assert f["evidence"]["layers"][ranks_training.SKIPPED]["steps_diverged"] == ranks_training.STEPS
+    assert found["skipped/rank0"] == [] and found["reduced/rank0"] == [] and found["reduced/rank1"] == []
+    # The heatmap agrees with the finding: that row warns at every step, the others do not.
+    hm = client.ok("/heatmap", run="skipped/rank1", role="gradient")
+    warn = hm["status_names"].index("warn")
+    rows = {name: set(row) for name, row in zip(hm["layers"], hm["status"])}
+    assert rows.pop(ranks_training.SKIPPED) == {warn}
+    assert all(warn not in statuses for statuses in rows.values()), rows
+
+
+def test_the_runs_route_says_each_runs_training_and_rank(ranks_logdir, loader_client):
+    client = loader_client(ranks_logdir)
+    by_run = {r["run"]: r for r in call(client, "/runs")[1]["runs"]}
+    assert by_run["skipped/rank1"]["training"] == {
+        "name": "skipped/rank*", "rank": "rank1", "ranks": ["rank0", "rank1"],
+        "runs": ["skipped/rank0", "skipped/rank1"]}
+    assert by_run["reduced/rank0"]["training"]["rank"] == "rank0"
+    assert by_run["skipped/rank1"]["findings"]["warn"] == 1
+    assert by_run["skipped/rank0"]["findings"]["warn"] == 0
+    status, body = call(client, "/findings", run="skipped/rank1")
+    assert status == 200 and [(f["kind"], f["layers"]) for f in body["findings"]] == [(KIND, [ranks_training.SKIPPED])]
+    for name in ("skipped/rank0", "reduced/rank0", "reduced/rank1"):
+        assert not [f for f in call(client, "/findings", run=name)[1]["findings"] if f["kind"] == KIND], name
+
+
+def test_the_cli_reports_it_on_the_rank(ranks_logdir, capsys):
+    assert cli.main(["report", "--format", "json", str(ranks_logdir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    flagged = [(f["run"], f["layers"]) for f in report["findings"] if f["kind"] == KIND]
+    assert flagged == [("skipped/rank1", [ranks_training.SKIPPED])]
+
+
+def test_a_run_alone_is_judged_alone(ranks_logdir, plugin_client, tmp_path):
+    shutil.copytree(ranks_logdir / "skipped" / "rank1", tmp_path / "rank1")
+    assert kinds_by_run(plugin_client(tmp_path)) == {"rank1": []}
+
+
+# --- judged again when another rank's data changes ----------------------------------------------------
+
+def sweep_kinds(client):
+    return {row["run"]: [k["kind"] for k in row["kinds"]] for row in client.ok("/sweep")["runs"]}
+
+
+def test_a_rank_is_judged_again_when_only_another_ranks_data_changed(tmp_path, plugin_client):
+    rng = np.random.default_rng(0)
+    buckets = [normal_buckets(rng) for _ in range(8)]
+    wider = [np.column_stack([b[:, 0] * 2, b[:, 1] * 2, b[:, 2]]) for b in buckets]
+    for r in (0, 1):
+        write_run(tmp_path / f"rank{r}", [event(s, hist_value("grads/fc", buckets[s])) for s in range(4)])
+    # Rank 1 logs four more steps that rank 0 has not logged yet: nothing to compare them with.
+    append_events(new_event_file(tmp_path / "rank1"),
+                  [event(s, hist_value("grads/fc", buckets[s])) for s in range(4, 8)])
+    client = plugin_client(tmp_path)
+    assert kinds_by_run(client) == {"rank0": [], "rank1": []}
+    assert sweep_kinds(client) == {"rank0": [], "rank1": []}
+    # Rank 0 logs them with other gradients: rank 1, whose own data did not change, now disagrees with it.
+    append_events(new_event_file(tmp_path / "rank0"),
+                  [event(s, hist_value("grads/fc", wider[s])) for s in range(4, 8)])
+    client.reload()
+    found = kinds_by_run(client)
+    assert found["rank0"] == [] and [f["layers"] for f in found["rank1"]] == [["fc"]]
+    assert (found["rank1"][0]["first_step"], found["rank1"][0]["last_step"]) == (4, 7)
+    assert sweep_kinds(client) == {"rank0": [], "rank1": [KIND]}
+    hm = client.ok("/heatmap", run="rank1", role="gradient")
+    assert hm["status"][0] == [hm["status_names"].index("ok")] * 4 + [hm["status_names"].index("warn")] * 4

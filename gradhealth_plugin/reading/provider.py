@@ -14,6 +14,7 @@ for their new steps.
 from __future__ import annotations
 
 import collections
+import gc
 import threading
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -42,6 +43,41 @@ _BUCKET_CACHE_BYTES = 64 * 1024 * 1024
 _READ_VALUES = 500_000
 _FIRST_READ_TAGS = 8
 _MAX_READ_TAGS = 4096
+
+
+class _PausedCollector:
+    """Pauses Python's cyclic garbage collector while any reader decodes and computes a chunk of tags.
+
+    A chunk's decoded samples (hundreds of thousands of small objects on a run of
+    many tags) live only until their metrics are computed, but long enough for
+    the collector to promote them to its oldest generation; promoting that many
+    makes it run full collections, each a pass over everything TensorBoard loaded
+    (about half a second per collection at 400,000 histograms). They are freed
+    by their reference counts, cycles or not, so the collector has nothing to
+    find among them. Paused while any thread is in, resumed when the last one
+    leaves, and only if it was running.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._resume = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._inside == 0:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._inside += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._resume:
+                gc.enable()
+
+
+_collector_paused = _PausedCollector()
 
 
 def _write_order(listing: Mapping) -> List[str]:
@@ -126,7 +162,8 @@ class Reader:
             if cached is not None and cached[0] == fingerprint:
                 self._cache.move_to_end(key)
                 return cached[1]
-        data = self._build(ctx, experiment_id, run, listings)
+        with _collector_paused:
+            data = self._build(ctx, experiment_id, run, listings)
         with self._lock:
             self._cache[key] = (fingerprint, data)
             self._cache.move_to_end(key)
@@ -230,7 +267,7 @@ class Reader:
         so that one chunk's worth is the most held at a time.
         """
         result = self._read_tensors(ctx, experiment_id, "histograms", run, [i.tag for i in chunk])
-        pending, values_read = [], 0
+        reads, values_read = [], 0
         for info in chunk:
             key = (experiment_id, run, "histograms", info.tag)
             ts = listing[info.tag]
@@ -247,12 +284,12 @@ class Reader:
             previous = self.tag_cache.peek(key)
             if isinstance(previous, _Unreadable):  # its text is gone (purged or sampled away): start afresh
                 previous = None
-            pending.append(tables.pending(key, (ts.max_step, ts.max_wall_time), bimodal, datums, previous))
+            reads.append(tables.TagRead(key, (ts.max_step, ts.max_wall_time), bimodal, datums, previous))
         del result
-        for p, entry in zip(pending, tables.compute(pending)):
-            self.tag_cache.put(p.key, p.version, entry, entry.nbytes)
-            out[p.key[-1]] = entry.table
-            walls[("histograms", p.key[-1])] = entry.wall_times
+        for read, entry in zip(reads, tables.compute(reads)):
+            self.tag_cache.put(read.key, read.version, entry, entry.nbytes)
+            out[read.key[-1]] = entry.table
+            walls[("histograms", read.key[-1])] = entry.wall_times
         return values_read
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:

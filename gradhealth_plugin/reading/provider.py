@@ -113,6 +113,8 @@ class Reader:
                          if count is not None}
         self._lock = threading.Lock()
         self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        # (experiment, run) -> (its tags in write order, how they were classified).
+        self._classified: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         self.tag_cache = TagCache()
         self.bucket_cache = TagCache(_BUCKET_CACHE_BYTES)
 
@@ -190,15 +192,35 @@ class Reader:
         scalar_listing = dict(listings["scalars"].get(run, {}))
         # The record an integration's stop_on wrote: why training stopped, in its description.
         stop = scalar_listing.pop(metadata.STOP_TAG, None)
-        run_tags = runs.classify_run_tags(
-            _write_order(listings["histograms"].get(run, {})), _write_order(scalar_listing),
-            {tag: own_listing[tag].plugin_content for tag in _write_order(own_listing)}, self._tag_rules)
+        run_tags = self._classify(experiment_id, run, _write_order(listings["histograms"].get(run, {})),
+                                  _write_order(scalar_listing),
+                                  {tag: own_listing[tag].plugin_content for tag in _write_order(own_listing)})
         reads = self._read(ctx, experiment_id, run, run_tags, listings)
         max_steps = [ts.max_step for listing in listings.values() for ts in listing.get(run, {}).values()]
         data = runs.build_run(run, run_tags, reads, max(max_steps) if max_steps else None)
         if stop is not None:
             data.stopped = {"step": int(stop.max_step), "message": stop.description or ""}
         return data
+
+    def _classify(self, experiment_id: str, run: str, hist_tags: List[str], scalar_tags: List[str],
+                  own_contents: Dict[str, bytes]) -> runs.RunTags:
+        """`runs.classify_run_tags`, again only when the run's tags (or their write order) changed.
+
+        A growing run lists the same tags at every reload: its thousands of names are
+        not sorted into layers and roles again for each new step.
+        """
+        key = (tuple(hist_tags), tuple(scalar_tags), tuple(own_contents.items()))
+        with self._lock:
+            cached = self._classified.get((experiment_id, run))
+            if cached is not None and cached[0] == key:
+                return cached[1]
+        run_tags = runs.classify_run_tags(hist_tags, scalar_tags, own_contents, self._tag_rules)
+        with self._lock:
+            self._classified[(experiment_id, run)] = (key, run_tags)
+            self._classified.move_to_end((experiment_id, run))
+            while len(self._classified) > _CACHE_RUNS:
+                self._classified.popitem(last=False)
+        return run_tags
 
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,
               listings: Mapping[str, Mapping]) -> runs.RunReads:

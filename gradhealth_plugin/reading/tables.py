@@ -43,9 +43,14 @@ class TagMetrics:
 
     table: metrics.MetricTable
     wall_times: np.ndarray
+    # Bytes per row, where the batch that computed the table knows them: summing
+    # the columns of 20,000 tables one by one costs more than computing them.
+    row_bytes: Optional[int] = None
 
     @property
     def nbytes(self) -> int:
+        if self.row_bytes is not None:
+            return self.row_bytes * len(self.wall_times)
         return _table_nbytes(self.table) + int(self.wall_times.nbytes)
 
 
@@ -208,8 +213,16 @@ def _bimodal_columns(h: metrics.Histograms, table: metrics.MetricTable, wanted: 
     return values, quality
 
 
-def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]) -> List[metrics.MetricTable]:
+def _row_bytes(h: metrics.Histograms, values: Dict[str, np.ndarray], quality: Dict[str, np.ndarray]) -> int:
+    """Bytes per row of a table with these columns and of its wall times."""
+    return (h.steps.itemsize + h.wall_times.itemsize + sum(v.itemsize for v in values.values())
+            + sum(q.itemsize for q in quality.values()))
+
+
+def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]) -> List[tuple]:
     """Metrics of the fresh rows of several tags, computed in one pass; each tag's table a view of its rows.
+
+    Returns (table, bytes per row) per tag.
 
     Views, not copies: the tags of a batch are cached together, so they hold no
     more than their own rows but for the few tags evicted before their batch-mates.
@@ -224,6 +237,8 @@ def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]
     extra_values, extra_quality = {}, {}
     if any(bimodal):
         extra_values, extra_quality = _bimodal_columns(h, table, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
+    row_bytes = {False: _row_bytes(h, table.values, table.quality),
+                 True: _row_bytes(h, {**table.values, **extra_values}, {**table.quality, **extra_quality})}
     out = []
     for s, e, weights in zip(starts.tolist(), ends.tolist(), bimodal):
         values = {name: v[s:e] for name, v in table.values.items()}
@@ -231,8 +246,8 @@ def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]
         if weights:
             values.update((name, extra_values[name][s:e]) for name in _WEIGHT_COLUMNS)
             quality.update((name, extra_quality[name][s:e]) for name in _WEIGHT_COLUMNS)
-        out.append(metrics.MetricTable(steps=h.steps[s:e], values=values, quality=quality,
-                                       first_wall=float(h.wall_times[s]) if e > s else None))
+        out.append((metrics.MetricTable(steps=h.steps[s:e], values=values, quality=quality,
+                                        first_wall=float(h.wall_times[s]) if e > s else None), row_bytes[weights]))
     return out
 
 
@@ -280,16 +295,16 @@ def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
         return starts[i] + np.flatnonzero(fresh[starts[i]:ends[i]])
 
     read_whole = (fresh_counts == rows.ends - rows.starts).tolist()
-    tables: List[Optional[metrics.MetricTable]] = [None] * len(reads)
+    tables: List[Optional[tuple]] = [None] * len(reads)
     for batch in _batches(fresh_counts, _widths(rows, fresh)):
         computed = _fresh_tables(rows, [fresh_rows(i) for i in batch], [reads[i].bimodal for i in batch])
         for i, table in zip(batch, computed):
             tables[i] = table
     out = []
-    for i, (read, table) in enumerate(zip(reads, tables)):
+    for i, (read, (table, row_bytes)) in enumerate(zip(reads, tables)):
         walls = rows.walls[starts[i]:ends[i]]
         if read_whole[i]:
-            out.append(TagMetrics(table=table, wall_times=walls))
+            out.append(TagMetrics(table=table, wall_times=walls, row_bytes=row_bytes))
         else:
             out.append(_assemble(rows.steps[starts[i]:ends[i]], walls, source[starts[i]:ends[i]], read.previous,
                                  table))

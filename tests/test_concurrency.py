@@ -249,3 +249,31 @@ def test_tags_are_sorted_into_layers_again_only_when_the_runs_tags_change(counte
     (run,) = client.ok("/runs")["runs"]
     assert len(calls) == 2 and "gradients/dense_9/kernel" in calls[-1]
     assert "dense_9/kernel" in [layer["name"] for layer in run["layers"]]
+
+
+def test_the_garbage_collector_runs_again_after_a_run_is_read_even_when_reading_fails(counted, monkeypatch):
+    import gc
+
+    from gradhealth_plugin.reading import runs as runs_lib
+
+    client, _, _, _, _ = counted
+    assert gc.isenabled()
+    client.ok("/runs")
+    assert gc.isenabled(), "reading a run left the garbage collector paused"
+
+    def failing(*args, **kwargs):
+        assert not gc.isenabled(), "the collector was not paused while the run was built"
+        raise RuntimeError("crafted failure")
+
+    monkeypatch.setattr(runs_lib, "build_run", failing)
+    client.reload()
+    client.plugin._analyzer._reader._cache.clear()
+    status, body = client.get("/heatmap", run="run")
+    assert status == 422 and "crafted failure" in body["error"]
+    assert gc.isenabled(), "a failed read left the garbage collector paused"
+    gc.disable()  # paused by the host: reading leaves it paused
+    try:
+        client.get("/heatmap", run="run")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

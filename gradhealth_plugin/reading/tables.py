@@ -28,7 +28,7 @@ from ..analysis import metrics
 # with more rows go alone (large arrays spill the CPU cache; nothing to gain).
 _BATCH_ROWS = 4096
 _ALONE_ROWS = 256
-# The columns only weight tags get (see `_bimodal_columns`), in the order tables list them.
+# The columns only weight tags get (see `_weight_columns`), in the order tables list them.
 _WEIGHT_COLUMNS = ("bimodal_dip", "l2_low", "l2_high")
 
 
@@ -195,20 +195,17 @@ def _std_rel_first(table: metrics.MetricTable, starts: np.ndarray, lengths: np.n
     table.quality["std_rel_first"] = np.where(known, table.quality["std"], metrics.NO_DATA).astype(np.uint8)
 
 
-def _bimodal_columns(h: metrics.Histograms, table: metrics.MetricTable, wanted: np.ndarray) -> tuple:
-    """(values, quality) of the weight tags' own columns over the batch's rows, NaN on the `wanted`-less rows.
+def _weight_columns(h: metrics.Histograms, wanted: np.ndarray) -> tuple:
+    """(values, quality) of the weight tags' own columns, over the `wanted` rows of the batch only.
 
     The bimodality dip, and the proven L2 interval the update ratio's lower bound
-    needs: the buckets are not kept after this pass.
+    needs: the buckets are not kept after this pass. The dip's quality is the
+    std's, which every table has already.
     """
-    rows = np.flatnonzero(wanted)
-    picked = _select_rows(h, rows)
-    dip, low, high = np.full(len(h.steps), np.nan), np.full(len(h.steps), np.nan), np.full(len(h.steps), np.nan)
-    dip[rows] = metrics.bimodal_dip(picked)
-    low[rows], high[rows] = metrics.l2_bounds(picked)
-    values = {"bimodal_dip": dip, "l2_low": low, "l2_high": high}
-    quality = {"bimodal_dip": table.quality["std"],
-               "l2_low": np.where(np.isfinite(low), metrics.LOWER_BOUND, metrics.NO_DATA).astype(np.uint8),
+    picked = _select_rows(h, np.flatnonzero(wanted))
+    low, high = metrics.l2_bounds(picked)
+    values = {"bimodal_dip": metrics.bimodal_dip(picked), "l2_low": low, "l2_high": high}
+    quality = {"l2_low": np.where(np.isfinite(low), metrics.LOWER_BOUND, metrics.NO_DATA).astype(np.uint8),
                "l2_high": np.where(np.isfinite(high), metrics.UPPER_BOUND, metrics.NO_DATA).astype(np.uint8)}
     return values, quality
 
@@ -234,18 +231,22 @@ def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]
     h = metrics.stack_histograms(rows.steps[index], rows.walls[index], [rows.arrays[r] for r in index.tolist()])
     table = metrics.histogram_metrics(h)
     _std_rel_first(table, starts, lengths)
-    extra_values, extra_quality = {}, {}
+    weight_values, weight_quality = {}, {}
     if any(bimodal):
-        extra_values, extra_quality = _bimodal_columns(h, table, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
+        weight_values, weight_quality = _weight_columns(h, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
     row_bytes = {False: _row_bytes(h, table.values, table.quality),
-                 True: _row_bytes(h, {**table.values, **extra_values}, {**table.quality, **extra_quality})}
+                 True: _row_bytes(h, {**table.values, **weight_values},
+                                  {**table.quality, **weight_quality, "bimodal_dip": table.quality["std"]})}
     out = []
+    w = 0  # where the tag's rows start in the weight columns
     for s, e, weights in zip(starts.tolist(), ends.tolist(), bimodal):
         values = {name: v[s:e] for name, v in table.values.items()}
         quality = {name: q[s:e] for name, q in table.quality.items()}
         if weights:
-            values.update((name, extra_values[name][s:e]) for name in _WEIGHT_COLUMNS)
-            quality.update((name, extra_quality[name][s:e]) for name in _WEIGHT_COLUMNS)
+            values.update((name, weight_values[name][w:w + e - s]) for name in _WEIGHT_COLUMNS)
+            quality["bimodal_dip"] = quality["std"]
+            quality.update((name, weight_quality[name][w:w + e - s]) for name in _WEIGHT_COLUMNS[1:])
+            w += e - s
         out.append((metrics.MetricTable(steps=h.steps[s:e], values=values, quality=quality,
                                         first_wall=float(h.wall_times[s]) if e > s else None), row_bytes[weights]))
     return out

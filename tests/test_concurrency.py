@@ -224,3 +224,56 @@ def test_tag_cache_keeps_one_entry_larger_than_its_bound():
     cache.put(("b",), (1,), "big", 1000)
     assert cache.get(("a",), (1,)) is None  # least recently used goes first
     assert cache.get(("b",), (1,)) == "big"
+
+
+def test_tags_are_sorted_into_layers_again_only_when_the_runs_tags_change(counted, monkeypatch):
+    from gradhealth_plugin.reading import runs as runs_lib
+
+    client, _, _, path, rng = counted
+    calls = []
+    real = runs_lib.classify_run_tags
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runs_lib, "classify_run_tags", counting)
+    client.ok("/runs")
+    append_events(path, [_step_event(rng, 20)])
+    client.reload()
+    (run,) = client.ok("/runs")["runs"]
+    assert run["last_step"] == 20
+    assert len(calls) == 1, "a run that only grew had its tags classified again"
+    append_events(path, [event(21, hist_value("gradients/dense_9/kernel", normal_buckets(rng, 1e-2)))])
+    client.reload()
+    (run,) = client.ok("/runs")["runs"]
+    assert len(calls) == 2 and "gradients/dense_9/kernel" in calls[-1]
+    assert "dense_9/kernel" in [layer["name"] for layer in run["layers"]]
+
+
+def test_the_garbage_collector_runs_again_after_a_run_is_read_even_when_reading_fails(counted, monkeypatch):
+    import gc
+
+    from gradhealth_plugin.reading import runs as runs_lib
+
+    client, _, _, _, _ = counted
+    assert gc.isenabled()
+    client.ok("/runs")
+    assert gc.isenabled(), "reading a run left the garbage collector paused"
+
+    def failing(*args, **kwargs):
+        assert not gc.isenabled(), "the collector was not paused while the run was built"
+        raise RuntimeError("crafted failure")
+
+    monkeypatch.setattr(runs_lib, "build_run", failing)
+    client.reload()
+    client.plugin._analyzer._reader._cache.clear()
+    status, body = client.get("/heatmap", run="run")
+    assert status == 422 and "crafted failure" in body["error"]
+    assert gc.isenabled(), "a failed read left the garbage collector paused"
+    gc.disable()  # paused by the host: reading leaves it paused
+    try:
+        client.get("/heatmap", run="run")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

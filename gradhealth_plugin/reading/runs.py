@@ -21,8 +21,20 @@ from . import axes, data_roles, tables
 from . import tags as tags_lib
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+# Shared by every row not yet judged (the analysis gives each row arrays of its own): a run
+# of 20,000 rows would otherwise make 60,000 empty arrays.
+_NO_SCORE = _read_only(np.zeros(0))
+_NO_STATUS = _read_only(np.zeros(0, dtype=np.uint8))
+_NO_RULE = _read_only(np.zeros(0, dtype=object))
+
+
 def _undecided() -> health.CellHealth:
-    return health.CellHealth(np.zeros(0), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=object))
+    return health.CellHealth(_NO_SCORE, _NO_STATUS, _NO_RULE)
 
 
 @dataclasses.dataclass
@@ -214,7 +226,9 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
 def not_numbers(datums: Sequence) -> Optional[str]:
     """Why a tag's tensors cannot be read as numbers (text, complex values), or None when they can."""
     for d in datums:  # one dtype per step: a tag's tensors need not agree
-        dtype = np.asarray(d.numpy).dtype
+        values = d.numpy
+        # An array's own dtype, without converting it: a run of many tags has hundreds of thousands.
+        dtype = values.dtype if isinstance(values, np.ndarray) else np.asarray(values).dtype
         if dtype.kind not in "biuf":
             what = "text" if dtype.kind in "OSU" else f"{dtype.name} values"
             return f"the tensor at step {d.step} holds {what}, not numbers"
@@ -258,9 +272,14 @@ def tag_sampling(kept_steps: Mapping[tuple, np.ndarray], max_steps: Mapping[tupl
     def logged(key: tuple, steps: np.ndarray, first: Optional[int] = None) -> Tuple[int, bool, bool]:
         return series_lib.logged_steps(steps, max_steps.get(key), samples.get(key[0]), first)
 
-    whole = [steps for key, steps in kept_steps.items() if len(steps) and not logged(key, steps)[1]]
+    out = {key: logged(key, steps) for key, steps in kept_steps.items()}
+    whole = [steps for key, steps in kept_steps.items() if len(steps) and not out[key][1]]
     first = int(min(int(steps[0]) for steps in whole)) if whole else None
-    return {key: logged(key, steps, first) for key, steps in kept_steps.items()}
+    if first is not None:
+        # The run's first step changes only the count of a series that lost steps: the others
+        # keep what they were found to hold without it.
+        out.update({key: logged(key, kept_steps[key], first) for key, found in out.items() if found[1]})
+    return out
 
 
 # Per-layer statistic scalars of one role, in the order their conventions list them (seed 002's
@@ -379,6 +398,7 @@ def add_update_ratios(layers: Iterable[Layer]) -> None:
     """The update-to-weight ratio of layers logging their weights: estimated from their updates where
     those are logged too, else, for kernels, the lower bound the weights' own norms prove (other
     parameters often start at zero, where any update is large against the weights)."""
+    bounded: Dict[int, List[RoleData]] = collections.defaultdict(list)  # by row length
     for layer in layers:
         weight = layer.roles.get(tags_lib.WEIGHT)
         update = layer.roles.get(tags_lib.UPDATE)
@@ -387,13 +407,17 @@ def add_update_ratios(layers: Iterable[Layer]) -> None:
         if update is None and layer.kind != tags_lib.KIND_KERNEL:
             continue
         if update is None:
-            ratio, quality = metrics.update_ratio_lower_bound(weight.table)
-            if not np.isfinite(ratio).any():
-                continue
-        else:
-            ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
+            bounded[len(weight.table.steps)].append(weight)
+            continue
+        ratio, quality = metrics.update_ratio_from_histograms(update.table, weight.table)
         weight.table.values["update_ratio"] = ratio
         weight.table.quality["update_ratio"] = quality
+    for weights in bounded.values():  # equally long rows: their bounds in one pass
+        ratios, qualities = metrics.update_ratio_lower_bounds([w.table for w in weights])
+        for weight, ratio, quality, known in zip(weights, ratios, qualities, np.isfinite(ratios).any(axis=1)):
+            if known:
+                weight.table.values["update_ratio"] = ratio
+                weight.table.quality["update_ratio"] = quality
 
 
 def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[int]) -> RunData:
@@ -477,8 +501,13 @@ def logging_interval(step_arrays: Iterable[np.ndarray]) -> Optional[float]:
     writer's interval; their common divisor is the interval itself (the
     smallest gap is not, once steps were dropped).
     """
-    gaps = [_ascending_gaps(steps) for steps in step_arrays if len(steps) > 1]
-    gaps = np.concatenate(gaps) if gaps else np.zeros(0, dtype=np.uint64)
+    arrays = [steps for steps in step_arrays if len(steps) > 1]
+    if not arrays:
+        return None
+    # Every tag's gaps in one pass: the steps end to end, less the gap from each tag's last to the next's first.
+    gaps = _ascending_gaps(np.concatenate(arrays))
+    ends = np.cumsum([len(steps) for steps in arrays])[:-1]
+    gaps = np.delete(gaps, ends - 1)
     gaps = gaps[gaps > 0]
     return float(np.gcd.reduce(gaps)) if len(gaps) else None
 

@@ -1,15 +1,21 @@
-"""Per-tag metric tables, computed incrementally from histogram samples.
+"""Per-tag metric tables, computed incrementally from histogram samples, a chunk of tags at a time.
 
 A tag's samples arrive as datums (anything with ``step``, ``wall_time`` and
 ``numpy``). Rows an earlier table already holds (same step, same wall time)
 are reused; only the new rows have their buckets turned into metrics, and tags
 with few new rows share one vectorised pass.
+
+A chunk's samples are laid out flat, one row per sample and each tag a
+contiguous range of rows: a run of 20,000 tags then costs numpy calls per
+batch of tags, not per tag, and each tag's table is a view of its batch's
+columns rather than a copy.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -22,6 +28,8 @@ from ..analysis import metrics
 # with more rows go alone (large arrays spill the CPU cache; nothing to gain).
 _BATCH_ROWS = 4096
 _ALONE_ROWS = 256
+# The columns only weight tags get (see `_weight_columns`), in the order tables list them.
+_WEIGHT_COLUMNS = ("bimodal_dip", "l2_low", "l2_high")
 
 
 def _table_nbytes(table: metrics.MetricTable) -> int:
@@ -35,26 +43,26 @@ class TagMetrics:
 
     table: metrics.MetricTable
     wall_times: np.ndarray
+    # Bytes per row, where the batch that computed the table knows them: summing
+    # the columns of 20,000 tables one by one costs more than computing them.
+    row_bytes: Optional[int] = None
 
     @property
     def nbytes(self) -> int:
+        if self.row_bytes is not None:
+            return self.row_bytes * len(self.wall_times)
         return _table_nbytes(self.table) + int(self.wall_times.nbytes)
 
 
 @dataclasses.dataclass
-class Pending:
-    """One histogram tag just read: its kept rows, which of them need metrics, where the others come from."""
+class TagRead:
+    """One histogram tag just read: its samples and what an earlier read left for it."""
 
     key: tuple
     version: tuple
-    bimodal: bool
-    steps: np.ndarray
-    walls: np.ndarray
-    fresh: np.ndarray  # rows to compute
-    arrays: list  # their bucket arrays
-    source: np.ndarray  # per row: the row of `previous` to reuse, or -1
+    bimodal: bool  # a weight tag: it gets the bimodality dip and the proven L2 interval
+    datums: Sequence
     previous: Optional[TagMetrics]
-    width: int  # most buckets in one fresh row
 
 
 def last_per_step(datums: Sequence) -> list:
@@ -69,31 +77,98 @@ def last_per_step(datums: Sequence) -> list:
     return [d for d, nxt in zip(ordered, ordered[1:] + [None]) if nxt is None or nxt.step != d.step]
 
 
-def pending(key: tuple, version: tuple, bimodal: bool, datums: Sequence, previous: Optional[TagMetrics]) -> Pending:
-    """Sorts a tag's datums by step and finds the rows an earlier result already has.
+@dataclasses.dataclass
+class _Rows:
+    """A chunk's samples, flat: tag i's rows are starts[i]:ends[i], its steps ascending and unique."""
 
-    A row is reused when its step and wall time are both still there: when a run
-    grows, the loaders keep most old samples, and only new steps need their
-    buckets turned into metrics.
+    steps: np.ndarray
+    walls: np.ndarray
+    arrays: list
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+def _flat_rows(datum_lists: List[Sequence]) -> _Rows:
+    lengths = np.fromiter(map(len, datum_lists), dtype=np.int64, count=len(datum_lists))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    flat = list(itertools.chain.from_iterable(datum_lists))
+    steps = np.fromiter((d.step for d in flat), dtype=np.int64, count=len(flat))
+    # A step that does not rise within a tag (written twice, or listed out of order): that
+    # tag alone is put in order with `last_per_step`. Writers almost never do it.
+    down = np.flatnonzero(np.diff(steps) <= 0) + 1
+    first_rows = np.zeros(len(flat) + 1, dtype=bool)
+    first_rows[starts] = True
+    down = down[~first_rows[down]]
+    if len(down):
+        for i in np.unique(np.searchsorted(ends, down, side="right")).tolist():
+            datum_lists[i] = last_per_step(datum_lists[i])
+        return _flat_rows(datum_lists)
+    walls = np.fromiter((d.wall_time for d in flat), dtype=np.float64, count=len(flat))
+    return _Rows(steps=steps, walls=walls, arrays=[d.numpy for d in flat], starts=starts, ends=ends)
+
+
+def _reused_rows(rows: _Rows, reads: Sequence[TagRead]) -> np.ndarray:
+    """Per row, the row of its tag's previous table holding the same step and wall time, or -1.
+
+    When a run grows, the loaders keep most old samples, and only new steps need
+    their buckets turned into metrics.
     """
-    datums = last_per_step(datums)
-    n = len(datums)
-    steps = np.array([d.step for d in datums], dtype=np.int64)
-    walls = np.array([d.wall_time for d in datums], dtype=np.float64)
-    source = np.full(n, -1, dtype=np.int64)
-    if previous is not None and ("bimodal_dip" in previous.table.values) != bimodal:
-        previous = None
-    if previous is not None and len(previous.table.steps) and n:
-        old_steps = previous.table.steps
+    source = np.full(len(rows.steps), -1, dtype=np.int64)
+    for i, read in enumerate(reads):
+        previous = read.previous
+        s, e = int(rows.starts[i]), int(rows.ends[i])
+        if previous is None or not len(previous.table.steps) or e == s:
+            continue
+        old_steps, steps = previous.table.steps, rows.steps[s:e]
         at = np.minimum(np.searchsorted(old_steps, steps), len(old_steps) - 1)
-        same = (old_steps[at] == steps) & (previous.wall_times[at] == walls)
-        source = np.where(same, at, -1)
-    fresh = np.flatnonzero(source < 0)
-    arrays = [datums[i].numpy for i in fresh]
-    shapes = {getattr(a, "shape", ()) for a in arrays}
-    width = max((shape[0] for shape in shapes if len(shape)), default=0)
-    return Pending(key=key, version=version, bimodal=bimodal, steps=steps, walls=walls, fresh=fresh, arrays=arrays,
-                   source=source, previous=previous, width=width)
+        same = (old_steps[at] == steps) & (previous.wall_times[at] == rows.walls[s:e])
+        source[s:e] = np.where(same, at, -1)
+    return source
+
+
+def _first_dim(shape: tuple) -> int:
+    return shape[0] if len(shape) else 0
+
+
+def _widths(rows: _Rows, fresh: np.ndarray) -> np.ndarray:
+    """Per tag, the most buckets in one of its fresh rows (0 without any)."""
+    shapes = {getattr(a, "shape", ()) for a in rows.arrays}
+    if len(shapes) == 1:  # TF2 writes every histogram with the same number of buckets
+        dims = np.full(len(rows.arrays), _first_dim(next(iter(shapes))), dtype=np.int64)
+    else:
+        dims = np.fromiter((_first_dim(getattr(a, "shape", ())) for a in rows.arrays), dtype=np.int64,
+                           count=len(rows.arrays))
+    dims = np.where(fresh, dims, 0)
+    widths = np.zeros(len(rows.starts), dtype=np.int64)
+    nonempty = rows.ends > rows.starts
+    if nonempty.any():  # empty tags are left out: reduceat would give them the next tag's first row
+        widths[nonempty] = np.maximum.reduceat(dims, rows.starts[nonempty])
+    return widths
+
+
+def _batches(fresh_counts: np.ndarray, widths: np.ndarray) -> List[List[int]]:
+    """Tags to compute together: alone with many fresh rows, else batch-mates of a similar bucket count."""
+    batches: List[List[int]] = []
+    by_width: Dict[int, List[int]] = collections.defaultdict(list)
+    for i, (count, width) in enumerate(zip(fresh_counts.tolist(), widths.tolist())):
+        if count >= _ALONE_ROWS:
+            batches.append([i])
+        else:
+            # Batch-mates padded to a similar bucket count: at most twice the work of their own.
+            by_width[max(width, 1).bit_length()].append(i)
+    for members in by_width.values():
+        batch: List[int] = []
+        rows = 0
+        for i in members:
+            if batch and rows + fresh_counts[i] > _BATCH_ROWS:
+                batches.append(batch)
+                batch, rows = [], 0
+            batch.append(i)
+            rows += int(fresh_counts[i])
+        if batch:
+            batches.append(batch)
+    return batches
 
 
 def _select_rows(h: metrics.Histograms, rows: np.ndarray) -> metrics.Histograms:
@@ -101,117 +176,140 @@ def _select_rows(h: metrics.Histograms, rows: np.ndarray) -> metrics.Histograms:
                                      if getattr(h, f.name) is not None})
 
 
-def _batch_dip(h: metrics.Histograms, parts: List[Pending], starts: np.ndarray, ends: np.ndarray
-               ) -> Optional[np.ndarray]:
-    """The bimodality dip of the rows of tags that want it (NaN elsewhere); None if none does."""
-    if not any(p.bimodal for p in parts):
-        return None
-    rows = np.concatenate([np.arange(s, e) for s, e, p in zip(starts, ends, parts) if p.bimodal])
-    dip = np.full(len(h.steps), np.nan)
-    dip[rows] = metrics.bimodal_dip(_select_rows(h, rows))
-    return dip
+def _std_rel_first(table: metrics.MetricTable, starts: np.ndarray, lengths: np.ndarray) -> None:
+    """`metrics.add_std_rel_first` for each tag of a batch: std relative to that tag's own first step."""
+    std = table.values["std"]
+    n = len(std)
+    if n == 0:
+        return
+    ok = np.isfinite(std) & (std > 0)
+    candidates = np.where(ok, np.arange(n), n)
+    first_rows = np.full(len(lengths), n)
+    nonempty = lengths > 0
+    first_rows[nonempty] = np.minimum.reduceat(candidates, starts[nonempty])
+    first = np.append(std, np.nan)[first_rows]  # NaN for a tag without a positive, finite std
+    with np.errstate(over="ignore", invalid="ignore"):
+        rel = std / np.repeat(first, lengths)
+    known = np.isfinite(rel)
+    table.values["std_rel_first"] = np.where(known, rel, np.nan)
+    table.quality["std_rel_first"] = np.where(known, table.quality["std"], metrics.NO_DATA).astype(np.uint8)
 
 
-def _batch_l2_bounds(h: metrics.Histograms, parts: List[Pending], starts: np.ndarray, ends: np.ndarray
-                     ) -> Optional[tuple]:
-    """The proven L2 interval (`metrics.l2_bounds`) of the rows of weight tags (NaN elsewhere); None if none."""
-    if not any(p.bimodal for p in parts):
-        return None
-    rows = np.concatenate([np.arange(s, e) for s, e, p in zip(starts, ends, parts) if p.bimodal])
-    low, high = np.full(len(h.steps), np.nan), np.full(len(h.steps), np.nan)
-    low[rows], high[rows] = metrics.l2_bounds(_select_rows(h, rows))
-    return low, high
+def _weight_columns(h: metrics.Histograms, wanted: np.ndarray) -> tuple:
+    """(values, quality) of the weight tags' own columns, over the `wanted` rows of the batch only.
 
-
-def _bound_columns(bounds: tuple, s: int, e: int) -> tuple:
-    """(values, quality) of the l2_low / l2_high columns for rows s:e."""
-    values = {"l2_low": bounds[0][s:e].copy(), "l2_high": bounds[1][s:e].copy()}
-    quality = {name: np.where(np.isfinite(v), code, metrics.NO_DATA).astype(np.uint8)
-               for (name, v), code in zip(values.items(), (metrics.LOWER_BOUND, metrics.UPPER_BOUND))}
+    The bimodality dip, and the proven L2 interval the update ratio's lower bound
+    needs: the buckets are not kept after this pass. The dip's quality is the
+    std's, which every table has already.
+    """
+    picked = _select_rows(h, np.flatnonzero(wanted))
+    low, high = metrics.l2_bounds(picked)
+    values = {"bimodal_dip": metrics.bimodal_dip(picked), "l2_low": low, "l2_high": high}
+    quality = {"l2_low": np.where(np.isfinite(low), metrics.LOWER_BOUND, metrics.NO_DATA).astype(np.uint8),
+               "l2_high": np.where(np.isfinite(high), metrics.UPPER_BOUND, metrics.NO_DATA).astype(np.uint8)}
     return values, quality
 
 
-def _fresh_tables(parts: List[Pending]) -> List[metrics.MetricTable]:
-    """Metrics of the fresh rows of several tags, computed in one pass and split per tag."""
-    lengths = np.array([len(p.fresh) for p in parts], dtype=np.int64)
+def _row_bytes(h: metrics.Histograms, values: Dict[str, np.ndarray], quality: Dict[str, np.ndarray]) -> int:
+    """Bytes per row of a table with these columns and of its wall times."""
+    return (h.steps.itemsize + h.wall_times.itemsize + sum(v.itemsize for v in values.values())
+            + sum(q.itemsize for q in quality.values()))
+
+
+def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]) -> List[tuple]:
+    """Metrics of the fresh rows of several tags, computed in one pass; each tag's table a view of its rows.
+
+    Returns (table, bytes per row) per tag.
+
+    Views, not copies: the tags of a batch are cached together, so they hold no
+    more than their own rows but for the few tags evicted before their batch-mates.
+    """
+    index = np.concatenate(fresh_rows) if fresh_rows else np.zeros(0, dtype=np.int64)
+    lengths = np.fromiter(map(len, fresh_rows), dtype=np.int64, count=len(fresh_rows))
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    h = metrics.stack_histograms(np.concatenate([p.steps[p.fresh] for p in parts]),
-                                 np.concatenate([p.walls[p.fresh] for p in parts]),
-                                 [a for p in parts for a in p.arrays])
+    h = metrics.stack_histograms(rows.steps[index], rows.walls[index], [rows.arrays[r] for r in index.tolist()])
     table = metrics.histogram_metrics(h)
-    dip = _batch_dip(h, parts, starts, ends)
-    # Weight tags (the ones that want the dip) also get the proven L2 interval the
-    # update ratio's lower bound needs: the buckets are not kept after this pass.
-    bounds = _batch_l2_bounds(h, parts, starts, ends)
-    if len(parts) == 1:
-        if dip is not None:
-            table.values["bimodal_dip"] = dip
-            table.quality["bimodal_dip"] = table.quality["std"]
-            values, quality = _bound_columns(bounds, 0, len(h.steps))
-            table.values.update(values)
-            table.quality.update(quality)
-        return [table]
+    _std_rel_first(table, starts, lengths)
+    weight_values, weight_quality = {}, {}
+    if any(bimodal):
+        weight_values, weight_quality = _weight_columns(h, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
+    row_bytes = {False: _row_bytes(h, table.values, table.quality),
+                 True: _row_bytes(h, {**table.values, **weight_values},
+                                  {**table.quality, **weight_quality, "bimodal_dip": table.quality["std"]})}
     out = []
-    for s, e, p in zip(starts, ends, parts):
-        # Copies: a cached tag must not keep the whole batch alive.
-        values = {name: v[s:e].copy() for name, v in table.values.items()}
-        quality = {name: q[s:e].copy() for name, q in table.quality.items()}
-        metrics.add_std_rel_first(values, quality)  # relative to this tag's first step, not the batch's
-        if p.bimodal:
-            values["bimodal_dip"] = dip[s:e].copy()
+    w = 0  # where the tag's rows start in the weight columns
+    for s, e, weights in zip(starts.tolist(), ends.tolist(), bimodal):
+        values = {name: v[s:e] for name, v in table.values.items()}
+        quality = {name: q[s:e] for name, q in table.quality.items()}
+        if weights:
+            values.update((name, weight_values[name][w:w + e - s]) for name in _WEIGHT_COLUMNS)
             quality["bimodal_dip"] = quality["std"]
-            bound_values, bound_quality = _bound_columns(bounds, s, e)
-            values.update(bound_values)
-            quality.update(bound_quality)
-        out.append(metrics.MetricTable(steps=h.steps[s:e].copy(), values=values, quality=quality,
-                                       first_wall=float(h.wall_times[s]) if e > s else None))
+            quality.update((name, weight_quality[name][w:w + e - s]) for name in _WEIGHT_COLUMNS[1:])
+            w += e - s
+        out.append((metrics.MetricTable(steps=h.steps[s:e], values=values, quality=quality,
+                                        first_wall=float(h.wall_times[s]) if e > s else None), row_bytes[weights]))
     return out
 
 
-def _assemble(p: Pending, fresh: metrics.MetricTable) -> TagMetrics:
-    """The tag's full table: the fresh rows' metrics with the reused rows of its previous table."""
-    n = len(p.steps)
-    if len(p.fresh) == n:
-        return TagMetrics(table=fresh, wall_times=p.walls)
-    old = p.previous.table
-    kept = np.flatnonzero(p.source >= 0)
+def _assemble(steps: np.ndarray, walls: np.ndarray, source: np.ndarray, previous: Optional[TagMetrics],
+              fresh: metrics.MetricTable) -> TagMetrics:
+    """The tag's full table: the fresh rows' metrics with the reused rows (`source` >= 0) of its previous table."""
+    n = len(steps)
+    new = np.flatnonzero(source < 0)
+    if len(new) == n:
+        return TagMetrics(table=fresh, wall_times=walls)
+    old = previous.table
+    kept = np.flatnonzero(source >= 0)
     values, quality = {}, {}
     for name, v_new in fresh.values.items():
         if name == "std_rel_first":
             continue
         v = np.empty(n, dtype=v_new.dtype)
-        v[p.fresh], v[kept] = v_new, old.values[name][p.source[kept]]
+        v[new], v[kept] = v_new, old.values[name][source[kept]]
         q = np.empty(n, dtype=np.uint8)
-        q[p.fresh], q[kept] = fresh.quality[name], old.quality[name][p.source[kept]]
+        q[new], q[kept] = fresh.quality[name], old.quality[name][source[kept]]
         values[name], quality[name] = v, q
     metrics.add_std_rel_first(values, quality)
-    table = metrics.MetricTable(steps=p.steps, values=values, quality=quality, first_wall=float(p.walls[0]))
-    return TagMetrics(table=table, wall_times=p.walls)
+    table = metrics.MetricTable(steps=steps, values=values, quality=quality, first_wall=float(walls[0]))
+    return TagMetrics(table=table, wall_times=walls)
 
 
-def compute(pending_tags: List[Pending]) -> List[TagMetrics]:
-    """Every pending tag's full table; tags with few new rows are computed in batches."""
-    fresh: List[Optional[metrics.MetricTable]] = [None] * len(pending_tags)
-    by_width: Dict[int, List[int]] = collections.defaultdict(list)
-    for i, p in enumerate(pending_tags):
-        if len(p.fresh) >= _ALONE_ROWS:
-            fresh[i] = _fresh_tables([p])[0]
+def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
+    """Every read tag's full table, its new rows computed in batches shared with other tags.
+
+    A previous table counts only when it was computed for the same kind of tag
+    (with the weight columns or without).
+    """
+    reads = [read if read.previous is None or ("bimodal_dip" in read.previous.table.values) == read.bimodal
+             else dataclasses.replace(read, previous=None) for read in reads]
+    rows = _flat_rows([read.datums for read in reads])
+    source = _reused_rows(rows, reads)
+    fresh = source < 0
+    counted = np.concatenate([[0], np.cumsum(fresh)])
+    fresh_counts = counted[rows.ends] - counted[rows.starts]
+    starts, ends = rows.starts.tolist(), rows.ends.tolist()
+
+    def fresh_rows(i: int) -> np.ndarray:
+        if read_whole[i]:
+            return np.arange(starts[i], ends[i])
+        return starts[i] + np.flatnonzero(fresh[starts[i]:ends[i]])
+
+    read_whole = (fresh_counts == rows.ends - rows.starts).tolist()
+    tables: List[Optional[tuple]] = [None] * len(reads)
+    for batch in _batches(fresh_counts, _widths(rows, fresh)):
+        computed = _fresh_tables(rows, [fresh_rows(i) for i in batch], [reads[i].bimodal for i in batch])
+        for i, table in zip(batch, computed):
+            tables[i] = table
+    out = []
+    for i, (read, (table, row_bytes)) in enumerate(zip(reads, tables)):
+        walls = rows.walls[starts[i]:ends[i]]
+        if read_whole[i]:
+            out.append(TagMetrics(table=table, wall_times=walls, row_bytes=row_bytes))
         else:
-            # Batch-mates padded to a similar bucket count: at most twice the work of their own.
-            by_width[max(p.width, 1).bit_length()].append(i)
-    for members in by_width.values():
-        batch: List[int] = []
-        rows = 0
-        for i in members + [None]:
-            if i is None or (batch and rows + len(pending_tags[i].fresh) > _BATCH_ROWS):
-                for j, table in zip(batch, _fresh_tables([pending_tags[j] for j in batch])):
-                    fresh[j] = table
-                batch, rows = [], 0
-            if i is not None:
-                batch.append(i)
-                rows += len(pending_tags[i].fresh)
-    return [_assemble(p, table) for p, table in zip(pending_tags, fresh)]
+            out.append(_assemble(rows.steps[starts[i]:ends[i]], walls, source[starts[i]:ends[i]], read.previous,
+                                 table))
+    return out
 
 
 def copy_table(table: metrics.MetricTable) -> metrics.MetricTable:

@@ -193,13 +193,24 @@ _GRAD_NORM_TOTAL_RE = re.compile(
 )
 
 
+# Compiled once: a run of many tags classifies each of them (see `_strip_decorations`).
+_HISTOGRAM_SUFFIX_RE = re.compile(r"(?:/summaries)?/histogram$")
+_OUTPUT_INDEX_RE = re.compile(r":\d+$")
+# Keras 2's callback writes ``kernel_0`` for variable ``kernel:0``.
+_KERAS2_WEIGHT_RE = re.compile(r"(?<=/)(kernel|bias|gamma|beta|moving_mean|moving_variance|embeddings|"
+                               r"recurrent_kernel|depthwise_kernel|pointwise_kernel)_0$")
+_PARAM_SPLIT_RE = re.compile(r"^(.*?)[/.]([^/.]+)$")
+_PIECES_RE = re.compile(r"[._\-\s:]+")
+_NUMBERED_RE = re.compile(r"^(.+)_\d+$")
+_DIGITS_RE = re.compile(r"(\d+)")
+
+
 def _strip_decorations(name: str) -> str:
     """Removes what writers append to a variable name: ``:0``, ``/histogram``, ``_0``."""
-    name = re.sub(r"(?:/summaries)?/histogram$", "", name)
-    name = re.sub(r":\d+$", "", name)
-    # Keras 2's callback writes ``kernel_0`` for variable ``kernel:0``.
-    name = re.sub(r"(?<=/)(kernel|bias|gamma|beta|moving_mean|moving_variance|embeddings|"
-                  r"recurrent_kernel|depthwise_kernel|pointwise_kernel)_0$", r"\1", name)
+    name = _HISTOGRAM_SUFFIX_RE.sub("", name)
+    name = _OUTPUT_INDEX_RE.sub("", name)
+    if name.endswith("_0"):
+        name = _KERAS2_WEIGHT_RE.sub(r"\1", name)
     return _collapse_repeats(name)
 
 
@@ -215,7 +226,7 @@ def _collapse_repeats(name: str) -> str:
 
 def _split_param(layer: str) -> tuple:
     """Splits ``dense_1/kernel`` or ``fc1.weight`` into (group, last word)."""
-    m = re.match(r"^(.*?)[/.]([^/.]+)$", layer)
+    m = _PARAM_SPLIT_RE.match(layer)
     if not m:
         return layer, layer
     return m.group(1), m.group(2)
@@ -278,7 +289,7 @@ def _apply_user_rules(tag: str, rules: Sequence[UserRule]) -> Optional[object]:
 
 
 def _pieces(segment: str) -> list:
-    return [p for p in re.split(r"[._\-\s:]+", segment) if p]
+    return [p for p in _PIECES_RE.split(segment) if p]
 
 
 def _name_words(segment: str) -> list:
@@ -409,18 +420,19 @@ def pair_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
     rows = {(i.layer, i.role) for i in infos if i.metric is None}
     out = []
     for info in infos:
-        m = re.match(r"^(.+)_\d+$", info.layer)
+        m = _NUMBERED_RE.match(info.layer)
         if (info.metric is None and info.role == WEIGHT and m and (m.group(1), GRADIENT) in rows
                 and (m.group(1), WEIGHT) not in rows and (info.layer, GRADIENT) not in rows):
             info = dataclasses.replace(info, layer=m.group(1), group=_group_of(m.group(1), WEIGHT))
         out.append(info)
+    keys = {layer: _pairing_key(layer) for layer in {info.layer for info in out}}
     by_key: Dict[tuple, set] = collections.defaultdict(set)
     for info in out:
         if info.metric is None and info.role in _PARAMETER_ROLES:
-            by_key[(_pairing_key(info.layer), info.role)].add(info.layer)
+            by_key[(keys[info.layer], info.role)].add(info.layer)
     moved = []
     for info in out:
-        key = _pairing_key(info.layer)
+        key = keys[info.layer]
         weights = by_key.get((key, WEIGHT), set())
         if (info.metric is None and info.role in (GRADIENT, UPDATE) and len(weights) == 1
                 and len(by_key[(key, info.role)]) == 1 and info.layer not in weights):
@@ -476,7 +488,7 @@ def classify_scalar(tag: str, rules: Sequence[UserRule] = ()) -> object:
 
 def natural_key(name: str) -> tuple:
     """Sort key that puts ``layer_2`` before ``layer_10``."""
-    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in re.split(r"(\d+)", name) if t)
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t.lower()) for t in _DIGITS_RE.split(name) if t)
 
 
 def _layer_group(pattern: re.Pattern) -> Optional[int]:

@@ -131,12 +131,10 @@ class WatchHandle:
         self._writer: Optional[SummaryFileWriter] = None
         self._last_flush = time.monotonic()
         self._closed = False
-        # stop_on (see `live`): the in-process judge, whether to raise, and what it found.
-        self._live = None
+        # stop_on (`live.StopOn`): the in-process judge and what it found; whether to raise.
+        self._stop = None
         self._raise_on_stop = False
         self._raised = False
-        self.stopped_by = None
-        self.stop_message: Optional[str] = None
 
     # -- public ----------------------------------------------------------
 
@@ -150,6 +148,16 @@ class WatchHandle:
     def should_stop(self) -> bool:
         """True once ``stop_on`` found a finding to stop on; training loops read it to stop cleanly."""
         return self.stopped_by is not None
+
+    @property
+    def stopped_by(self):
+        """The finding ``stop_on`` stopped on, or None."""
+        return self._stop.stopped_by if self._stop is not None else None
+
+    @property
+    def stop_message(self) -> Optional[str]:
+        """Why ``stop_on`` stopped training (also written into the run), or None."""
+        return self._stop.message if self._stop is not None else None
 
     @property
     def errors(self) -> int:
@@ -307,18 +315,12 @@ class WatchHandle:
 
     def _judge(self, step: int) -> None:
         """With stop_on: judges the logged steps so far; on a finding, records it in the run and flushes."""
-        if self._live is None or self.stopped_by is not None:
-            return
-        match = self._live.judge()
-        if match is None:
-            return
-        from ..live import stop_message
+        if self._stop is not None:
+            self._stop.judge(step, self._write_stop)
 
-        self.stopped_by = match.finding
-        self.stop_message = stop_message(match, self._live.alert, step)
-        self._ensure_writer().write_summary(step, stop_summary(step, self.stop_message), "the stop record")
+    def _write_stop(self, step: int, message: str) -> None:
+        self._ensure_writer().write_summary(step, stop_summary(step, message), "the stop record")
         self.flush()
-        logger.warning("gradhealth: %s", self.stop_message)
 
     def _raise_if_stopped(self) -> None:
         """With raise_on_stop: raises `TrainingStopped` into the training loop, once."""
@@ -328,10 +330,10 @@ class WatchHandle:
 
     def _ensure_writer(self) -> SummaryFileWriter:
         if self._writer is None:
-            if self._live is not None:
+            if self._stop is not None:
                 from ..live import RecordingWriter
 
-                self._writer = RecordingWriter(self._live, self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
+                self._writer = RecordingWriter(self._stop.live, self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
                                                failures=self._failures)
             else:
                 self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,

@@ -229,9 +229,9 @@ _CPU_BRANCHING = True
 
 
 class _Workspace(threading.local):
-    """Scratch buffers reused across logged steps.
+    """Scratch buffers (numpy views of torch tensors) reused across logged steps.
 
-    A fresh multi-megabyte CPU tensor is mapped and page-faulted on first
+    A fresh multi-megabyte CPU buffer is mapped and page-faulted on first
     touch, which costs several times the arithmetic done in it.
     """
 
@@ -242,8 +242,8 @@ class _Workspace(threading.local):
     def take(self, n: int):
         if n > self.size:
             self.size = max(n, min(2 * self.size, _CHUNK))
-            self.x, self.a, self.b = (torch.empty(self.size, dtype=torch.float64) for _ in range(3))
-            self.mask = torch.empty(self.size, dtype=torch.bool)
+            self.x, self.a, self.b = (np.empty(self.size, dtype=np.float64) for _ in range(3))
+            self.mask = np.empty(self.size, dtype=bool)
         return self.x[:n], self.a[:n], self.b[:n], self.mask[:n]
 
 
@@ -254,6 +254,24 @@ def _chunks(n: int):
     return [(start, min(start + _CHUNK, n)) for start in range(0, n, _CHUNK)]
 
 
+def _host_view(flat: torch.Tensor) -> Optional[np.ndarray]:
+    """The numpy array sharing a flat CPU tensor's memory, or None where numpy cannot read it (bfloat16)."""
+    if flat.dtype not in _NUMPY_DTYPES:
+        return None
+    try:
+        return flat.detach().numpy()
+    except (RuntimeError, TypeError):  # a lazy conjugate or negative view
+        return None
+
+
+def _load(x: np.ndarray, flat: torch.Tensor, src: Optional[np.ndarray], start: int, stop: int) -> None:
+    """Values start:stop of a flat tensor into the float64 buffer `x` (exact: every float widens exactly)."""
+    if src is not None:
+        np.copyto(x, src[start:stop])
+    else:
+        torch.from_numpy(x).copy_(flat[start:stop])
+
+
 def _reduce_cpu(tensors: Sequence[torch.Tensor], snapshot: bool):
     rows, snapshots = [], []
     for t in tensors:
@@ -261,46 +279,49 @@ def _reduce_cpu(tensors: Sequence[torch.Tensor], snapshot: bool):
         if snapshot:
             snapshots.append(flat.clone())
         row = _reduce_cpu_one(flat)
-        rows.append(row if row is not None else _reduce_buckets([flat])[0][0])
-    return torch.stack(rows), snapshots
+        rows.append(row if row is not None else _reduce_buckets([flat])[0][0].numpy())
+    return torch.from_numpy(np.array(rows, dtype=np.float64)), snapshots
 
 
-def _reduce_cpu_one(flat: torch.Tensor) -> Optional[torch.Tensor]:
+def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
     """One tensor's accumulator row in one pass, or None when it holds NaN or Inf (the bucketed path counts them).
 
     Power sums are taken about `shift`, the first chunk's mean, and turned into
     central moments exactly; the shift is within a few standard deviations of
     the mean, so the conversion loses at most a few bits (raw power sums about
     zero would lose the skewness of a tensor whose mean is large next to its
-    spread, a LayerNorm weight near 1).
+    spread, a LayerNorm weight near 1). In numpy, on views of the tensor: its
+    calls cost a fraction of torch's, which dominate on the many small
+    tensors of a model, and ``einsum`` fuses a product with its sum without
+    starting BLAS threads beside the training's.
     """
     n = flat.numel()
+    src = _host_view(flat)
     shift = None
     t1 = t2 = t3 = t4 = sum_abs = small = zero = 0.0
     low, high = math.inf, -math.inf
     for start, stop in _chunks(n):
         x, a, b, mask = _WORKSPACE.take(stop - start)
-        x.copy_(flat[start:stop])
-        if shift is None:
-            shift = float(x.sum()) / (stop - start)
-            if not math.isfinite(shift):
-                return None
-        torch.sub(x, shift, out=a)
-        part = float(a.sum())
-        if not math.isfinite(part):
+        _load(x, flat, src, start, stop)
+        # Finite exactly when every value is (a NaN or an Inf makes it NaN or Inf).
+        total = float(x.sum())
+        if not math.isfinite(total):
             return None
-        torch.mul(a, a, out=b)
-        t1 += part
+        if shift is None:
+            shift = total / (stop - start)
+        np.subtract(x, shift, out=a)
+        np.multiply(a, a, out=b)
+        t1 += total - (stop - start) * shift
         t2 += float(b.sum())
-        t3 += float(torch.dot(b, a))
-        t4 += float(torch.dot(b, b))
-        lo, hi = torch.aminmax(x)
-        low, high = min(low, float(lo)), max(high, float(hi))
-        torch.abs(x, out=a)
+        t3 += float(np.einsum("i,i->", b, a))
+        t4 += float(np.einsum("i,i->", b, b))
+        # Extrema and zeros from the tensor's own values where numpy reads them: half the bytes.
+        own = src[start:stop] if src is not None else x
+        low, high = min(low, float(own.min())), max(high, float(own.max()))
+        zero += float(np.count_nonzero(np.equal(own, 0, out=mask)))
+        np.abs(x, out=a)
         sum_abs += float(a.sum())
-        # count_nonzero of a float tensor is ~20x slower than of a bool mask on the CPU.
-        small += float(torch.count_nonzero(torch.lt(a, SMALL, out=mask)))
-        zero += float(torch.count_nonzero(torch.eq(x, 0, out=mask)))
+        small += float(np.count_nonzero(np.less(a, SMALL, out=mask)))
     d = t1 / n  # mean - shift
     row = [0.0] * _HIST
     row[_S_SUM] = t1 + n * shift
@@ -314,21 +335,22 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[torch.Tensor]:
     row[_N_SUMS + _X_MAX] = high
     row[_N_SUMS + _X_NEGMIN] = -low
     row[_N_SUMS + _X_MAXABS] = max(high, -low)
-    return torch.tensor(row, dtype=torch.float64)
+    return row
 
 
 def _reduce_update_cpu(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     rows = []
     for old, t in zip(before, tensors):
         flat = t.reshape(-1)
+        src, old_src = _host_view(flat), _host_view(old)
         change = squares = 0.0
         for start, stop in _chunks(flat.numel()):
             x, a, _, _ = _WORKSPACE.take(stop - start)
-            a.copy_(old[start:stop])
-            x.copy_(flat[start:stop])
-            x.sub_(a)
-            change += float(torch.dot(x, x))
-            squares += float(torch.dot(a, a))
+            _load(a, old, old_src, start, stop)
+            _load(x, flat, src, start, stop)
+            np.subtract(x, a, out=x)
+            change += float(np.einsum("i,i->", x, x))
+            squares += float(np.einsum("i,i->", a, a))
         rows.append([change, squares])
     return torch.tensor(rows, dtype=torch.float64)
 

@@ -41,6 +41,17 @@ def _first_tensor(output):
     return None
 
 
+def _reduce(tensors: List[torch.Tensor], snapshot: bool = False) -> tuple:
+    """(accumulators, snapshots, samples) of same-device tensors. On the CPU their histograms wait for the
+    step's end, when `kernels.count_host_histograms` counts the whole step's samples in one call; elsewhere
+    they are counted on the device now, and the samples are None."""
+    if tensors[0].device.type == "cpu":
+        acc, snapshots = kernels.reduce_stats(tensors, snapshot, histograms=False)
+        return acc, snapshots, kernels.host_samples(tensors)
+    acc, snapshots = kernels.reduce_stats(tensors, snapshot)
+    return acc, snapshots, [None] * len(tensors)
+
+
 class TrainingStopped(Exception):
     """What ``watch(..., stop_on=..., raise_on_stop=True)`` raises into the training loop, once.
 
@@ -71,7 +82,7 @@ class WatchedParam:
 class _Pending:
     """Device accumulators of one logged step, waiting for the step to finish."""
 
-    __slots__ = ("step", "wall_time", "grads", "weights", "snapshots")
+    __slots__ = ("step", "wall_time", "grads", "weights", "snapshots", "samples")
 
     def __init__(self, step: int) -> None:
         self.step = step
@@ -79,6 +90,8 @@ class _Pending:
         self.grads: List[tuple] = []  # (params, accumulators)
         self.weights: List[tuple] = []  # (params, accumulators, snapshots or None)
         self.snapshots = False
+        # Per row (gradients', then weights'), the histogram's sample on the CPU, counted at the step's end.
+        self.samples: List[Optional[np.ndarray]] = []
 
 
 class StepSource:
@@ -124,7 +137,7 @@ class WatchHandle:
         self._backward_step = start_step  # without an optimizer: backward passes count the steps
         self._backward_queued = False
         self._capture = False
-        self._activations: Dict[str, tuple] = {}  # layer -> (accumulators, numel, shape, position)
+        self._activations: Dict[str, tuple] = {}  # layer -> (accumulators, numel, shape, position, sample)
         self._calls: Dict[str, int] = {}
         self._positions: Dict[str, int] = {}
         self._deferred: Optional[tuple] = None  # without an optimizer: weights waiting for their update
@@ -220,13 +233,15 @@ class WatchHandle:
             grads = [self._dense(p.param.grad) for p in with_grad]
             for group in kernels.grouped(grads):
                 members = [with_grad[i] for i in group]
-                acc, _ = kernels.reduce_stats([grads[i] for i in group])
+                acc, _, samples = _reduce([grads[i] for i in group])
                 pending.grads.append((members, acc))
+                pending.samples += samples
             weights = [p.param.detach() for p in present]
             for group in kernels.grouped(weights):
                 members = [present[i] for i in group]
-                acc, snaps = kernels.reduce_stats([weights[i] for i in group], snapshot=snapshots)
+                acc, snaps, samples = _reduce([weights[i] for i in group], snapshot=snapshots)
                 pending.weights.append((members, acc, snaps if snapshots else None))
+                pending.samples += samples
         pending.snapshots = snapshots
         return pending
 
@@ -285,6 +300,7 @@ class WatchHandle:
         numels += [entry[1] for entry in activations.values()]
         stacked = (np.concatenate([h.reshape(-1, kernels.ACC_WIDTH) for h in stats_host]) if stats_host
                    else np.zeros((0, kernels.ACC_WIDTH)))
+        kernels.count_host_histograms(stacked, pending.samples + [entry[4] for entry in activations.values()])
         rows = kernels.finalize(stacked, numels)
         k = 0
         grad_rows = []
@@ -296,7 +312,7 @@ class WatchHandle:
             weight_rows.append((members, rows[k:k + len(members)]))
             k += len(members)
         act_rows = [(name, rows[k + i], shape, position)
-                    for i, (name, (_, _, shape, position)) in enumerate(activations.items())]
+                    for i, (name, (_, _, shape, position, _)) in enumerate(activations.items())]
         update_host = iter(host[len(pending.grads) + len(pending.weights):len(host) - len(activations)])
         for j, update in enumerate(updates or []):
             if update is not None:
@@ -462,8 +478,8 @@ class WatchHandle:
             if call:
                 self._positions.setdefault(layer, position)
             with torch.no_grad():
-                acc, _ = kernels.reduce_stats([tensor.detach()])
-            self._activations[layer] = (acc, tensor.numel(), tuple(tensor.shape), position)
+                acc, _, samples = _reduce([tensor.detach()])
+            self._activations[layer] = (acc, tensor.numel(), tuple(tensor.shape), position, samples[0])
         except Exception as e:  # noqa: BLE001
             self._fail(f"summarise the output of {name}", e, kind="summarise a module's output")
 

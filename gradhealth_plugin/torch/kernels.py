@@ -25,7 +25,7 @@ from ..writing import format as fmt
 from ..writing.format import FIELDS, HISTOGRAM_BUCKETS, SMALL
 
 __all__ = ["tensor_stats", "reduce_stats", "reduce_update", "finalize", "update_ratios", "grouped", "to_host",
-           "ACC_WIDTH"]
+           "host_samples", "count_host_histograms", "ACC_WIDTH"]
 
 # Largest number of elements reduced at once: bounds the float64 temporaries
 # (a few times 32 MB) whatever the size of a tensor.
@@ -126,17 +126,22 @@ def _layout(tensors: Sequence[torch.Tensor]) -> _Layout:
     return layout
 
 
-def reduce_stats(tensors: Sequence[torch.Tensor], snapshot: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+def reduce_stats(tensors: Sequence[torch.Tensor], snapshot: bool = False,
+                 histograms: bool = True) -> Tuple[torch.Tensor, List[torch.Tensor]]:
     """Accumulators (len(tensors), ACC_WIDTH) on the tensors' device, and a snapshot of their values.
 
     All tensors share one device and dtype. The snapshot (when asked) is what
-    `reduce_update` compares the tensors with later.
+    `reduce_update` compares the tensors with later. Without `histograms` the
+    histogram's columns are zero: a caller on the CPU keeps `host_samples`
+    instead and counts them with a whole step's in `count_host_histograms`.
     """
     if _CPU_BRANCHING and tensors[0].device.type == "cpu":
         acc, snapshots = _reduce_cpu(tensors, snapshot)
     else:
         acc, snapshots = _reduce_buckets(tensors, snapshot)
-    return torch.cat([acc, _histograms(tensors, acc[:, _N_SUMS + _X_MAXABS])], dim=1), snapshots
+    counts = (_histograms(tensors, acc[:, _N_SUMS + _X_MAXABS]) if histograms
+              else torch.zeros(len(tensors), HISTOGRAM_BUCKETS, dtype=acc.dtype, device=acc.device))
+    return torch.cat([acc, counts], dim=1), snapshots
 
 
 _SAMPLES: Dict[tuple, Tuple[torch.Tensor, np.ndarray]] = {}
@@ -197,20 +202,39 @@ def reduce_update(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor
 _NUMPY_DTYPES = (torch.float16, torch.float32, torch.float64)
 
 
-def _histograms_host(tensors: Sequence[torch.Tensor], max_abs: np.ndarray) -> np.ndarray:
-    """`_histograms` of CPU tensors, in numpy: `format.histogram_bucket` itself, over every tensor's
-    counted sample values at once (a small tensor's few values, not `HISTOGRAM_SAMPLE` slots)."""
-    k, width = len(tensors), HISTOGRAM_BUCKETS
-    parts, lengths = [], np.zeros(k, dtype=np.int64)
-    for row, t in enumerate(tensors):
+def host_samples(tensors: Sequence[torch.Tensor]) -> List[np.ndarray]:
+    """Each CPU tensor's counted sample values (`format.sample_indices`), copied: what its histogram
+    counts, taken now (a weight before its update, an activation before an in-place op changes it)."""
+    out = []
+    for t in tensors:
         n = min(t.numel(), fmt.HISTOGRAM_SAMPLE)
-        if not n:
-            continue
         indices, _ = _sample(t.device, t.numel())  # the counted ones come first: all of them
-        flat = t.reshape(-1)
-        parts.append((flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()[indices.numpy()[:n]])
-        lengths[row] = n
-    if not parts:
+        flat = t.detach().reshape(-1)
+        values = (flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()
+        # A tensor taken whole is copied as a slice; a larger one's sample is a gather (a copy already).
+        out.append(values[:n].copy() if n == t.numel() else values[indices.numpy()[:n]])
+    return out
+
+
+def count_host_histograms(acc: np.ndarray, samples: Sequence[Optional[np.ndarray]]) -> None:
+    """Fills the histogram columns of host accumulator rows (`acc`, one row per entry of `samples`) from
+    the `host_samples` of each row that has them, all in one call; rows without samples are left as they are."""
+    rows = [i for i, sample in enumerate(samples) if sample is not None]
+    if rows:
+        acc[rows, _HIST:] = _count_samples([samples[i] for i in rows], acc[rows, _N_SUMS + _X_MAXABS])
+
+
+def _histograms_host(tensors: Sequence[torch.Tensor], max_abs: np.ndarray) -> np.ndarray:
+    """`_histograms` of CPU tensors, in numpy."""
+    return _count_samples(host_samples(tensors), max_abs)
+
+
+def _count_samples(parts: Sequence[np.ndarray], max_abs: np.ndarray) -> np.ndarray:
+    """(len(parts), HISTOGRAM_BUCKETS) counts of each tensor's sample values, with `format.histogram_bucket`
+    itself over every sample at once (a small tensor's few values, not `HISTOGRAM_SAMPLE` slots)."""
+    k, width = len(parts), HISTOGRAM_BUCKETS
+    lengths = np.array([len(p) for p in parts], dtype=np.int64)
+    if not lengths.sum():
         return np.zeros((k, width))
     x = np.concatenate(parts).astype(np.float64, copy=False)
     rows = np.repeat(np.arange(k), lengths)

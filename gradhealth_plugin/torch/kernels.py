@@ -307,6 +307,21 @@ def _reduce_cpu(tensors: Sequence[torch.Tensor], snapshot: bool):
     return torch.from_numpy(np.array(rows, dtype=np.float64)), snapshots
 
 
+# From this many values on, the sums and products of `_reduce_cpu_one` are torch's: numpy's calls cost
+# less on the many small tensors of a model, torch's vectorised reductions less on long ones.
+_TORCH_FROM = 1 << 14
+
+
+def _sum(x: np.ndarray) -> float:
+    return float(torch.from_numpy(x).sum()) if len(x) >= _TORCH_FROM else float(x.sum())
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """x . y in float64; numpy's einsum (not its dot: BLAS threads beside the training's) or torch's dot."""
+    return float(torch.dot(torch.from_numpy(x), torch.from_numpy(y))) if len(x) >= _TORCH_FROM \
+        else float(np.einsum("i,i->", x, y))
+
+
 def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
     """One tensor's accumulator row in one pass, or None when it holds NaN or Inf (the bucketed path counts them).
 
@@ -316,8 +331,7 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
     zero would lose the skewness of a tensor whose mean is large next to its
     spread, a LayerNorm weight near 1). In numpy, on views of the tensor: its
     calls cost a fraction of torch's, which dominate on the many small
-    tensors of a model, and ``einsum`` fuses a product with its sum without
-    starting BLAS threads beside the training's.
+    tensors of a model; the long reductions are torch's (`_sum`, `_dot`).
     """
     n = flat.numel()
     src = _host_view(flat)
@@ -328,7 +342,7 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
         x, a, b, mask = _WORKSPACE.take(stop - start)
         _load(x, flat, src, start, stop)
         # Finite exactly when every value is (a NaN or an Inf makes it NaN or Inf).
-        total = float(x.sum())
+        total = _sum(x)
         if not math.isfinite(total):
             return None
         if shift is None:
@@ -336,15 +350,15 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
         np.subtract(x, shift, out=a)
         np.multiply(a, a, out=b)
         t1 += total - (stop - start) * shift
-        t2 += float(b.sum())
-        t3 += float(np.einsum("i,i->", b, a))
-        t4 += float(np.einsum("i,i->", b, b))
+        t2 += _sum(b)
+        t3 += _dot(b, a)
+        t4 += _dot(b, b)
         # Extrema and zeros from the tensor's own values where numpy reads them: half the bytes.
         own = src[start:stop] if src is not None else x
         low, high = min(low, float(own.min())), max(high, float(own.max()))
         zero += float(np.count_nonzero(np.equal(own, 0, out=mask)))
         np.abs(x, out=a)
-        sum_abs += float(a.sum())
+        sum_abs += _sum(a)
         small += float(np.count_nonzero(np.less(a, SMALL, out=mask)))
     d = t1 / n  # mean - shift
     row = [0.0] * _HIST
@@ -373,8 +387,8 @@ def _reduce_update_cpu(before: Sequence[torch.Tensor], tensors: Sequence[torch.T
             _load(a, old, old_src, start, stop)
             _load(x, flat, src, start, stop)
             np.subtract(x, a, out=x)
-            change += float(np.einsum("i,i->", x, x))
-            squares += float(np.einsum("i,i->", a, a))
+            change += _dot(x, x)
+            squares += _dot(a, a)
         rows.append([change, squares])
     return torch.tensor(rows, dtype=torch.float64)
 

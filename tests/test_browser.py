@@ -816,6 +816,17 @@ def test_the_run_track_bands_a_spike_episode_and_its_marks_take_the_keyboard(dem
     assert tab.errors == []
 
 
+def test_a_run_opens_on_the_role_of_its_worst_finding(demo_tab):
+    # No role in the URL: weight growth is about weights, so the tab opens on them.
+    tab = demo_tab("weight_growth/no_decay")
+    tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'weight'", timeout=10_000)
+    assert tab.ui.locator("select").filter(has=tab.ui.locator("option[value=weight]")).first.input_value() == "weight"
+    # A role named in the URL stands.
+    tab = demo_tab("weight_growth/no_decay", "gradient")
+    tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'gradient'", timeout=10_000)
+    assert tab.errors == []
+
+
 def _shots():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS

@@ -129,12 +129,18 @@ describe("parseRuns", () => {
       steps_logged: null,
       sampling: null,
       worst_severity: null,
+      worst_role: null,
       worst_status: "no_data",
       finding_counts: {},
       gradients_judged: true,
       coverage_note: null,
       error: null,
     });
+  });
+
+  it("keeps the role of the run's worst finding", () => {
+    const { runs } = parseRuns({ runs: [{ run: "a", worst_role: "weight" }, { run: "b", worst_role: 3 }] });
+    expect(runs.map((r) => r.worst_role)).toEqual(["weight", null]);
   });
 
   it("keeps a run the server could not analyse, with its error, next to the others", () => {

@@ -275,6 +275,8 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         sampling = responses.cli_sampling(summary["sampling"])
         if sampling is not None:
             out.write(f"  {sampling['message']}\n")
+        if summary["stopped"]:
+            out.write(f"  stopped: {_one_line(summary['stopped']['message'])}\n")
         if summary["coverage_note"]:
             out.write(f"  {summary['coverage_note']}\n")
         if summary["unclassified"]:

@@ -133,14 +133,11 @@ class GradientHealthCallback(keras.callbacks.Callback):
                  first_steps: int = schedule.FIRST_STEPS) -> None:
         super().__init__()
         self.every_n_steps, self.first_steps = schedule.check(every_n_steps, first_steps)
-        self._alert = None
+        self._stop = None
         if stop_on is not None:
-            from .alerts import Alert
+            from .live import StopOn
 
-            self._alert = Alert.of(stop_on)  # a wrong value raises here, before fit
-        self._live = None
-        self.stopped_by = None
-        self.stop_message: Optional[str] = None
+            self._stop = StopOn(stop_on, logger)  # a wrong value raises here, before fit
         self.log_dir = os.fspath(log_dir)
         self.run = run
         self._want_gradients = gradients
@@ -192,11 +189,8 @@ class GradientHealthCallback(keras.callbacks.Callback):
                 "no probe_data given: Keras callbacks do not see the training batch; logging weights only"))
         if self._passes is not None and not self._passes.fits(self.model, self._probe):
             self._passes = None  # another model or probe: trace again; a second fit of the same one reuses them
-        if self._alert is not None:
-            from .live import LiveRun
-
-            self.stopped_by, self.stop_message = None, None  # each fit is judged afresh
-            self._live = LiveRun(self._alert, self.run, os.path.join(self.log_dir, self.run))
+        if self._stop is not None:
+            self._stop.start(self.run, os.path.join(self.log_dir, self.run))  # each fit is judged afresh
 
     def on_epoch_end(self, epoch, logs=None) -> None:
         self._epoch_start += self._last_batch + 1
@@ -219,7 +213,7 @@ class GradientHealthCallback(keras.callbacks.Callback):
             if self._passes is None:
                 self._passes = _Passes(self.model, self._writer, self._probe, self._want_gradients,
                                        self._want_weights, self._want_activations,
-                                       record=self._record_rows if self._alert is not None else None)
+                                       record=self._record_rows if self._stop is not None else None)
             before = self._passes.begin(step)
             if before is not None:
                 self._pending = (step, *before)
@@ -235,6 +229,16 @@ class GradientHealthCallback(keras.callbacks.Callback):
         self._finish_pending()
         self._flush()
         self._failures.log_total()
+
+    @property
+    def stopped_by(self):
+        """The finding ``stop_on`` stopped ``fit`` on, or None."""
+        return self._stop.stopped_by if self._stop is not None else None
+
+    @property
+    def stop_message(self) -> Optional[str]:
+        """Why ``stop_on`` stopped ``fit`` (also written into the run), or None."""
+        return self._stop.message if self._stop is not None else None
 
     @property
     def errors(self) -> int:
@@ -264,29 +268,21 @@ class GradientHealthCallback(keras.callbacks.Callback):
 
     def _record_rows(self, role: str, entries, step: int, rows) -> None:
         """Statistics rows of a logged step, as written, for stop_on (called from the compiled passes)."""
-        if self._live is not None:
-            self._live.add_rows(step, role, entries, rows)
+        self._stop.add_rows(step, role, entries, rows)
 
     def _judge(self, step: int) -> None:
         """With stop_on: judges the logged steps so far; on a finding, stops fit and records why in the run."""
-        if self._live is None or self.stopped_by is not None:
-            return
-        match = self._live.judge()
-        if match is None:
-            return
-        from .live import stop_message
+        if self._stop is not None and self._stop.judge(step, self._write_stop):
+            self.model.stop_training = True
 
-        self.stopped_by = match.finding
-        self.stop_message = stop_message(match, self._live.alert, step)
-        self.model.stop_training = True
-        self._failures.attempt("write why training stopped", lambda: self._write_stop(step))
-        logger.warning("gradhealth: %s", self.stop_message)
-
-    def _write_stop(self, step: int) -> None:
+    def _write_stop(self, step: int, message: str) -> None:
         from .writing.format import stop_summary
 
-        self._writer.write_summary(step, stop_summary(step, self.stop_message).SerializeToString())
-        self._writer.flush()
+        def write() -> None:
+            self._writer.write_summary(step, stop_summary(step, message).SerializeToString())
+            self._writer.flush()
+
+        self._failures.attempt("write why training stopped", write)
 
     def _flush(self) -> None:
         if self._writer is not None:

@@ -16,8 +16,6 @@ installed, else ``pytorch_lightning``. Nothing else in gradhealth imports either
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional, Union
-
 try:
     from lightning.pytorch import Callback
 except ImportError:  # the older standalone package
@@ -27,12 +25,12 @@ except ImportError:  # the older standalone package
         raise ImportError("gradhealth_plugin.lightning needs PyTorch Lightning: "
                           "pip install 'tensorboard-plugin-gradhealth[lightning]'") from e
 
-from .torch import WatchHandle, unwatch, watch
+from .torch.callbacks import TrainerWatch
 
 __all__ = ["GradientHealthCallback"]
 
 
-class GradientHealthCallback(Callback):
+class GradientHealthCallback(TrainerWatch, Callback):
     """Logs exact gradient, weight, update and activation statistics of the module being fit.
 
     Args:
@@ -41,36 +39,15 @@ class GradientHealthCallback(Callback):
         Under DDP only global rank 0 writes unless ``all_ranks``.
     """
 
-    def __init__(self, log_dir: Optional[str] = None, every_n_steps: int = 100,
-                 activations: Union[bool, Iterable[str], Callable] = True, *, update_ratio: bool = True,
-                 all_ranks: bool = False) -> None:
-        super().__init__()
-        if int(every_n_steps) < 1:
-            raise ValueError("gradhealth: every_n_steps must be at least 1")
-        self.log_dir = log_dir
-        self.every_n_steps = int(every_n_steps)
-        self.activations = activations
-        self.update_ratio = update_ratio
-        self.all_ranks = all_ranks
-        self.handle: Optional[WatchHandle] = None
-
     def on_fit_start(self, trainer, pl_module) -> None:
-        log_dir = self.log_dir or _trainer_log_dir(trainer)
-        self.handle = watch(pl_module, log_dir, optimizer=list(trainer.optimizers) or None,
-                            every_n_steps=self.every_n_steps, activations=self.activations,
-                            update_ratio=self.update_ratio, start_step=int(trainer.global_step),
-                            all_ranks=self.all_ranks)
+        self._watch(pl_module, self.log_dir or _trainer_log_dir(trainer), list(trainer.optimizers) or None,
+                    int(trainer.global_step))
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._release()
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._release()  # what was logged up to the failure is written
-
-    def _release(self) -> None:
-        if self.handle is not None:
-            unwatch(self.handle)
-            self.handle = None
 
 
 def _trainer_log_dir(trainer) -> str:

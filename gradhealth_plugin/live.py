@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -204,6 +204,46 @@ def stop_message(match: Match, alert: Alert, step: int) -> str:
             f"[{f.severity}] {f.kind} from step {f.first_step} ({held}): {f.message}")
 
 
+class StopOn:
+    """An integration's ``stop_on``: the alert, the run it judges, and the finding it stopped on.
+
+    The PyTorch watch, the Keras callback and the TensorFlow logger share it:
+    each hands over the rows it writes (`add_rows`, or a `RecordingWriter`),
+    calls `judge` after a logged step, and stops training its own way when
+    `judge` found something. A wrong ``stop_on`` raises here, before training.
+    """
+
+    def __init__(self, stop_on, log: logging.Logger) -> None:
+        self.alert = Alert.of(stop_on)
+        self._log = log
+        self.live: Optional[LiveRun] = None
+        self.stopped_by = None
+        self.message: Optional[str] = None
+
+    def start(self, run: str, log_dir: Optional[str]) -> None:
+        """Judges a new run from here on (each Keras ``fit`` afresh), forgetting an earlier stop."""
+        self.live = LiveRun(self.alert, run, log_dir)
+        self.stopped_by, self.message = None, None
+
+    def add_rows(self, step: int, role: str, entries: Sequence[tuple], rows) -> None:
+        if self.live is not None:
+            self.live.add_rows(step, role, entries, rows)
+
+    def judge(self, step: int, write: Callable[[int, str], None]) -> bool:
+        """Judges the logged steps so far; on a finding to stop on, keeps it, has `write(step, message)`
+        record why in the run, warns, and returns True (once: later calls return False)."""
+        if self.live is None or self.stopped_by is not None:
+            return False
+        match = self.live.judge()
+        if match is None:
+            return False
+        self.stopped_by = match.finding
+        self.message = stop_message(match, self.alert, step)
+        write(step, self.message)
+        self._log.warning("gradhealth: %s", self.message)
+        return True
+
+
 class RecordingWriter(SummaryFileWriter):
     """An event-file writer that also hands every statistics vector it writes to a `LiveRun`."""
 
@@ -217,4 +257,4 @@ class RecordingWriter(SummaryFileWriter):
         super().write_stats(step, role, layer, vector, position, shape, wall_time)
 
 
-__all__: List[str] = ["LiveRun", "RecordingWriter", "stop_message", "HISTORY"]
+__all__: List[str] = ["LiveRun", "StopOn", "RecordingWriter", "stop_message", "HISTORY"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -77,6 +78,15 @@ class GradientHealthLogger:
       names: optional layer names, one per variable, in the order the
         variables are passed; by default ``variable.path`` (Keras 3) or
         ``variable.name`` without ``:0``.
+      stop_on: ``"critical"`` or ``"warn"`` (or a `gradhealth_plugin.alerts.Alert`
+        naming kinds and consecutive logged steps): after each logged step, judge
+        the statistics just computed with the tab's rules and thresholds; on a
+        finding at that severity, set ``should_stop`` (the loop reads it to stop),
+        keep the finding in ``stopped_by`` and why in ``stop_message``, and write
+        it into the run (the ``gradhealth/stopped`` scalar, which the tab's run
+        summary shows). Never on info. Inside ``tf.function`` the judging runs as
+        the step's statistics leave the graph, so ``should_stop`` is set when the
+        step returns.
 
     Failures never reach the training loop: each is counted in ``errors``
     and listed by kind in ``problems``; the first one is logged as a warning,
@@ -91,7 +101,7 @@ class GradientHealthLogger:
     """
 
     def __init__(self, logdir, every_n_steps: int = 100, names: Optional[Sequence[str]] = None,
-                 first_steps: int = schedule.FIRST_STEPS) -> None:
+                 first_steps: int = schedule.FIRST_STEPS, stop_on=None) -> None:
         self.every_n_steps, self.first_steps = schedule.check(every_n_steps, first_steps)
         self._names = list(names) if names is not None else None
         self._failures = Failures(logger)
@@ -101,8 +111,15 @@ class GradientHealthLogger:
             target = logdir.decode()
         elif hasattr(logdir, "__fspath__"):
             target = str(logdir)
+        self._stop = None
+        if stop_on is not None:
+            from .live import StopOn
+
+            self._stop = StopOn(stop_on, logger)  # a wrong value raises here, before training
+            local = target if isinstance(target, str) else None
+            self._stop.start(os.path.basename(os.path.normpath(local)) if local else "run", local)
         try:
-            self._writer = StatsWriter(target, self._failures)
+            self._writer = StatsWriter(target, self._failures, record=self._judge if self._stop is not None else None)
         except Exception as e:  # noqa: BLE001 - an unwritable logdir must not stop training
             self._fail(f"open a summary writer in {logdir!r}", e)
 
@@ -120,8 +137,34 @@ class GradientHealthLogger:
         """The first message of each kind of failure, with how many there were."""
         return self._failures.problems
 
+    @property
+    def should_stop(self) -> bool:
+        """True once ``stop_on`` found a finding to stop on; the training loop reads it to stop."""
+        return self.stopped_by is not None
+
+    @property
+    def stopped_by(self):
+        """The finding ``stop_on`` stopped on, or None."""
+        return self._stop.stopped_by if self._stop is not None else None
+
+    @property
+    def stop_message(self) -> Optional[str]:
+        """Why ``stop_on`` stopped training (also written into the run), or None."""
+        return self._stop.message if self._stop is not None else None
+
     def _fail(self, what: str, error: BaseException) -> None:
         self._failures.report(what, error)
+
+    def _judge(self, step: int, groups) -> None:
+        """With stop_on: the rows of a logged step, as written; judges the run so far (from Python)."""
+        for role, entries, rows in groups:
+            self._stop.add_rows(step, role, entries, rows)
+        self._stop.judge(step, self._write_stop)
+
+    def _write_stop(self, step: int, message: str) -> None:
+        from .writing.format import stop_summary
+
+        self._writer.write_summary(step, stop_summary(step, message).SerializeToString())
 
     # -- public API ---------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Callable, Iterable, Optional, Union
+from typing import Optional
 
 try:
     from transformers import TrainerCallback
@@ -33,12 +33,12 @@ except ImportError as e:
     raise ImportError("gradhealth_plugin.transformers needs transformers: "
                       "pip install 'tensorboard-plugin-gradhealth[transformers]'") from e
 
-from .torch import WatchHandle, unwatch, watch
+from .torch.callbacks import TrainerWatch
 
 __all__ = ["GradientHealthCallback"]
 
 
-class GradientHealthCallback(TrainerCallback):
+class GradientHealthCallback(TrainerWatch, TrainerCallback):
     """Logs exact gradient, weight, update and activation statistics of the model being trained.
 
     Args:
@@ -47,30 +47,13 @@ class GradientHealthCallback(TrainerCallback):
         In distributed training only rank 0 writes unless ``all_ranks``.
     """
 
-    def __init__(self, log_dir: Optional[str] = None, every_n_steps: int = 100,
-                 activations: Union[bool, Iterable[str], Callable] = True, *, update_ratio: bool = True,
-                 all_ranks: bool = False) -> None:
-        if int(every_n_steps) < 1:
-            raise ValueError("gradhealth: every_n_steps must be at least 1")
-        self.log_dir = log_dir
-        self.every_n_steps = int(every_n_steps)
-        self.activations = activations
-        self.update_ratio = update_ratio
-        self.all_ranks = all_ranks
-        self.handle: Optional[WatchHandle] = None
-
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
         if model is None:
             return
-        log_dir = self.log_dir or tensorboard_dir(args)
-        self.handle = watch(model, log_dir, optimizer=optimizer, every_n_steps=self.every_n_steps,
-                            activations=self.activations, update_ratio=self.update_ratio,
-                            start_step=int(state.global_step) + 1, all_ranks=self.all_ranks)
+        self._watch(model, self.log_dir or tensorboard_dir(args), optimizer, int(state.global_step) + 1)
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.handle is not None:
-            unwatch(self.handle)
-            self.handle = None
+        self._release()
 
 
 def tensorboard_dir(args) -> str:

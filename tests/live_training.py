@@ -144,3 +144,49 @@ def train_keras(log_dir: str, steps: int = STEPS, diverge_at: Optional[int] = No
     model.fit(x[:BATCH * EVERY], y[:BATCH * EVERY], batch_size=BATCH, epochs=steps // EVERY, shuffle=False,
               callbacks=[gradhealth, Pace()], verbose=0)
     return Result(logged_at, None, len(trained) - 1, gradhealth)
+
+
+def train_tf(run_dir: str, steps: int = STEPS, diverge_at: Optional[int] = None, **logger_kwargs) -> Result:
+    """A custom ``tf.GradientTape`` loop inside ``tf.function``, logged with `GradientHealthLogger`; stops when
+    the logger's ``should_stop`` turns True. The onset is read from the raw gradients, as for PyTorch."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
+    import tensorflow as tf
+
+    from gradhealth_plugin.tf import GradientHealthLogger
+
+    keras.utils.set_random_seed(0)
+    x, y = _data()
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"),
+                              keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+    optimizer = keras.optimizers.SGD(LR)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    gh = GradientHealthLogger(run_dir, every_n_steps=EVERY, first_steps=0, **logger_kwargs)
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
+        exploded = tf.logical_or(tf.logical_not(tf.reduce_all(tf.math.is_finite(flat))),
+                                 tf.reduce_max(tf.abs(flat)) > EXPLODING_MAX_ABS)
+        with gh.step(optimizer.iterations, grads, model.trainable_variables):
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return exploded
+
+    logged_at, onset, step = {}, None, 0
+    for step in range(steps):
+        if diverge_at is not None and step == diverge_at:
+            optimizer.learning_rate.assign(LR * DIVERGED_LR_FACTOR)
+        # The batches `train_keras` feeds fit, in its order: the same divergence, NaN from step 24.
+        i = slice((step % EVERY) * BATCH, (step % EVERY + 1) * BATCH)
+        exploded = bool(train_step(x[i], y[i]))
+        if step % EVERY == 0:
+            if exploded and onset is None:
+                onset = step
+            logged_at[step] = time.monotonic()
+        if gh.should_stop:
+            break
+    gh.close()
+    return Result(logged_at, onset, step, gh)

@@ -800,6 +800,42 @@ def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
     assert tab.errors == []
 
 
+def test_the_run_track_bands_a_spike_episode_and_its_marks_take_the_keyboard(demo_tab):
+    run = "exploding/unclipped"
+    tab = demo_tab(run)
+    spike = next(f for f in _served_findings(tab, run) if f["kind"] == "spike")
+    first, last = (int(s) for s in spike["covers_text"]["loss"][0])
+    assert first < last  # an episode of consecutive logged steps
+    mark = tab.ui.locator(".gh-track .gh-track-mark[data-kind=spike][data-tag='loss']")
+    mark.wait_for(timeout=10_000)
+    # The band covers the whole episode, from its first step's x to its last's.
+    band = mark.locator(f".gh-track-episode[data-first='{first}'][data-last='{last}']")
+    left, right = band.evaluate("e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }")
+    x_first, x_last = (tab.frame.evaluate(f"window.__gradhealth.cellCenter('layer_0', {step}).x") for step in (first, last))
+    assert left <= x_first + 1.5 and right >= x_last - 1.5 and right - left > 2, (left, right, x_first, x_last)
+    assert f"Spike at steps {first} to {last}" in mark.get_attribute("aria-label")
+    # Marks are buttons in the tab order: focused, Enter selects the finding, and the focus stays on the mark.
+    assert mark.get_attribute("tabindex") == "0" and mark.get_attribute("role") == "button"
+    mark.focus()
+    tab.page.keyboard.press("Enter")
+    selected = tab.ui.locator("li.gh-finding[aria-selected=true]")
+    selected.wait_for(timeout=5000)
+    assert "Spike" in selected.text_content()
+    assert tab.frame.evaluate("document.activeElement.dataset.kind") == "spike"
+    assert tab.errors == []
+
+
+def test_a_run_opens_on_the_role_of_its_worst_finding(demo_tab):
+    # No role in the URL: weight growth is about weights, so the tab opens on them.
+    tab = demo_tab("weight_growth/no_decay")
+    tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'weight'", timeout=10_000)
+    assert tab.ui.locator("select").filter(has=tab.ui.locator("option[value=weight]")).first.input_value() == "weight"
+    # A role named in the URL stands.
+    tab = demo_tab("weight_growth/no_decay", "gradient")
+    tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'gradient'", timeout=10_000)
+    assert tab.errors == []
+
+
 def _shots():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS

@@ -292,3 +292,11 @@ def test_runs_the_integrations_wrote_carry_histograms(plugin_client, run, layer,
     step = d["steps"][-1]
     cell = client.ok("/cell", run=run, layer=layer, step=step, role=role)["roles"][role]
     assert cell["histogram"] and cell["histogram_tag"] == f"gradhealth/{role}/{layer}"
+
+
+def test_runs_name_the_role_of_their_worst_finding(plugin_client):
+    # The tab opens a run on this role when its URL names none: weights for weight growth, not gradients.
+    runs = {r["run"]: r for r in plugin_client(RUNS, samples={"gradhealth": 500}).ok("/runs")["runs"]}
+    assert runs["weight_growth/no_decay"]["worst_role"] == "weight"
+    assert runs["exploding/unclipped"]["worst_role"] == "gradient"
+    assert runs["healthy/keras/train"]["worst_role"] is None  # info findings at most

@@ -86,6 +86,18 @@ def test_report_json_says_why_training_stopped(torch_stopped, capsys):
     assert run["stopped"] == {"step": ONSET, "message": result.owner.stop_message}
 
 
+def test_report_text_says_why_training_stopped(torch_stopped, torch_healthy, capsys):
+    from gradhealth_plugin import cli
+
+    logdir, result = torch_stopped
+    cli.main(["report", str(logdir)])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith("  stopped: ")] == [f"  stopped: {result.owner.stop_message}"]
+    healthy, _ = torch_healthy
+    assert cli.main(["report", str(healthy)]) == 0
+    assert "stopped" not in capsys.readouterr().out
+
+
 def test_torch_raise_on_stop_raises_from_the_optimizer_step(tmp_path):
     result = lt.train_torch(str(tmp_path / "run"), diverge_at=DIVERGE_AT, stop_on="critical", raise_on_stop=True)
     assert result.error is not None and result.error.finding is result.owner.stopped_by
@@ -136,16 +148,44 @@ def test_keras_healthy_training_runs_to_the_end(tmp_path):
     assert result.owner.stopped_by is None and result.owner.errors == 0
 
 
+@pytest.fixture(scope="module")
+def tf_stopped(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("tf_stop")
+    return logdir, lt.train_tf(str(logdir / "run"), diverge_at=DIVERGE_AT, stop_on="critical")
+
+
+def test_tf_custom_loop_stop_on_critical_stops_at_the_onset(tf_stopped):
+    _, result = tf_stopped
+    assert result.onset == ONSET  # from the raw gradients
+    assert result.owner.should_stop
+    _assert_stopped_at_onset(result, result.onset)
+    assert result.owner.errors == 0
+
+
+def test_tf_custom_loop_stop_is_in_the_run_the_tab_reads(tf_stopped, loader_client):
+    logdir, result = tf_stopped
+    _assert_routes_show_stop(loader_client(logdir), "run", result.owner)
+
+
+def test_tf_custom_loop_healthy_training_runs_to_the_end(tmp_path):
+    result = lt.train_tf(str(tmp_path / "run"), stop_on="warn")
+    assert result.last_step == lt.STEPS - 1
+    assert not result.owner.should_stop and result.owner.stopped_by is None and result.owner.errors == 0
+
+
 def test_stop_on_is_never_info_and_names_known_kinds(tmp_path):
     from torch import nn
 
     from gradhealth_plugin.keras import GradientHealthCallback
+    from gradhealth_plugin.tf import GradientHealthLogger
     from gradhealth_plugin.torch import watch
 
     with pytest.raises(ValueError, match="never acted on"):
         watch(nn.Linear(2, 2), str(tmp_path), stop_on="info")
     with pytest.raises(ValueError, match="never acted on"):
         GradientHealthCallback(str(tmp_path), stop_on="info")
+    with pytest.raises(ValueError, match="never acted on"):
+        GradientHealthLogger(str(tmp_path), stop_on="info")
     with pytest.raises(ValueError, match="unknown finding kind"):
         alerts.Alert("warn", kinds=["exploding"])
     with pytest.raises(ValueError, match="positive integer"):
@@ -165,7 +205,7 @@ def test_live_run_builds_the_run_the_reader_builds(which, request):
     # A run judged in process: its tables are those the reading side makes from
     # the event file, and the detectors find the same on both.
     logdir, result = request.getfixturevalue(which)
-    mine = result.owner._live.run_data()
+    mine = result.owner._stop.live.run_data()
     read = _from_event_file(logdir, "run")
     rows = {(layer.name, role): r.table for layer in read.layers for role, r in layer.roles.items()}
     assert {(layer.name, role) for layer in mine.layers for role in layer.roles} == set(rows)
@@ -181,7 +221,7 @@ def test_live_run_builds_the_run_the_reader_builds(which, request):
                 np.testing.assert_array_equal(r.table.quality[name], theirs.quality[name], err_msg=name)
     alert = alerts.Alert("warn")
     key = lambda fs: sorted((f.kind, f.severity, f.role, f.first_step, f.last_step, tuple(f.layers)) for f in fs)
-    limits = result.owner._live._limits
+    limits = result.owner._stop.live._limits
     found = key(f for f in findings.find(mine, limits, alert.detectors()) if alert.wants(f))
     assert found == key(f for f in findings.find(read, limits) if alert.wants(f))
     assert bool(found) == (which == "torch_stopped")

@@ -98,6 +98,25 @@ def test_lightning_grad_norm_scalars_still_read(lightning_run, plugin_client):
         assert f"grad_2.0_norm/{name}" in gradient["tags"] and gradient["source"] == "gradhealth+scalar"
 
 
+@pytest.mark.parametrize("library", ["lightning", "transformers"])
+def test_trainer_callbacks_take_watch_settings_and_release_the_watch(library, tmp_path):
+    module = pytest.importorskip(f"gradhealth_plugin.{library}")
+    with pytest.raises(ValueError, match="every_n_steps must be at least 1"):
+        module.GradientHealthCallback(every_n_steps=0)
+    callback = module.GradientHealthCallback(str(tmp_path), every_n_steps=7, activations=False, update_ratio=False,
+                                             all_ranks=True)
+    assert (callback.log_dir, callback.every_n_steps, callback.activations, callback.update_ratio,
+            callback.all_ranks, callback.handle) == (str(tmp_path), 7, False, False, True, None)
+    model = torch.nn.Linear(2, 2)
+    callback._watch(model, str(tmp_path), torch.optim.SGD(model.parameters(), lr=0.1), 5)
+    handle = callback.handle
+    assert (handle.every_n_steps, handle.update_ratio, handle.step, handle.layers) == (
+        7, False, 5, [(0, "gradient", "weight"), (0, "weight", "weight"), (1, "gradient", "bias"), (1, "weight", "bias")])
+    callback._release()
+    assert callback.handle is None and handle._closed
+    callback._release()  # nothing to end
+
+
 def test_integrations_are_not_imported_with_the_package():
     code = ("import sys, gradhealth_plugin.plugin, gradhealth_plugin.torch; "
             "print(sorted(m for m in ('lightning', 'pytorch_lightning', 'transformers') if m in sys.modules))")

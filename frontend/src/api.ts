@@ -42,6 +42,8 @@ export interface RunInfo {
   sampling: Sampling | null;
   /** Severity of the run's worst finding; null when it has none. */
   worst_severity: Severity | null;
+  /** The role of the run's most severe warn or critical finding, which the tab opens on when the URL names none. */
+  worst_role: string | null;
   /** ok / warn / critical / no_data, as the heatmap's statuses. */
   worst_status: string;
   /** Number of findings per severity. */
@@ -333,6 +335,7 @@ export function parseRuns(body: unknown): RunsResponse {
       steps_logged: typeof r.steps_logged === "number" ? r.steps_logged : null,
       sampling: parseSampling(r.sampling),
       worst_severity: severity(r.worst_severity),
+      worst_role: typeof r.worst_role === "string" ? r.worst_role : null,
       worst_status: typeof r.worst_status === "string" ? r.worst_status : "no_data",
       finding_counts: counts(r.findings),
       gradients_judged: r.gradients_judged !== false,

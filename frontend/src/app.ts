@@ -364,7 +364,8 @@ export class App {
     const run = this.currentRun();
     if (!run) return;
     this.drawRunPickers();
-    this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role);
+    // A URL naming no role opens the run on the role its worst finding is about.
+    this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role || (run.worst_role ?? ""));
     this.toolbar.showState(this.state);
     if (run.error !== null) {
       // Its routes would answer the same error: say it once, in the centre and in the findings.

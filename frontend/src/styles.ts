@@ -198,6 +198,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-track-tick { stroke-width: 1; stroke-opacity: 0.55; }
 .gh-track-period { stroke-width: 1.2; }
 .gh-track-mark { cursor: pointer; }
+.gh-track-mark:focus { outline: none; }
+.gh-track-mark:focus-visible { outline: 2px solid var(--gh-accent); outline-offset: 1px; }
 .gh-track-mark-text { font-size: 10px; }
 .gh-track-cursor { stroke: var(--gh-fg); stroke-width: 1; stroke-dasharray: 2 2; }
 .gh-track-note { color: var(--gh-muted); font-size: 12px; margin: 2px 0; }

@@ -28,7 +28,8 @@ export interface TrackMark {
   tag: string;
   /** Steps covered: single steps for spikes (each occurrence), spans otherwise. */
   spans: StepSpan[];
-  /** Spikes, periodic or not, are marked at each step; other kinds as spans with their onset. */
+  /** Spikes, periodic or not, are marked at each occurrence (an episode of consecutive steps as a band);
+   * other kinds as spans with their onset. */
   pointwise: boolean;
   /** A periodic spike's period in steps; null when the kept steps cannot tell it. */
   period: number | null;
@@ -59,7 +60,10 @@ export function markText(m: TrackMark): string {
     const every = m.period !== null ? `every ${m.period} steps` : "recurring, period unknown";
     return `${label}: ${every}, ${m.spans.length} occurrences from step ${formatStep(m.spans[0][0])}`;
   }
-  if (m.pointwise) return `${label} at ${m.spans.length === 1 ? "step" : "steps"} ${m.spans.map((s) => formatStep(s[0])).join(", ")}`;
+  if (m.pointwise) {
+    const at = m.spans.map(([a, b]) => (a === b ? formatStep(a) : `${formatStep(a)} to ${formatStep(b)}`));
+    return `${label} at ${m.spans.length === 1 && m.spans[0][0] === m.spans[0][1] ? "step" : "steps"} ${at.join(", ")}`;
+  }
   const [a] = m.spans[0];
   const b = m.spans[m.spans.length - 1][1];
   return `${label} (${m.severity}) from step ${formatStep(a)}${a === b ? "" : ` to step ${formatStep(b)}`}`;
@@ -99,7 +103,8 @@ interface Row {
 export class RunTrack {
   readonly root = el("div", "gh-track");
   private readonly note = el("div", "gh-track-note");
-  private readonly chart = svg("svg", { class: "gh-track-svg", role: "img" });
+  // A group, not an image: its marks are buttons a keyboard or a screen reader reaches.
+  private readonly chart = svg("svg", { class: "gh-track-svg", role: "group" });
   private track: Track | null = null;
   private findings: readonly Finding[] = [];
   private selected = "";
@@ -158,6 +163,9 @@ export class RunTrack {
     this.note.textContent = other.length
       ? `${other.map((s) => s.tag).join(", ")}: logged on another step axis (per epoch), so not drawn here; the Scalars tab shows ${other.length === 1 ? "it" : "them"}.`
       : "";
+    // A repaint (the mark's own Enter selected its finding) keeps the keyboard on the same mark.
+    const focused = this.chart.querySelector<SVGGElement>(".gh-track-mark:focus");
+    const refocus = focused ? [focused.dataset.finding, focused.dataset.tag] : null;
     this.chart.replaceChildren();
     this.rows = [];
     if (!frame || series.length === 0) {
@@ -180,6 +188,11 @@ export class RunTrack {
     this.marks = trackMarks(this.findings, series.map((s) => s.tag));
     series.forEach((s, i) => this.paintRow(back, plot, s, i * (TRACK_ROW_H + TRACK_GAP), frame));
     this.paintSelection(plot, height, frame);
+    if (refocus) {
+      const again = [...this.chart.querySelectorAll<SVGGElement>(".gh-track-mark")]
+        .find((g) => g.dataset.finding === refocus[0] && g.dataset.tag === refocus[1]);
+      again?.focus({ preventScroll: true });
+    }
   }
 
   private paintRow(back: SVGGElement, plot: SVGGElement, s: TrackSeries, top: number, frame: TrackFrame): void {
@@ -241,11 +254,31 @@ export class RunTrack {
     return this.selected !== "" && this.selected !== m.finding;
   }
 
+  /** The group holding one mark: dimmed when another finding is selected, and reachable from the keyboard
+   * (Tab focuses it, Enter or Space selects its finding), as the findings list and the heatmap are. */
+  private markGroup(m: TrackMark): SVGGElement {
+    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind, "data-tag": m.tag,
+      tabindex: "0", role: "button", "aria-label": `${m.tag}: ${markText(m)}` });
+    if (this.dimmed(m)) group.setAttribute("opacity", "0.3");
+    if (this.selected === m.finding) group.setAttribute("aria-pressed", "true");
+    group.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        this.events.selectFinding(m.finding);
+      }
+    });
+    group.addEventListener("focus", () => {
+      const box = group.getBoundingClientRect();
+      this.tooltip.show([[m.tag, markText(m)]], box.right, box.bottom);
+    });
+    group.addEventListener("blur", () => this.tooltip.hide());
+    return group;
+  }
+
   /** A finding over spans of steps (an explosion of the global norm, a NaN loss): bands and its onset. */
   private paintSpanMark(g: SVGGElement, m: TrackMark, top: number, frame: TrackFrame): void {
     const color = severityColor(m.severity);
-    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind });
-    if (this.dimmed(m)) group.setAttribute("opacity", "0.3");
+    const group = this.markGroup(m);
     for (const [a, b] of m.spans) this.band(group, a, b, top, "gh-track-span", color, 0.13, frame, m.finding);
     const onset = m.spans[0][0];
     const x = Math.round(frame.labelW + frame.x(onset)) + 0.5;
@@ -255,12 +288,16 @@ export class RunTrack {
     g.append(group);
   }
 
-  /** Spikes, periodic or not: a triangle at every occurrence, and a periodic spike's period bracketed. */
+  /** Spikes, periodic or not: a triangle at every occurrence, a band over an episode of several steps,
+   * and a periodic spike's period bracketed. */
   private paintPointMark(g: SVGGElement, m: TrackMark, top: number, frame: TrackFrame): void {
     const color = severityColor(m.severity);
-    const group = svg("g", { class: "gh-track-mark", "data-finding": m.finding, "data-kind": m.kind, "data-tag": m.tag });
-    if (this.dimmed(m)) group.setAttribute("opacity", "0.3");
+    const group = this.markGroup(m);
     const steps = m.spans.map((s) => s[0]);
+    for (const [a, b] of m.spans) {
+      // An episode spiking over consecutive logged steps is one occurrence spanning them all.
+      if (a !== b) this.band(group, a, b, top, "gh-track-episode", color, 0.18, frame, m.finding);
+    }
     for (const step of steps) {
       const x = frame.labelW + frame.x(step);
       if (m.kind === "periodic_spikes") {

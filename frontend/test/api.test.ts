@@ -129,6 +129,7 @@ describe("parseRuns", () => {
       steps_logged: null,
       sampling: null,
       worst_severity: null,
+      worst_role: null,
       worst_status: "no_data",
       finding_counts: {},
       gradients_judged: true,
@@ -142,6 +143,11 @@ describe("parseRuns", () => {
     const training = { name: "exp/rank*", rank: "rank1", ranks: ["rank0", "rank1"], runs: ["exp/rank0", "exp/rank1"] };
     const { runs } = parseRuns({ runs: [{ run: "exp/rank1", training }, { run: "train", training: null }] });
     expect(runs.map((r) => r.training)).toEqual([training, null]);
+  });
+
+  it("keeps the role of the run's worst finding", () => {
+    const { runs } = parseRuns({ runs: [{ run: "a", worst_role: "weight" }, { run: "b", worst_role: 3 }] });
+    expect(runs.map((r) => r.worst_role)).toEqual(["weight", null]);
   });
 
   it("keeps a run the server could not analyse, with its error, next to the others", () => {

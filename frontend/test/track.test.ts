@@ -34,6 +34,12 @@ describe("the run track's marks", () => {
     expect(markText(unknown)).toContain("recurring, period unknown");
     const spike = trackMarks([finding({ covers: new Map([["loss", [[70n, 70n]]]]) })], ["loss"])[0];
     expect(markText(spike)).toBe("Spike at step 70");
+    // An episode spiking over consecutive logged steps is said as the span it covers.
+    const episode = trackMarks([finding({ covers: new Map([["loss", [[10n, 11n]]]]) })], ["loss"])[0];
+    expect(episode.pointwise).toBe(true);
+    expect(markText(episode)).toBe("Spike at steps 10 to 11");
+    const two = trackMarks([finding({ covers: new Map([["loss", [[4n, 4n], [10n, 12n]]]]) })], ["loss"])[0];
+    expect(markText(two)).toBe("Spike at steps 4, 10 to 12");
   });
 
   it("scales to the finite values, positive ones on a log scale", () => {

@@ -74,6 +74,16 @@ def with_step_texts(obj):
     return out
 
 
+def worst_role(rd: RunData, found: Sequence[finding.Finding]) -> Optional[str]:
+    """The role of the most severe warn or critical finding about one role the run has (the first in
+    the findings' order, most severe first); None when no such finding names one."""
+    roles = set(rd.roles())
+    for f in found:
+        if f.severity in (finding.CRITICAL, finding.WARN) and f.role in roles:
+            return f.role
+    return None
+
+
 def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
     """The most severe of the findings' severities, None when there are none."""
     return max((f.severity for f in found), key=finding.SEVERITY_RANK.__getitem__, default=None)
@@ -150,6 +160,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "worst_severity": worst,
+        # The role the tab opens the run on when its URL names none: that of the most severe finding.
+        "worst_role": worst_role(rd, found),
         "worst_status": (worst if worst in (finding.CRITICAL, finding.WARN) else "ok") if has_data else "no_data",
         "findings": counts,
         # What the logs could not show: "ok" speaks only for the kinds that were judged.

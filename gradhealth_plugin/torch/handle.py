@@ -41,6 +41,17 @@ def _first_tensor(output):
     return None
 
 
+def _reduce(tensors: List[torch.Tensor], snapshot: bool = False) -> tuple:
+    """(accumulators, snapshots, samples) of same-device tensors. On the CPU their histograms wait for the
+    step's end, when `kernels.count_host_histograms` counts the whole step's samples in one call; elsewhere
+    they are counted on the device now, and the samples are None."""
+    if tensors[0].device.type == "cpu":
+        acc, snapshots = kernels.reduce_stats(tensors, snapshot, histograms=False)
+        return acc, snapshots, kernels.host_samples(tensors)
+    acc, snapshots = kernels.reduce_stats(tensors, snapshot)
+    return acc, snapshots, [None] * len(tensors)
+
+
 class TrainingStopped(Exception):
     """What ``watch(..., stop_on=..., raise_on_stop=True)`` raises into the training loop, once.
 
@@ -71,7 +82,7 @@ class WatchedParam:
 class _Pending:
     """Device accumulators of one logged step, waiting for the step to finish."""
 
-    __slots__ = ("step", "wall_time", "grads", "weights", "snapshots")
+    __slots__ = ("step", "wall_time", "grads", "weights", "snapshots", "samples")
 
     def __init__(self, step: int) -> None:
         self.step = step
@@ -79,6 +90,8 @@ class _Pending:
         self.grads: List[tuple] = []  # (params, accumulators)
         self.weights: List[tuple] = []  # (params, accumulators, snapshots or None)
         self.snapshots = False
+        # Per row (gradients', then weights'), the histogram's sample on the CPU, counted at the step's end.
+        self.samples: List[Optional[np.ndarray]] = []
 
 
 class StepSource:
@@ -124,19 +137,17 @@ class WatchHandle:
         self._backward_step = start_step  # without an optimizer: backward passes count the steps
         self._backward_queued = False
         self._capture = False
-        self._activations: Dict[str, tuple] = {}  # layer -> (accumulators, numel, shape, position)
+        self._activations: Dict[str, tuple] = {}  # layer -> (accumulators, numel, shape, position, sample)
         self._calls: Dict[str, int] = {}
         self._positions: Dict[str, int] = {}
         self._deferred: Optional[tuple] = None  # without an optimizer: weights waiting for their update
         self._writer: Optional[SummaryFileWriter] = None
         self._last_flush = time.monotonic()
         self._closed = False
-        # stop_on (see `live`): the in-process judge, whether to raise, and what it found.
-        self._live = None
+        # stop_on (`live.StopOn`): the in-process judge and what it found; whether to raise.
+        self._stop = None
         self._raise_on_stop = False
         self._raised = False
-        self.stopped_by = None
-        self.stop_message: Optional[str] = None
 
     # -- public ----------------------------------------------------------
 
@@ -150,6 +161,16 @@ class WatchHandle:
     def should_stop(self) -> bool:
         """True once ``stop_on`` found a finding to stop on; training loops read it to stop cleanly."""
         return self.stopped_by is not None
+
+    @property
+    def stopped_by(self):
+        """The finding ``stop_on`` stopped on, or None."""
+        return self._stop.stopped_by if self._stop is not None else None
+
+    @property
+    def stop_message(self) -> Optional[str]:
+        """Why ``stop_on`` stopped training (also written into the run), or None."""
+        return self._stop.message if self._stop is not None else None
 
     @property
     def errors(self) -> int:
@@ -212,13 +233,15 @@ class WatchHandle:
             grads = [self._dense(p.param.grad) for p in with_grad]
             for group in kernels.grouped(grads):
                 members = [with_grad[i] for i in group]
-                acc, _ = kernels.reduce_stats([grads[i] for i in group])
+                acc, _, samples = _reduce([grads[i] for i in group])
                 pending.grads.append((members, acc))
+                pending.samples += samples
             weights = [p.param.detach() for p in present]
             for group in kernels.grouped(weights):
                 members = [present[i] for i in group]
-                acc, snaps = kernels.reduce_stats([weights[i] for i in group], snapshot=snapshots)
+                acc, snaps, samples = _reduce([weights[i] for i in group], snapshot=snapshots)
                 pending.weights.append((members, acc, snaps if snapshots else None))
+                pending.samples += samples
         pending.snapshots = snapshots
         return pending
 
@@ -277,6 +300,7 @@ class WatchHandle:
         numels += [entry[1] for entry in activations.values()]
         stacked = (np.concatenate([h.reshape(-1, kernels.ACC_WIDTH) for h in stats_host]) if stats_host
                    else np.zeros((0, kernels.ACC_WIDTH)))
+        kernels.count_host_histograms(stacked, pending.samples + [entry[4] for entry in activations.values()])
         rows = kernels.finalize(stacked, numels)
         k = 0
         grad_rows = []
@@ -288,7 +312,7 @@ class WatchHandle:
             weight_rows.append((members, rows[k:k + len(members)]))
             k += len(members)
         act_rows = [(name, rows[k + i], shape, position)
-                    for i, (name, (_, _, shape, position)) in enumerate(activations.items())]
+                    for i, (name, (_, _, shape, position, _)) in enumerate(activations.items())]
         update_host = iter(host[len(pending.grads) + len(pending.weights):len(host) - len(activations)])
         for j, update in enumerate(updates or []):
             if update is not None:
@@ -307,18 +331,12 @@ class WatchHandle:
 
     def _judge(self, step: int) -> None:
         """With stop_on: judges the logged steps so far; on a finding, records it in the run and flushes."""
-        if self._live is None or self.stopped_by is not None:
-            return
-        match = self._live.judge()
-        if match is None:
-            return
-        from ..live import stop_message
+        if self._stop is not None:
+            self._stop.judge(step, self._write_stop)
 
-        self.stopped_by = match.finding
-        self.stop_message = stop_message(match, self._live.alert, step)
-        self._ensure_writer().write_summary(step, stop_summary(step, self.stop_message), "the stop record")
+    def _write_stop(self, step: int, message: str) -> None:
+        self._ensure_writer().write_summary(step, stop_summary(step, message), "the stop record")
         self.flush()
-        logger.warning("gradhealth: %s", self.stop_message)
 
     def _raise_if_stopped(self) -> None:
         """With raise_on_stop: raises `TrainingStopped` into the training loop, once."""
@@ -328,10 +346,10 @@ class WatchHandle:
 
     def _ensure_writer(self) -> SummaryFileWriter:
         if self._writer is None:
-            if self._live is not None:
+            if self._stop is not None:
                 from ..live import RecordingWriter
 
-                self._writer = RecordingWriter(self._live, self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
+                self._writer = RecordingWriter(self._stop.live, self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
                                                failures=self._failures)
             else:
                 self._writer = SummaryFileWriter(self.log_dir, filename_suffix=EVENT_FILE_SUFFIX,
@@ -460,8 +478,8 @@ class WatchHandle:
             if call:
                 self._positions.setdefault(layer, position)
             with torch.no_grad():
-                acc, _ = kernels.reduce_stats([tensor.detach()])
-            self._activations[layer] = (acc, tensor.numel(), tuple(tensor.shape), position)
+                acc, _, samples = _reduce([tensor.detach()])
+            self._activations[layer] = (acc, tensor.numel(), tuple(tensor.shape), position, samples[0])
         except Exception as e:  # noqa: BLE001
             self._fail(f"summarise the output of {name}", e, kind="summarise a module's output")
 

@@ -14,7 +14,7 @@ import functools
 import itertools
 import threading
 import weakref
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Optional
 
 import torch
 from torch import nn
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 # The model keeps its handle alive (the handle holds the model only weakly).
 _WATCHED: "weakref.WeakKeyDictionary[nn.Module, WatchHandle]" = weakref.WeakKeyDictionary()
 _LIVE: "weakref.WeakSet[WatchHandle]" = weakref.WeakSet()
-_HANDLES: "weakref.WeakValueDictionary[int, WatchHandle]" = weakref.WeakValueDictionary()
+# Number -> weak reference: a plain dict's lookup is a C call, where a WeakValueDictionary's get is
+# Python code, and every hook looks its handle up on every step, logged or not.
+_HANDLES: "Dict[int, weakref.ref]" = {}
 _NUMBERS = itertools.count(1)
 _REGISTRY_LOCK = threading.Lock()
 
@@ -51,7 +53,8 @@ def hook(number: int, method: str, *args) -> object:
     # the graph, breaks nothing, and no guard on the handle's state recompiles it.
     if _is_compiling():
         return None
-    handle = _HANDLES.get(number)
+    ref = _HANDLES.get(number)
+    handle = ref() if ref is not None else None
     if handle is None:
         return None
     return getattr(handle, method)(*args)
@@ -78,7 +81,13 @@ def register(model: nn.Module, handle: "WatchHandle") -> None:
     with _REGISTRY_LOCK:
         _WATCHED[model] = handle
         _LIVE.add(handle)
-        _HANDLES[handle.number] = handle
+        # A handle collected without `release` takes its entry with it.
+        _HANDLES[handle.number] = weakref.ref(handle, functools.partial(_forget, handle.number))
+
+
+def _forget(number: int, _ref: weakref.ref) -> None:
+    if _HANDLES.get(number) is _ref:
+        del _HANDLES[number]
 
 
 def release(handle: "WatchHandle") -> None:

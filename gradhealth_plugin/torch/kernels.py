@@ -25,7 +25,7 @@ from ..writing import format as fmt
 from ..writing.format import FIELDS, HISTOGRAM_BUCKETS, SMALL
 
 __all__ = ["tensor_stats", "reduce_stats", "reduce_update", "finalize", "update_ratios", "grouped", "to_host",
-           "ACC_WIDTH"]
+           "host_samples", "count_host_histograms", "ACC_WIDTH"]
 
 # Largest number of elements reduced at once: bounds the float64 temporaries
 # (a few times 32 MB) whatever the size of a tensor.
@@ -126,17 +126,22 @@ def _layout(tensors: Sequence[torch.Tensor]) -> _Layout:
     return layout
 
 
-def reduce_stats(tensors: Sequence[torch.Tensor], snapshot: bool = False) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+def reduce_stats(tensors: Sequence[torch.Tensor], snapshot: bool = False,
+                 histograms: bool = True) -> Tuple[torch.Tensor, List[torch.Tensor]]:
     """Accumulators (len(tensors), ACC_WIDTH) on the tensors' device, and a snapshot of their values.
 
     All tensors share one device and dtype. The snapshot (when asked) is what
-    `reduce_update` compares the tensors with later.
+    `reduce_update` compares the tensors with later. Without `histograms` the
+    histogram's columns are zero: a caller on the CPU keeps `host_samples`
+    instead and counts them with a whole step's in `count_host_histograms`.
     """
     if _CPU_BRANCHING and tensors[0].device.type == "cpu":
         acc, snapshots = _reduce_cpu(tensors, snapshot)
     else:
         acc, snapshots = _reduce_buckets(tensors, snapshot)
-    return torch.cat([acc, _histograms(tensors, acc[:, _N_SUMS + _X_MAXABS])], dim=1), snapshots
+    counts = (_histograms(tensors, acc[:, _N_SUMS + _X_MAXABS]) if histograms
+              else torch.zeros(len(tensors), HISTOGRAM_BUCKETS, dtype=acc.dtype, device=acc.device))
+    return torch.cat([acc, counts], dim=1), snapshots
 
 
 _SAMPLES: Dict[tuple, Tuple[torch.Tensor, np.ndarray]] = {}
@@ -197,20 +202,39 @@ def reduce_update(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor
 _NUMPY_DTYPES = (torch.float16, torch.float32, torch.float64)
 
 
-def _histograms_host(tensors: Sequence[torch.Tensor], max_abs: np.ndarray) -> np.ndarray:
-    """`_histograms` of CPU tensors, in numpy: `format.histogram_bucket` itself, over every tensor's
-    counted sample values at once (a small tensor's few values, not `HISTOGRAM_SAMPLE` slots)."""
-    k, width = len(tensors), HISTOGRAM_BUCKETS
-    parts, lengths = [], np.zeros(k, dtype=np.int64)
-    for row, t in enumerate(tensors):
+def host_samples(tensors: Sequence[torch.Tensor]) -> List[np.ndarray]:
+    """Each CPU tensor's counted sample values (`format.sample_indices`), copied: what its histogram
+    counts, taken now (a weight before its update, an activation before an in-place op changes it)."""
+    out = []
+    for t in tensors:
         n = min(t.numel(), fmt.HISTOGRAM_SAMPLE)
-        if not n:
-            continue
         indices, _ = _sample(t.device, t.numel())  # the counted ones come first: all of them
-        flat = t.reshape(-1)
-        parts.append((flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()[indices.numpy()[:n]])
-        lengths[row] = n
-    if not parts:
+        flat = t.detach().reshape(-1)
+        values = (flat if flat.dtype in _NUMPY_DTYPES else flat.to(torch.float64)).numpy()
+        # A tensor taken whole is copied as a slice; a larger one's sample is a gather (a copy already).
+        out.append(values[:n].copy() if n == t.numel() else values[indices.numpy()[:n]])
+    return out
+
+
+def count_host_histograms(acc: np.ndarray, samples: Sequence[Optional[np.ndarray]]) -> None:
+    """Fills the histogram columns of host accumulator rows (`acc`, one row per entry of `samples`) from
+    the `host_samples` of each row that has them, all in one call; rows without samples are left as they are."""
+    rows = [i for i, sample in enumerate(samples) if sample is not None]
+    if rows:
+        acc[rows, _HIST:] = _count_samples([samples[i] for i in rows], acc[rows, _N_SUMS + _X_MAXABS])
+
+
+def _histograms_host(tensors: Sequence[torch.Tensor], max_abs: np.ndarray) -> np.ndarray:
+    """`_histograms` of CPU tensors, in numpy."""
+    return _count_samples(host_samples(tensors), max_abs)
+
+
+def _count_samples(parts: Sequence[np.ndarray], max_abs: np.ndarray) -> np.ndarray:
+    """(len(parts), HISTOGRAM_BUCKETS) counts of each tensor's sample values, with `format.histogram_bucket`
+    itself over every sample at once (a small tensor's few values, not `HISTOGRAM_SAMPLE` slots)."""
+    k, width = len(parts), HISTOGRAM_BUCKETS
+    lengths = np.array([len(p) for p in parts], dtype=np.int64)
+    if not lengths.sum():
         return np.zeros((k, width))
     x = np.concatenate(parts).astype(np.float64, copy=False)
     rows = np.repeat(np.arange(k), lengths)
@@ -229,9 +253,9 @@ _CPU_BRANCHING = True
 
 
 class _Workspace(threading.local):
-    """Scratch buffers reused across logged steps.
+    """Scratch buffers (numpy views of torch tensors) reused across logged steps.
 
-    A fresh multi-megabyte CPU tensor is mapped and page-faulted on first
+    A fresh multi-megabyte CPU buffer is mapped and page-faulted on first
     touch, which costs several times the arithmetic done in it.
     """
 
@@ -242,8 +266,8 @@ class _Workspace(threading.local):
     def take(self, n: int):
         if n > self.size:
             self.size = max(n, min(2 * self.size, _CHUNK))
-            self.x, self.a, self.b = (torch.empty(self.size, dtype=torch.float64) for _ in range(3))
-            self.mask = torch.empty(self.size, dtype=torch.bool)
+            self.x, self.a, self.b = (np.empty(self.size, dtype=np.float64) for _ in range(3))
+            self.mask = np.empty(self.size, dtype=bool)
         return self.x[:n], self.a[:n], self.b[:n], self.mask[:n]
 
 
@@ -254,6 +278,24 @@ def _chunks(n: int):
     return [(start, min(start + _CHUNK, n)) for start in range(0, n, _CHUNK)]
 
 
+def _host_view(flat: torch.Tensor) -> Optional[np.ndarray]:
+    """The numpy array sharing a flat CPU tensor's memory, or None where numpy cannot read it (bfloat16)."""
+    if flat.dtype not in _NUMPY_DTYPES:
+        return None
+    try:
+        return flat.detach().numpy()
+    except (RuntimeError, TypeError):  # a lazy conjugate or negative view
+        return None
+
+
+def _load(x: np.ndarray, flat: torch.Tensor, src: Optional[np.ndarray], start: int, stop: int) -> None:
+    """Values start:stop of a flat tensor into the float64 buffer `x` (exact: every float widens exactly)."""
+    if src is not None:
+        np.copyto(x, src[start:stop])
+    else:
+        torch.from_numpy(x).copy_(flat[start:stop])
+
+
 def _reduce_cpu(tensors: Sequence[torch.Tensor], snapshot: bool):
     rows, snapshots = [], []
     for t in tensors:
@@ -261,46 +303,63 @@ def _reduce_cpu(tensors: Sequence[torch.Tensor], snapshot: bool):
         if snapshot:
             snapshots.append(flat.clone())
         row = _reduce_cpu_one(flat)
-        rows.append(row if row is not None else _reduce_buckets([flat])[0][0])
-    return torch.stack(rows), snapshots
+        rows.append(row if row is not None else _reduce_buckets([flat])[0][0].numpy())
+    return torch.from_numpy(np.array(rows, dtype=np.float64)), snapshots
 
 
-def _reduce_cpu_one(flat: torch.Tensor) -> Optional[torch.Tensor]:
+# From this many values on, the sums and products of `_reduce_cpu_one` are torch's: numpy's calls cost
+# less on the many small tensors of a model, torch's vectorised reductions less on long ones.
+_TORCH_FROM = 1 << 14
+
+
+def _sum(x: np.ndarray) -> float:
+    return float(torch.from_numpy(x).sum()) if len(x) >= _TORCH_FROM else float(x.sum())
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """x . y in float64; numpy's einsum (not its dot: BLAS threads beside the training's) or torch's dot."""
+    return float(torch.dot(torch.from_numpy(x), torch.from_numpy(y))) if len(x) >= _TORCH_FROM \
+        else float(np.einsum("i,i->", x, y))
+
+
+def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
     """One tensor's accumulator row in one pass, or None when it holds NaN or Inf (the bucketed path counts them).
 
     Power sums are taken about `shift`, the first chunk's mean, and turned into
     central moments exactly; the shift is within a few standard deviations of
     the mean, so the conversion loses at most a few bits (raw power sums about
     zero would lose the skewness of a tensor whose mean is large next to its
-    spread, a LayerNorm weight near 1).
+    spread, a LayerNorm weight near 1). In numpy, on views of the tensor: its
+    calls cost a fraction of torch's, which dominate on the many small
+    tensors of a model; the long reductions are torch's (`_sum`, `_dot`).
     """
     n = flat.numel()
+    src = _host_view(flat)
     shift = None
     t1 = t2 = t3 = t4 = sum_abs = small = zero = 0.0
     low, high = math.inf, -math.inf
     for start, stop in _chunks(n):
         x, a, b, mask = _WORKSPACE.take(stop - start)
-        x.copy_(flat[start:stop])
-        if shift is None:
-            shift = float(x.sum()) / (stop - start)
-            if not math.isfinite(shift):
-                return None
-        torch.sub(x, shift, out=a)
-        part = float(a.sum())
-        if not math.isfinite(part):
+        _load(x, flat, src, start, stop)
+        # Finite exactly when every value is (a NaN or an Inf makes it NaN or Inf).
+        total = _sum(x)
+        if not math.isfinite(total):
             return None
-        torch.mul(a, a, out=b)
-        t1 += part
-        t2 += float(b.sum())
-        t3 += float(torch.dot(b, a))
-        t4 += float(torch.dot(b, b))
-        lo, hi = torch.aminmax(x)
-        low, high = min(low, float(lo)), max(high, float(hi))
-        torch.abs(x, out=a)
-        sum_abs += float(a.sum())
-        # count_nonzero of a float tensor is ~20x slower than of a bool mask on the CPU.
-        small += float(torch.count_nonzero(torch.lt(a, SMALL, out=mask)))
-        zero += float(torch.count_nonzero(torch.eq(x, 0, out=mask)))
+        if shift is None:
+            shift = total / (stop - start)
+        np.subtract(x, shift, out=a)
+        np.multiply(a, a, out=b)
+        t1 += total - (stop - start) * shift
+        t2 += _sum(b)
+        t3 += _dot(b, a)
+        t4 += _dot(b, b)
+        # Extrema and zeros from the tensor's own values where numpy reads them: half the bytes.
+        own = src[start:stop] if src is not None else x
+        low, high = min(low, float(own.min())), max(high, float(own.max()))
+        zero += float(np.count_nonzero(np.equal(own, 0, out=mask)))
+        np.abs(x, out=a)
+        sum_abs += _sum(a)
+        small += float(np.count_nonzero(np.less(a, SMALL, out=mask)))
     d = t1 / n  # mean - shift
     row = [0.0] * _HIST
     row[_S_SUM] = t1 + n * shift
@@ -314,21 +373,22 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[torch.Tensor]:
     row[_N_SUMS + _X_MAX] = high
     row[_N_SUMS + _X_NEGMIN] = -low
     row[_N_SUMS + _X_MAXABS] = max(high, -low)
-    return torch.tensor(row, dtype=torch.float64)
+    return row
 
 
 def _reduce_update_cpu(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     rows = []
     for old, t in zip(before, tensors):
         flat = t.reshape(-1)
+        src, old_src = _host_view(flat), _host_view(old)
         change = squares = 0.0
         for start, stop in _chunks(flat.numel()):
             x, a, _, _ = _WORKSPACE.take(stop - start)
-            a.copy_(old[start:stop])
-            x.copy_(flat[start:stop])
-            x.sub_(a)
-            change += float(torch.dot(x, x))
-            squares += float(torch.dot(a, a))
+            _load(a, old, old_src, start, stop)
+            _load(x, flat, src, start, stop)
+            np.subtract(x, a, out=x)
+            change += _dot(x, x)
+            squares += _dot(a, a)
         rows.append([change, squares])
     return torch.tensor(rows, dtype=torch.float64)
 

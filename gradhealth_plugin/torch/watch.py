@@ -65,7 +65,7 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
         every_n_steps, first_steps = schedule.check(every_n_steps, first_steps)
     except ValueError as e:
         raise ValueError(f"gradhealth: {e}") from None
-    alert = _alert(stop_on)
+    stop = _stop_on(stop_on)
     root = _unwrap(model)
     optimizers = _optimizers(optimizer)
     log_dir = os.fspath(log_dir)
@@ -83,10 +83,9 @@ def watch(model: nn.Module, log_dir: str, optimizer=None, every_n_steps: int = 1
     handle = WatchHandle(root, log_dir, every_n_steps, bool(update_ratio), int(start_step), active, first_steps)
     if not active:
         return handle
-    if alert is not None:
-        from ..live import LiveRun
-
-        handle._live = LiveRun(alert, os.path.basename(os.path.normpath(log_dir)) or log_dir, log_dir)
+    if stop is not None:
+        stop.start(os.path.basename(os.path.normpath(log_dir)) or log_dir, log_dir)
+        handle._stop = stop
         handle._raise_on_stop = bool(raise_on_stop)
 
     _watch_modules(handle, root, _activation_filter(activations))
@@ -156,13 +155,13 @@ def _hook_optimizers(handle: WatchHandle, optimizers: List, start_step: int) -> 
         handle._hooks.append(source.optimizer.register_step_post_hook(hooks.hook_for(handle, "_on_step_post", k)))
 
 
-def _alert(stop_on):
-    """The `alerts.Alert` of ``stop_on`` (None when off); a wrong value raises here, before training."""
+def _stop_on(stop_on):
+    """The `live.StopOn` of ``stop_on`` (None when off); a wrong value raises here, before training."""
     if stop_on is None:
         return None
-    from ..alerts import Alert
+    from ..live import StopOn
 
-    return Alert.of(stop_on)
+    return StopOn(stop_on, logger)
 
 
 def _activation_filter(activations) -> Callable[[str, nn.Module], bool]:

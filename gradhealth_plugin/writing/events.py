@@ -54,6 +54,10 @@ class EventFile:
         self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
         self.flush()
 
+    def described(self, tag: str) -> bool:
+        """Whether `tag`'s metadata is in the file already: later events of the tag need none."""
+        return tag in self._described
+
     def add_event(self, event) -> None:
         first = []
         for value in event.summary.value:
@@ -105,11 +109,14 @@ class SummaryFileWriter:
         try:
             from tensorboard.compat.proto import event_pb2
 
-            meta = summary_metadata(role, layer, position, shape)
-            event = event_pb2.Event(step=int(step), wall_time=wall_time or time.time(),
-                                    summary=tensor_summary(tag_for(role, layer), vector, meta))
+            tag = tag_for(role, layer)
             with self._lock:
-                self._ensure().add_event(event)
+                events = self._ensure()
+                # Built only for the tag's first event, the one that keeps it.
+                meta = None if events.described(tag) else summary_metadata(role, layer, position, shape)
+                event = event_pb2.Event(step=int(step), wall_time=wall_time or time.time(),
+                                        summary=tensor_summary(tag, vector, meta))
+                events.add_event(event)
         except Exception as e:  # noqa: BLE001 - never raise into training
             self._fail(f"write {role} statistics of {layer}", e)
 

@@ -159,13 +159,16 @@ def summary_metadata(role: str, layer: str, position: Optional[int] = None,
     )
 
 
-def tensor_summary(tag: str, vector: np.ndarray, meta: "SummaryMetadata") -> "Summary":
-    """A ``Summary`` proto holding one statistics vector."""
-    from tensorboard.compat.proto import summary_pb2
-    from tensorboard.util import tensor_util
+def tensor_summary(tag: str, vector: np.ndarray, meta: "Optional[SummaryMetadata]") -> "Summary":
+    """A ``Summary`` proto holding one statistics vector (without metadata when `meta` is None)."""
+    from tensorboard.compat.proto import summary_pb2, types_pb2
 
-    value = summary_pb2.Summary.Value(tag=tag, metadata=meta,
-                                      tensor=tensor_util.make_tensor_proto(np.asarray(vector, dtype=np.float64)))
+    vector = np.asarray(vector, dtype=np.float64).ravel()
+    value = summary_pb2.Summary.Value(tag=tag, metadata=meta)
+    # The bytes ``tensor_util.make_tensor_proto`` writes for a float64 vector, at a fraction of its cost.
+    value.tensor.dtype = types_pb2.DT_DOUBLE
+    value.tensor.tensor_shape.dim.add(size=vector.size)
+    value.tensor.tensor_content = vector.tobytes()
     return summary_pb2.Summary(value=[value])
 
 

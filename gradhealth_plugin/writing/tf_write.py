@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -44,13 +44,18 @@ class StatsWriter:
       target: a log directory to open a writer in, or a writer made by
         ``tf.summary.create_file_writer``.
       failures: where failures are counted.
+      record: called with (step, groups) and the rows on the host after each
+        recorded write, whether or not the write succeeded (``stop_on`` judges
+        them); what it raises is counted, never raised.
       **options: for ``tf.summary.create_file_writer`` when `target` is a directory.
 
     Opening the first writer may raise; nothing else does.
     """
 
-    def __init__(self, target, failures: Failures, **options) -> None:
+    def __init__(self, target, failures: Failures, record: Optional[Callable[[int, List[Group]], None]] = None,
+                 **options) -> None:
         self._failures = failures
+        self._record = record
         self._lock = threading.Lock()
         self._rest = 0  # calls left to skip
         self._backoff = 0  # length of the last rest
@@ -86,13 +91,31 @@ class StatsWriter:
         # Python function may run on one of TensorFlow's threads, without it.
         with _RecordingProbe().as_default():
             record = tf.summary.should_record_summaries()
+        described = [(role, entries) for role, entries, _ in groups]
         if tf.executing_eagerly():
-            return tf.constant(bool(record) and self._write(step, headers, matrices))
+            written = bool(record) and self._write(step, headers, matrices)
+            if record:
+                self._hand_over(step, described, matrices)
+            return tf.constant(written)
 
         def write_now(record, step, *rows):
-            return bool(record) and self._write(step, headers, rows)
+            written = bool(record) and self._write(step, headers, rows)
+            if record:
+                self._hand_over(step, described, rows)
+            return written
 
         return tf.py_function(write_now, [record, step, *matrices], Tout=tf.bool)
+
+    def _hand_over(self, step, described: List[tuple], matrices) -> None:
+        """The rows just written (or not), on the host, to `record`."""
+        if self._record is None:
+            return
+        try:
+            groups = [(role, entries, np.asarray(m, np.float64).reshape(-1, VECTOR_WIDTH))
+                      for (role, entries), m in zip(described, matrices)]
+            self._record(int(step), groups)
+        except Exception as e:  # noqa: BLE001 - never raise into training
+            self._failures.report(f"hand the statistics at step {int(step)} to stop_on", e)
 
     def flush(self) -> None:
         """Flushes the writer and closes the ones set aside after failures. Eagerly only: every write is flushed."""

@@ -54,8 +54,9 @@ function holdsWindow(h: Heatmap, zoom: [Step, Step] | null): boolean {
 
 // A zoom is fetched this long after the last brush or double-click, so a burst of zooms asks once.
 const ZOOM_FETCH_MS = 150;
-// Column budgets are multiples of this many CSS pixels, so resizing the window rarely asks again.
-const COLUMN_BUCKET = 256;
+// Column budgets are multiples of this many CSS pixels, so resizing the window rarely asks again;
+// rounded down, so a column is never narrower than a pixel and a click lands on the cell it shows.
+const COLUMN_BUCKET = 128;
 
 /** The line above the heatmap: its size, last step and value quality. */
 function summaryText(h: Heatmap): string {
@@ -476,8 +477,9 @@ export class App {
    * zoomed into a run the last answer did not hold whole, the zoom window.
    */
   private heatmapPart(run: string): HeatmapWindow {
-    const width = this.views[0].root.clientWidth || this.heatmapBox.clientWidth || window.innerWidth;
-    const columns = Math.max(1, Math.ceil(width / COLUMN_BUCKET)) * COLUMN_BUCKET;
+    // The plot's width once drawn; before, the page's less a label column.
+    const width = this.views[0].scene.geo?.plotW ?? Math.max(COLUMN_BUCKET, (this.heatmapBox.clientWidth || window.innerWidth) - 200);
+    const columns = Math.max(1, Math.floor(width / COLUMN_BUCKET)) * COLUMN_BUCKET;
     const last = this.store.heatmaps[0];
     const whole = !last || last.run !== run || holdsEveryStep(last);
     return { columns, window: whole ? null : this.state.zoom };

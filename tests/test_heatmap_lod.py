@@ -163,3 +163,14 @@ def test_the_cache_builds_once_per_key_and_data_version():
     c = analyzer.answer(v2, ("run", "gradient", "health", None, None, 100), build)  # new data
     assert len(built) == 3 and json.loads(gzip.decompress(c))["n"] == 3
     assert analyzer.data_version(v1) != analyzer.data_version(v2)
+
+
+def test_values_go_with_four_significant_digits():
+    from gradhealth_plugin.serving.responses import rounded
+
+    x = np.array([0.47914517762649, -123456.789, 1.23456e-30, 9.87654e30, 0.0, np.nan, np.inf, 0.99995, 5e-324])
+    out = rounded(x)
+    assert [json.dumps(v) for v in out[:5]] == ["0.4791", "-123500.0", "1.235e-30", "9.877e+30", "0.0"]
+    assert np.isnan(out[5]) and out[6] == np.inf and out[7] == 1.0
+    finite = np.isfinite(x) & (x != 0)
+    assert np.all(np.abs(out[finite] - x[finite]) <= 5e-4 * np.abs(x[finite]))

@@ -390,7 +390,7 @@ def worst_per_bin(status: np.ndarray, score: np.ndarray, which: np.ndarray) -> T
     key = status.astype(np.float64) * 2.0 + squashed
     best = np.maximum.reduceat(key, first, axis=1)
     at_best = key == np.repeat(best, counts, axis=1)
-    cols = np.where(at_best, np.arange(len(which))[None, :], len(which))
+    cols = np.where(at_best, np.arange(len(which), dtype=np.int32)[None, :], np.int32(len(which)))
     return first, np.minimum.reduceat(cols, first, axis=1)
 
 
@@ -417,12 +417,15 @@ def rounded(values: np.ndarray, digits: int = VALUE_DIGITS) -> np.ndarray:
     x = out[finite]
     exponent = (digits - 1 - np.floor(np.log10(np.abs(x)))).astype(np.int64)
     # Powers of ten are exact doubles up to 10**22: scale up by dividing, down by multiplying,
-    # so the result is the double nearest the rounded decimal. Beyond that the value stays.
+    # so the result is the double nearest the rounded decimal.
     up = 10.0 ** np.clip(exponent, 0, 22)
     down = 10.0 ** np.clip(-exponent, 0, 22)
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.round(x * up / down) * down / up
-    out[finite] = np.where((np.abs(exponent) <= 22) & np.isfinite(y), y, x)
+    # Beyond (below 1e-19 or above 1e25, rare): through Python's own formatting, one by one.
+    far = (np.abs(exponent) > 22) | ~np.isfinite(y)
+    y[far] = [float(f"{v:.{digits}g}") for v in x[far]]
+    out[finite] = y
     return out
 
 

@@ -174,3 +174,28 @@ def test_values_go_with_four_significant_digits():
     assert np.isnan(out[5]) and out[6] == np.inf and out[7] == 1.0
     finite = np.isfinite(x) & (x != 0)
     assert np.all(np.abs(out[finite] - x[finite]) <= 5e-4 * np.abs(x[finite]))
+
+
+def test_gradhealth_summaries_are_read_in_chunks(tmp_path, plugin_client, monkeypatch):
+    # One read of every tag of a long run can pass the Rust data server's 256 MB message limit.
+    from gradhealth_plugin.reading import provider
+    from gradhealth_plugin.writing.events import SummaryFileWriter
+    from gradhealth_plugin.writing import format as fmt
+
+    writer = SummaryFileWriter(str(tmp_path / "many"))
+    for step in range(3):
+        for i in range(40):
+            writer.write_stats(step, "gradient", f"layer_{i}", np.full(fmt.VECTOR_WIDTH, 0.5), wall_time=1e9 + step)
+    writer.close()
+    reads = []
+    original = provider.Reader._read_tensors
+
+    def recording(self, ctx, experiment_id, plugin, run, tags):
+        if plugin == fmt.PLUGIN_NAME:
+            reads.append(len(tags))
+        return original(self, ctx, experiment_id, plugin, run, tags)
+
+    monkeypatch.setattr(provider.Reader, "_read_tensors", recording)
+    hm = plugin_client(tmp_path).ok("/heatmap", run="many", role="gradient")
+    assert len(hm["layers"]) == 40 and hm["steps"] == [0, 1, 2]
+    assert reads[0] == 8 and sum(reads) == 40, reads

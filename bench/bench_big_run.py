@@ -201,10 +201,14 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tup
         r["mem_with"] = server.memory()
         for run, (plugin, _, _) in expected.items():
             m = r["runs"][run]
-            floor = server.json(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin)
-            chunked = server.json(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin, chunk=64)
-            m["floor"] = min(floor["read_s"], chunked["read_s"]) + min(floor["list_s"], chunked["list_s"])
-            m["datums"] = floor["datums"]
+            # 64 tags per read, as gradhealth reads them, and every tag in one read where that passes
+            # (the Rust data server refuses an answer over 256 MB); the faster is the floor.
+            floors = [server.json(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin, chunk=64)]
+            status, body, _ = server.get(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin)
+            if status == 200:
+                floors.append(json.loads(body))
+            m["floor"] = min(f["read_s"] for f in floors) + min(f["list_s"] for f in floors)
+            m["datums"] = floors[0]["datums"]
             server.json(f"/data/plugin/{scale.PROBE}/reset")
             m["cold_again"] = get(server, gh, run=run, role="gradient", columns=args.columns)[0]
     finally:
@@ -274,7 +278,7 @@ def measure_browser(server: "scale.Server", args) -> dict:
                 t1 = frame.evaluate("window.__ghTimes.zoom[window.__ghTimes.zoom.length - 1]")
                 out["zoom_s"] = (t1 - zoom["t0"]) / 1000
             out["zoom_columns"] = frame.evaluate("window.__gradhealth.store.heatmaps[0].steps.length")
-            out["zoom_debounce_s"] = 0.0 if zoom["whole"] else 0.15
+            out["zoom_debounce_s"] = 0.0 if zoom["whole"] else 0.08
         finally:
             browser.close()
     return out

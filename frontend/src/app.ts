@@ -53,7 +53,7 @@ function holdsWindow(h: Heatmap, zoom: [Step, Step] | null): boolean {
 }
 
 // A zoom is fetched this long after the last brush or double-click, so a burst of zooms asks once.
-const ZOOM_FETCH_MS = 150;
+const ZOOM_FETCH_MS = 80;
 // Column budgets are multiples of this many CSS pixels, so resizing the window rarely asks again;
 // rounded down, so a column is never narrower than a pixel and a click lands on the cell it shows.
 const COLUMN_BUCKET = 128;

@@ -370,7 +370,8 @@ def _probe_plugin_class():
         def _status(self, request):
             ctx = plugin_util.context(request.environ)
             eid = plugin_util.experiment_id(request.environ)
-            listing = self._provider.list_tensors(ctx, experiment_id=eid, plugin_name="histograms")
+            listing = self._provider.list_tensors(ctx, experiment_id=eid,
+                                                  plugin_name=request.args.get("plugin", "histograms"))
             out = {run: {"tags": len(tags), "min_last_step": min((ts.max_step for ts in tags.values()), default=None)}
                    for run, tags in listing.items()}
             return http_util.Respond(request, out, "application/json")
@@ -380,17 +381,18 @@ def _probe_plugin_class():
             ctx = plugin_util.context(request.environ)
             eid = plugin_util.experiment_id(request.environ)
             run = request.args["run"]
+            plugin = request.args.get("plugin", "histograms")
             downsample = int(request.args.get("downsample", 1_000_000))
             chunk = int(request.args.get("chunk", 0))
             t0 = time.perf_counter()
-            listing = self._provider.list_tensors(ctx, experiment_id=eid, plugin_name="histograms",
+            listing = self._provider.list_tensors(ctx, experiment_id=eid, plugin_name=plugin,
                                                   run_tag_filter=provider.RunTagFilter(runs=[run]))
             tags = list(listing.get(run, {}))
             t1 = time.perf_counter()
             datums = 0
             for start in range(0, len(tags), chunk or max(len(tags), 1)):
                 result = self._provider.read_tensors(
-                    ctx, experiment_id=eid, plugin_name="histograms", downsample=downsample,
+                    ctx, experiment_id=eid, plugin_name=plugin, downsample=downsample,
                     run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags[start:start + (chunk or len(tags))]))
                 datums += sum(len(v) for v in result.get(run, {}).values())
                 del result

@@ -61,7 +61,10 @@ def _json_route(handler: Callable) -> Callable:
     @functools.wraps(handler)
     def wrapped(self, request):
         try:
-            return http_util.Respond(request, _json_text(handler(self, request)), "application/json")
+            answer = handler(self, request)
+            if isinstance(answer, _Encoded):
+                return http_util.Respond(request, answer.gzipped, "application/json", content_encoding="gzip")
+            return http_util.Respond(request, _json_text(answer), "application/json")
         except errors.PublicError as e:
             return http_util.Respond(request, {"error": _message(e)}, "application/json", code=e.http_code)
         except Exception:  # noqa: BLE001 - a bug must not leak a trace to the client
@@ -84,6 +87,13 @@ def _json_text(answer: object) -> object:
         return json.dumps(answer, allow_nan=False)
     except (TypeError, ValueError):
         return answer
+
+
+class _Encoded:
+    """An answer already written as gzipped JSON (a cached one): sent as it is."""
+
+    def __init__(self, gzipped: bytes) -> None:
+        self.gzipped = gzipped
 
 
 def _param(request, name: str, allow_empty: bool = False) -> str:
@@ -126,6 +136,34 @@ def _int_param(request, name: str) -> int:
     if len(raw.lstrip("-").lstrip("0")) > 19 or not _STEP_RANGE[0] <= int(raw) <= _STEP_RANGE[1]:
         raise errors.NotFoundError(f"no step {shown}: TensorBoard's steps lie between -2**63 and 2**63-1")
     return int(raw)
+
+
+def _window_param(request, name: str) -> Optional[int]:
+    """An optional bound of a step window: an integer step as the routes take them (400 otherwise).
+    A bound past TensorBoard's step range is clamped to it: a window reaching beyond every step."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    if not _STEP_PATTERN.fullmatch(raw):
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise errors.InvalidArgumentError(
+            f"{name} must be an integer step (ASCII digits, optionally after '-'); got {shown!r}")
+    digits = raw.lstrip("-").lstrip("0")
+    if len(digits) > 19:
+        return _STEP_RANGE[0] if raw.startswith("-") else _STEP_RANGE[1]
+    return min(max(int(raw), _STEP_RANGE[0]), _STEP_RANGE[1])
+
+
+def _columns_param(request) -> Optional[int]:
+    """The optional column budget of a heatmap: a whole number from 1, capped at `responses.MAX_COLUMNS`."""
+    raw = request.args.get("columns")
+    if raw is None or raw == "":
+        return None
+    if not re.fullmatch(r"[0-9]+", raw) or int(raw[:12]) < 1:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise errors.InvalidArgumentError(f"columns must be a whole number from 1; got {shown!r}")
+    # Length first: int() of thousands of digits is slow.
+    return responses.MAX_COLUMNS if len(raw.lstrip("0")) > 9 else min(int(raw), responses.MAX_COLUMNS)
 
 
 class GradHealthPlugin(base_plugin.TBPlugin):
@@ -200,7 +238,14 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def _serve_heatmap(self, request):
         rd, _ = self._analysis(request)
         role = _choice(request, "role", tags_lib.ROLES, default=responses.default_role(rd))
-        return self.heatmap_impl(rd, role, _choice(request, "metric", HEATMAP_METRICS, default="health"))
+        metric = _choice(request, "metric", HEATMAP_METRICS, default="health")
+        start, end = _window_param(request, "start"), _window_param(request, "end")
+        if start is not None and end is not None and start > end:
+            raise errors.InvalidArgumentError(f"start ({start}) must not lie after end ({end})")
+        columns = _columns_param(request)
+        key = (plugin_util.experiment_id(request.environ), rd.run, role, metric, start, end, columns)
+        return _Encoded(self._analyzer.answer(
+            rd, key, lambda: self.heatmap_impl(rd, role, metric, start, end, columns)))
 
     @_json_route
     def _serve_cell(self, request):
@@ -259,8 +304,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         """The run's loss, global gradient norm and learning rate, for the track above the heatmap."""
         return responses.track(rd)
 
-    def heatmap_impl(self, rd: RunData, role: str, metric: str) -> dict:
-        return responses.heatmap(rd, role, metric)
+    def heatmap_impl(self, rd: RunData, role: str, metric: str, start: Optional[int] = None,
+                     end: Optional[int] = None, columns: Optional[int] = None) -> dict:
+        return responses.heatmap(rd, role, metric, start, end, columns)
 
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
                   step: int, role: Optional[str]) -> dict:

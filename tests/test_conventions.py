@@ -219,7 +219,8 @@ def test_seed002_heatmap_uses_the_written_scalars(plugin_client, seed002_logdir,
     assert body["quality"] == "exact"
     for name in SEED002_LAYERS:
         written = written_scalar(client, ".", f"{prefix}/{name}")
-        assert rows[name] == pytest.approx([written[s] for s in body["steps"]]), name
+        # The heatmap sends 4 significant digits.
+        assert rows[name] == pytest.approx([written[s] for s in body["steps"]], rel=5e-4), name
 
 
 # --- Keras 3 TensorBoard callback -----------------------------------------------------------------------

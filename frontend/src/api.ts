@@ -4,7 +4,7 @@
 import { ApiError, isRecord, malformed } from "./json";
 import { parseTraining } from "./ranks";
 import type { Training } from "./ranks";
-import { parseStep, stepField, stepListField } from "./steps";
+import { indexOfStep, parseStep, stepField, stepListField } from "./steps";
 import type { Step } from "./steps";
 import { isSeverity, mildestSeverity, parseVocabulary, statusNames } from "./vocabulary";
 import type { Vocabulary } from "./vocabulary";
@@ -106,6 +106,24 @@ export interface Heatmap {
   /** Per row, the block of the model the tab folds it into; null for a layer of its own. */
   blocks: (string | null)[];
   incomplete: Incomplete | null;
+  /**
+   * True when each column is a bin of steps (the window held more steps than the
+   * column budget): `steps` are the bins' first steps, `stepsLast` their last, and
+   * each cell is its bin's worst, from the step `cellStep` gives.
+   */
+  binned: boolean;
+  stepsLast: Step[] | null;
+  /** Per cell of a binned heatmap, its step minus its column's (a number, or digits past 2^53). */
+  stepOffsets: (number | string)[][] | null;
+  /** Steps in the window sent, and in the whole run (equal: the whole run was asked for). */
+  windowSteps: number;
+  stepsTotal: number;
+}
+
+/** What part of a run's heatmap to ask for: a window of steps (null: all) and a column budget. */
+export interface HeatmapWindow {
+  window?: [Step, Step] | null;
+  columns?: number;
 }
 
 export interface Finding {
@@ -408,7 +426,22 @@ export function parseHeatmap(body: unknown): Heatmap {
       : grid("quality_cells", body.quality_cells, isNumber);
   const names = stringArray(body.status_names);
   const qualityNames = stringArray(body.quality_names);
+  const binned = body.binned === true;
+  const stepsLast = binned ? stepListField({ steps: body.steps_last_text }, "steps") : null;
+  if (binned && (stepsLast === null || stepsLast.length !== cols)) {
+    throw malformed("heatmap.steps_last_text must have one step per column");
+  }
+  const stepOffsets = binned
+    ? grid("step_offsets", body.step_offsets, (x): x is number | string => typeof x === "number" || typeof x === "string")
+    : null;
+  const win = isRecord(body.window) ? body.window : {};
+  const count = (x: unknown, fallback: number): number => (typeof x === "number" && Number.isFinite(x) ? x : fallback);
   return {
+    binned,
+    stepsLast,
+    stepOffsets,
+    windowSteps: count(win.steps, cols),
+    stepsTotal: count(win.steps_total, cols),
     run: typeof body.run === "string" ? body.run : "",
     role: typeof body.role === "string" ? body.role : "",
     metric: typeof body.metric === "string" ? body.metric : "",
@@ -426,6 +459,33 @@ export function parseHeatmap(body: unknown): Heatmap {
     blocks: blockNames(body.blocks, rows),
     incomplete: parseIncomplete(body.incomplete, exact),
   };
+}
+
+/** The step a cell's value and status come from: its column's, or in a binned heatmap the one the server named. */
+export function cellStep(h: Heatmap, row: number, col: number): Step {
+  const off = h.stepOffsets?.[row]?.[col];
+  if (off === undefined || off === 0) return h.steps[col];
+  return h.steps[col] + BigInt(off);
+}
+
+/** The column showing `step`: the one it heads or, binned, the bin holding it; -1 when none. */
+export function columnOfStep(h: Heatmap, step: Step): number {
+  const last = h.stepsLast;
+  if (!last) return indexOfStep(h.steps, step);
+  let lo = 0;
+  let hi = h.steps.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (last[mid] < step) lo = mid + 1;
+    else if (h.steps[mid] > step) hi = mid - 1;
+    else return mid;
+  }
+  return -1;
+}
+
+/** Whether a heatmap holds every step of its run: zooming it needs nothing from the server. */
+export function holdsEveryStep(h: Heatmap): boolean {
+  return !h.binned && h.windowSteps >= h.stepsTotal;
 }
 
 /** The server's incomplete last step, kept only when it is the heatmap's last column. */
@@ -633,8 +693,15 @@ export async function fetchHeatmap(
   role: string,
   metric: string,
   fetchFn?: FetchLike,
+  part: HeatmapWindow = {},
 ): Promise<Heatmap> {
-  return parseHeatmap(await getJson("heatmap", { run, role, metric }, fetchFn));
+  const params: Record<string, string> = { run, role, metric };
+  if (part.columns !== undefined) params.columns = String(part.columns);
+  if (part.window) {
+    params.start = part.window[0].toString();
+    params.end = part.window[1].toString();
+  }
+  return parseHeatmap(await getJson("heatmap", params, fetchFn));
 }
 
 export async function fetchFindings(run: string, fetchFn?: FetchLike): Promise<FindingsResponse> {

@@ -1,8 +1,8 @@
 // The tab: wires the store, the view state and the views together. It decides what
 // to load when the state changes and what to show when an answer arrives.
 
-import { orderedRoles } from "./api";
-import type { Finding, Heatmap, RunInfo, Track } from "./api";
+import { cellStep, columnOfStep, holdsEveryStep, orderedRoles } from "./api";
+import type { Finding, Heatmap, HeatmapWindow, RunInfo, Track } from "./api";
 import { mergeDomains, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { DetailPanel } from "./detail";
@@ -36,18 +36,35 @@ const DETAIL_MIN_VISIBLE = 320;
 // A host reload and a poll landing together should fetch once.
 const MIN_REFRESH_GAP_MS = 3_000;
 
-/** Steps at which a heatmap row has data. */
+/** Steps at which a heatmap row has data (binned: the step each column's cell came from). */
 function rowSteps(h: Heatmap, layer: string): Step[] {
   const i = h.layers.indexOf(layer);
   if (i < 0) return [];
-  return h.steps.filter((_, j) => statusName(h.status[i][j], h.status_names) !== "no_data");
+  return h.steps.flatMap((_, j) => (statusName(h.status[i][j], h.status_names) !== "no_data" ? [cellStep(h, i, j)] : []));
 }
+
+/**
+ * Whether a heatmap already shows a zoom window as well as the server would: every step
+ * of it at full resolution or, unzoomed (null), the whole run (binned or not).
+ */
+function holdsWindow(h: Heatmap, zoom: [Step, Step] | null): boolean {
+  if (holdsEveryStep(h)) return true;
+  if (zoom === null) return h.windowSteps >= h.stepsTotal;
+  const n = h.steps.length;
+  return !h.binned && n > 0 && zoom[0] >= h.steps[0] && zoom[1] <= h.steps[n - 1];
+}
+
+// A zoom is fetched this long after the last brush or double-click, so a burst of zooms asks once.
+const ZOOM_FETCH_MS = 80;
+// Column budgets are multiples of this many CSS pixels, so resizing the window rarely asks again;
+// rounded down, so a column is never narrower than a pixel and a click lands on the cell it shows.
+const COLUMN_BUCKET = 128;
 
 /** The line above the heatmap: its size, last step and value quality. */
 function summaryText(h: Heatmap): string {
   return [
     `${h.layers.length} layers`,
-    `${h.steps.length} steps`,
+    h.binned ? `${h.windowSteps} steps in ${h.steps.length} columns` : `${h.steps.length} steps`,
     h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
     h.quality && h.metric !== "health" ? `${h.quality} values` : "",
   ]
@@ -60,7 +77,7 @@ function setTheme(dark: boolean): void {
 }
 
 /** Counts a page event in a data attribute, for the browser tests. */
-function countOnPage(name: "ghDrawn" | "ghHostReloads" | "ghSweepDrawn"): void {
+function countOnPage(name: "ghDrawn" | "ghHostReloads" | "ghSweepDrawn" | "ghZoomDrawn"): void {
   const data = document.documentElement.dataset;
   data[name] = String(Number(data[name] ?? "0") + 1);
 }
@@ -95,6 +112,7 @@ export class App {
   private sweepRequest = 0;
   // Only the newest request may update the page; slower, older answers are dropped.
   private requestId = 0;
+  private zoomTimer = 0;
   private lastRefresh = 0;
   /** A cell was clicked: its panel is brought into view once drawn. */
   private revealPending = false;
@@ -424,7 +442,7 @@ export class App {
     const tracks = Promise.all([run.run, compare].map((r) => (r ? this.store.trackOf(r).catch(() => null) : Promise.resolve(null))));
     let pair: HeatmapPair;
     try {
-      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric);
+      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, this.heatmapPart(run.run));
     } catch (e) {
       if (id !== this.requestId) return;
       this.heatmapBox.classList.remove("gh-stale");
@@ -435,6 +453,7 @@ export class App {
     this.heatmapBox.classList.remove("gh-stale");
     this.showPair(run, pair);
     this.persist();
+    if (!holdsWindow(pair.primary, this.state.zoom)) this.scheduleZoomFetch();
     const [mine, theirs] = await tracks;
     if (id !== this.requestId) return;
     this.tracks = [mine, theirs];
@@ -537,12 +556,56 @@ export class App {
     this.persist();
   }
 
-  /** Zooms every view to a window of whole steps (null: every step). */
+  /**
+   * Zooms every view to a window of whole steps (null: every step): at once with the
+   * columns loaded, then, where they are bins or miss part of the window, with the
+   * window's own columns fetched from the server.
+   */
   private setZoom(zoom: [Step, Step] | null): void {
     this.state.zoom = zoom;
     for (const v of this.views) v.setZoom(zoom);
     this.toolbar.setZoomed(this.state.zoom !== null);
     this.persist();
+    const h = this.store.heatmaps[0];
+    if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
+  }
+
+  /**
+   * What to ask the server for: a column budget about the heatmap's width and, when
+   * zoomed into a run the last answer did not hold whole, the zoom window.
+   */
+  private heatmapPart(run: string): HeatmapWindow {
+    // The plot's width once drawn; before, the page's less a label column.
+    const width = this.views[0].scene.geo?.plotW ?? Math.max(COLUMN_BUCKET, (this.heatmapBox.clientWidth || window.innerWidth) - 200);
+    const columns = Math.max(1, Math.floor(width / COLUMN_BUCKET)) * COLUMN_BUCKET;
+    const last = this.store.heatmaps[0];
+    const whole = !last || last.run !== run || holdsEveryStep(last);
+    return { columns, window: whole ? null : this.state.zoom };
+  }
+
+  private scheduleZoomFetch(): void {
+    clearTimeout(this.zoomTimer);
+    this.zoomTimer = window.setTimeout(() => void this.loadZoom(), ZOOM_FETCH_MS);
+  }
+
+  /** Fetches the zoom window's columns and draws them; a failure keeps the coarser columns shown. */
+  private async loadZoom(): Promise<void> {
+    const run = this.currentRun();
+    const { role, metric, compare, zoom } = this.state;
+    if (!run || !role) return;
+    const id = ++this.requestId;
+    let pair: HeatmapPair;
+    try {
+      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, { ...this.heatmapPart(run.run), window: zoom });
+    } catch {
+      return;
+    }
+    if (id !== this.requestId || pair.primary.steps.length === 0) return;
+    this.store.heatmaps = [pair.primary, pair.second];
+    this.summary.textContent = summaryText(pair.primary);
+    this.drawHeatmaps();
+    this.applyHighlight(false);
+    countOnPage("ghZoomDrawn");
   }
 
   // ---- selection --------------------------------------------------------------------
@@ -578,7 +641,7 @@ export class App {
     const { layer, step } = this.state;
     if (!h || !layer || step === null) return;
     const row = h.layers.indexOf(layer);
-    const col = h.steps.indexOf(step);
+    const col = columnOfStep(h, step);
     const source = this.store.runs.find((r) => r.run === h.run)?.layers.find((l) => l.name === layer)?.roles[h.role];
     this.detail.open({
       run: h.run,
@@ -587,7 +650,7 @@ export class App {
       step,
       steps: rowSteps(h, layer),
       metric: h.metric,
-      rule: row >= 0 && col >= 0 ? h.rules[row][col] : null,
+      rule: row >= 0 && col >= 0 && cellStep(h, row, col) === step ? h.rules[row][col] : null,
       findings: this.store.findingsRun === h.run ? this.store.findings : [],
       decidedBy: source?.decided_by,
       tag: source?.tags[0],

@@ -143,6 +143,8 @@ export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean): Hea
     status: grid(h.status),
     rules: grid(h.rules),
     quality_cells: h.quality_cells ? grid(h.quality_cells) : null,
+    // A binned column's cell names the step it came from: the worst member's.
+    stepOffsets: h.stepOffsets ? grid(h.stepOffsets) : null,
   };
   foldings.set(out, { source: h, members, folded: names, pick: pick.map((p, r) => (names[r] === null ? [] : p)) });
   return out;

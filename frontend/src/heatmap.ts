@@ -125,7 +125,7 @@ export class HeatmapView {
     s.model = buildCells(h, domain, s.model);
     // Positions from the first step: far from zero, neighbouring steps stay apart as doubles.
     s.origin = h.steps[0] ?? 0n;
-    s.edges = columnEdges(offsets(h.steps, s.origin));
+    s.edges = h.stepsLast ? binEdges(h, s.origin) : columnEdges(offsets(h.steps, s.origin));
     s.full = h.steps.length > 0 ? fullRange(s.edges) : { lo: 0, hi: 1 };
     s.zoom = this.toRange(zoom);
     this.setOrder(order);
@@ -350,6 +350,15 @@ export class HeatmapView {
       y: rect.top + pos * g.cellH - this.scroller.scrollTop + g.cellH / 2,
     };
   }
+}
+
+/** Column edges of a binned heatmap: each column spans its bin, from its first step to its last. */
+function binEdges(h: Heatmap, origin: Step): Float64Array {
+  const n = h.steps.length;
+  const e = new Float64Array(n + 1);
+  for (let j = 0; j < n; j++) e[j] = offset(h.steps[j], origin) - 0.5;
+  e[n] = n > 0 && h.stepsLast ? offset(h.stepsLast[n - 1], origin) + 0.5 : 0.5;
+  return e;
 }
 
 function size(c: HTMLCanvasElement, w: number, h: number, scale: number): void {

@@ -2,6 +2,7 @@
 // drag across steps to zoom (the brush), double-click to zoom out, arrow keys to
 // move the selection.
 
+import { cellStep, columnOfStep } from "./api";
 import type { Heatmap } from "./api";
 import { blockOfRow, foldedTooltipLines, isFoldedRow, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
@@ -168,7 +169,8 @@ export class HeatmapPointer {
       return;
     }
     const hit = this.hitAt(d.clientX, d.clientY) ?? this.hitAt(e.clientX, e.clientY);
-    if (hit) this.view.events.select(s.h.layers[hit.row], s.h.steps[hit.col]);
+    // A binned column opens the step its cell came from.
+    if (hit) this.view.events.select(s.h.layers[hit.row], cellStep(s.h, hit.row, hit.col));
   }
 
   private onKey(e: KeyboardEvent): void {
@@ -187,11 +189,11 @@ export class HeatmapPointer {
     }
     if (!h || !sel || !ARROWS.includes(e.key)) return;
     const pos = s.position.get(sel.layer);
-    const col = h.steps.indexOf(sel.step);
+    const col = columnOfStep(h, sel.step);
     if (pos === undefined || col < 0) return;
     e.preventDefault();
     const [p, c] = arrowMove(e.key, pos, col, s.order.length, h);
-    this.view.events.select(h.layers[s.order[p]], h.steps[c]);
+    this.view.events.select(h.layers[s.order[p]], cellStep(h, s.order[p], c));
     this.view.scrollToLayer(h.layers[s.order[p]], false);
   }
 }

@@ -3,7 +3,7 @@
 // heatmaps shown, and the detail panel's cells and series.
 
 import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary } from "./api";
-import type { Cell, Finding, Heatmap, RunInfo, Series, Track } from "./api";
+import type { Cell, Finding, Heatmap, HeatmapWindow, RunInfo, Series, Track } from "./api";
 import { sortFindings } from "./findings";
 import type { Step } from "./steps";
 import { errorText } from "./json";
@@ -72,16 +72,19 @@ export class Store {
     return true;
   }
 
-  /** Fetches the heatmap of a run and, with `compare`, of a second run; only the first may fail. */
-  async fetchHeatmaps(run: string, compare: string, role: string, metric: string): Promise<HeatmapPair> {
+  /**
+   * Fetches the heatmap of a run and, with `compare`, of a second run; only the first may fail.
+   * `part` asks for a window of steps and a column budget: a long run comes binned.
+   */
+  async fetchHeatmaps(run: string, compare: string, role: string, metric: string, part: HeatmapWindow = {}): Promise<HeatmapPair> {
     let secondError = "";
     const c = compare
-      ? fetchHeatmap(compare, role, metric).catch((e: unknown) => {
+      ? fetchHeatmap(compare, role, metric, undefined, part).catch((e: unknown) => {
           secondError = errorText(e);
           return null;
         })
       : Promise.resolve(null);
-    const [primary, second] = await Promise.all([fetchHeatmap(run, role, metric), c]);
+    const [primary, second] = await Promise.all([fetchHeatmap(run, role, metric, undefined, part), c]);
     return { primary, second, secondError };
   }
 

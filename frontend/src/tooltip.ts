@@ -1,7 +1,7 @@
 // One floating tooltip for the whole page, and what it says about a heatmap cell;
 // its lines are set with textContent.
 
-import { cellQuality } from "./api";
+import { cellQuality, cellStep } from "./api";
 import type { Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
@@ -48,10 +48,14 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   if (run) lines.push(["run", run]);
   lines.push(
     ["layer", h.layers[row]],
-    ["step", formatStep(h.steps[col])],
+    ["step", formatStep(cellStep(h, row, col))],
     [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
+  const last = h.stepsLast?.[col];
+  if (last !== undefined && last !== h.steps[col]) {
+    lines.push(["column", `worst of steps ${formatStep(h.steps[col])} to ${formatStep(last)}; zoom in for each step`]);
+  }
   if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
 }

@@ -58,6 +58,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
     quality_names: ["no_data", "exact", "estimated"],
     decided_by: ["convention", "convention", "convention", "convention", "name"],
     incomplete: null,
+    binned: false, stepsLast: null, stepOffsets: null, windowSteps: 3, stepsTotal: 3,
     ...over,
   };
 }
@@ -140,6 +141,13 @@ describe("foldHeatmap", () => {
     expect(rowMembers(f, 1)).toEqual(["h.0.attn", "h.0.mlp"]);
     expect(rowMembers(f, 0)).toEqual(["embed"]);
     expect(sourceLayers(f)).toBe(h.layers);
+  });
+
+  it("takes a binned column's step from the member it shows", () => {
+    const offsets = [[0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 7, 2], [0, 0, 0]];
+    const f = foldHeatmap(heatmap({ binned: true, stepOffsets: offsets }), (b) => b === "h.0");
+    // h.0 is h.0.attn (row 1) and h.0.mlp (row 3); h.0.mlp is worst at every step.
+    expect(f.stepOffsets?.[1]).toEqual([0, 7, 2]);
   });
 
   it("says which member a folded cell shows, and opens that one", () => {

@@ -406,8 +406,22 @@ class Reader:
         tags whose tensors are not numbers go to `unreadable` (tag -> why)."""
         if not infos:
             return {}
-        result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos])
-        out = {}
+        out: Dict[str, tuple] = {}
+        # In chunks, as histograms are read: the Rust data server answers one read in one gRPC
+        # message, refused past 256 MB (1,000 tags of 2,500 steps each are 1.2 GB).
+        pending = [i.tag for i in infos]
+        size = _FIRST_READ_TAGS
+        while pending:
+            chunk, pending = pending[:size], pending[size:]
+            result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, chunk)
+            values_read = sum(len(datums) for datums in result.values()) * metadata.VECTOR_WIDTH
+            self._own_tables(result, out, walls, unreadable)
+            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
+        return out
+
+    def _own_tables(self, result: Mapping[str, list], out: Dict[str, tuple], walls: Dict[tuple, np.ndarray],
+                    unreadable: Dict[str, str]) -> None:
+        """One read of gradhealth summaries into `out`, `walls` and `unreadable` (see `_read_own`)."""
         width = len(metadata.FIELDS)
         for tag, datums in result.items():
             why = runs.not_numbers(datums)
@@ -421,7 +435,6 @@ class Reader:
                 vectors[i, :len(flat)] = flat
             out[tag] = (np.array([d.step for d in datums], dtype=np.int64), metadata.vectors_to_table_values(vectors))
             walls[(metadata.PLUGIN_NAME, tag)] = np.array([d.wall_time for d in datums], dtype=np.float64)
-        return out
 
     def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str],
                             walls: Dict[tuple, np.ndarray]) -> Dict[str, tuple]:

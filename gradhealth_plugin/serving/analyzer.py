@@ -8,6 +8,9 @@ the ones the findings imply.
 from __future__ import annotations
 
 import collections
+import gzip
+import itertools
+import json
 import logging
 import threading
 import weakref
@@ -23,6 +26,7 @@ from ..analysis import ranks as ranks_lib
 from ..analysis import sweep as sweep_lib
 from ..reading import hparams as hparams_lib
 from ..reading import provider as provider_lib
+from ..reading.cache import TagCache
 from ..reading.provider import Reader
 from ..reading.runs import NotFound, RunData
 from ..reading import tags as tags_lib
@@ -34,6 +38,8 @@ logger = logging.getLogger(__name__)
 _MESSAGE_CHARS = 200
 # Sweep lines kept by run and data version: every line of a sweep of this many runs.
 _SWEEP_ROWS = 10_000
+# Serialised answers kept (gzipped): a repeated request for unchanged data is sent as it was.
+ANSWER_BYTES = 64 * 1024 * 1024
 
 
 class RunFailed(errors.PublicError):
@@ -81,6 +87,32 @@ class Analyzer:
         self._row_versions: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         # The last sweep's splits and what they were computed from.
         self._splits: Tuple[object, list] = (None, [])
+        # Per RunData object (one data version of a run), a number that never comes back.
+        self._versions: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self._version_numbers = itertools.count()
+        self._answers = TagCache(ANSWER_BYTES)
+
+    def data_version(self, rd: RunData) -> int:
+        """A number naming this data version of the run: a reload that changed the run gives a new one."""
+        with self._lock:
+            version = self._versions.get(rd)
+            if version is None:
+                version = self._versions[rd] = next(self._version_numbers)
+            return version
+
+    def answer(self, rd: RunData, key: tuple, build: Callable[[], object]) -> bytes:
+        """The answer `build` makes, as gzipped JSON, built and written once per `key` and data version.
+
+        The JSON is compact (no spaces) and NaN-free (answers send null); gzip at
+        TensorBoard's own level, so a cached answer is sent as TensorBoard would send it.
+        """
+        version = self.data_version(rd)
+        cached = self._answers.get(key, version)
+        if cached is None:
+            text = json.dumps(build(), allow_nan=False, separators=(",", ":")).encode("utf-8")
+            cached = gzip.compress(text, compresslevel=3, mtime=0)
+            self._answers.put(key, version, cached, len(cached))
+        return cached
 
     def list_runs(self, ctx: tb_context.RequestContext, experiment_id: str) -> List[str]:
         return self._reader.list_runs(ctx, experiment_id)

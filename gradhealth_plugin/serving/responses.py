@@ -299,9 +299,27 @@ def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[di
             "layers_before": int(rows[0])}
 
 
-def heatmap(rd: RunData, role: str, metric: str) -> dict:
-    """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab."""
-    steps = role_union_steps(rd, role)
+# The most columns a heatmap answer may be asked for (a canvas this wide in pixels is already rare).
+MAX_COLUMNS = 4000
+# Significant digits of a heatmap value: what the colour scale and the tooltip show.
+VALUE_DIGITS = 4
+
+
+def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
+            columns: Optional[int] = None) -> dict:
+    """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab.
+
+    `start` and `end` (inclusive, either optional) narrow it to a window of steps.
+    With a column budget `columns`, a window holding more steps than that is binned
+    (`bin_columns`): per bin and row the worst status, and the value and step of the
+    cell that had it, so one bad step is never averaged away; the answer grows with
+    rows x budget, not with the run's length. No more steps than the budget: every step.
+    """
+    all_steps = role_union_steps(rd, role)
+    lo = 0 if start is None else int(np.searchsorted(all_steps, start, side="left"))
+    hi = len(all_steps) if end is None else int(np.searchsorted(all_steps, end, side="right"))
+    steps = all_steps[lo:max(lo, hi)]
+    whole = len(steps) == len(all_steps)
     layers = [layer for layer in rd.layers if role in layer.roles]
     n_rows, n_cols = len(layers), len(steps)
     values = np.full((n_rows, n_cols), np.nan)
@@ -312,35 +330,139 @@ def heatmap(rd: RunData, role: str, metric: str) -> dict:
     has_data = np.zeros((n_rows, n_cols), dtype=bool)
     for i, layer in enumerate(layers):
         rdata = layer.roles[role]
-        cols = np.searchsorted(steps, rdata.table.steps)
+        own = rdata.table.steps
+        # The row's steps inside the window (a row's steps are among the window's union).
+        keep = slice(None) if whole else (own >= steps[0]) & (own <= steps[-1]) if n_cols else own < own
+        cols = np.searchsorted(steps, own[keep])
         has_data[i, cols] = True
-        values[i, cols] = rdata.health.score if metric == "health" else rdata.table.get(metric)
-        status[i, cols] = rdata.health.status
-        rules[i, cols] = rdata.health.rule
-        codes = rdata.table.quality_of(metric) if metric != "health" else _health_quality(rdata)
+        row_values = rdata.health.score if metric == "health" else rdata.table.get(metric)
+        values[i, cols] = row_values[keep]
+        status[i, cols] = rdata.health.status[keep]
+        rules[i, cols] = rdata.health.rule[keep]
+        codes = (rdata.table.quality_of(metric) if metric != "health" else _health_quality(rdata))[keep]
         quality_codes.append(codes)
         cell_quality[i, cols] = codes
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
-    return {
+    out = {
         "run": rd.run, "role": role, "metric": metric,
         "layers": [layer.name for layer in layers],
         # Per row, how its role was decided: the tab marks guesses (name, fallback).
         "decided_by": [layer.roles[role].decided_by for layer in layers],
         # Per row, the block the tab folds it into (transformer.h.3, layer4.1, dense_3), or None.
         "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
-        "steps": steps.tolist(),
-        "steps_text": step_texts(steps),
-        "values": [nullable(row) for row in values],
-        "status": status.tolist(),
-        "rules": rules.tolist(),
         "status_names": list(health.STATUS_NAMES),
         "quality": quality,
-        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
-        "quality_cells": cell_quality.tolist(),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
-        "incomplete": incomplete_last_step(has_data, steps),
+        # The window asked for (null: open) and how many steps it and the whole run hold.
+        "window": {"start_text": step_text(start), "end_text": step_text(end),
+                   "steps": int(n_cols), "steps_total": int(len(all_steps))},
     }
+    if columns is not None and n_cols > columns:
+        which = bin_columns(steps, columns)
+        score = -values if metric == "health" else _extremeness(values, metric)
+        first, pick = worst_per_bin(status, score, which)
+        rows = np.arange(n_rows)[:, None]
+        last = np.append(first[1:], n_cols) - 1
+        return {
+            **out, "binned": True,
+            "steps": steps[first].tolist(), "steps_text": step_texts(steps[first]),
+            # The last step of each bin: a column stands for every step from its step to this one.
+            "steps_last_text": step_texts(steps[last]),
+            # Per cell, the step its value and status came from, as an offset from its column's step.
+            "step_offsets": _step_offsets(steps, first, pick),
+            "values": [nullable(row) for row in rounded(values[rows, pick])],
+            "status": status[rows, pick].tolist(),
+            "rules": rules[rows, pick].tolist(),
+            "quality_cells": cell_quality[rows, pick].tolist(),
+            "incomplete": None,
+        }
+    return {
+        **out, "binned": False,
+        "steps": steps.tolist(),
+        "steps_text": step_texts(steps),
+        "values": [nullable(row) for row in rounded(values)],
+        "status": status.tolist(),
+        "rules": rules.tolist(),
+        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
+        "quality_cells": cell_quality.tolist(),
+        # Only where the window reaches the run's last step: a window's own end is no writer's.
+        "incomplete": incomplete_last_step(has_data, steps) if hi >= len(all_steps) else None,
+    }
+
+
+def bin_columns(steps: np.ndarray, columns: int) -> np.ndarray:
+    """The bin of each of ascending `steps`: `columns` bins of equal width in steps, as the tab's axis
+    places them (so a bin is about a pixel wide); empty bins are dropped, so at most `columns` remain."""
+    # As doubles: int64 differences of TensorBoard's steps can overflow.
+    offset = steps.astype(np.float64) - float(steps[0])
+    span = float(offset[-1]) or 1.0
+    return np.minimum((offset / span * columns).astype(np.int64), columns - 1)
+
+
+def worst_per_bin(status: np.ndarray, score: np.ndarray, which: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per bin of columns, its first column, and per row the column of its worst cell.
+
+    Worst: the highest status, then the highest `score` (the lowest health score, the
+    most extreme value), then the earliest. `which` (ascending) names each column's bin.
+    Over whole arrays: one key per cell, its maximum per bin by `reduceat`, and the
+    first column reaching it by a second `reduceat` of column indices.
+    """
+    first = np.flatnonzero(np.concatenate(([True], np.diff(which) > 0)))
+    counts = np.diff(np.append(first, len(which)))
+    # Status dominates: the score is squashed into [0, 1) first, NaN (no value) to 0.
+    squashed = np.nan_to_num(np.arctan(score) / np.pi + 0.5, nan=0.0)
+    key = status.astype(np.float64) * 2.0 + squashed
+    best = np.maximum.reduceat(key, first, axis=1)
+    at_best = key == np.repeat(best, counts, axis=1)
+    cols = np.where(at_best, np.arange(len(which), dtype=np.int32)[None, :], np.int32(len(which)))
+    return first, np.minimum.reduceat(cols, first, axis=1)
+
+
+def _extremeness(values: np.ndarray, metric: str) -> np.ndarray:
+    """How far each value lies from its row's median in the window, in decades for a log metric;
+    infinite for an infinite value, NaN where there is none."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.log10(np.abs(values)) if metric in metrics.LOG_METRICS else np.array(values)
+    x[~np.isfinite(x)] = np.nan
+    # The median of each row's finite values, as the middle of its sorted values (NaN sort last).
+    counts = np.sum(np.isfinite(x), axis=1)
+    ordered = np.sort(x, axis=1)
+    mid = np.clip((counts - 1) // 2, 0, None)
+    median = ordered[np.arange(len(x)), mid] if x.shape[1] else np.zeros(len(x))
+    dist = np.abs(x - np.nan_to_num(median)[:, None])
+    return np.where(np.isinf(values), np.inf, dist)
+
+
+def rounded(values: np.ndarray, digits: int = VALUE_DIGITS) -> np.ndarray:
+    """Values rounded to `digits` significant digits, as the doubles nearest those decimals,
+    so JSON writes them short ("0.8123", not 17 digits)."""
+    out = np.array(values, dtype=np.float64)
+    finite = np.isfinite(out) & (out != 0)
+    x = out[finite]
+    exponent = (digits - 1 - np.floor(np.log10(np.abs(x)))).astype(np.int64)
+    # Powers of ten are exact doubles up to 10**22: scale up by dividing, down by multiplying,
+    # so the result is the double nearest the rounded decimal.
+    up = 10.0 ** np.clip(exponent, 0, 22)
+    down = 10.0 ** np.clip(-exponent, 0, 22)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.round(x * up / down) * down / up
+    # Beyond (below 1e-19 or above 1e25, rare): through Python's own formatting, one by one.
+    far = (np.abs(exponent) > 22) | ~np.isfinite(y)
+    y[far] = [float(f"{v:.{digits}g}") for v in x[far]]
+    out[finite] = y
+    return out
+
+
+def _step_offsets(steps: np.ndarray, first: np.ndarray, pick: np.ndarray) -> list:
+    """Per cell, its step minus its column's first step: JSON numbers, or decimal strings where
+    a double would not hold them exactly (a bin wider than 2**53 steps)."""
+    if pick.size == 0:
+        return pick.tolist()
+    if float(steps[-1]) - float(steps[0]) < 2.0 ** 53:
+        return (steps[pick] - steps[first][None, :]).tolist()
+    exact = steps.astype(object)
+    return (exact[pick] - exact[first][None, :]).astype(str).tolist()
 
 
 # The run-level scalars the track above the heatmap draws, in this order.

@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { cellStep, columnOfStep, fetchHeatmap, holdsEveryStep, parseHeatmap } from "../src/api";
+import type { FetchLike } from "../src/api";
+
+// Two bins of a 20-step run: steps 0-9 and 10-19; row 0's worst cells at steps 7 and 10.
+const BINNED = {
+  run: "R", role: "gradient", metric: "health",
+  layers: ["a", "b"],
+  steps: [0, 10], steps_text: ["0", "10"], steps_last_text: ["9", "19"],
+  step_offsets: [[7, 0], [0, "9"]],
+  values: [[0.1, 0.5], [0.9, 0.8]],
+  status: [[3, 2], [1, 1]],
+  rules: [["nonfinite", "spike"], ["", ""]],
+  binned: true,
+  window: { start_text: null, end_text: null, steps: 20, steps_total: 20 },
+};
+
+describe("a binned heatmap", () => {
+  it("names each cell's own step and finds the column of any step", () => {
+    const h = parseHeatmap(BINNED);
+    expect(h.binned).toBe(true);
+    expect(cellStep(h, 0, 0)).toBe(7n);
+    expect(cellStep(h, 0, 1)).toBe(10n);
+    expect(cellStep(h, 1, 1)).toBe(19n);
+    expect([0n, 7n, 9n, 10n, 19n, 20n, -1n].map((s) => columnOfStep(h, s))).toEqual([0, 0, 0, 1, 1, -1, -1]);
+    expect(holdsEveryStep(h)).toBe(false);
+  });
+
+  it("refuses offsets or last steps that do not match the columns", () => {
+    expect(() => parseHeatmap({ ...BINNED, step_offsets: [[7], [0, 0]] })).toThrow(/step_offsets\[0\]/);
+    expect(() => parseHeatmap({ ...BINNED, steps_last_text: ["9"] })).toThrow(/steps_last_text/);
+  });
+
+  it("asks for a window and a column budget", async () => {
+    const seen: string[] = [];
+    const fetchFn: FetchLike = async (url) => {
+      seen.push(url);
+      return new Response(JSON.stringify(BINNED), { status: 200 });
+    };
+    await fetchHeatmap("R", "gradient", "health", fetchFn, { columns: 512, window: [3n, 2n ** 63n - 1n] });
+    expect(seen[0]).toContain("columns=512");
+    expect(seen[0]).toContain("start=3&end=9223372036854775807");
+  });
+
+  it("reads a full-resolution answer as holding every step", () => {
+    const h = parseHeatmap({ ...BINNED, binned: false, steps_last_text: undefined, step_offsets: undefined,
+      steps: [0, 10], steps_text: undefined, window: { steps: 2, steps_total: 2 } });
+    expect(h.binned).toBe(false);
+    expect(cellStep(h, 0, 1)).toBe(10n);
+    expect(columnOfStep(h, 10n)).toBe(1);
+    expect(columnOfStep(h, 7n)).toBe(-1);
+    expect(holdsEveryStep(h)).toBe(true);
+  });
+});

@@ -1,0 +1,94 @@
+"""A long run in the tab, in headless Chromium inside a real TensorBoard: the heatmap comes in
+bins of steps at the canvas' width, and zooming asks for the window and draws its own columns.
+
+Rows are per-layer scalars (TensorBoard keeps 1,000 of them per tag), so the run holds more
+steps than the column budget of an 800-pixel-wide page.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import numpy as np
+import pytest
+
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, Tab, _serve, sync_api
+
+pytestmark = pytest.mark.skipif(sync_api is None, reason="needs playwright")
+
+RUN = "long"
+STEPS = 1000
+LAYERS = 3
+BAD = (1, 537)  # layer_1's largest gradient is enormous at step 537 only: its lowest score
+
+
+# Presses and releases the mouse in the middle of a layer's cell in the column headed by a step,
+# computed inside the frame: a column may be narrower than the page's rounding of coordinates.
+CLICK_COLUMN = """([layer, step]) => {
+    const v = window.__gradhealth.views[0];
+    const s = v.scene, g = s.geo, h = s.h;
+    const col = h.steps.findIndex((x) => x === BigInt(step));
+    const r = v.port.getBoundingClientRect();
+    const mid = (s.edges[col] + s.edges[col + 1]) / 2;
+    const x = r.left + g.labelW + (mid - s.range.lo) / (s.range.hi - s.range.lo) * g.plotW;
+    const y = r.top + s.position.get(layer) * g.cellH - s.scrollTop + g.cellH / 2;
+    const at = { clientX: x, clientY: y, button: 0, bubbles: true };
+    v.port.dispatchEvent(new MouseEvent("mousedown", at));
+    window.dispatchEvent(new MouseEvent("mouseup", at));
+}"""
+
+
+@pytest.fixture(scope="module")
+def long_server(tmp_path_factory):
+    from tests.test_bad_input import event, scalar_value, write_run
+
+    logdir = tmp_path_factory.mktemp("browser_long")
+    events = [event(s, *[scalar_value(f"grad_max/layer_{i}", 1e9 if (i, s) == BAD else 1e-2 + 1e-4 * (s % 7))
+                         for i in range(LAYERS)]) for s in range(STEPS)]
+    write_run(logdir / RUN, events)
+    yield from _serve(logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == STEPS)
+
+
+def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 800, "height": 700})
+            asked = []
+            page.on("request", lambda r: asked.append(urllib.parse.urlparse(r.url)) if "/gradhealth/heatmap" in r.url
+                    else None)
+            tab = Tab(page, long_server)
+            tab.open(f"gradhealth&p.gradhealth.run={RUN}")
+            first = urllib.parse.parse_qs(asked[-1].query)
+            columns = int(first["columns"][0])
+            assert columns % 128 == 0 and columns < STEPS and "start" not in first
+            binned, n = tab.frame.evaluate("(() => { const h = window.__gradhealth.store.heatmaps[0];"
+                                           " return [h.binned, h.steps.length]; })()")
+            assert binned and n <= columns
+            # The column holding step 537 is a bin of several steps, and its cell is step 537's.
+            bad = tab.frame.evaluate("""([layer, step]) => {
+                const h = window.__gradhealth.store.heatmaps[0];
+                const row = h.layers.indexOf(layer);
+                const col = h.stepsLast.findIndex((last, j) => h.steps[j] <= BigInt(step) && BigInt(step) <= last);
+                return [String(h.steps[col]), String(h.stepsLast[col]), h.status[row][col],
+                        String(h.steps[col] + BigInt(h.stepOffsets[row][col]))];
+            }""", [f"layer_{BAD[0]}", BAD[1]])
+            assert bad[0] != bad[1] and bad[3] == str(BAD[1]), bad
+            # A click in the middle of that column (under 2 pixels wide) opens step 537, not its first step.
+            tab.frame.evaluate(CLICK_COLUMN, [f"layer_{BAD[0]}", bad[0]])
+            assert tab.frame.evaluate("window.__gradhealth.viewState.step.toString()") == str(BAD[1])
+            before = int(tab.frame.evaluate("Number(document.documentElement.dataset.ghZoomDrawn || 0)"))
+            tab.frame.evaluate("window.__gradhealth.zoomTo(['500', '599'])")
+            tab.frame.wait_for_function(f"Number(document.documentElement.dataset.ghZoomDrawn || 0) > {before}",
+                                        timeout=20_000)
+            zoomed = urllib.parse.parse_qs(asked[-1].query)
+            assert zoomed["start"] == ["500"] and zoomed["end"] == ["599"]
+            steps = tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].steps.map(String)")
+            assert steps == [str(s) for s in range(500, 600)]
+            # Every step of the window is its own column now; a click opens the cell at its step.
+            x, y = tab.cell_point(f"layer_{BAD[0]}", "538")
+            page.mouse.click(x, y)
+            assert tab.frame.evaluate("window.__gradhealth.viewState.step.toString()") == "538"
+            assert not tab.errors, tab.errors
+        finally:
+            browser.close()

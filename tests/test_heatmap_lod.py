@@ -1,0 +1,201 @@
+"""The heatmap's level of detail: a window of steps and a column budget.
+
+A run longer than the budget is sent in bins of steps, each cell the worst of its
+bin with the step it came from, so one bad step shows whatever the zoom; within
+the budget every step is sent as before. Answers are cached per data version.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin.serving import analyzer as analyzer_lib
+from tests.test_bad_input import append_events, call, event, hist_value, normal_buckets, write_run
+
+STEPS = 400
+BAD_STEP = 237  # layer b's gradients are NaN here, and only here
+SPIKE_STEP = 151  # layer a's gradients are a thousand times larger here, and only here
+COLUMNS = 40
+CRITICAL = 3
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    rng = np.random.default_rng(15)
+    logdir = tmp_path_factory.mktemp("long_run")
+    nan = np.stack([np.full(30, np.nan), np.full(30, np.nan), np.zeros(30)], axis=1)
+    events = []
+    for s in range(STEPS):
+        a = normal_buckets(rng, scale=10.0 if s == SPIKE_STEP else 1e-2)
+        b = nan if s == BAD_STEP else normal_buckets(rng)
+        events.append(event(s, hist_value("gradients/a/kernel", a), hist_value("gradients/b/kernel", b),
+                            hist_value("gradients/c/kernel", normal_buckets(rng))))
+    write_run(logdir / "long", events)
+    return logdir
+
+
+def _column_of(hm: dict, step: int) -> int:
+    """The binned column whose steps hold `step`."""
+    first = [int(s) for s in hm["steps_text"]]
+    last = [int(s) for s in hm["steps_last_text"]]
+    (j,) = [j for j, (a, b) in enumerate(zip(first, last)) if a <= step <= b]
+    return j
+
+
+def _check_bins_against_full(binned: dict, full: dict) -> None:
+    """Every binned cell holds the worst status of its bin, and the full answer's value and rule at its step."""
+    col = {s: j for j, s in enumerate(full["steps"])}
+    first = [int(s) for s in binned["steps_text"]]
+    last = [int(s) for s in binned["steps_last_text"]]
+    for i in range(len(binned["layers"])):
+        for j, (a, b) in enumerate(zip(first, last)):
+            inside = [col[s] for s in full["steps"] if a <= s <= b]
+            worst = max(full["status"][i][k] for k in inside)
+            at = col[a + binned["step_offsets"][i][j]]
+            assert a <= full["steps"][at] <= b
+            assert binned["status"][i][j] == worst == full["status"][i][at], (i, j)
+            assert binned["values"][i][j] == full["values"][i][at]
+            assert binned["rules"][i][j] == full["rules"][i][at]
+
+
+def test_one_bad_step_keeps_its_bin_bad_and_names_its_step(long_run, loader_client):
+    client = loader_client(long_run)
+    full = client.ok("/heatmap", run="long", role="gradient", metric="health")
+    assert len(full["steps"]) == STEPS and full["binned"] is False
+    binned = client.ok("/heatmap", run="long", role="gradient", metric="health", columns=COLUMNS)
+    assert binned["binned"] is True and 1 < len(binned["steps"]) <= COLUMNS
+    b = binned["layers"].index("b/kernel")
+    j = _column_of(binned, BAD_STEP)
+    assert binned["status"][b][j] == CRITICAL and binned["rules"][b][j] == "nonfinite"
+    assert int(binned["steps_text"][j]) + binned["step_offsets"][b][j] == BAD_STEP
+    _check_bins_against_full(binned, full)
+    # A metric: the value at the spike, the most extreme of its bin, not an average.
+    full = client.ok("/heatmap", run="long", role="gradient", metric="max_abs")
+    binned = client.ok("/heatmap", run="long", role="gradient", metric="max_abs", columns=COLUMNS)
+    a = binned["layers"].index("a/kernel")
+    j = _column_of(binned, SPIKE_STEP)
+    assert int(binned["steps_text"][j]) + binned["step_offsets"][a][j] == SPIKE_STEP
+    assert binned["values"][a][j] == full["values"][a][full["steps"].index(SPIKE_STEP)] > 1.0
+    _check_bins_against_full(binned, full)
+
+
+def test_within_the_budget_every_step_is_sent_as_without_one(long_run, loader_client):
+    client = loader_client(long_run)
+    for metric in ("health", "std"):
+        plain = client.ok("/heatmap", run="long", role="gradient", metric=metric)
+        assert client.ok("/heatmap", run="long", role="gradient", metric=metric, columns=STEPS) == plain
+        assert client.ok("/heatmap", run="long", role="gradient", metric=metric, columns=100_000) == plain
+        assert plain["steps"] == list(range(STEPS)) and "step_offsets" not in plain
+    # A window of 100 steps within a budget of 100: each of its steps, the same cells as in the whole.
+    whole = client.ok("/heatmap", run="long", role="gradient", metric="health")
+    part = client.ok("/heatmap", run="long", role="gradient", metric="health", start="100", end="199", columns=100)
+    assert part["steps"] == list(range(100, 200)) and part["binned"] is False
+    assert part["window"] == {"start_text": "100", "end_text": "199", "steps": 100, "steps_total": STEPS}
+    for key in ("values", "status", "rules", "quality_cells"):
+        assert part[key] == [row[100:200] for row in whole[key]], key
+    # Zoomed into 100 steps with 40 columns: bins of the window only.
+    zoomed = client.ok("/heatmap", run="long", role="gradient", metric="health", start="200", end="299",
+                       columns=COLUMNS)
+    assert zoomed["binned"] is True and int(zoomed["steps_text"][0]) == 200
+    assert int(zoomed["steps_last_text"][-1]) == 299
+    assert 2 < _column_of(zoomed, BAD_STEP) < len(zoomed["steps"])
+
+
+@pytest.mark.parametrize("params", [
+    {"columns": "0"}, {"columns": "-3"}, {"columns": "abc"}, {"columns": "1.5"}, {"columns": " 5"},
+    {"start": "x"}, {"end": "1e3"}, {"start": "+5"}, {"start": "300", "end": "200"},
+])
+def test_bad_window_or_budget_is_refused(long_run, plugin_client, params):
+    status, body = call(plugin_client(long_run), "/heatmap", run="long", role="gradient", **params)
+    assert status == 400 and body["error"], (params, body)
+
+
+def test_a_window_outside_the_data_is_empty(long_run, plugin_client):
+    client = plugin_client(long_run)
+    for params in ({"start": "1000"}, {"end": "-1"}, {"start": "5000", "end": "6000", "columns": "10"},
+                   {"start": "-" + "9" * 30, "end": "-1"}):
+        hm = client.ok("/heatmap", run="long", role="gradient", **params)
+        assert hm["steps"] == [] and hm["layers"] == ["a/kernel", "b/kernel", "c/kernel"], params
+        assert hm["values"] == [[], [], []] and hm["window"]["steps"] == 0
+    # Bounds past TensorBoard's step range reach every step.
+    hm = client.ok("/heatmap", run="long", role="gradient", start="-" + "9" * 30, end="9" * 30, columns="4000000000")
+    assert len(hm["steps"]) == STEPS
+
+
+def test_the_answer_is_cached_per_data_version(tmp_path, plugin_client):
+    rng = np.random.default_rng(0)
+    run_dir = tmp_path / "growing"
+    path = write_run(run_dir, [event(s, hist_value("gradients/a/kernel", normal_buckets(rng))) for s in range(20)])
+    client = plugin_client(tmp_path)
+    first = client.raw("/heatmap", run="growing", columns=8)
+    again = client.raw("/heatmap", run="growing", columns=8)
+    assert first.get_data() == again.get_data()
+    assert len(json.loads(first.get_data())["steps"]) <= 8
+    append_events(path, [event(s, hist_value("gradients/a/kernel", normal_buckets(rng))) for s in range(20, 30)])
+    client.reload()
+    grown = json.loads(client.raw("/heatmap", run="growing").get_data())
+    assert grown["steps"] == list(range(30))
+
+
+class _Run:
+    """Stands for one data version of a run (the analyzer keys versions by object)."""
+
+
+def test_the_cache_builds_once_per_key_and_data_version():
+    analyzer = analyzer_lib.Analyzer(None, {})
+    built = []
+
+    def build():
+        built.append(1)
+        return {"n": len(built), "x": [0.5, None]}
+
+    v1, v2 = _Run(), _Run()
+    a = analyzer.answer(v1, ("run", "gradient", "health", None, None, 100), build)
+    b = analyzer.answer(v1, ("run", "gradient", "health", None, None, 100), build)
+    assert a == b and len(built) == 1
+    assert json.loads(gzip.decompress(a)) == {"n": 1, "x": [0.5, None]}
+    analyzer.answer(v1, ("run", "gradient", "health", None, None, 200), build)  # another budget
+    assert len(built) == 2
+    c = analyzer.answer(v2, ("run", "gradient", "health", None, None, 100), build)  # new data
+    assert len(built) == 3 and json.loads(gzip.decompress(c))["n"] == 3
+    assert analyzer.data_version(v1) != analyzer.data_version(v2)
+
+
+def test_values_go_with_four_significant_digits():
+    from gradhealth_plugin.serving.responses import rounded
+
+    x = np.array([0.47914517762649, -123456.789, 1.23456e-30, 9.87654e30, 0.0, np.nan, np.inf, 0.99995, 5e-324])
+    out = rounded(x)
+    assert [json.dumps(v) for v in out[:5]] == ["0.4791", "-123500.0", "1.235e-30", "9.877e+30", "0.0"]
+    assert np.isnan(out[5]) and out[6] == np.inf and out[7] == 1.0
+    finite = np.isfinite(x) & (x != 0)
+    assert np.all(np.abs(out[finite] - x[finite]) <= 5e-4 * np.abs(x[finite]))
+
+
+def test_gradhealth_summaries_are_read_in_chunks(tmp_path, plugin_client, monkeypatch):
+    # One read of every tag of a long run can pass the Rust data server's 256 MB message limit.
+    from gradhealth_plugin.reading import provider
+    from gradhealth_plugin.writing.events import SummaryFileWriter
+    from gradhealth_plugin.writing import format as fmt
+
+    writer = SummaryFileWriter(str(tmp_path / "many"))
+    for step in range(3):
+        for i in range(40):
+            writer.write_stats(step, "gradient", f"layer_{i}", np.full(fmt.VECTOR_WIDTH, 0.5), wall_time=1e9 + step)
+    writer.close()
+    reads = []
+    original = provider.Reader._read_tensors
+
+    def recording(self, ctx, experiment_id, plugin, run, tags):
+        if plugin == fmt.PLUGIN_NAME:
+            reads.append(len(tags))
+        return original(self, ctx, experiment_id, plugin, run, tags)
+
+    monkeypatch.setattr(provider.Reader, "_read_tensors", recording)
+    hm = plugin_client(tmp_path).ok("/heatmap", run="many", role="gradient")
+    assert len(hm["layers"]) == 40 and hm["steps"] == [0, 1, 2]
+    assert reads[0] == 8 and sum(reads) == 40, reads

@@ -253,3 +253,46 @@ def test_a_run_without_layers_reads_its_scalars_on_its_finest_axis(epoch_loss_lo
     assert f["first_step"] == EPOCH_ITERS and f["last_step"] == RUN_ITERS
     assert f["evidence"]["layers"]["epoch_loss"]["axis"] == "other"
     assert f["covers"]["epoch_loss"] == [[EPOCH_ITERS, RUN_ITERS]]
+
+
+def test_a_loss_written_after_its_steps_histograms_shares_their_axis():
+    """One loop: each step's histograms, then its loss, written most of a step later (the next step's
+    histograms follow at once). The loss counts the histograms' steps."""
+    steps, walls = _iterations()
+    assert axes.same_step_axis(steps, walls, steps, walls + 0.8 * SECONDS_PER_ITER) is True
+
+
+EPOCHS_LONG = 30
+ITERS_LONG = 10
+SPIKE_EPOCH = 15
+
+
+@pytest.fixture(scope="module")
+def flat_epoch_loss_logdir(tmp_path_factory):
+    """Healthy per-iteration gradient histograms, and a per-epoch loss that never improves, 5x at one epoch."""
+    root = tmp_path_factory.mktemp("flat_epoch_loss")
+    rng = np.random.default_rng(6)
+    steps = np.arange(EPOCHS_LONG * ITERS_LONG)
+    events = [event(int(s), hist_value("gradients/dense_0/kernel", normal_buckets(rng)),
+                    wall_time=1000.0 + s * SECONDS_PER_ITER) for s in steps]
+    loss = 1.0 + 0.002 * rng.standard_normal(EPOCHS_LONG)
+    loss[SPIKE_EPOCH] = 5.0
+    events += [event(e, scalar_value("epoch_loss", loss[e]),
+                     wall_time=1000.0 + ((e + 1) * ITERS_LONG - 1) * SECONDS_PER_ITER + 0.05) for e in range(EPOCHS_LONG)]
+    events.sort(key=lambda e: e.wall_time)
+    write_run(root / "run", events)
+    return root
+
+
+def test_a_per_epoch_loss_places_its_stall_and_spike_at_the_layers_steps(flat_epoch_loss_logdir, loader_client):
+    """Epoch e is written as iteration (e + 1) * 10 - 1 ends: no_progress spans iterations 9 to 299,
+    the spike is at iteration 159, not at step 15; the stall says its own epochs."""
+    found = {f["kind"]: f for f in loader_client(flat_epoch_loss_logdir).ok("/findings", run="run")["findings"]}
+    stall = found["no_progress"]
+    assert (stall["first_step"], stall["last_step"]) == (ITERS_LONG - 1, EPOCHS_LONG * ITERS_LONG - 1)
+    own = stall["evidence"]["layers"]["epoch_loss"]
+    assert own["axis"] == "other" and (own["own_first_step"], own["own_last_step"]) == (0, EPOCHS_LONG - 1)
+    spike = found["spike"]
+    assert spike["layers"] == ["epoch_loss"]
+    assert spike["first_step"] == spike["last_step"] == (SPIKE_EPOCH + 1) * ITERS_LONG - 1
+    assert spike["covers"] == {"epoch_loss": [[spike["first_step"]] * 2]}

@@ -432,8 +432,9 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
     )
 
 
-def _axis_reference(reads: RunReads) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-    """(steps, wall times) of the series standing for the layers' rows' step axis; None without wall times.
+def _axis_reference(reads: RunReads) -> Optional[Tuple[np.ndarray, np.ndarray, tuple]]:
+    """(steps, wall times, (plugin, tag)) of the series standing for the layers' rows' step axis; None
+    without wall times.
 
     The rows' axis is that of gradhealth's own summaries where there are any (they
     set the row's steps), else of the histograms, else of the per-layer scalars;
@@ -452,7 +453,7 @@ def _axis_reference(reads: RunReads) -> Optional[Tuple[np.ndarray, np.ndarray]]:
     if not known:
         return None
     _, key, tag, steps = max(known, key=lambda c: c[0])
-    return np.asarray(steps), np.asarray(reads.walls[(key, tag)], dtype=np.float64)
+    return np.asarray(steps), np.asarray(reads.walls[(key, tag)], dtype=np.float64), (key, tag)
 
 
 def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
@@ -461,10 +462,13 @@ def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
     reference = _axis_reference(reads)
     if reference is None:
         return {tag: None for tag in reads.scalar_series}
-    steps, walls = reference
+    steps, walls, chosen = reference
     out: Dict[str, Optional[bool]] = {}
     for scalar, (scalar_steps, _) in reads.scalar_series.items():
         scalar_walls = reads.walls.get(("scalars", scalar))
+        if chosen == ("scalars", scalar):
+            out[scalar] = True  # the axis itself, in a run without rows
+            continue
         out[scalar] = None if scalar_walls is None else axes.same_step_axis(steps, walls, scalar_steps, scalar_walls)
     return out
 
@@ -475,7 +479,7 @@ def scalar_row_steps(reads: RunReads, found_axes: Mapping[str, Optional[bool]]) 
     reference = _axis_reference(reads)
     if reference is None:
         return {}
-    steps, walls = reference
+    steps, walls, _ = reference
     return {tag: axes.nearest_steps(steps, walls, reads.walls[("scalars", tag)])
             for tag, same in found_axes.items() if same is False}
 

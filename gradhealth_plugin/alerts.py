@@ -167,7 +167,7 @@ def _row_steps(rd: RunData, layer: Optional[str], role: Optional[str]) -> np.nda
         if steps:
             return np.unique(np.concatenate(steps))
     if layer in rd.scalar_series:
-        return np.asarray(rd.scalar_series[layer][0], dtype=np.int64)
+        return np.asarray(rd.scalar_steps(layer), dtype=np.int64)
     return np.zeros(0, dtype=np.int64)
 
 

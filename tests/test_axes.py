@@ -166,3 +166,133 @@ def test_per_epoch_steps_with_a_slow_second_epoch():
         epochs = np.array([0, 1])
         epoch_walls = iter_walls[[3, 7]] + 0.01
         assert axes.same_step_axis(steps, iter_walls[steps], epochs, epoch_walls) is False, slow
+
+
+# --------------------------------------------------------------------------- run-level scalars on another axis
+
+def test_a_series_written_during_the_reference_at_steps_outside_it_is_another_axis():
+    """Keras' validation run: epoch 1 written between iterations 28 and 56 proves another axis, though
+    no epoch step falls in the iterations' range."""
+    steps, walls = np.array([28, 56, 84]), np.array([2.78, 3.06, 3.41])
+    assert axes.same_step_axis(steps, walls, np.array([0, 1, 2]), np.array([2.81, 3.11, 3.44])) is False
+    # Written only at the reference's ends, within half its pace: too close to tell.
+    assert axes.same_step_axis(steps, walls, np.array([0]), np.array([2.80])) is None
+
+
+def test_nearest_steps():
+    steps, walls = np.array([0, 10, 20]), np.array([1.0, 5.0, 9.0])
+    out = axes.nearest_steps(steps, walls, np.array([0.0, 4.0, 7.0, 100.0]))
+    assert out.tolist() == [0, 10, 10, 20]  # 7.0 is as near 5.0 as 9.0: the earlier
+
+
+NAN_FROM = 20
+EPOCH_ITERS = 25
+RUN_ITERS = 100
+
+
+def _epoch_walls(epochs):
+    """Epoch e's scalar is written as epoch e ends, just after iteration (e + 1) * N - 1."""
+    return 1000.0 + ((np.asarray(epochs) + 1) * EPOCH_ITERS - 1) * SECONDS_PER_ITER + 0.05
+
+
+@pytest.fixture(scope="module")
+def epoch_loss_logdir(tmp_path_factory):
+    """`train`: two layers' gradient histograms every iteration, NaN from iteration NAN_FROM on, and
+    a per-epoch `epoch_loss` (step = epoch) that is NaN from its step 0, as Keras' callback writes it.
+    `validation`: no layers, a per-iteration `evaluation_loss_vs_iterations` at each epoch's end and the
+    per-epoch `epoch_loss`, both NaN throughout."""
+    root = tmp_path_factory.mktemp("epoch_loss")
+    rng = np.random.default_rng(5)
+    nan = np.stack([np.full(30, np.nan), np.full(30, np.nan), np.zeros(30)], axis=1)
+    events = [event(s, *(hist_value(f"gradients/dense_{i}/kernel", nan if s >= NAN_FROM else normal_buckets(rng))
+                         for i in range(2)), wall_time=1000.0 + s * SECONDS_PER_ITER) for s in range(RUN_ITERS)]
+    epochs = np.arange(RUN_ITERS // EPOCH_ITERS)
+    events += [event(int(e), scalar_value("epoch_loss", np.nan), wall_time=float(w))
+               for e, w in zip(epochs, _epoch_walls(epochs))]
+    events.sort(key=lambda e: e.wall_time)
+    write_run(root / "train", events)
+    iterations = (epochs + 1) * EPOCH_ITERS
+    write_run(root / "validation", sorted(
+        [event(int(s), scalar_value("evaluation_loss_vs_iterations", np.nan), wall_time=float(w) - 0.02)
+         for s, w in zip(iterations, _epoch_walls(epochs))]
+        + [event(int(e), scalar_value("epoch_loss", np.nan), wall_time=float(w))
+           for e, w in zip(epochs, _epoch_walls(epochs))], key=lambda e: e.wall_time))
+    return root
+
+
+def _nonfinite(client, run):
+    found = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "nonfinite"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_per_epoch_scalar_never_sets_a_training_step(epoch_loss_logdir, loader_client):
+    """The layers turn NaN at iteration 20; epoch_loss is NaN from its epoch 0, written at iteration 24:
+    the finding begins at 20, and epoch 0 is nowhere read as step 0."""
+    client = loader_client(epoch_loss_logdir)
+    f = _nonfinite(client, "train")
+    assert "epoch_loss" in f["layers"] and "gradients/dense_0/kernel" not in f["layers"]
+    assert f["first_step"] == NAN_FROM and f["last_step"] == RUN_ITERS - 1
+    assert f"from step {NAN_FROM} to step {RUN_ITERS - 1}" in f["message"]
+    assert "from its step 0, written about step 24 of the layers" in f["message"]
+    assert f["evidence"]["collapse_step"] == NAN_FROM
+    loss = f["evidence"]["layers"]["epoch_loss"]
+    assert loss["axis"] == "other" and loss["own_first_step"] == 0 and loss["own_last_step"] == 3
+    assert loss["first_step"] == 24  # written nearest iteration 24 (epoch 0 ends after it)
+    assert all(a >= NAN_FROM for spans in f["covers"].values() for a, _ in spans), f["covers"]
+    # The track says the series counts steps otherwise than the heatmap.
+    series = {s["tag"]: s for s in client.ok("/track", run="train")["series"]}
+    assert series["epoch_loss"]["axis"] == "other"
+
+
+def test_a_run_without_layers_reads_its_scalars_on_its_finest_axis(epoch_loss_logdir, loader_client):
+    """Keras' validation run: evaluation_loss_vs_iterations counts iterations (25, 50, ...), epoch_loss
+    epochs (0, 1, ...): the finding begins at iteration 25, not at epoch 0."""
+    client = loader_client(epoch_loss_logdir)
+    f = _nonfinite(client, "validation")
+    assert f["first_step"] == EPOCH_ITERS and f["last_step"] == RUN_ITERS
+    assert f["evidence"]["layers"]["epoch_loss"]["axis"] == "other"
+    assert f["covers"]["epoch_loss"] == [[EPOCH_ITERS, RUN_ITERS]]
+
+
+def test_a_loss_written_after_its_steps_histograms_shares_their_axis():
+    """One loop: each step's histograms, then its loss, written most of a step later (the next step's
+    histograms follow at once). The loss counts the histograms' steps."""
+    steps, walls = _iterations()
+    assert axes.same_step_axis(steps, walls, steps, walls + 0.8 * SECONDS_PER_ITER) is True
+
+
+EPOCHS_LONG = 30
+ITERS_LONG = 10
+SPIKE_EPOCH = 15
+
+
+@pytest.fixture(scope="module")
+def flat_epoch_loss_logdir(tmp_path_factory):
+    """Healthy per-iteration gradient histograms, and a per-epoch loss that never improves, 5x at one epoch."""
+    root = tmp_path_factory.mktemp("flat_epoch_loss")
+    rng = np.random.default_rng(6)
+    steps = np.arange(EPOCHS_LONG * ITERS_LONG)
+    events = [event(int(s), hist_value("gradients/dense_0/kernel", normal_buckets(rng)),
+                    wall_time=1000.0 + s * SECONDS_PER_ITER) for s in steps]
+    loss = 1.0 + 0.002 * rng.standard_normal(EPOCHS_LONG)
+    loss[SPIKE_EPOCH] = 5.0
+    events += [event(e, scalar_value("epoch_loss", loss[e]),
+                     wall_time=1000.0 + ((e + 1) * ITERS_LONG - 1) * SECONDS_PER_ITER + 0.05) for e in range(EPOCHS_LONG)]
+    events.sort(key=lambda e: e.wall_time)
+    write_run(root / "run", events)
+    return root
+
+
+def test_a_per_epoch_loss_places_its_stall_and_spike_at_the_layers_steps(flat_epoch_loss_logdir, loader_client):
+    """Epoch e is written as iteration (e + 1) * 10 - 1 ends: no_progress spans iterations 9 to 299,
+    the spike is at iteration 159, not at step 15; the stall says its own epochs."""
+    found = {f["kind"]: f for f in loader_client(flat_epoch_loss_logdir).ok("/findings", run="run")["findings"]}
+    stall = found["no_progress"]
+    assert (stall["first_step"], stall["last_step"]) == (ITERS_LONG - 1, EPOCHS_LONG * ITERS_LONG - 1)
+    own = stall["evidence"]["layers"]["epoch_loss"]
+    assert own["axis"] == "other" and (own["own_first_step"], own["own_last_step"]) == (0, EPOCHS_LONG - 1)
+    spike = found["spike"]
+    assert spike["layers"] == ["epoch_loss"]
+    assert spike["first_step"] == spike["last_step"] == (SPIKE_EPOCH + 1) * ITERS_LONG - 1
+    assert spike["covers"] == {"epoch_loss": [[spike["first_step"]] * 2]}

@@ -165,10 +165,15 @@ BROKEN: Dict[str, Tuple[Tuple[Expected, ...], Tuple[Consequence, ...]]] = {
                                 ()),
     "sweep/lr_1_adam/train": ((Expected("update_ratio", "warn", (0, 4)), Expected("weight_growth", "warn", (0, 10))),
                               ()),
-    # One nonfinite finding for the run: the loss and the layers.
-    "sweep/lr_1_sgd/train": ((Expected("nonfinite", "critical", (0, 0),
-                                       includes=("epoch_loss", "sequential/dense/kernel")),), ()),
-    "sweep/lr_1_sgd/validation": ((Expected("nonfinite", "critical", (0, 0)),), ()),
+    # One nonfinite finding for the run: the loss and the layers, from the layers' step 20 (Keras'
+    # epoch_loss counts epochs: its step 0 is no training step); the overshoot before it stays its own.
+    "sweep/lr_1_sgd/train": ((Expected("nonfinite", "critical", (20, 20),
+                                       includes=("epoch_loss", "sequential/dense/kernel"), fields=LR_CAUSE),
+                              Expected("exploding_gradients", "critical", (1, 19), fields=LR_CAUSE)),
+                             (Consequence("update_ratio", 0, by=20, fields=LR_CAUSE),
+                              Consequence("weight_growth", 0, by=20, fields=LR_CAUSE))),
+    # No layers: the per-iteration evaluation loss sets the axis, NaN from its first step (28).
+    "sweep/lr_1_sgd/validation": ((Expected("nonfinite", "critical", (28, 28)),), ()),
 }
 
 # Nothing at warn or above. The logging artefact's finding is information only.
@@ -240,6 +245,28 @@ def test_logging_artefact_is_told_apart_from_the_real_period(shipped):
     assert artefact["first_step"] == 20 and artefact["evidence"]["histogram_interval"] == 20
     (real,) = [f for f in _findings(shipped, "periodic/bad_batch") if f["kind"] == "periodic_spikes"]
     assert (real["severity"], real["artefact"], real["period"]) == ("warn", False, 35)
+
+
+def test_a_per_epoch_loss_is_read_in_its_own_terms(shipped):
+    """sweep/lr_1_sgd: Keras' epoch_loss is NaN from epoch 0; the layers from step 20. Epoch 0 is said as
+    such, placed where it was written (about step 28), and no onset, span or later-findings text says 0."""
+    f = next(f for f in _findings(shipped, "sweep/lr_1_sgd/train") if f["kind"] == "nonfinite")
+    loss = f["evidence"]["layers"]["epoch_loss"]
+    assert loss["axis"] == "other" and loss["own_first_step"] == 0 and loss["first_step"] >= 20
+    assert "from step 20 to step 80" in f["message"] and "epoch_loss counts steps on another axis" in f["message"]
+    assert f["evidence"]["collapse_step"] == 20
+    assert all(a >= 20 for spans in f["covers"].values() for a, _ in spans), f["covers"]
+    for run in ("sweep/lr_1_sgd/train", "sweep/lr_1_sgd/validation"):
+        assert all(g["first_step"] > 0 for g in _findings(shipped, run) if g["kind"] == "nonfinite"), run
+
+
+def test_the_sweep_line_of_a_per_epoch_nan_begins_at_the_layers_step():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["report", str(RUNS / "sweep"), "--by-hparams", "--format", "json"]) == 0
+    line = next(r for r in json.loads(out.getvalue())["sweep"]["runs"] if r["trial"] == "lr_1_sgd")
+    nonfinite = next(k for k in line["kinds"] if k["kind"] == "nonfinite")
+    assert nonfinite["first_step"] == 20 and nonfinite["run"] == "lr_1_sgd/train", nonfinite
 
 
 def test_shipped_runs_fit_the_size_budget():

@@ -191,7 +191,8 @@ def test_the_demo_sweep_logged_as_seed_003_shows_its_split(capsys):
     assert rows["lr_0.3_sgd"]["hparams_from"] == {"source": "parent", "run": "lr_0.3_sgd"}
     assert rows["lr_0.3_sgd"]["parts"] == ["lr_0.3_sgd/train", "lr_0.3_sgd/validation"]
     assert [s["sentence"] for s in sweep["splits"]] == [
-        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]
+        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below",
+        "Update-to-weight ratio in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]
 
 
 # --- the order of the lines and Keras' trials ---------------------------------------------------------
@@ -237,9 +238,11 @@ def test_a_keras_fit_with_validation_is_one_line_per_trial(loader_client):
     assert hot["hparams"] == {"learning_rate": 1.0, "optimizer": "sgd"}
     assert hot["worst_status"] == "critical" and hot["strip"]["steps"]
     (nonfinite,) = [k for k in hot["kinds"] if k["kind"] == "nonfinite"]
-    assert nonfinite["run"] == "lr_1_sgd/train" and nonfinite["first_step"] == 0
+    # The layers turn NaN at step 20; Keras' epoch_loss, NaN from its epoch 0, sets no step of its own.
+    assert nonfinite["run"] == "lr_1_sgd/train" and nonfinite["first_step"] == 20
     assert [s["sentence"] for s in body["splits"]] == [
-        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]
+        "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below",
+        "Update-to-weight ratio in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"]
 
 
 def test_a_finding_only_the_validation_run_has_shows_on_the_trials_line(tmp_path, plugin_client):

@@ -56,9 +56,10 @@ def _series(rd):
             if np.all(np.isnan(values)):
                 values = table.get("max_abs")
             yield layer.name, role, table.steps, values
-    for tag, (steps, values) in rd.scalar_series.items():
+    for tag, (_, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) in (tags_lib.SCALAR_GRAD_NORM, tags_lib.SCALAR_LOSS):
-            yield tag, None, steps, values
+            # A series on another step axis is placed at the layers' steps written nearest in time.
+            yield tag, None, rd.scalar_steps(tag), values
 
 
 def _scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
@@ -75,14 +76,17 @@ def _scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
         # The first logged value has no past to compare with, and early training is loud.
         idx = idx[idx > 0]
         if len(idx):
-            _sort(out, rd.histogram_interval, epoch, name, role, steps, values, idx)
+            _sort(out, rd.histogram_interval, epoch, name, role, steps, values, idx,
+                  periodic=not (role is None and rd.scalar_other_axis(name)))
     return out
 
 
-def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx) -> None:
-    """Files one series' spikes as unjudged, periodic or single."""
+def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx, periodic: bool = True) -> None:
+    """Files one series' spikes as unjudged, periodic or single. `periodic` False: single only, for a
+    series whose steps were placed on the layers' axis by wall time (a period there would be only
+    as exact as those times)."""
     spike_steps = steps[idx]
-    period, reason = series_lib.judge_period(spike_steps, steps)
+    period, reason = series_lib.judge_period(spike_steps, steps) if periodic else (None, None)
     first = (name, int(spike_steps[0]), int(spike_steps[-1]), float(values[idx[0]]), int(spike_steps[0]))
     if period is None and reason is not None:
         # The spikes share a grid, but the kept steps cannot tell its period: say so, guess nothing.

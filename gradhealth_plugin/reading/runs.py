@@ -137,6 +137,9 @@ class RunData:
     # Per tag of `scalar_series`: whether it counts steps as the layers' rows do (False: Keras'
     # per-epoch scalars beside per-iteration rows), None where the wall times cannot tell.
     scalar_axes: Dict[str, Optional[bool]] = dataclasses.field(default_factory=dict)
+    # Per tag of `scalar_series` on another axis (`scalar_axes` False): the layers' step written
+    # nearest in time to each of its points, so that its step N is never read as training step N.
+    scalar_row_steps: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -153,6 +156,16 @@ class RunData:
             if layer.name == name:
                 return layer
         return None
+
+    def scalar_steps(self, tag: str) -> np.ndarray:
+        """A run-level scalar's steps on the layers' axis: its own where it counts steps as the rows do
+        (or the wall times cannot tell), else the layers' step written nearest in time to each point."""
+        mapped = self.scalar_row_steps.get(tag)
+        return mapped if mapped is not None else np.asarray(self.scalar_series[tag][0])
+
+    def scalar_other_axis(self, tag: str) -> bool:
+        """Whether a run-level scalar is proven to count steps otherwise than the layers' rows."""
+        return self.scalar_axes.get(tag) is False
 
     def roles(self) -> List[str]:
         present = {role for layer in self.layers for role in layer.roles}
@@ -428,6 +441,7 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
     all_steps = [layer_role.table.steps for layer in ordered for layer_role in layer.roles.values()]
     kept = len(np.unique(np.concatenate(all_steps))) if all_steps else 0
     rows = [r for layer in ordered for r in layer.roles.values()]
+    found_axes = scalar_axes(reads)
     return RunData(
         run=run, layers=ordered, scalars=run_tags.scalars,
         unclassified=sorted(run_tags.unclassified, key=tags_lib.natural_key),
@@ -437,30 +451,61 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         sampling=run_sampling(rows),
         unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
-        scalar_axes=scalar_axes(reads),
+        scalar_axes=found_axes,
+        scalar_row_steps=scalar_row_steps(reads, found_axes),
     )
 
 
-def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
-    """Per run-level scalar: whether it counts steps as the layers' rows do, told from wall times.
+def _axis_reference(reads: RunReads) -> Optional[Tuple[np.ndarray, np.ndarray, tuple]]:
+    """(steps, wall times, (plugin, tag)) of the series standing for the layers' rows' step axis; None
+    without wall times.
 
     The rows' axis is that of gradhealth's own summaries where there are any (they
     set the row's steps), else of the histograms, else of the per-layer scalars;
-    the longest series of that kind stands for it.
+    the longest series of that kind stands for it. A run without rows is judged against
+    its run-level scalar spanning the most steps.
     """
     candidates = ([(metadata.PLUGIN_NAME, tag, steps) for tag, (steps, _) in reads.own.items()]
                   or [("histograms", tag, table.steps) for tag, table in reads.histograms.items()]
                   or [("scalars", tag, steps) for tag, (steps, _) in reads.exact.items()])
-    known = [(len(steps), key, tag, steps) for key, tag, steps in candidates if (key, tag) in reads.walls]
+    known = [((len(steps),), key, tag, steps) for key, tag, steps in candidates if (key, tag) in reads.walls]
     if not known:
-        return {tag: None for tag in reads.scalar_series}
+        # No rows (Keras' validation run): the scalar counting the most steps stands for training's
+        # axis, an optimizer step being the finest a writer counts (epoch 2 is iteration 84).
+        known = [((int(steps[-1]) - int(steps[0]), len(steps)), "scalars", tag, steps)
+                 for tag, (steps, _) in reads.scalar_series.items() if len(steps) and ("scalars", tag) in reads.walls]
+    if not known:
+        return None
     _, key, tag, steps = max(known, key=lambda c: c[0])
-    walls = reads.walls[(key, tag)]
+    return np.asarray(steps), np.asarray(reads.walls[(key, tag)], dtype=np.float64), (key, tag)
+
+
+def scalar_axes(reads: RunReads) -> Dict[str, Optional[bool]]:
+    """Per run-level scalar: whether it counts steps as the layers' rows do, told from wall times
+    (`axes.same_step_axis` against `_axis_reference`)."""
+    reference = _axis_reference(reads)
+    if reference is None:
+        return {tag: None for tag in reads.scalar_series}
+    steps, walls, chosen = reference
     out: Dict[str, Optional[bool]] = {}
     for scalar, (scalar_steps, _) in reads.scalar_series.items():
         scalar_walls = reads.walls.get(("scalars", scalar))
+        if chosen == ("scalars", scalar):
+            out[scalar] = True  # the axis itself, in a run without rows
+            continue
         out[scalar] = None if scalar_walls is None else axes.same_step_axis(steps, walls, scalar_steps, scalar_walls)
     return out
+
+
+def scalar_row_steps(reads: RunReads, found_axes: Mapping[str, Optional[bool]]) -> Dict[str, np.ndarray]:
+    """Per run-level scalar on another axis than the rows: the rows' step written nearest in time to each
+    of its points (`axes.nearest_steps`)."""
+    reference = _axis_reference(reads)
+    if reference is None:
+        return {}
+    steps, walls, _ = reference
+    return {tag: axes.nearest_steps(steps, walls, reads.walls[("scalars", tag)])
+            for tag, same in found_axes.items() if same is False}
 
 
 # Within one module: weights first, then biases, then normalisation parameters,

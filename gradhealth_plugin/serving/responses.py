@@ -252,7 +252,8 @@ def _logged_steps(rd: RunData, layers: Mapping[str, Layer], f: finding.Finding, 
         rows = [r.table.steps for role, r in layer.roles.items() if wanted is None or role == wanted]
         return np.unique(np.concatenate(rows)) if rows else None
     if name in rd.scalar_series:
-        return np.asarray(rd.scalar_series[name][0])
+        # On the layers' axis, as the finding's span is, also for a scalar logged on another one.
+        return rd.scalar_steps(name)
     return None
 
 

@@ -103,9 +103,10 @@ def _layer_hit(layer_table, max_abs, l2, baseline, ratio, over, jumped, limit: f
 
 def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> List[Hit]:
     hits = []
-    for tag, (steps, values) in rd.scalar_series.items():
+    for tag, (_, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_GRAD_NORM:
             continue
+        steps = rd.scalar_steps(tag)  # on the layers' axis, also for a norm logged per epoch
         baseline, ratio = _jumps(values, window)
         over, jumped = gt(values, limit), gt(ratio, jump)
         keep = _lasting(over | jumped, values, np.isfinite(values), min_steps, jump, window)

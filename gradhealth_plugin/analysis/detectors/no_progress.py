@@ -33,10 +33,13 @@ THRESHOLDS = ()
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     points, needed = int(limits["no_progress_points"]), limits["no_progress_improvement"]
     judged = {}
-    for tag, (steps, values) in rd.scalar_series.items():
+    for tag, (own, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS:
             continue
-        verdict = _judge(np.asarray(steps), np.asarray(values, dtype=np.float64), points)
+        # The finding's steps are the layers': a loss logged per epoch is placed where it was written.
+        verdict = _judge(rd.scalar_steps(tag), np.asarray(values, dtype=np.float64), points)
+        if verdict is not None and rd.scalar_other_axis(tag):
+            verdict.update(axis="other", own_first_step=int(own[0]), own_last_step=int(own[-1]))
         if verdict is not None and verdict["k"] == 1 and verdict["spread"] > needed:
             # With under 20 values each tenth is one value: only a flat loss (every value within
             # the improvement asked for of their median) proves a stall; a few early per-batch

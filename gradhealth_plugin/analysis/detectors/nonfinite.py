@@ -41,6 +41,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         return []
     if f.layers == [h.layer for h in parts[-1][1]] and len(f.layers) == 1:
         f.message = f"scalar {f.layers[0]} is NaN or Inf {when_text(f)}"
+    f.message += "".join(_other_axis_text(h, bool(rd.layers)) for h in parts[-1][1] if h.detail.get("axis") == "other")
     f.evidence["collapse_step"] = _collapse_step(rd)
     return [f]
 
@@ -54,7 +55,7 @@ def _collapse_step(rd) -> Optional[int]:
     bad, ending = [], []
     rows = [(table.steps, gt(table.get("nonfinite"), 0)) for role in tags_lib.ROLES
             for _, table in role_tables(rd, role)]
-    rows += [(steps, ~np.isfinite(values)) for steps, values in rd.scalar_series.values()]
+    rows += [(rd.scalar_steps(tag), ~np.isfinite(values)) for tag, (_, values) in rd.scalar_series.items()]
     for steps, mask in rows:
         if mask.any():
             bad.append(steps[mask])
@@ -89,12 +90,24 @@ def _tensor_hits(rd, role: str) -> List[Hit]:
 
 
 def _scalar_hits(rd) -> List[Hit]:
+    """A hit per run-level scalar with NaN or Inf, at the layers' steps: a scalar on another step axis
+    (per epoch beside per-iteration layers) is placed where it was written, its own steps in its detail."""
     hits = []
-    for tag, (steps, values) in rd.scalar_series.items():
+    for tag, (own, values) in rd.scalar_series.items():
         bad = ~np.isfinite(values)
         if bad.any():
             idx = np.nonzero(bad)[0]
+            steps = rd.scalar_steps(tag)
+            detail = {"source": "scalar", "to_the_end": bool(bad[idx[0]:].all())}
+            if rd.scalar_other_axis(tag):
+                detail.update(axis="other", own_first_step=int(own[idx[0]]), own_last_step=int(own[idx[-1]]))
             hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), float(values[idx[0]]), int(steps[idx[0]]),
-                            {"source": "scalar", "to_the_end": bool(bad[idx[0]:].all())}))
+                            detail))
     return hits
 
+
+def _other_axis_text(h: Hit, rows: bool) -> str:
+    """What a scalar on another step axis says in its own terms, and where that falls on the run's steps."""
+    axis = "the layers" if rows else "the run's per-step scalars"
+    return (f"; {h.layer} counts steps on another axis: it is NaN or Inf from its step {h.detail['own_first_step']}, "
+            f"written about step {h.first} of {axis} (from wall time)")

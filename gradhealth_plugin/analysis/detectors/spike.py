@@ -64,7 +64,7 @@ def _episodes(rd: RunData, spikes: List[Tuple[int, List[Hit]]], role: Optional[s
 def _previous_step(rd: RunData, role: Optional[str], name: str, step: int) -> Optional[int]:
     """The logged step of one series before `step` (None for its first)."""
     if role is None:
-        steps = rd.scalar_series[name][0]
+        steps = rd.scalar_steps(name)
     else:
         steps = rd.layer(name).roles[role].table.steps
     i = int(np.searchsorted(steps, step))

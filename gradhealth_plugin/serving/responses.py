@@ -584,22 +584,37 @@ def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
     return {"steps": steps.tolist(), "steps_text": step_texts(steps), "status": worst.tolist()}
 
 
+def _role_of(f: finding.Finding) -> Optional[str]:
+    """The role whose heatmap shows a finding: its own, else the first it was gathered from; None for a
+    finding on scalars alone."""
+    return f.role or next(iter(f.role_points), None)
+
+
+def _kind_entry(f: finding.Finding, count: int) -> dict:
+    return {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
+            "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
+            "layer": _first_layer(f), "count": count}
+
+
+def _by_severity_then_onset(item: dict) -> tuple:
+    return -finding.SEVERITY_RANK[item["severity"]], item["first_step"]
+
+
 def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     """One run's line in the sweep, without its hyperparameters (they come from other summaries):
-    the worst finding, each kind found with its onset and first layer, and the status strip."""
+    the worst finding (with the role whose heatmap shows it), each kind found with its worst severity
+    and the onset and first layer of its findings at that severity (an info note earlier on does not
+    set them), and the status strip."""
     summary_status = run_summary(rd, found)
     kinds: Dict[str, dict] = {}
-    for f in sorted(found, key=lambda f: f.first_step):
-        entry = kinds.get(f.kind)
-        if entry is None:
-            kinds[f.kind] = {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
-                             "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
-                             "layer": _first_layer(f), "count": 1}
-        else:
-            entry["count"] += 1
-            if finding.SEVERITY_RANK[f.severity] > finding.SEVERITY_RANK[entry["severity"]]:
-                entry["severity"] = f.severity
-    worst = min(found, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step), default=None)
+    for kind in dict.fromkeys(f.kind for f in found):
+        of_kind = [f for f in found if f.kind == kind]
+        first = min(of_kind, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step))
+        kinds[kind] = _kind_entry(first, len(of_kind))
+    by_badness = sorted(found, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step))
+    worst = by_badness[0] if by_badness else None
+    # The heatmap to open on: the worst finding's role, else (a loss turned NaN) the worst that has one.
+    role = next((r for r in map(_role_of, by_badness) if r is not None), None)
     return {
         "run": rd.run,
         "worst_severity": summary_status["worst_severity"],
@@ -607,9 +622,9 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "worst": None if worst is None else {
             "kind": worst.kind, "label": KIND_LABELS.get(worst.kind, worst.kind), "severity": worst.severity,
             "message": worst.message, "first_step": int(worst.first_step),
-            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst)},
+            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst), "role": role},
         # Most severe first, then by onset.
-        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": summary_status["not_judged"],
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
@@ -619,8 +634,8 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
 
 def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
     """One line for the runs of one trial (Keras' ``X/train`` and ``X/validation``), from their `sweep_row`s,
-    the first the run the line opens: every kind found in any part (the earliest onset, with the run it
-    was found in), the worst finding and status of all, the strip of the first part that has one, and
+    the first the run the line opens: every kind found in any part (its worst severity, the earliest onset
+    at that severity, with the run it was found in), the worst finding and status of all, the strip of the first part that has one, and
     only what no part could judge."""
     kinds: Dict[str, dict] = {}
     for part in parts:
@@ -629,10 +644,11 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
             if entry is None:
                 kinds[k["kind"]] = {**k, "run": part["run"]}
                 continue
-            severity = max(entry["severity"], k["severity"], key=finding.SEVERITY_RANK.__getitem__)
-            if k["first_step"] < entry["first_step"]:
+            count = entry["count"] + k["count"]
+            # The part where the kind is worst sets the onset; among equals, the earlier.
+            if _by_severity_then_onset(k) < _by_severity_then_onset(entry):
                 entry.update(k, run=part["run"])
-            entry["severity"], entry["count"] = severity, entry["count"] + k["count"]
+            entry["count"] = count
     found = [(p["run"], p["worst"]) for p in parts if p["worst"] is not None]
     worst = min(found, key=lambda rw: (-finding.SEVERITY_RANK[rw[1]["severity"]], rw[1]["first_step"]), default=None)
     severities = [p["worst_severity"] for p in parts if p["worst_severity"] is not None]
@@ -646,8 +662,10 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
         "parts": [p["run"] for p in parts],
         "worst_severity": max(severities, key=finding.SEVERITY_RANK.__getitem__, default=None),
         "worst_status": max(statuses, key=health.STATUS_NAMES.index),
-        "worst": None if worst is None else {**worst[1], "run": worst[0]},
-        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        # The line opens the first part: the role to open on is that part's.
+        "worst": None if worst is None else {**worst[1], "run": worst[0],
+                                             "role": (parts[0]["worst"] or {}).get("role")},
+        "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
         "last_step": last["last_step"],
         "last_step_text": last["last_step_text"],

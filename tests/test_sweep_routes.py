@@ -282,3 +282,15 @@ def test_report_by_hparams_says_the_onset_of_a_kinds_worst_findings(capsys):
     assert cli.main(["report", str(REPO / "demo" / "runs" / "dead_relu"), "--by-hparams"]) in (0, 1, 2)
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("relu ")]
     assert "dead_units (30, act2)" in line
+
+
+def test_runs_and_sweep_lines_order_run_names_by_their_decimal_values(tmp_path, plugin_client):
+    rng = np.random.default_rng(3)
+    names = ["lr_0.01_adam", "lr_0.001_sgd", "lr_0.001_adam", "lr_0.3_adam"]
+    for name in names:
+        write_run(tmp_path / name, [event(s, hist_value("gradients/dense_0/kernel", normal_buckets(rng)))
+                                    for s in range(5)])
+    expected = ["lr_0.001_adam", "lr_0.001_sgd", "lr_0.01_adam", "lr_0.3_adam"]
+    client = plugin_client(tmp_path)
+    assert [r["run"] for r in client.ok("/runs")["runs"]] == expected
+    assert [r["run"] for r in client.ok("/sweep")["runs"]] == expected

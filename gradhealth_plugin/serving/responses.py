@@ -569,19 +569,22 @@ def _first_layer(f: finding.Finding) -> Optional[str]:
 
 def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
     """The worst cell status per step over every layer and role, binned to at most `bins` columns
-    (each the worst of its steps, named by its first step)."""
+    (each the worst of its steps, from its first step to its last, `last_steps`)."""
     rows = [r for layer in rd.layers for r in layer.roles.values() if len(r.table.steps)]
     if not rows:
-        return {"steps": [], "steps_text": [], "status": []}
+        return {"steps": [], "steps_text": [], "last_steps": [], "last_steps_text": [], "status": []}
     all_steps = np.concatenate([r.table.steps for r in rows])
     all_status = np.concatenate([np.asarray(r.health.status, dtype=np.uint8) for r in rows])
     steps, where = np.unique(all_steps, return_inverse=True)
     worst = np.zeros(len(steps), dtype=np.uint8)
     np.maximum.at(worst, where, all_status)
+    last = steps
     if len(steps) > bins:
         starts = np.unique(np.linspace(0, len(steps), bins, endpoint=False).astype(np.int64))
+        last = steps[np.append(starts[1:], len(steps)) - 1]
         worst, steps = np.maximum.reduceat(worst, starts), steps[starts]
-    return {"steps": steps.tolist(), "steps_text": step_texts(steps), "status": worst.tolist()}
+    return {"steps": steps.tolist(), "steps_text": step_texts(steps), "last_steps": last.tolist(),
+            "last_steps_text": step_texts(last), "status": worst.tolist()}
 
 
 def _role_of(f: finding.Finding) -> Optional[str]:
@@ -678,7 +681,7 @@ def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[s
     """The ``sweep`` route and ``report --by-hparams``: the hyperparameter columns, a line per run or trial
     (`sweep_row`, `sweep_trial` or `failed_run`, with its hyperparameters and where they were read) ordered
     by their hyperparameters' values as a person orders them (numbers by size, text naturally), then by
-    name, and the clear splits."""
+    name (`sweep.run_key`), and the clear splits."""
     runs_out = []
     for row in rows:
         session = sessions.get(row["run"])
@@ -686,6 +689,6 @@ def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[s
                          "hparams_from": None if session is None else
                          {"source": session.source, "run": session.source_run}})
     runs_out.sort(key=lambda r: (tuple(sweep_lib.natural_key(r["hparams"].get(name)) for name in types),
-                                 sweep_lib.natural_key(r.get("trial", r["run"]))))
+                                 sweep_lib.run_key(r.get("trial", r["run"]))))
     return {"hparams": [{"name": name, "type": kind} for name, kind in types.items()],
             "runs": runs_out, "splits": list(splits)}

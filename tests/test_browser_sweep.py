@@ -5,7 +5,9 @@ filtered by a kind, and a click on a line opens that run's heatmap.
 
 One trial is added beside the demo's, with a learning rate of 5e-7, which the page writes "5e-7": as
 text it sorts after "1", as a number before "0.001". It logged only a loss, so it cannot judge health
-and takes no part in the split.
+and takes no part in the split. Two demo runs without hyperparameters come last (no part in the split
+either): dead_relu/relu as "dead_relu", whose dead units are an info note at act1 from step 0 and a
+warning at act2 and act3 from step 30, and healthy/torch as "notes_only", whose only finding is a note.
 """
 
 from __future__ import annotations
@@ -26,15 +28,20 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debi
 TINY = "lr_5e-07_sgd"
 SPLIT = "Warnings or worse in 4 of 4 runs with learning_rate >= 0.3, in 0 of 4 below"
 TRIALS = [f"lr_{lr}_{opt}" for lr in ("0.001", "0.01", "0.3", "1") for opt in ("adam", "sgd")]
+DEAD, NOTES = "dead_relu", "notes_only"
+NO_HPARAMS = [DEAD, NOTES]
+LRS = ["5e-7", "0.001", "0.001", "0.01", "0.01", "0.3", "0.3", "1", "1"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("sweep_logdir")
     shutil.copytree(REPO / "demo" / "runs" / "sweep", logdir, dirs_exist_ok=True)
+    shutil.copytree(REPO / "demo" / "runs" / "dead_relu" / "relu", logdir / DEAD)
+    shutil.copytree(REPO / "demo" / "runs" / "healthy" / "torch", logdir / NOTES)
     write_run(logdir / TINY, [event(0, *_session_start({"learning_rate": 5e-7, "optimizer": "sgd"}))]
               + [event(s, scalar_value("epoch_loss", 1.0 / (1 + s))) for s in range(5)])
-    expected = {f"{t}/{part}" for t in TRIALS for part in ("train", "validation")} | {TINY}
+    expected = {f"{t}/{part}" for t in TRIALS for part in ("train", "validation")} | {TINY} | set(NO_HPARAMS)
     yield from _serve(logdir, lambda runs: expected <= set(runs))
 
 
@@ -69,12 +76,12 @@ def test_the_sweep_shows_a_line_per_trial_its_hyperparameters_and_the_split(tab)
     assert headers[:3] == ["run", "learning_rate", "optimizer"]
     assert tab.ui.get_by_text(SPLIT, exact=True).is_visible()
     # Train and validation of a trial are one line, named by the trial; in the route's order, by value.
-    assert _names(tab) == [TINY] + TRIALS
-    assert _column(tab, "learning_rate") == ["5e-7", "0.001", "0.001", "0.01", "0.01", "0.3", "0.3", "1", "1"]
+    assert _names(tab) == [TINY] + TRIALS + NO_HPARAMS
+    assert _column(tab, "learning_rate") == LRS + ["\u2013", "\u2013"]
     # Every line has its strip, the tiny trial an empty one.
     strips = tab.frame.evaluate("Array.from(document.querySelectorAll('.gh-sweep-strip'), c => c.dataset.statuses)")
     assert strips[0] == "" and all(s for s in strips[1:])
-    assert "critical" in strips[-1].split()
+    assert "critical" in strips[len(TRIALS)].split()
     # The view is part of the link.
     assert tab.frame.evaluate("window.__gradhealth.viewState.view") == "sweep"
     assert "p.gradhealth.view=sweep" in tab.page.url
@@ -83,15 +90,15 @@ def test_the_sweep_shows_a_line_per_trial_its_hyperparameters_and_the_split(tab)
 
 def test_sorting_by_learning_rate_orders_numbers_by_size(tab):
     tab.ui.locator("th[data-column='name']").click()
-    by_name = _names(tab)
-    assert by_name[-1] == TINY and sorted(by_name) == sorted(TRIALS + [TINY])  # "lr_5e" after "lr_1_"
+    # A run name's decimals are numbers: lr_0.001 before lr_0.01, and "lr_5e" after "lr_1_".
+    assert _names(tab) == [DEAD] + TRIALS + [TINY, NOTES]
     header = tab.ui.locator("th[data-column='hp:learning_rate']")
     header.click()
     assert header.get_attribute("aria-sort") == "ascending"
-    assert _column(tab, "learning_rate") == ["5e-7", "0.001", "0.001", "0.01", "0.01", "0.3", "0.3", "1", "1"]
+    assert _column(tab, "learning_rate") == LRS + ["\u2013", "\u2013"]
     header.click()
     assert header.get_attribute("aria-sort") == "descending"
-    assert _column(tab, "learning_rate") == ["1", "1", "0.3", "0.3", "0.01", "0.01", "0.001", "0.001", "5e-7"]
+    assert _column(tab, "learning_rate") == LRS[::-1] + ["\u2013", "\u2013"]
 
 
 def test_filtering_by_a_kind_and_by_text_narrows_the_lines(tab):
@@ -105,7 +112,7 @@ def test_filtering_by_a_kind_and_by_text_narrows_the_lines(tab):
     assert label in select.locator("option").all_text_contents()
     select.select_option("weight_growth")
     assert _names(tab) == with_growth
-    assert tab.ui.get_by_text(f"3 of {len(TRIALS) + 1} runs").is_visible()
+    assert tab.ui.get_by_text(f"3 of {len(TRIALS) + 3} runs").is_visible()
     select.select_option("")
     tab.ui.locator(".gh-sweep-controls input[type=search]").fill("optimizer=sgd 0.3")
     tab.frame.wait_for_function("window.__gradhealth.sweepNames().length === 1")
@@ -124,3 +131,51 @@ def test_a_click_on_a_line_opens_its_runs_heatmap(tab):
     # The button takes the user back to the sweep.
     assert tab.ui.locator(".gh-sweep-button").text_content() == "Sweep"
     assert json.loads(json.dumps(tab.errors)) == []
+
+
+def test_a_kinds_chip_says_where_its_worst_findings_begin(tab):
+    """dead_relu: act1's dead units from step 0 are a note; the warning is act2 from step 30."""
+    chip = tab.ui.locator(f".gh-sweep-table tbody tr[data-run='{DEAD}'] .gh-badge[data-kind='dead_units']")
+    assert chip.text_content().endswith("\u00b7 30 \u00b7 act2")
+    assert "gh-sev-warn" in chip.get_attribute("class")
+
+
+def test_a_run_with_notes_only_reads_healthy_and_a_filter_matching_nothing_says_so(tab):
+    assert _column(tab, "worst")[-1] == "healthy (notes only)"
+    assert _names(tab)[-1] == NOTES
+    empty = tab.ui.locator(".gh-sweep-empty")
+    assert not empty.is_visible()
+    tab.ui.locator(".gh-sweep-controls input[type=search]").fill("no-such-run")
+    tab.frame.wait_for_function("window.__gradhealth.sweepNames().length === 0")
+    assert empty.is_visible() and empty.text_content() == "No run matches."
+
+
+def test_every_strip_is_as_wide_and_says_its_step_on_hover(tab):
+    widths = tab.frame.evaluate("Array.from(document.querySelectorAll('.gh-sweep-strip'), c => c.getBoundingClientRect().width)")
+    assert len(set(widths)) == 1 and widths[0] >= 200
+    strip = tab.ui.locator(".gh-sweep-table tbody tr[data-run='lr_1_sgd/train'] .gh-sweep-strip")
+    served = next(r for r in _get(f"{tab.base}/data/plugin/gradhealth/sweep")["runs"] if r["run"] == "lr_1_sgd/train")
+    box = strip.bounding_box()
+    strip.hover(position={"x": box["width"] - 1, "y": box["height"] / 2})
+    last = served["strip"]["last_steps_text"][-1]
+    assert strip.get_attribute("title").endswith(f"{last}: critical")
+    strip.hover(position={"x": 0, "y": box["height"] / 2})
+    assert strip.get_attribute("title").startswith(f"step {served['strip']['steps_text'][0]}: ")
+
+
+def test_a_click_on_a_line_opens_the_heatmap_of_its_worst_findings_role(tab):
+    """lr_0.3_adam's findings are about update ratios and weights: its heatmap opens there, not on the
+    gradients the page showed (all green for this run)."""
+    served = next(r for r in _get(f"{tab.base}/data/plugin/gradhealth/sweep")["runs"] if r["run"] == "lr_0.3_adam/train")
+    role = served["worst"]["role"]
+    assert role is not None and role != "gradient"
+    assert tab.frame.evaluate("window.__gradhealth.viewState.role") == "gradient"
+    before = tab.drawn()
+    tab.ui.locator(".gh-sweep-table tbody tr[data-run='lr_0.3_adam/train']").click()
+    tab.wait_redraw(before)
+    state = tab.frame.evaluate("window.__gradhealth.viewState")
+    assert (state["run"], state["view"], state["role"]) == ("lr_0.3_adam/train", "heatmap", role)
+    assert tab.ui.locator(".gh-toolbar label:has-text('Role') select").input_value() == role
+    # The heatmap drawn is that role's: it has the update-ratio finding's warning cells.
+    assert tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].role") == role
+    assert not tab.errors

@@ -327,3 +327,64 @@ def test_runs_name_the_role_of_their_worst_finding(plugin_client):
     assert runs["weight_growth/no_decay"]["worst_role"] == "weight"
     assert runs["exploding/unclipped"]["worst_role"] == "gradient"
     assert runs["healthy/keras/train"]["worst_role"] is None  # info findings at most
+
+
+# What README.md and docs/tutorial.md say of the demo runs, held against the runs: whitespace folded,
+# so a sentence may wrap anywhere.
+README = REPO / "README.md"
+TUTORIAL = REPO / "docs" / "tutorial.md"
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten".split()
+
+
+def _prose(path: pathlib.Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def test_the_docs_count_the_demos_stories_runs_and_megabytes(shipped, plugin_client):
+    stories = sorted(p.name for p in RUNS.iterdir() if p.is_dir())
+    megabytes = round(sum(p.stat().st_size for p in RUNS.rglob("*") if p.is_file()) / 1e6)
+    readme, tutorial = _prose(README), _prose(TUTORIAL)
+    assert f"`demo/runs/` ({megabytes} MB), holds {NUMBER_WORDS[len(stories)]} stories" in readme
+    assert f"ships {megabytes} MB of TensorBoard event files in `demo/runs/`: {NUMBER_WORDS[len(stories)]} stories" \
+        in tutorial
+    # The tutorial's story table has a row per story.
+    for story in stories:
+        assert f"| [{story}](#" in tutorial, story
+    # A Keras fit's train and validation runs are one run to a reader (one line in the sweep).
+    listed = len(shipped["runs"])
+    lines = len(plugin_client(RUNS).ok("/sweep")["runs"])
+    trials = len([p for p in (RUNS / "sweep").iterdir() if p.is_dir()])
+    assert f"The eighth is a sweep of {trials} trials" in readme
+    assert f"in {lines - trials} runs:" in readme
+    assert f"{lines} runs in all, {listed} in TensorBoard's run list" in readme
+
+
+def test_the_tutorials_exploding_heatmap_turns_red_and_orange_where_it_says(plugin_client):
+    """Section 2: the step each gradient row of exploding/unclipped first turns red, then orange."""
+    body = plugin_client(RUNS / "exploding").ok("/heatmap", run="unclipped", role="gradient")
+    names, steps = body["status_names"], body["steps"]
+    first = {}
+    for layer, row in zip(body["layers"], body["status"]):
+        statuses = [names[s] for s in row]
+        first[layer] = (steps[statuses.index("critical")],
+                        steps[statuses.index("warn")] if "warn" in statuses else None)
+    layers = [f"layer_{i}" for i in range(14)]
+    assert [first[layer][0] for layer in layers] == [7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 7, 7, 8, 9]
+    assert [first[layer][1] for layer in layers] == [9, 19, 19, 19, 25, 25, 25, 25, 25, 25, 31, 31, None, None]
+    tutorial = _prose(TUTORIAL)
+    assert ("`layer_0` to `layer_3`, `layer_10` and `layer_11` at step 7, `layer_4` to `layer_9` and the output "
+            "kernel `layer_12` at step 8, the output bias `layer_13` at step 9") in tutorial
+    assert ("`layer_0` from step 9, `layer_1` to `layer_3` from step 19, `layer_4` to `layer_9` from step 25 and "
+            "`layer_10`, `layer_11` from step 31") in tutorial
+
+
+def test_the_tutorials_fixed_learning_rate_run_updates_as_it_says(shipped, plugin_client):
+    """Section 7: lr_too_high/lr_0.01's largest weight update ratio, under the rule's 0.1, and its one note."""
+    body = plugin_client(RUNS / "lr_too_high").ok("/heatmap", run="lr_0.01", role="weight", metric="update_ratio")
+    weights = [row for layer, row in zip(body["layers"], body["values"]) if layer.endswith(".weight")]
+    largest = max(v for row in weights for v in row if v is not None)
+    assert round(largest, 3) == 0.045
+    assert [f["severity"] for f in _findings(shipped, "lr_too_high/lr_0.01")] == ["info"]
+    tutorial = _prose(TUTORIAL)
+    assert f"is {largest:.1%} of its weights, under the update-ratio rule's 10%" in tutorial
+    assert f"Its largest update ratio is {largest:.3f}" in tutorial

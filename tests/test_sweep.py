@@ -124,3 +124,12 @@ def test_values_are_ordered_as_a_person_reads_them():
 def test_hparam_columns_are_in_natural_name_order():
     runs = _runs([({"layer_10": 1.0, "layer_2": 1.0, "batch": "x"}, set())])
     assert list(sweep.hparam_types(runs)) == ["batch", "layer_2", "layer_10"]
+
+
+def test_run_names_read_their_decimals_as_numbers():
+    names = ["lr_0.001_sgd", "lr_1_adam", "lr_0.01_adam", "lr_0.3_adam", "lr_0.001_adam", "LR_0.01_sgd", "lr_10_adam"]
+    assert sorted(names, key=sweep.run_key) == [
+        "lr_0.001_adam", "lr_0.001_sgd", "lr_0.01_adam", "LR_0.01_sgd", "lr_0.3_adam", "lr_1_adam", "lr_10_adam"]
+    # Whole numbers still by size, and a run name may hold several numbers.
+    assert sorted(["run_10", "run_2", "run_1.5/seed_3", "run_1.5/seed_20"], key=sweep.run_key) == [
+        "run_1.5/seed_3", "run_1.5/seed_20", "run_2", "run_10"]

@@ -257,3 +257,43 @@ def test_a_finding_only_the_validation_run_has_shows_on_the_trials_line(tmp_path
     assert (row["trial"], row["run"]) == ("trial", "trial/train")
     assert row["worst_status"] == "critical" and row["worst"]["run"] == "trial/validation"
     assert [(k["kind"], k["run"], k["first_step"]) for k in row["kinds"]] == [("nonfinite", "trial/validation", 5)]
+
+
+def test_a_kinds_onset_and_first_layer_are_those_of_its_worst_findings(plugin_client):
+    """demo/runs/dead_relu/relu: act1 has dead units from step 0, but only as an info note; the warning
+    is act2/act3 from step 30. The line's chip says warn, from 30, at act2, as `report --by-hparams` does."""
+    from tests.conftest import REPO
+
+    client = plugin_client(REPO / "demo" / "runs" / "dead_relu")
+    (row,) = [r for r in client.ok("/sweep")["runs"] if r["run"] == "relu"]
+    findings = client.ok("/findings", run="relu")["findings"]
+    rank = {"info": 1, "warn": 2, "critical": 3}
+    for k in row["kinds"]:
+        of_kind = [f for f in findings if f["kind"] == k["kind"]]
+        worst = max(rank[f["severity"]] for f in of_kind)
+        assert k["severity"] == next(s for s, r in rank.items() if r == worst)
+        assert k["first_step"] == min(f["first_step"] for f in of_kind if rank[f["severity"]] == worst)
+        assert k["count"] == len(of_kind)
+    (dead,) = [k for k in row["kinds"] if k["kind"] == "dead_units"]
+    assert (dead["severity"], dead["first_step"], dead["layer"]) == ("warn", 30, "act2")
+    assert any(f["kind"] == "dead_units" and f["severity"] == "info" and f["first_step"] == 0 for f in findings)
+
+
+def test_report_by_hparams_says_the_onset_of_a_kinds_worst_findings(capsys):
+    from tests.conftest import REPO
+
+    assert cli.main(["report", str(REPO / "demo" / "runs" / "dead_relu"), "--by-hparams"]) in (0, 1, 2)
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("relu ")]
+    assert "dead_units (30, act2)" in line
+
+
+def test_runs_and_sweep_lines_order_run_names_by_their_decimal_values(tmp_path, plugin_client):
+    rng = np.random.default_rng(3)
+    names = ["lr_0.01_adam", "lr_0.001_sgd", "lr_0.001_adam", "lr_0.3_adam"]
+    for name in names:
+        write_run(tmp_path / name, [event(s, hist_value("gradients/dense_0/kernel", normal_buckets(rng)))
+                                    for s in range(5)])
+    expected = ["lr_0.001_adam", "lr_0.001_sgd", "lr_0.01_adam", "lr_0.3_adam"]
+    client = plugin_client(tmp_path)
+    assert [r["run"] for r in client.ok("/runs")["runs"]] == expected
+    assert [r["run"] for r in client.ok("/sweep")["runs"]] == expected

@@ -132,7 +132,7 @@ export class App {
       png: () => exportPng(this.views, this.state),
       sweep: () => this.setView(this.state.view === "sweep" ? "heatmap" : "sweep"),
     });
-    this.sweepView = new SweepView({ open: (run) => this.openFromSweep(run) });
+    this.sweepView = new SweepView({ open: (run, role) => this.openFromSweep(run, role) });
     this.views = [this.makeView(0), this.makeView(1)];
     this.detail = new DetailPanel({
       step: (step) => this.selectCell(this.state.layer, step, 0),
@@ -338,10 +338,11 @@ export class App {
     }
   }
 
-  /** A sweep line was clicked: its run's heatmap opens. */
-  private openFromSweep(run: string): void {
+  /** A sweep line was clicked: its run's heatmap opens, on the role of its worst finding when it names one. */
+  private openFromSweep(run: string, role: string | null): void {
     this.state.view = "heatmap";
     this.showView();
+    if (role && this.store.runs.find((r) => r.run === run)?.roles.includes(role)) this.state.role = role;
     if (run === this.state.run) void this.loadRun();
     else this.selectRun(run);
   }

@@ -5,6 +5,7 @@ import { button, el } from "./dom";
 import { causeText, findingId } from "./findings";
 import { formatStep, formatStepRange } from "./format";
 import { ranksButton } from "./ranks";
+import { compareRunNames } from "./run_names";
 import { matchesFilter } from "./rows";
 import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
 
@@ -56,6 +57,21 @@ export function groupRuns<R extends Pick<RunInfo, "worst_status" | "error"> & Pa
   return { listed, noData };
 }
 
+/**
+ * The run list's order: "worst" puts the worst badge first (more findings of that severity first),
+ * "name" orders the names as a person reads them (lr_0.001 before lr_0.01); ties keep their order.
+ */
+export function sortRuns<R extends Pick<RunInfo, "run" | "worst_severity" | "worst_status" | "finding_counts">>(
+  runs: readonly R[],
+  sort: string,
+): R[] {
+  const indexed = runs.map((r, i) => ({ r, i, rank: runBadge(r).rank }));
+  const count = (r: R): number => r.finding_counts[r.worst_severity ?? ""] ?? 0;
+  if (sort === "worst") indexed.sort((a, b) => b.rank - a.rank || count(b.r) - count(a.r) || a.i - b.i);
+  else indexed.sort((a, b) => compareRunNames(a.r.run, b.r.run) || a.i - b.i);
+  return indexed.map(({ r }) => r);
+}
+
 export class RunList {
   readonly root = el("aside", "gh-runs");
   private readonly list = el("ul");
@@ -93,13 +109,7 @@ export class RunList {
   }
 
   private draw(): void {
-    let shown = this.runs.filter((r) => matchesFilter(r.run, this.filter.hidden ? "" : this.filter.value));
-    if (this.sort.value === "worst") {
-      shown = shown
-        .map((r, i) => ({ r, i, rank: runBadge(r).rank }))
-        .sort((a, b) => b.rank - a.rank || (b.r.finding_counts[b.r.worst_severity ?? ""] ?? 0) - (a.r.finding_counts[a.r.worst_severity ?? ""] ?? 0) || a.i - b.i)
-        .map(({ r }) => r);
-    }
+    const shown = sortRuns(this.runs.filter((r) => matchesFilter(r.run, this.filter.hidden ? "" : this.filter.value)), this.sort.value);
     const { listed, noData } = groupRuns(shown);
     this.list.replaceChildren(...listed.map((r) => this.item(r)));
     if (noData.length > 0) {

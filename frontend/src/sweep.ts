@@ -11,7 +11,8 @@ import { el, setOptions } from "./dom";
 import { isRecord, malformed } from "./json";
 import { runBadge } from "./panels";
 import { matchesFilter } from "./rows";
-import { kindIndex, kindLabel, severityRank, statusNames } from "./vocabulary";
+import { compareRunNames } from "./run_names";
+import { kindIndex, kindLabel, mildestSeverity, severityRank, statusNames } from "./vocabulary";
 
 export type HparamValue = number | string | boolean;
 
@@ -33,10 +34,11 @@ export interface SweepLine {
   hparams: Record<string, HparamValue>;
   worst_severity: string | null;
   worst_status: string;
-  worst: { kind: string; severity: string; message: string; first_step_text: string; layer: string | null } | null;
+  /** `role`: the heatmap that shows it (null: it is about scalars alone). */
+  worst: { kind: string; severity: string; message: string; first_step_text: string; layer: string | null; role: string | null } | null;
   kinds: SweepKind[];
-  /** The worst status code per (binned) step. */
-  strip: { steps_text: string[]; status: number[] };
+  /** The worst status code per (binned) step, each column from `steps_text` to `last_steps_text`. */
+  strip: { steps_text: string[]; last_steps_text: string[]; status: number[] };
 }
 
 export interface Sweep {
@@ -82,11 +84,12 @@ export function parseSweep(body: unknown): Sweep {
       worst_status: str(r.worst_status) ?? "no_data",
       worst: w && {
         kind: w.kind as string, severity: str(w.severity) ?? "", message: str(w.message) ?? "",
-        first_step_text: str(w.first_step_text) ?? "", layer: str(w.layer),
+        first_step_text: str(w.first_step_text) ?? "", layer: str(w.layer), role: str(w.role),
       },
       kinds: (Array.isArray(r.kinds) ? r.kinds : []).flatMap((k) => parseKind(k) ?? []),
       strip: {
         steps_text: Array.isArray(strip.steps_text) ? strip.steps_text.map(String) : [],
+        last_steps_text: Array.isArray(strip.last_steps_text) ? strip.last_steps_text.map(String) : [],
         status: Array.isArray(strip.status) ? strip.status.map((s) => (typeof s === "number" ? s : 0)) : [],
       },
     }];
@@ -148,7 +151,7 @@ export function sortLines(lines: readonly SweepLine[], sort: SweepSort): SweepLi
       const sev = (l: SweepLine): number => l.kinds.reduce((s, k) => s + severityRank(k.severity), 0);
       return sign * (a.kinds.length - b.kinds.length || sev(a) - sev(b));
     }
-    return sign * collator.compare(a.name, b.name);
+    return sign * compareRunNames(a.name, b.name);
   };
   indexed.sort((a, b) => compare(a.line, b.line) || a.i - b.i);
   return indexed.map((x) => x.line);
@@ -176,11 +179,12 @@ export function kindsFound(lines: readonly SweepLine[]): string[] {
 // ---- the view -----------------------------------------------------------------------------
 
 export interface SweepEvents {
-  /** A line was clicked: open that run's heatmap. */
-  open(run: string): void;
+  /** A line was clicked: open that run's heatmap, on `role` when it names one. */
+  open(run: string, role: string | null): void;
 }
 
-const STRIP_CELL_PX = 2;
+/** Every strip is this wide, whatever its run's length: each column an equal share of its run's steps. */
+export const STRIP_WIDTH_PX = 240;
 const STRIP_HEIGHT_PX = 12;
 
 export const SWEEP_CSS = `
@@ -199,7 +203,9 @@ export const SWEEP_CSS = `
 .gh-sweep-table tbody tr { cursor: pointer; }
 .gh-sweep-table tbody tr:hover { background: var(--gh-hover); }
 .gh-sweep-kinds { display: flex; flex-wrap: wrap; gap: 3px; }
-.gh-sweep-strip { display: block; image-rendering: pixelated; }
+.gh-sweep-strip { display: block; image-rendering: pixelated; width: ${STRIP_WIDTH_PX}px; height: ${STRIP_HEIGHT_PX}px; }
+.gh-sweep-strip-head { width: ${STRIP_WIDTH_PX}px; }
+.gh-sweep-empty { color: var(--gh-muted); padding: 4px 0; }
 `;
 
 function sortHeader(text: string, column: string): HTMLTableCellElement {
@@ -210,21 +216,57 @@ function sortHeader(text: string, column: string): HTMLTableCellElement {
   return th;
 }
 
+/** The strip's column at `x` pixels from its left edge, of `n` columns over `width` pixels. */
+export function stripColumnAt(x: number, n: number, width: number = STRIP_WIDTH_PX): number {
+  return Math.min(n - 1, Math.max(0, Math.floor((x / width) * n)));
+}
+
+/** What the strip's column `i` says on hover: its step (or steps, for a binned column) and status. */
+export function stripColumnText(strip: SweepLine["strip"], i: number, names: readonly string[]): string {
+  const first = strip.steps_text[i];
+  const last = strip.last_steps_text[i] ?? first;
+  const steps = last === first ? `step ${first}` : `steps ${first}\u2013${last}`;
+  return `${steps}: ${statusName(strip.status[i], names).replace(/_/g, " ")}`;
+}
+
 function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLCanvasElement {
   const canvas = el("canvas", "gh-sweep-strip");
   const n = strip.status.length;
-  canvas.width = Math.max(1, n * STRIP_CELL_PX);
+  canvas.width = STRIP_WIDTH_PX;
   canvas.height = STRIP_HEIGHT_PX;
   canvas.dataset.statuses = strip.status.map((s) => statusName(s, names)).join(" ");
-  if (n > 0) canvas.title = `worst status per step, steps ${strip.steps_text[0]} to ${strip.steps_text[n - 1]}`;
+  const whole = n > 0 ? `worst status per step, steps ${strip.steps_text[0]} to ${strip.last_steps_text[n - 1] ?? strip.steps_text[n - 1]}` : "no steps";
+  canvas.title = whole;
+  if (n > 0) {
+    canvas.addEventListener("mousemove", (e) => {
+      canvas.title = stripColumnText(strip, stripColumnAt(e.offsetX, n, canvas.clientWidth || STRIP_WIDTH_PX), names);
+    });
+    canvas.addEventListener("mouseleave", () => (canvas.title = whole));
+  }
   const ctx = canvas.getContext("2d");
   if (ctx) {
     strip.status.forEach((s, i) => {
+      // Whole pixels, so neighbouring columns neither overlap nor leave a gap.
+      const [x0, x1] = [Math.round((i * STRIP_WIDTH_PX) / n), Math.round(((i + 1) * STRIP_WIDTH_PX) / n)];
       ctx.fillStyle = statusColor(statusName(s, names));
-      ctx.fillRect(i * STRIP_CELL_PX, 0, STRIP_CELL_PX, STRIP_HEIGHT_PX);
+      ctx.fillRect(x0, 0, Math.max(1, x1 - x0), STRIP_HEIGHT_PX);
     });
   }
   return canvas;
+}
+
+/**
+ * The worst column's badge: the worst finding's kind; a run whose findings are all of the mildest
+ * severity (notes) reads as healthy, "healthy (notes only)", as it is no problem to act on.
+ */
+export function worstBadge(line: SweepLine): { text: string; cls: string } {
+  const badge = runBadge({ worst_severity: line.worst_severity, worst_status: line.worst_status, error: line.error });
+  if (!line.worst || line.error) return badge;
+  if (line.worst_severity === mildestSeverity()) {
+    const healthy = runBadge({ worst_severity: null, worst_status: line.worst_status });
+    return { text: `${healthy.text} (notes only)`, cls: healthy.cls };
+  }
+  return { text: kindLabel(line.worst.kind), cls: badge.cls };
 }
 
 function kindChip(k: SweepKind, line: SweepLine): HTMLElement {
@@ -243,6 +285,7 @@ export class SweepView {
   private readonly count = el("span");
   private readonly table = el("table", "gh-sweep-table");
   private readonly body = el("tbody");
+  private readonly empty = el("div", "gh-sweep-empty", "No run matches.");
   private sweep: Sweep = { hparams: [], lines: [], splits: [] };
   private rows = new Map<SweepLine, HTMLTableRowElement>();
   private sort: SweepSort = { column: "", descending: false };
@@ -261,7 +304,8 @@ export class SweepView {
     kindLabelEl.append(this.kindSelect);
     controls.append(filterLabel, kindLabelEl, this.count);
     this.table.append(el("thead"), this.body);
-    this.root.append(this.splits, controls, this.table);
+    this.empty.hidden = true;
+    this.root.append(this.splits, controls, this.table, this.empty);
     this.filterInput.addEventListener("input", () => this.apply());
     this.kindSelect.addEventListener("change", () => this.apply());
     this.table.tHead?.addEventListener("click", (e) => {
@@ -270,7 +314,7 @@ export class SweepView {
     });
     this.body.addEventListener("click", (e) => {
       const tr = (e.target as HTMLElement).closest("tr");
-      if (tr?.dataset.run) this.events.open(tr.dataset.run);
+      if (tr?.dataset.run) this.events.open(tr.dataset.run, tr.dataset.role ?? null);
     });
   }
 
@@ -314,7 +358,7 @@ export class SweepView {
       ...this.sweep.hparams.map((h) => sortHeader(h.name, HPARAM_PREFIX + h.name)),
       sortHeader("worst", "worst"),
       sortHeader("found (from step, first layer)", "kinds"),
-      el("th", "", "status per step"),
+      el("th", "gh-sweep-strip-head", "status per step"),
     );
     for (const th of tr.querySelectorAll<HTMLElement>("th[data-column]")) {
       if (th.dataset.column === this.sort.column) th.setAttribute("aria-sort", this.sort.descending ? "descending" : "ascending");
@@ -325,11 +369,12 @@ export class SweepView {
   private row(line: SweepLine, names: readonly string[]): HTMLTableRowElement {
     const tr = el("tr");
     tr.dataset.run = line.run;
+    if (line.worst?.role) tr.dataset.role = line.worst.role;
     tr.title = `Open the heatmap of ${line.run}`;
-    const badge = runBadge({ worst_severity: line.worst_severity, worst_status: line.worst_status, error: line.error });
     const worst = el("td");
-    const b = el("span", `gh-badge ${badge.cls}`, line.worst ? kindLabel(line.worst.kind) : badge.text);
-    b.title = line.error ?? line.worst?.message ?? badge.text;
+    const { text, cls } = worstBadge(line);
+    const b = el("span", `gh-badge ${cls}`, text);
+    b.title = line.error ?? line.worst?.message ?? text;
     worst.append(b);
     const kinds = el("td");
     const chips = el("div", "gh-sweep-kinds");
@@ -360,6 +405,8 @@ export class SweepView {
       return tr;
     });
     this.body.replaceChildren(...rows);
+    // Lines there are, none shown: say so rather than leave a bare header.
+    this.empty.hidden = shown > 0 || this.sweep.lines.length === 0;
     this.count.textContent = `${shown} of ${this.sweep.lines.length} runs`;
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compareValues, filterLines, kindsFound, parseSweep, sortLines } from "../src/sweep";
+import { compareValues, filterLines, kindsFound, parseSweep, sortLines, STRIP_WIDTH_PX, stripColumnAt, stripColumnText, worstBadge } from "../src/sweep";
 import type { SweepLine } from "../src/sweep";
 import fixture from "./fixtures/vocabulary.json";
 
@@ -8,9 +8,9 @@ const KINDS = fixture.kinds.map((k) => k.kind);
 function line(name: string, hparams: SweepLine["hparams"], kinds: string[] = [], worst: string | null = null): SweepLine {
   return {
     run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok",
-    worst: kinds.length ? { kind: kinds[0], severity: worst ?? "warn", message: "", first_step_text: "0", layer: null } : null,
+    worst: kinds.length ? { kind: kinds[0], severity: worst ?? "warn", message: "", first_step_text: "0", layer: null, role: null } : null,
     kinds: kinds.map((kind) => ({ kind, severity: worst ?? "warn", first_step_text: "0", layer: "dense", run: "" })),
-    strip: { steps_text: [], status: [] },
+    strip: { steps_text: [], last_steps_text: [], status: [] },
   };
 }
 
@@ -89,5 +89,41 @@ describe("sweep answer", () => {
     expect(s.lines[1]).toMatchObject({ name: "broken", error: "could not be read", kinds: [], worst: null });
     expect(s.splits).toHaveLength(1);
     expect(() => parseSweep({ lines: [] })).toThrow();
+  });
+});
+
+describe("sweep names", () => {
+  it("read a run name's decimals as numbers: lr_0.001 < lr_0.01 < lr_0.3 < lr_1", () => {
+    const lines = ["lr_0.01_adam", "lr_1_sgd", "lr_0.001_sgd", "lr_0.3_adam", "lr_0.001_adam", "lr_0.01_sgd"].map((n) => line(n, {}));
+    expect(names(sortLines(lines, { column: "name", descending: false }))).toEqual([
+      "lr_0.001_adam", "lr_0.001_sgd", "lr_0.01_adam", "lr_0.01_sgd", "lr_0.3_adam", "lr_1_sgd"]);
+    expect(names(sortLines(lines, { column: "name", descending: true }))[0]).toBe("lr_1_sgd");
+  });
+});
+
+describe("sweep worst column", () => {
+  it("says healthy (notes only) for a run whose findings are all notes, the kind otherwise", () => {
+    const mildest = fixture.severities.reduce((a, b) => (a.rank < b.rank ? a : b)).severity;
+    expect(worstBadge(line("notes", {}, [KINDS[0]], mildest))).toEqual({ text: "healthy (notes only)", cls: "gh-status-ok" });
+    expect(worstBadge(line("warned", {}, [KINDS[0]], "warn")).text).toBe(fixture.kinds[0].label);
+    expect(worstBadge(line("clean", {})).text).toBe("healthy");
+  });
+});
+
+describe("sweep strip", () => {
+  const strip = { steps_text: ["0", "1", "2", "10"], last_steps_text: ["0", "1", "9", "20"], status: [1, 2, 2, 3] };
+  const statuses = ["no_data", "ok", "warn", "critical"];
+
+  it("spreads any run's columns over the same width", () => {
+    expect(stripColumnAt(0, 4)).toBe(0);
+    expect(stripColumnAt(STRIP_WIDTH_PX / 2, 4)).toBe(2);
+    expect(stripColumnAt(STRIP_WIDTH_PX - 1, 4)).toBe(3);
+    expect(stripColumnAt(STRIP_WIDTH_PX - 1, 120)).toBe(119);
+    expect(stripColumnAt(STRIP_WIDTH_PX + 5, 4)).toBe(3);
+  });
+
+  it("says a column's step, or steps when binned, and its status", () => {
+    expect(stripColumnText(strip, 1, statuses)).toBe("step 1: warn");
+    expect(stripColumnText(strip, 3, statuses)).toBe("steps 10\u201320: critical");
   });
 });

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from decimal import Decimal
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
@@ -111,6 +112,18 @@ def natural_key(value: Optional[Value]) -> tuple:
     # from comparing a str with an int, as split() always starts with a (maybe empty) text part.
     parts = _DIGITS.split(text.casefold())
     return (2, tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text)
+
+
+# A digit run, with its decimals: runs are named by hyperparameter values (lr_0.001, lr_0.01).
+_DECIMALS = re.compile(r"(\d+(?:\.\d+)?)")
+
+
+def run_key(name: str) -> tuple:
+    """Orders run names as a person reads them: each ``<digits>.<digits>`` is one decimal number
+    (lr_0.001 < lr_0.01 < lr_0.3 < lr_1), other text case-blind. Tags and layers keep the
+    tags' natural order, where ``layer4.10`` comes after ``layer4.9``."""
+    parts = _DECIMALS.split(name.casefold())
+    return tuple(Decimal(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
 def hparam_types(runs: Sequence[SweepRun]) -> Dict[str, str]:

@@ -22,6 +22,7 @@ import numpy as np
 from tensorboard.data import provider
 
 from ..analysis import metrics
+from ..analysis import sweep as sweep_lib
 from ..writing import format as metadata
 from . import hparams as hparams_lib
 from . import runs, tables
@@ -97,7 +98,7 @@ def run_names(listings: Mapping[str, Mapping]) -> List[str]:
     seen = set()
     for listing in listings.values():
         seen.update(listing)
-    return sorted(seen, key=tags_lib.natural_key)
+    return sorted(seen, key=sweep_lib.run_key)
 
 
 def _by_step(datums: Sequence) -> List:

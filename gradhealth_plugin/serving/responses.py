@@ -704,37 +704,55 @@ def _first_layer(f: finding.Finding) -> Optional[str]:
 
 def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
     """The worst cell status per step over every layer and role, binned to at most `bins` columns
-    (each the worst of its steps, named by its first step)."""
+    (each the worst of its steps, from its first step to its last, `last_steps`)."""
     rows = [r for layer in rd.layers for r in layer.roles.values() if len(r.table.steps)]
     if not rows:
-        return {"steps": [], "steps_text": [], "status": []}
+        return {"steps": [], "steps_text": [], "last_steps": [], "last_steps_text": [], "status": []}
     all_steps = np.concatenate([r.table.steps for r in rows])
     all_status = np.concatenate([np.asarray(r.health.status, dtype=np.uint8) for r in rows])
     steps, where = np.unique(all_steps, return_inverse=True)
     worst = np.zeros(len(steps), dtype=np.uint8)
     np.maximum.at(worst, where, all_status)
+    last = steps
     if len(steps) > bins:
         starts = np.unique(np.linspace(0, len(steps), bins, endpoint=False).astype(np.int64))
+        last = steps[np.append(starts[1:], len(steps)) - 1]
         worst, steps = np.maximum.reduceat(worst, starts), steps[starts]
-    return {"steps": steps.tolist(), "steps_text": step_texts(steps), "status": worst.tolist()}
+    return {"steps": steps.tolist(), "steps_text": step_texts(steps), "last_steps": last.tolist(),
+            "last_steps_text": step_texts(last), "status": worst.tolist()}
+
+
+def _role_of(f: finding.Finding) -> Optional[str]:
+    """The role whose heatmap shows a finding: its own, else the first it was gathered from; None for a
+    finding on scalars alone."""
+    return f.role or next(iter(f.role_points), None)
+
+
+def _kind_entry(f: finding.Finding, count: int) -> dict:
+    return {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
+            "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
+            "layer": _first_layer(f), "count": count}
+
+
+def _by_severity_then_onset(item: dict) -> tuple:
+    return -finding.SEVERITY_RANK[item["severity"]], item["first_step"]
 
 
 def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
     """One run's line in the sweep, without its hyperparameters (they come from other summaries):
-    the worst finding, each kind found with its onset and first layer, and the status strip."""
+    the worst finding (with the role whose heatmap shows it), each kind found with its worst severity
+    and the onset and first layer of its findings at that severity (an info note earlier on does not
+    set them), and the status strip."""
     summary_status = run_summary(rd, found)
     kinds: Dict[str, dict] = {}
-    for f in sorted(found, key=lambda f: f.first_step):
-        entry = kinds.get(f.kind)
-        if entry is None:
-            kinds[f.kind] = {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
-                             "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
-                             "layer": _first_layer(f), "count": 1}
-        else:
-            entry["count"] += 1
-            if finding.SEVERITY_RANK[f.severity] > finding.SEVERITY_RANK[entry["severity"]]:
-                entry["severity"] = f.severity
-    worst = min(found, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step), default=None)
+    for kind in dict.fromkeys(f.kind for f in found):
+        of_kind = [f for f in found if f.kind == kind]
+        first = min(of_kind, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step))
+        kinds[kind] = _kind_entry(first, len(of_kind))
+    by_badness = sorted(found, key=lambda f: (-finding.SEVERITY_RANK[f.severity], f.first_step))
+    worst = by_badness[0] if by_badness else None
+    # The heatmap to open on: the worst finding's role, else (a loss turned NaN) the worst that has one.
+    role = next((r for r in map(_role_of, by_badness) if r is not None), None)
     return {
         "run": rd.run,
         "worst_severity": summary_status["worst_severity"],
@@ -742,9 +760,9 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "worst": None if worst is None else {
             "kind": worst.kind, "label": KIND_LABELS.get(worst.kind, worst.kind), "severity": worst.severity,
             "message": worst.message, "first_step": int(worst.first_step),
-            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst)},
+            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst), "role": role},
         # Most severe first, then by onset.
-        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": summary_status["not_judged"],
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
@@ -754,8 +772,8 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
 
 def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
     """One line for the runs of one trial (Keras' ``X/train`` and ``X/validation``), from their `sweep_row`s,
-    the first the run the line opens: every kind found in any part (the earliest onset, with the run it
-    was found in), the worst finding and status of all, the strip of the first part that has one, and
+    the first the run the line opens: every kind found in any part (its worst severity, the earliest onset
+    at that severity, with the run it was found in), the worst finding and status of all, the strip of the first part that has one, and
     only what no part could judge."""
     kinds: Dict[str, dict] = {}
     for part in parts:
@@ -764,10 +782,11 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
             if entry is None:
                 kinds[k["kind"]] = {**k, "run": part["run"]}
                 continue
-            severity = max(entry["severity"], k["severity"], key=finding.SEVERITY_RANK.__getitem__)
-            if k["first_step"] < entry["first_step"]:
+            count = entry["count"] + k["count"]
+            # The part where the kind is worst sets the onset; among equals, the earlier.
+            if _by_severity_then_onset(k) < _by_severity_then_onset(entry):
                 entry.update(k, run=part["run"])
-            entry["severity"], entry["count"] = severity, entry["count"] + k["count"]
+            entry["count"] = count
     found = [(p["run"], p["worst"]) for p in parts if p["worst"] is not None]
     worst = min(found, key=lambda rw: (-finding.SEVERITY_RANK[rw[1]["severity"]], rw[1]["first_step"]), default=None)
     severities = [p["worst_severity"] for p in parts if p["worst_severity"] is not None]
@@ -781,8 +800,10 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
         "parts": [p["run"] for p in parts],
         "worst_severity": max(severities, key=finding.SEVERITY_RANK.__getitem__, default=None),
         "worst_status": max(statuses, key=health.STATUS_NAMES.index),
-        "worst": None if worst is None else {**worst[1], "run": worst[0]},
-        "kinds": sorted(kinds.values(), key=lambda k: (-finding.SEVERITY_RANK[k["severity"]], k["first_step"])),
+        # The line opens the first part: the role to open on is that part's.
+        "worst": None if worst is None else {**worst[1], "run": worst[0],
+                                             "role": (parts[0]["worst"] or {}).get("role")},
+        "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
         "last_step": last["last_step"],
         "last_step_text": last["last_step_text"],
@@ -795,7 +816,7 @@ def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[s
     """The ``sweep`` route and ``report --by-hparams``: the hyperparameter columns, a line per run or trial
     (`sweep_row`, `sweep_trial` or `failed_run`, with its hyperparameters and where they were read) ordered
     by their hyperparameters' values as a person orders them (numbers by size, text naturally), then by
-    name, and the clear splits."""
+    name (`sweep.run_key`), and the clear splits."""
     runs_out = []
     for row in rows:
         session = sessions.get(row["run"])
@@ -803,6 +824,6 @@ def sweep(rows: Sequence[dict], sessions: Mapping[str, object], types: Mapping[s
                          "hparams_from": None if session is None else
                          {"source": session.source, "run": session.source_run}})
     runs_out.sort(key=lambda r: (tuple(sweep_lib.natural_key(r["hparams"].get(name)) for name in types),
-                                 sweep_lib.natural_key(r.get("trial", r["run"]))))
+                                 sweep_lib.run_key(r.get("trial", r["run"]))))
     return {"hparams": [{"name": name, "type": kind} for name, kind in types.items()],
             "runs": runs_out, "splits": list(splits)}

@@ -1,0 +1,29 @@
+// How run names sort: runs are named by hyperparameter values (lr_0.001_adam, lr_0.01_adam), so a
+// `<digits>.<digits>` in a run name is one decimal number. Layer and tag names keep the natural order
+// of rows.ts, where "layer4.10" comes after "layer4.9".
+
+// Splitting on a capture group keeps the numbers: text at even indices, numbers at odd ones.
+const NUMBER = /(\d+(?:\.\d+)?)/;
+const text = new Intl.Collator(undefined, { sensitivity: "base" });
+
+/** Compares two decimals written as digits, exactly (no float rounding of long digit runs). */
+function compareDecimals(a: string, b: string): number {
+  const [ai, af = ""] = a.split(".");
+  const [bi, bf = ""] = b.split(".");
+  const [x, y] = [ai.replace(/^0+(?=\d)/, ""), bi.replace(/^0+(?=\d)/, "")];
+  if (x.length !== y.length) return x.length - y.length;
+  if (x !== y) return x < y ? -1 : 1;
+  // Fractions without trailing zeros compare as strings: "01" < "1" < "12".
+  const [p, q] = [af.replace(/0+$/, ""), bf.replace(/0+$/, "")];
+  return p === q ? 0 : p < q ? -1 : 1;
+}
+
+/** Orders run names as a person reads them: lr_0.001 < lr_0.01 < lr_0.3 < lr_1 < lr_10, text case-blind. */
+export function compareRunNames(a: string, b: string): number {
+  const [pa, pb] = [a.split(NUMBER), b.split(NUMBER)];
+  for (let i = 0; i < Math.min(pa.length, pb.length); i++) {
+    const c = i % 2 === 1 ? compareDecimals(pa[i], pb[i]) : text.compare(pa[i], pb[i]);
+    if (c !== 0) return c;
+  }
+  return pa.length - pb.length || (a < b ? -1 : a > b ? 1 : 0);
+}

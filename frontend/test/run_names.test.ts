@@ -1,0 +1,34 @@
+import { describe, expect, it } from "vitest";
+import { sortRuns } from "../src/panels";
+import { orderRows } from "../src/rows";
+import { compareRunNames } from "../src/run_names";
+
+describe("run names", () => {
+  it("read <digits>.<digits> as one decimal number", () => {
+    const runs = ["lr_0.001_sgd", "lr_1_adam", "lr_0.01_adam", "lr_0.3_adam", "lr_0.001_adam", "LR_0.01_sgd", "lr_10_adam"];
+    expect([...runs].sort(compareRunNames)).toEqual([
+      "lr_0.001_adam", "lr_0.001_sgd", "lr_0.01_adam", "LR_0.01_sgd", "lr_0.3_adam", "lr_1_adam", "lr_10_adam"]);
+    // Exact, however long the digits; trailing zeros of a fraction change nothing but the tie-break.
+    expect(compareRunNames("a_12345678901234567891", "a_12345678901234567890")).toBeGreaterThan(0);
+    expect(compareRunNames("lr_0.05", "lr_0.5")).toBeLessThan(0);
+    expect(compareRunNames("lr_0.10", "lr_0.1")).not.toBe(0);
+    expect(["run_10", "run_2", "run_1.5/seed_20", "run_1.5/seed_3"].sort(compareRunNames)).toEqual([
+      "run_1.5/seed_3", "run_1.5/seed_20", "run_2", "run_10"]);
+  });
+
+  it("leave layer rows in their natural order: layer4.10 after layer4.9", () => {
+    const layers = ["layer4.10", "layer4.9", "layer4.1"];
+    expect(orderRows(layers, "", "name").map((i) => layers[i])).toEqual(["layer4.1", "layer4.9", "layer4.10"]);
+  });
+
+  it("order the run list by name, and worst first on request", () => {
+    const run = (name: string, worst: string | null) =>
+      ({ run: name, worst_severity: worst, worst_status: worst ?? "ok", finding_counts: worst ? { [worst]: 1 } : {} });
+    const runs = [run("sweep/lr_0.01_adam/train", null), run("sweep/lr_1_sgd/train", "critical"), run("sweep/lr_0.001_sgd/train", null),
+      run("sweep/lr_0.001_adam/train", "warn")];
+    expect(sortRuns(runs, "name").map((r) => r.run)).toEqual([
+      "sweep/lr_0.001_adam/train", "sweep/lr_0.001_sgd/train", "sweep/lr_0.01_adam/train", "sweep/lr_1_sgd/train"]);
+    expect(sortRuns(runs, "worst").map((r) => r.run)).toEqual([
+      "sweep/lr_1_sgd/train", "sweep/lr_0.001_adam/train", "sweep/lr_0.01_adam/train", "sweep/lr_0.001_sgd/train"]);
+  });
+});

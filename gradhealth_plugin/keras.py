@@ -22,6 +22,7 @@ import tensorflow as tf
 from .writing import schedule
 from .writing.failures import Failures
 from .writing.names import unique_names, variable_name
+from .writing.stopping import StopOnState
 from .writing.tf_stats import read_variable, stats_many_tf, update_ratio_many_tf, with_update_ratio
 from .writing.tf_write import StatsWriter
 
@@ -39,7 +40,7 @@ _SKIPPED_LAYERS = tuple(getattr(keras.layers, name) for name in (
 ) if hasattr(keras.layers, name))
 
 
-class GradientHealthCallback(keras.callbacks.Callback):
+class GradientHealthCallback(StopOnState, keras.callbacks.Callback):
     """Logs exact per-variable gradient, weight, update-ratio and activation statistics during ``fit``.
 
     At each of the first ``first_steps`` training steps (30), then every
@@ -229,16 +230,6 @@ class GradientHealthCallback(keras.callbacks.Callback):
         self._finish_pending()
         self._flush()
         self._failures.log_total()
-
-    @property
-    def stopped_by(self):
-        """The finding ``stop_on`` stopped ``fit`` on, or None."""
-        return self._stop.stopped_by if self._stop is not None else None
-
-    @property
-    def stop_message(self) -> Optional[str]:
-        """Why ``stop_on`` stopped ``fit`` (also written into the run), or None."""
-        return self._stop.message if self._stop is not None else None
 
     @property
     def errors(self) -> int:

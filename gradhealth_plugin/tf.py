@@ -42,6 +42,7 @@ import tensorflow as tf
 from .writing import schedule
 from .writing.failures import Failures
 from .writing.names import unique_names, variable_name
+from .writing.stopping import StopOnState
 from .writing.tf_stats import (plain, read_variable, stats_many_tf, stats_tf, update_ratio_many_tf, update_ratio_tf,
                                weight_stats_many_tf, weight_stats_tf)
 from .writing.tf_write import StatsWriter
@@ -64,7 +65,7 @@ def _loggable(tensor) -> bool:
 Activations = Union[Mapping[str, tf.Tensor], Sequence[Tuple[str, tf.Tensor]], Sequence[tf.Tensor], None]
 
 
-class GradientHealthLogger:
+class GradientHealthLogger(StopOnState):
     """Logs exact gradient, weight, update-ratio and activation statistics from a custom loop.
 
     Args:
@@ -136,21 +137,6 @@ class GradientHealthLogger:
     def problems(self) -> List[str]:
         """The first message of each kind of failure, with how many there were."""
         return self._failures.problems
-
-    @property
-    def should_stop(self) -> bool:
-        """True once ``stop_on`` found a finding to stop on; the training loop reads it to stop."""
-        return self.stopped_by is not None
-
-    @property
-    def stopped_by(self):
-        """The finding ``stop_on`` stopped on, or None."""
-        return self._stop.stopped_by if self._stop is not None else None
-
-    @property
-    def stop_message(self) -> Optional[str]:
-        """Why ``stop_on`` stopped training (also written into the run), or None."""
-        return self._stop.message if self._stop is not None else None
 
     def _fail(self, what: str, error: BaseException) -> None:
         self._failures.report(what, error)

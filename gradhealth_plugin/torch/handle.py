@@ -22,6 +22,7 @@ from ..writing.events import SummaryFileWriter
 from ..writing import schedule
 from ..writing.failures import Failures
 from ..writing.format import FIELDS, stop_summary
+from ..writing.stopping import StopOnState
 from . import hooks, kernels
 
 # The public module's logger, as users configure it.
@@ -105,7 +106,7 @@ class StepSource:
         self.pending: Optional[_Pending] = None
 
 
-class WatchHandle:
+class WatchHandle(StopOnState):
     """What `watch` returns: pass it (or the model) to `unwatch`.
 
     ``step`` is the index of the optimizer step in progress, ``errors`` counts
@@ -156,21 +157,6 @@ class WatchHandle:
         if self._sources:
             return self._sources[0].step
         return self._backward_step
-
-    @property
-    def should_stop(self) -> bool:
-        """True once ``stop_on`` found a finding to stop on; training loops read it to stop cleanly."""
-        return self.stopped_by is not None
-
-    @property
-    def stopped_by(self):
-        """The finding ``stop_on`` stopped on, or None."""
-        return self._stop.stopped_by if self._stop is not None else None
-
-    @property
-    def stop_message(self) -> Optional[str]:
-        """Why ``stop_on`` stopped training (also written into the run), or None."""
-        return self._stop.message if self._stop is not None else None
 
     @property
     def errors(self) -> int:

@@ -2,7 +2,7 @@
 // once per heatmap so drawing, zooming and scrolling only copy numbers.
 
 import type { Heatmap } from "./api";
-import { DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LUT_SIZE, NO_DATA_COLOR, packRgb, VIRIDIS_LUT } from "./colors";
+import { DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LUT_SIZE, NO_DATA_COLOR, packRgb, STATUS_COLORS, VIRIDIS_LUT } from "./colors";
 import type { Domain } from "./colors";
 import type { PixelColumns } from "./layout";
 import { statusRank, vocabulary } from "./vocabulary";
@@ -21,7 +21,16 @@ export interface CellModel {
    * (metric views).
    */
   priority: Uint16Array;
+  /**
+   * Health view: a critical cell the raster gives less than 2 pixels is painted
+   * 2 pixels wide in the status colour, since its darkest shade reads as black
+   * in one pixel. Null elsewhere: a metric view's colour is the value's.
+   */
+  narrow: { rank: number; pixel: number } | null;
 }
+
+// The status whose cells are never shown narrower than 2 pixels.
+const CRITICAL = "critical";
 
 interface RowContext {
   colors: Uint32Array;
@@ -141,10 +150,11 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
       colors.fill(NO_DATA_PIXEL, i * cols, (i + 1) * cols);
     }
   }
-  return { rows, cols, colors, priority };
+  const narrow = health ? { rank: statusRank(CRITICAL), pixel: packRgb(hexToRgb(STATUS_COLORS[CRITICAL])) } : null;
+  return { rows, cols, colors, priority, narrow };
 }
 
-function rasterRow(m: CellModel, row: number, px: PixelColumns, out: Uint32Array, o: number, background: number): void {
+function rasterRow(m: CellModel, row: number, px: PixelColumns, out: Uint32Array, o: number, background: number, pick: Int32Array): void {
   const { start, end } = px;
   const { colors, priority } = m;
   const base = row * m.cols;
@@ -154,19 +164,40 @@ function rasterRow(m: CellModel, row: number, px: PixelColumns, out: Uint32Array
     const e = end[x];
     if (s < 0) {
       out[o + x] = background;
-    } else if (s === e) {
-      out[o + x] = colors[base + s];
-    } else {
-      let best = base + s;
-      let bp = priority[best];
-      for (let c = base + s + 1; c <= base + e; c++) {
-        if (priority[c] > bp) {
-          bp = priority[c];
-          best = c;
-        }
-      }
-      out[o + x] = colors[best];
+      pick[x] = -1;
+      continue;
     }
+    let best = base + s;
+    let bp = priority[best];
+    for (let c = base + s + 1; c <= base + e; c++) {
+      if (priority[c] > bp) {
+        bp = priority[c];
+        best = c;
+      }
+    }
+    out[o + x] = colors[best];
+    pick[x] = best;
+  }
+  if (m.narrow) widenNarrow(m, m.narrow, pick, out, o);
+}
+
+/**
+ * A critical cell shown in one pixel becomes two, in the status colour: the
+ * pixel itself and a neighbour showing something milder (right, else left).
+ * Columns keep their places; the neighbour gives up one pixel to it.
+ */
+function widenNarrow(m: CellModel, narrow: { rank: number; pixel: number }, pick: Int32Array, out: Uint32Array, o: number): void {
+  const { priority } = m;
+  const width = pick.length;
+  const rankAt = (x: number): number => (x >= 0 && x < width && pick[x] >= 0 ? priority[pick[x]] >> 9 : -1);
+  const milder = (x: number): boolean => x >= 0 && x < width && rankAt(x) < narrow.rank;
+  for (let x = 0; x < width; x++) {
+    const c = pick[x];
+    if (c < 0 || priority[c] >> 9 !== narrow.rank) continue;
+    if ((x > 0 && pick[x - 1] === c) || (x + 1 < width && pick[x + 1] === c)) continue;
+    out[o + x] = narrow.pixel;
+    const n = milder(x + 1) ? x + 1 : milder(x - 1) ? x - 1 : -1;
+    if (n >= 0) out[o + n] = narrow.pixel;
   }
 }
 
@@ -182,5 +213,7 @@ export function rasterize(
   background: number,
 ): void {
   const width = px.start.length;
-  for (let k = 0; k < order.length; k++) rasterRow(m, order[k], px, out, k * width, background);
+  // Per pixel of a row, the cell it shows (-1: none).
+  const pick = new Int32Array(width);
+  for (let k = 0; k < order.length; k++) rasterRow(m, order[k], px, out, k * width, background, pick);
 }

@@ -5,7 +5,7 @@ import { columnEdges, fullRange, pixelColumns } from "../src/layout";
 import { buildCells, NO_DATA_PIXEL, rasterize } from "../src/model";
 import { offsets } from "../src/steps";
 import { statusRank } from "../src/vocabulary";
-import { NO_DATA_COLOR } from "../src/colors";
+import { NO_DATA_COLOR, STATUS_COLORS } from "../src/colors";
 
 const NAMES = ["no_data", "ok", "warn", "critical"];
 
@@ -78,8 +78,30 @@ describe("rasterize", () => {
     const px = pixelColumns(e, fullRange(e), 50);
     const out = new Uint32Array(50);
     rasterize(m, [0], px, out, 0);
-    const critical = Array.from(out).filter((c) => c === m.colors[537]);
-    expect(critical.length).toBe(1);
+    // Two pixels in the status colour (its darkest shade reads as black in one), the rest untouched.
+    const red = packRgb(hexToRgb(STATUS_COLORS.critical));
+    const at = Array.from(out).flatMap((c, x) => (c === red ? [x] : []));
+    expect(at.length).toBe(2);
+    expect(at[1] - at[0]).toBe(1);
+    expect(Array.from(out).filter((c) => c !== red)).toEqual(new Array(48).fill(m.colors[0]));
+  });
+
+  it("widens a one-pixel critical column into its milder neighbour without moving the others", () => {
+    // Four columns over 4 pixels: ok, critical, warn, ok.
+    const h = heatmap([[0.95, 0.05, 0.5, 0.95]], [[1, 3, 2, 1]]);
+    const m = buildCells(h, null);
+    const e = columnEdges(offsets(h.steps));
+    const out = new Uint32Array(4);
+    rasterize(m, [0], pixelColumns(e, fullRange(e), 4), out, 0);
+    const red = packRgb(hexToRgb(STATUS_COLORS.critical));
+    expect(Array.from(out)).toEqual([m.colors[0], red, red, m.colors[3]]);
+    // A critical cell two pixels wide keeps its shade; a metric view keeps its value colours.
+    const wide = new Uint32Array(8);
+    rasterize(m, [0], pixelColumns(e, fullRange(e), 8), wide, 0);
+    expect(Array.from(wide)).toEqual([0, 0, 1, 1, 2, 2, 3, 3].map((j) => m.colors[j]));
+    const metric = buildCells(heatmap([[1, 2, 3, 4]], [[1, 3, 2, 1]], "l2"), { min: 1, max: 4, scale: "linear" });
+    rasterize(metric, [0], pixelColumns(e, fullRange(e), 4), out, 0);
+    expect(Array.from(out)).toEqual(Array.from(metric.colors));
   });
 
   it("leaves pixels without a column to the background", () => {

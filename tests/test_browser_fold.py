@@ -30,6 +30,9 @@ BREAK_STEP = 50
 SICK_BLOCK = "blocks.7"
 SICK = f"{SICK_BLOCK}.mlp.fc2.weight"
 OPENED = "blocks.3"
+# A small model beside it: 6 rows in 3 blocks, which fit the screen and never fold by themselves.
+SMALL = "small"
+SMALL_LAYERS = [f"{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")]
 VIEWPORT = {"width": 1440, "height": 1000}
 
 
@@ -51,13 +54,15 @@ def _write_logdir(root):
                   for name in _layers()]
         events.append(event(step, *values))
     write_run(root / RUN, events)
+    write_run(root / SMALL, [event(step, *[hist_value(f"gradients/{name}", normal_buckets(rng, scale=1e-2))
+                                           for name in SMALL_LAYERS]) for step in STEPS])
 
 
 @pytest.fixture(scope="module")
 def fold_server(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("fold_logdir")
     _write_logdir(logdir)
-    yield from _serve(logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == len(STEPS))
+    yield from _serve(logdir, lambda runs: all(runs.get(r, {}).get("steps_kept") == len(STEPS) for r in (RUN, SMALL)))
 
 
 @pytest.fixture
@@ -65,12 +70,12 @@ def open_tab(fold_server, browser):  # noqa: F811
     """Factory: open_tab(hash) -> a new page with the tab open at that TensorBoard URL fragment."""
     pages = []
 
-    def make(hash_=f"gradhealth&p.gradhealth.run={RUN}"):
+    def make(hash_=f"gradhealth&p.gradhealth.run={RUN}", run=RUN):
         page = browser.new_page(viewport=VIEWPORT)
         pages.append(page)
         tab = Tab(page, fold_server)
         tab.open(hash_)
-        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(RUN)}")
+        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
         return tab
 
     yield make
@@ -124,6 +129,27 @@ def test_a_run_with_more_rows_than_fit_opens_folded_and_a_click_unfolds_a_block(
     assert tab.errors == [] and again.errors == []
 
 
+def test_the_fold_choice_stays_with_its_run(open_tab):
+    tab = open_tab()
+    _click_label(tab, OPENED)
+    assert "p.gradhealth.fold=all|blocks.3" in urllib.parse.unquote(tab.page.url)
+    # Another run's model folds as it would by itself: its 6 rows fit, so none folds.
+    before = tab.drawn()
+    tab.ui.locator("li.gh-run", has_text=SMALL).click()
+    tab.wait_redraw(before)
+    tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(SMALL)}")
+    assert _rows(tab) == SMALL_LAYERS
+    assert tab.frame.evaluate("window.__gradhealth.viewState.fold.mode") == "auto"
+    assert "p.gradhealth.fold" not in urllib.parse.unquote(tab.page.url)
+    # Back on the first run, its rows fold by themselves again.
+    before = tab.drawn()
+    tab.ui.locator("li.gh-run", has_text=RUN).click()
+    tab.wait_redraw(before)
+    tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(RUN)}")
+    assert OPENED in _rows(tab)
+    assert tab.errors == []
+
+
 def test_a_finding_on_a_member_outlines_its_folded_block_and_a_click_opens_the_worst_member(open_tab):
     tab = open_tab()
     assert SICK_BLOCK in _rows(tab)
@@ -154,3 +180,17 @@ def test_a_finding_on_a_member_outlines_its_folded_block_and_a_click_opens_the_w
     assert SICK in rows and SICK_BLOCK not in rows
     assert tab.frame.evaluate("window.__gradhealth.viewState.layer") == SICK
     assert tab.errors == []
+
+
+def test_a_label_click_leaves_no_tooltip_about_the_rows_it_replaced(open_tab):
+    # Side by side with another run (the first view's fold applies to both).
+    tab = open_tab(f"gradhealth&p.gradhealth.run={SMALL}&p.gradhealth.cmp={RUN}", run=SMALL)
+    assert _rows(tab) == SMALL_LAYERS
+    _click_label(tab, "0.weight")
+    assert _rows(tab)[0] == "0"
+    # The pointer has not moved: its tooltip is the folded block's now, not the layer's it had.
+    tip = tab.ui.locator(".gh-tooltip")
+    assert tip.is_visible()
+    assert "click to unfold" in tip.text_content() and "0.weight" not in tip.text_content(), tip.text_content()
+    assert tab.errors == []
+

@@ -65,6 +65,9 @@ def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
             binned, n = tab.frame.evaluate("(() => { const h = window.__gradhealth.store.heatmaps[0];"
                                            " return [h.binned, h.steps.length]; })()")
             assert binned and n <= columns
+            # The header names the run's last step, the end of the last bin, not where that bin starts.
+            summary = tab.ui.locator(".gh-summary").text_content()
+            assert f"last {STEPS - 1:,}" in summary, summary
             # The column holding step 537 is a bin of several steps, and its cell is step 537's.
             bad = tab.frame.evaluate("""([layer, step]) => {
                 const h = window.__gradhealth.store.heatmaps[0];
@@ -76,7 +79,7 @@ def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
             assert bad[0] != bad[1] and bad[3] == str(BAD[1]), bad
             # A click in the middle of that column (under 2 pixels wide) opens step 537, not its first step.
             tab.frame.evaluate(CLICK_COLUMN, [f"layer_{BAD[0]}", bad[0]])
-            assert tab.frame.evaluate("window.__gradhealth.viewState.step.toString()") == str(BAD[1])
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.step?.toString() === '{BAD[1]}'")
             before = int(tab.frame.evaluate("Number(document.documentElement.dataset.ghZoomDrawn || 0)"))
             tab.frame.evaluate("window.__gradhealth.zoomTo(['500', '599'])")
             tab.frame.wait_for_function(f"Number(document.documentElement.dataset.ghZoomDrawn || 0) > {before}",
@@ -88,7 +91,16 @@ def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
             # Every step of the window is its own column now; a click opens the cell at its step.
             x, y = tab.cell_point(f"layer_{BAD[0]}", "538")
             page.mouse.click(x, y)
-            assert tab.frame.evaluate("window.__gradhealth.viewState.step.toString()") == "538"
+            tab.frame.wait_for_function("window.__gradhealth.viewState.step?.toString() === '538'")
+
+            # A double-click on another cell zooms out and leaves the selection where it was:
+            # its first click opens nothing.
+            x, y = tab.cell_point("layer_0", "550")
+            page.mouse.dblclick(x, y)
+            tab.frame.wait_for_function("window.__gradhealth.viewState.zoom === null")
+            tab.frame.wait_for_timeout(1000)
+            assert tab.frame.evaluate("[window.__gradhealth.viewState.layer, String(window.__gradhealth.viewState.step)]"
+                                      ) == [f"layer_{BAD[0]}", "538"]
             assert not tab.errors, tab.errors
         finally:
             browser.close()

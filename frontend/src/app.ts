@@ -11,7 +11,7 @@ import { exportFindings, exportPng } from "./export";
 import { findingId, findingSpans } from "./findings";
 import { foldHeatmap, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
 import { formatStep } from "./format";
-import { fromFragment } from "./hash";
+import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
@@ -65,7 +65,8 @@ function summaryText(h: Heatmap): string {
   return [
     `${h.layers.length} layers`,
     h.binned ? `${h.windowSteps} steps in ${h.steps.length} columns` : `${h.steps.length} steps`,
-    h.steps.length > 0 ? `last ${formatStep(h.steps[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
+    // A binned heatmap's last column starts at its bin's first step; the run's last step ends the bin.
+    h.steps.length > 0 ? `last ${formatStep((h.stepsLast ?? h.steps)[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
     h.quality && h.metric !== "health" ? `${h.quality} values` : "",
   ]
     .filter(Boolean)
@@ -367,13 +368,13 @@ export class App {
 
   private selectRun(run: string): void {
     if (run === this.state.run) return;
-    this.state = { ...this.state, run, compare: this.state.compare === run ? "" : this.state.compare, layer: "", step: null, finding: "", zoom: null };
+    this.state = openRun(this.state, run, this.state.compare === run ? "" : this.state.compare);
     void this.loadRun();
   }
 
   /** A rank of a training beside another rank of it, in the compare view. */
   private showRanks(run: string, partner: string): void {
-    this.state = { ...this.state, run, compare: partner, layer: "", step: null, finding: "", zoom: null };
+    this.state = openRun(this.state, run, partner);
     void this.loadRun();
   }
 

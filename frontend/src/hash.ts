@@ -45,6 +45,15 @@ export const DEFAULT_STATE: Readonly<ViewState> = {
   fold: AUTO_FOLD,
 };
 
+/**
+ * The state after a run is picked (with `compare` beside it; "" for none): the
+ * selection, finding and zoom were about the run left, and so was the fold
+ * choice: another model's rows fold by themselves or not, as "auto" decides.
+ */
+export function openRun(s: ViewState, run: string, compare: string): ViewState {
+  return { ...s, run, compare, layer: "", step: null, finding: "", zoom: null, fold: AUTO_FOLD };
+}
+
 /** Parameter names; short because they end up in a shared URL. */
 export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "view", "fold"] as const;
 export type Key = (typeof KEYS)[number];

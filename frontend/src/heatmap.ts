@@ -85,6 +85,7 @@ export class HeatmapView {
   private domain: Domain | null = null;
   private pending = 0;
   private rasterDirty = true;
+  private readonly pointer: HeatmapPointer;
 
   constructor(
     readonly tooltip: Tooltip,
@@ -106,7 +107,7 @@ export class HeatmapView {
       this.schedule();
       this.events.scrolled?.(this.scroller.scrollTop);
     });
-    new HeatmapPointer(this, this.axis);
+    this.pointer = new HeatmapPointer(this, this.axis);
   }
 
   get data(): Heatmap | null {
@@ -145,6 +146,8 @@ export class HeatmapView {
     this.scene.labels.clear();
     this.rasterDirty = true;
     this.layout();
+    // Other rows may stand where the pointer rests: its tooltip must not describe the one they replaced.
+    this.pointer.refresh();
   }
 
   setZoom(zoom: [Step, Step] | null): void {

@@ -14,6 +14,9 @@ import type { Tooltip } from "./tooltip";
 
 // A drag shorter than this is a click.
 const BRUSH_MIN_PX = 5;
+// A click selects its cell this long after the button is released, unless a second
+// press makes it a double-click (zoom out), which must not open a cell on the way.
+const CLICK_DELAY_MS = 300;
 const ARROWS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"];
 
 export interface HeatmapEvents {
@@ -40,15 +43,23 @@ export interface PointerHost {
 
 export class HeatmapPointer {
   private dragStart: { x: number; clientX: number; clientY: number } | null = null;
+  /** Where the pointer last moved over the rows; null once it left them. */
+  private pointer: { clientX: number; clientY: number } | null = null;
+  /** A click's selection, waiting to see whether a second click follows. */
+  private pendingClick = 0;
 
   constructor(private readonly view: PointerHost, axis: HTMLElement) {
     const port = view.port;
     for (const target of [port, axis]) {
       target.addEventListener("mousedown", (e) => this.onDown(e));
-      target.addEventListener("dblclick", () => view.events.zoom(null));
+      target.addEventListener("dblclick", () => {
+        this.cancelClick();
+        view.events.zoom(null);
+      });
     }
     port.addEventListener("mousemove", (e) => this.onMove(e));
     port.addEventListener("mouseleave", () => {
+      this.pointer = null;
       view.scene.hover = null;
       view.tooltip.hide();
       view.paintOverlay();
@@ -81,17 +92,30 @@ export class HeatmapPointer {
   }
 
   private onMove(e: MouseEvent): void {
+    this.pointer = { clientX: e.clientX, clientY: e.clientY };
+    this.hoverAt(e.clientX, e.clientY);
+  }
+
+  /**
+   * The rows changed under a still pointer (a block folded or unfolded, new data,
+   * another order): the hover and tooltip follow the row now under it.
+   */
+  refresh(): void {
+    if (this.pointer && !this.dragStart) this.hoverAt(this.pointer.clientX, this.pointer.clientY);
+  }
+
+  private hoverAt(clientX: number, clientY: number): void {
     const s = this.view.scene;
     if (s.brush) return;
-    const hit = this.hitAt(e.clientX, e.clientY);
+    const hit = this.hitAt(clientX, clientY);
     s.hover = hit && s.h ? hit : null;
     this.view.paintOverlay();
     if (!hit || !s.h) {
-      this.labelTooltip(e);
+      this.labelTooltip(clientX, clientY);
       return;
     }
     this.view.port.style.cursor = "";
-    this.view.tooltip.show(foldedTooltipLines(s.h, hit.row, hit.col, cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel())), e.clientX, e.clientY);
+    this.view.tooltip.show(foldedTooltipLines(s.h, hit.row, hit.col, cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel())), clientX, clientY);
   }
 
   /** The row whose label is under a point in client coordinates; -1 for none. */
@@ -114,25 +138,32 @@ export class HeatmapPointer {
   }
 
   /** Hovering a (possibly shortened) row label shows the full layer name. */
-  private labelTooltip(e: MouseEvent): void {
+  private labelTooltip(clientX: number, clientY: number): void {
     const h = this.view.scene.h;
-    const row = this.labelRowAt(e.clientX, e.clientY);
+    const row = this.labelRowAt(clientX, clientY);
     const block = h && row >= 0 ? blockOfRow(h, row) : null;
     this.view.port.style.cursor = block ? "pointer" : "";
     if (!h || row < 0) {
       this.view.tooltip.hide();
     } else if (block && isFoldedRow(h, row)) {
       const n = rowMembers(h, row).length;
-      this.view.tooltip.show([["block", block], ["layers", `${n}, the worst shown per step; click to unfold`]], e.clientX, e.clientY);
+      this.view.tooltip.show([["block", block], ["layers", `${n}, the worst shown per step; click to unfold`]], clientX, clientY);
     } else {
       const lines: [string, string][] = [["layer", h.layers[row]]];
       if (block) lines.push(["block", `${block}; click to fold`]);
-      this.view.tooltip.show(lines, e.clientX, e.clientY);
+      this.view.tooltip.show(lines, clientX, clientY);
     }
+  }
+
+  private cancelClick(): void {
+    window.clearTimeout(this.pendingClick);
+    this.pendingClick = 0;
   }
 
   private onDown(e: MouseEvent): void {
     const g = this.view.scene.geo;
+    // The second press of a double-click: the first click's selection is dropped.
+    if (e.detail >= 2) this.cancelClick();
     if (e.button !== 0 || !g) return;
     const x = this.plotX(e.clientX);
     if (x < 0 || x > g.plotW) return;
@@ -169,8 +200,15 @@ export class HeatmapPointer {
       return;
     }
     const hit = this.hitAt(d.clientX, d.clientY) ?? this.hitAt(e.clientX, e.clientY);
-    // A binned column opens the step its cell came from.
-    if (hit) this.view.events.select(s.h.layers[hit.row], cellStep(s.h, hit.row, hit.col));
+    if (!hit || e.detail >= 2) return;
+    // A binned column opens the step its cell came from; read now, as the data may change meanwhile.
+    const layer = s.h.layers[hit.row];
+    const step = cellStep(s.h, hit.row, hit.col);
+    this.cancelClick();
+    this.pendingClick = window.setTimeout(() => {
+      this.pendingClick = 0;
+      this.view.events.select(layer, step);
+    }, CLICK_DELAY_MS);
   }
 
   private onKey(e: KeyboardEvent): void {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeState, DEFAULT_STATE, encodeState, fromFragment, toFragment } from "../src/hash";
+import { decodeState, DEFAULT_STATE, encodeState, fromFragment, openRun, toFragment } from "../src/hash";
 import type { ViewState } from "../src/hash";
 
 const FULL: ViewState = {
@@ -61,5 +61,13 @@ describe("hash state", () => {
   it("skips broken escapes and empty parts", () => {
     expect(fromFragment("#run=%E0%A4%A&role=weight&&=x&novalue").role).toBe("weight");
     expect(fromFragment("#run=%E0%A4%A&role=weight").run).toBe("");
+  });
+
+  it("picking another run resets what belonged to the run left, its fold choice too", () => {
+    const next = openRun(FULL, "gpt2/gpt2_small", "");
+    expect(next).toEqual({ ...FULL, run: "gpt2/gpt2_small", compare: "", layer: "", step: null, finding: "", zoom: null, fold: DEFAULT_STATE.fold });
+    // The URL no longer names the blocks opened in the other run's model.
+    expect(encodeState(next).fold).toBeUndefined();
+    expect(openRun(FULL, "rank1", "rank0").compare).toBe("rank0");
   });
 });

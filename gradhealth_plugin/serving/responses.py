@@ -275,11 +275,11 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(rdata: RoleData) -> np.ndarray:
-    """Quality codes of a row's health scores: exact where every metric at that step is exact
-    (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
-    status = rdata.health.status
-    codes = [rdata.table.quality_of(name) for name in rdata.table.values]
+def _health_quality(rdata: RoleData, keep: slice = slice(None)) -> np.ndarray:
+    """Quality codes of a row's health scores at its steps `keep`: exact where every metric at that step
+    is exact (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
+    status = rdata.health.status[keep]
+    codes = [rdata.table.quality_of(name)[keep] for name in rdata.table.values]
     estimated = np.any(np.stack(codes) >= metrics.ESTIMATED, axis=0) if codes else np.ones(len(status), dtype=bool)
     quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
     return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
@@ -337,15 +337,22 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
     for i, layer in enumerate(layers):
         rdata = layer.roles[role]
         own = rdata.table.steps
-        # The row's steps inside the window (a row's steps are among the window's union).
-        keep = slice(None) if whole else (own >= steps[0]) & (own <= steps[-1]) if n_cols else own < own
+        # The row's steps inside the window (a row's steps are ascending, and among the window's union):
+        # a slice, so a zoom's answer looks at the window's steps of each row, not at all of them.
+        if whole:
+            keep = slice(None)
+        elif n_cols:
+            keep = slice(int(np.searchsorted(own, steps[0], side="left")),
+                         int(np.searchsorted(own, steps[-1], side="right")))
+        else:
+            keep = slice(0, 0)
         cols = np.searchsorted(steps, own[keep])
         has_data[i, cols] = True
         row_values = rdata.health.score if metric == "health" else rdata.table.get(metric)
         values[i, cols] = row_values[keep]
         status[i, cols] = rdata.health.status[keep]
         rules[i, cols] = rdata.health.rule[keep]
-        codes = (rdata.table.quality_of(metric) if metric != "health" else _health_quality(rdata))[keep]
+        codes = rdata.table.quality_of(metric)[keep] if metric != "health" else _health_quality(rdata, keep)
         quality_codes.append(codes)
         cell_quality[i, cols] = codes
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None

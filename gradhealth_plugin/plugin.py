@@ -243,9 +243,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         if start is not None and end is not None and start > end:
             raise errors.InvalidArgumentError(f"start ({start}) must not lie after end ({end})")
         columns = _columns_param(request)
-        key = (plugin_util.experiment_id(request.environ), rd.run, role, metric, start, end, columns)
+        layout = _choice(request, "layout", responses.HEATMAP_LAYOUTS, default=responses.LAYOUT_ROWS)
+        key = (plugin_util.experiment_id(request.environ), rd.run, role, metric, start, end, columns, layout)
         return _Encoded(self._analyzer.answer(
-            rd, key, lambda: self.heatmap_impl(rd, role, metric, start, end, columns)))
+            rd, key, lambda: self.heatmap_impl(rd, role, metric, start, end, columns, layout)))
 
     @_json_route
     def _serve_cell(self, request):
@@ -305,8 +306,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return responses.track(rd)
 
     def heatmap_impl(self, rd: RunData, role: str, metric: str, start: Optional[int] = None,
-                     end: Optional[int] = None, columns: Optional[int] = None) -> dict:
-        return responses.heatmap(rd, role, metric, start, end, columns)
+                     end: Optional[int] = None, columns: Optional[int] = None,
+                     layout: str = responses.LAYOUT_ROWS) -> dict:
+        return responses.heatmap(rd, role, metric, start, end, columns, layout)
 
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
                   step: int, role: Optional[str]) -> dict:

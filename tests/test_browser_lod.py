@@ -62,6 +62,8 @@ def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
             first = urllib.parse.parse_qs(asked[-1].query)
             columns = int(first["columns"][0])
             assert columns % 128 == 0 and columns < STEPS and "start" not in first
+            # The tab reads the compact layout: a byte per cell, not lists of codes.
+            assert first["layout"] == ["compact"]
             binned, n = tab.frame.evaluate("(() => { const h = window.__gradhealth.store.heatmaps[0];"
                                            " return [h.binned, h.steps.length]; })()")
             assert binned and n <= columns
@@ -85,7 +87,7 @@ def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
             tab.frame.wait_for_function(f"Number(document.documentElement.dataset.ghZoomDrawn || 0) > {before}",
                                         timeout=20_000)
             zoomed = urllib.parse.parse_qs(asked[-1].query)
-            assert zoomed["start"] == ["500"] and zoomed["end"] == ["599"]
+            assert zoomed["start"] == ["500"] and zoomed["end"] == ["599"] and zoomed["layout"] == ["compact"]
             steps = tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].steps.map(String)")
             assert steps == [str(s) for s in range(500, 600)]
             # Every step of the window is its own column now; a click opens the cell at its step.

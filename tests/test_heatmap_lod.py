@@ -7,6 +7,7 @@ the budget every step is sent as before. Answers are cached per data version.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 
@@ -105,7 +106,57 @@ def test_within_the_budget_every_step_is_sent_as_without_one(long_run, loader_cl
     assert 2 < _column_of(zoomed, BAD_STEP) < len(zoomed["steps"])
 
 
+def _from_compact(hm: dict) -> dict:
+    """The compact layout read back into the matrices of the default one."""
+    rows, cols = len(hm["layers"]), len(hm["steps"])
+    raw = base64.b64decode(hm["cells"])
+    codes = np.frombuffer(raw, dtype=np.uint8 if hm["cell_bytes"] == 1 else "<u2").reshape(rows, cols)
+    kinds = hm["cell_kinds"]
+    out = {key: value for key, value in hm.items() if key not in ("cells", "cell_kinds", "cell_bytes")}
+    out["status"] = [[kinds[c][0] for c in row] for row in codes.tolist()]
+    out["quality_cells"] = [[kinds[c][1] for c in row] for row in codes.tolist()]
+    out["rules"] = [[kinds[c][2] for c in row] for row in codes.tolist()]
+    out["values"] = [hm["values"][i * cols:(i + 1) * cols] for i in range(rows)]
+    if "step_offsets" in hm:
+        out["step_offsets"] = [hm["step_offsets"][i * cols:(i + 1) * cols] for i in range(rows)]
+    return out
+
+
+def test_the_compact_layout_holds_the_same_cells(long_run, loader_client):
+    client = loader_client(long_run)
+    for metric, params in (("health", {}), ("health", {"columns": COLUMNS}), ("max_abs", {"columns": COLUMNS}),
+                           ("std", {"start": "100", "end": "199"})):
+        plain = client.ok("/heatmap", run="long", role="gradient", metric=metric, **params)
+        assert client.ok("/heatmap", run="long", role="gradient", metric=metric, layout="rows", **params) == plain
+        compact = client.ok("/heatmap", run="long", role="gradient", metric=metric, layout="compact", **params)
+        assert isinstance(compact["cells"], str) and len(compact["values"]) == len(plain["layers"]) * len(plain["steps"])
+        assert _from_compact(compact) == plain, (metric, params)
+    # The bad step's cell: one kind of its own, named by the finding kind.
+    compact = client.ok("/heatmap", run="long", role="gradient", layout="compact")
+    assert [CRITICAL, 2, "nonfinite"] in compact["cell_kinds"]
+
+
+def test_compact_cells_past_256_kinds_take_two_bytes():
+    from gradhealth_plugin.serving import responses
+
+    rows, cols = 3, 200
+    k = np.arange(rows * cols)  # every (status, quality, rule) of 4 x 5 x 30 once
+    status = (k % 4).astype(np.uint8).reshape(rows, cols)
+    quality = (k // 4 % 5).astype(np.uint8).reshape(rows, cols)
+    rules = np.array([f"kind_{x // 20}" for x in k], dtype=object).reshape(rows, cols)
+    rules[0, 0], rules[0, 1] = None, ""
+    values = np.linspace(0, 1, rows * cols).reshape(rows, cols)
+    values[1, 1] = np.nan
+    out = responses.compact_cells(values, status, rules, quality)
+    assert out["cell_bytes"] == 2 and len(out["cell_kinds"]) > 256
+    back = _from_compact({"layers": ["x"] * rows, "steps": list(range(cols)), **out})
+    assert back["status"] == status.tolist() and back["quality_cells"] == quality.tolist()
+    assert back["rules"] == rules.tolist()
+    assert back["values"][1][1] is None and back["values"][2][-1] == 1.0
+
+
 @pytest.mark.parametrize("params", [
+    {"layout": "binary"}, {"layout": "Compact"},
     {"columns": "0"}, {"columns": "-3"}, {"columns": "abc"}, {"columns": "1.5"}, {"columns": " 5"},
     {"start": "x"}, {"end": "1e3"}, {"start": "+5"}, {"start": "300", "end": "200"},
 ])

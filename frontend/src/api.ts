@@ -124,6 +124,8 @@ export interface Heatmap {
 export interface HeatmapWindow {
   window?: [Step, Step] | null;
   columns?: number;
+  /** Ask for the compact layout (`compactCells`): a third of the bytes, read without parsing a number per code. */
+  compact?: boolean;
 }
 
 export interface Finding {
@@ -411,19 +413,23 @@ export function parseHeatmap(body: unknown): Heatmap {
     return v as T[][];
   };
   const isNumber = (x: unknown): x is number => typeof x === "number";
-  const vals = grid("values", values, isCell);
+  const compact = typeof body.cells === "string" ? compactCells(body, rows, cols) : null;
+  const vals = compact?.values ?? grid("values", values, isCell);
   const status =
-    body.status === undefined || body.status === null
+    compact?.status ??
+    (body.status === undefined || body.status === null
       ? vals.map((row) => row.map((v) => (v === null ? 0 : 1)))
-      : grid("status", body.status, isNumber);
+      : grid("status", body.status, isNumber));
   const rules =
-    body.rules === undefined || body.rules === null
+    compact?.rules ??
+    (body.rules === undefined || body.rules === null
       ? vals.map((row) => row.map((v) => (v === null ? null : "")))
-      : grid("rules", body.rules, (x): x is string | null => x === null || typeof x === "string");
+      : grid("rules", body.rules, (x): x is string | null => x === null || typeof x === "string"));
   const qualityCells =
-    body.quality_cells === undefined || body.quality_cells === null
+    compact?.quality ??
+    (body.quality_cells === undefined || body.quality_cells === null
       ? null
-      : grid("quality_cells", body.quality_cells, isNumber);
+      : grid("quality_cells", body.quality_cells, isNumber));
   const names = stringArray(body.status_names);
   const qualityNames = stringArray(body.quality_names);
   const binned = body.binned === true;
@@ -431,9 +437,12 @@ export function parseHeatmap(body: unknown): Heatmap {
   if (binned && (stepsLast === null || stepsLast.length !== cols)) {
     throw malformed("heatmap.steps_last_text must have one step per column");
   }
-  const stepOffsets = binned
-    ? grid("step_offsets", body.step_offsets, (x): x is number | string => typeof x === "number" || typeof x === "string")
-    : null;
+  const isOffset = (x: unknown): x is number | string => typeof x === "number" || typeof x === "string";
+  const stepOffsets = !binned
+    ? null
+    : compact
+      ? rowsOf("step_offsets", body.step_offsets, rows, cols, isOffset)
+      : grid("step_offsets", body.step_offsets, isOffset);
   const win = isRecord(body.window) ? body.window : {};
   const count = (x: unknown, fallback: number): number => (typeof x === "number" && Number.isFinite(x) ? x : fallback);
   return {
@@ -459,6 +468,68 @@ export function parseHeatmap(body: unknown): Heatmap {
     blocks: blockNames(body.blocks, rows),
     incomplete: parseIncomplete(body.incomplete, exact),
   };
+}
+
+/** The cells of a compact answer as the matrices of the default layout. */
+interface CompactCells {
+  values: (number | null)[][];
+  status: number[][];
+  rules: (string | null)[][];
+  quality: number[][];
+}
+
+/**
+ * Reads the compact layout: `cells` (base64, `cell_bytes` per cell, little-endian) names each
+ * cell's [status, quality, rule] in `cell_kinds`; `values` is one flat list, rows one after the other.
+ */
+function compactCells(body: Record<string, unknown>, rows: number, cols: number): CompactCells {
+  const kinds = body.cell_kinds;
+  const okKind = (k: unknown): k is [number, number, string | null] =>
+    Array.isArray(k) && k.length === 3 && typeof k[0] === "number" && typeof k[1] === "number" && (k[2] === null || typeof k[2] === "string");
+  if (!Array.isArray(kinds) || !kinds.every(okKind)) throw malformed("heatmap.cell_kinds must list [status, quality, rule] triples");
+  const width = body.cell_bytes === 2 ? 2 : 1;
+  let bytes: string;
+  try {
+    bytes = atob(body.cells as string);
+  } catch {
+    throw malformed("heatmap.cells must be base64");
+  }
+  if (bytes.length !== rows * cols * width) throw malformed(`heatmap.cells must hold ${rows * cols} cells`);
+  const status: number[][] = new Array<number[]>(rows);
+  const quality: number[][] = new Array<number[]>(rows);
+  const rules: (string | null)[][] = new Array<(string | null)[]>(rows);
+  const k0 = kinds.map((k) => k[0] as number);
+  const k1 = kinds.map((k) => k[1] as number);
+  const k2 = kinds.map((k) => k[2] as string | null);
+  // Plain loops over the decoded bytes: a large heatmap has millions of cells.
+  let at = 0;
+  for (let i = 0; i < rows; i++) {
+    const s = new Array<number>(cols);
+    const q = new Array<number>(cols);
+    const r = new Array<string | null>(cols);
+    for (let j = 0; j < cols; j++, at += width) {
+      const code = width === 1 ? bytes.charCodeAt(at) : bytes.charCodeAt(at) | (bytes.charCodeAt(at + 1) << 8);
+      if (code >= kinds.length) throw malformed(`heatmap.cells names kind ${code} of ${kinds.length}`);
+      s[j] = k0[code];
+      q[j] = k1[code];
+      r[j] = k2[code];
+    }
+    status[i] = s;
+    quality[i] = q;
+    rules[i] = r;
+  }
+  return { values: rowsOf("values", body.values, rows, cols, isCell), status, rules, quality };
+}
+
+/** A flat list of rows x cols entries, rows one after the other, as one list per row. */
+function rowsOf<T>(name: string, v: unknown, rows: number, cols: number, ok: (x: unknown) => x is T): T[][] {
+  if (!Array.isArray(v) || v.length !== rows * cols) throw malformed(`heatmap.${name} must hold ${rows * cols} cells`);
+  for (let k = 0; k < v.length; k++) {
+    if (!ok(v[k])) throw malformed(`heatmap.${name}[${k}] is not a cell`);
+  }
+  const out = new Array<T[]>(rows);
+  for (let i = 0; i < rows; i++) out[i] = (v as T[]).slice(i * cols, (i + 1) * cols);
+  return out;
 }
 
 /** The step a cell's value and status come from: its column's, or in a binned heatmap the one the server named. */
@@ -697,6 +768,7 @@ export async function fetchHeatmap(
 ): Promise<Heatmap> {
   const params: Record<string, string> = { run, role, metric };
   if (part.columns !== undefined) params.columns = String(part.columns);
+  if (part.compact) params.layout = "compact";
   if (part.window) {
     params.start = part.window[0].toString();
     params.end = part.window[1].toString();

@@ -582,7 +582,7 @@ export class App {
     const columns = Math.max(1, Math.floor(width / COLUMN_BUCKET)) * COLUMN_BUCKET;
     const last = this.store.heatmaps[0];
     const whole = !last || last.run !== run || holdsEveryStep(last);
-    return { columns, window: whole ? null : this.state.zoom };
+    return { columns, window: whole ? null : this.state.zoom, compact: true };
   }
 
   private scheduleZoomFetch(): void {

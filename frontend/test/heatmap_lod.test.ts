@@ -42,6 +42,45 @@ describe("a binned heatmap", () => {
     expect(seen[0]).toContain("start=3&end=9223372036854775807");
   });
 
+  it("reads the compact layout as the same cells", () => {
+    // BINNED's cells: one byte each naming its [status, quality, rule]; values and offsets flat, row after row.
+    const compact = {
+      ...BINNED, status: undefined, rules: undefined,
+      cell_kinds: [[3, 2, "nonfinite"], [2, 2, "spike"], [1, 2, ""]],
+      cells: btoa(String.fromCharCode(0, 1, 2, 2)), cell_bytes: 1,
+      values: [0.1, 0.5, 0.9, 0.8], step_offsets: [7, 0, 0, "9"],
+    };
+    const rowsOf = parseHeatmap(BINNED);
+    const h = parseHeatmap(compact);
+    expect(h.status).toEqual(rowsOf.status);
+    expect(h.rules).toEqual(rowsOf.rules);
+    expect(h.values).toEqual(rowsOf.values);
+    expect(h.stepOffsets).toEqual(rowsOf.stepOffsets);
+    expect(h.quality_cells).toEqual([[2, 2], [2, 2]]);
+    expect(cellStep(h, 1, 1)).toBe(19n);
+    // Two bytes a cell, little-endian.
+    const wide = parseHeatmap({ ...compact, cell_bytes: 2, cells: btoa(String.fromCharCode(2, 0, 1, 0, 0, 0, 0, 0)) });
+    expect(wide.status).toEqual([[1, 2], [3, 3]]);
+    expect(() => parseHeatmap({ ...compact, cells: btoa(String.fromCharCode(0, 1, 2)) })).toThrow(/cells must hold 4/);
+    expect(() => parseHeatmap({ ...compact, cells: btoa(String.fromCharCode(0, 1, 2, 3)) })).toThrow(/kind 3/);
+    expect(() => parseHeatmap({ ...compact, cells: "!!" })).toThrow(/base64/);
+    expect(() => parseHeatmap({ ...compact, values: [0.1, 0.5, 0.9] })).toThrow(/values must hold 4/);
+    expect(() => parseHeatmap({ ...compact, step_offsets: [7, 0, 0] })).toThrow(/step_offsets must hold 4/);
+    expect(() => parseHeatmap({ ...compact, cell_kinds: [[3, 2]] })).toThrow(/cell_kinds/);
+  });
+
+  it("asks for the compact layout when told to", async () => {
+    const seen: string[] = [];
+    const fetchFn: FetchLike = async (url) => {
+      seen.push(url);
+      return new Response(JSON.stringify(BINNED), { status: 200 });
+    };
+    await fetchHeatmap("R", "gradient", "health", fetchFn, { columns: 512, compact: true });
+    await fetchHeatmap("R", "gradient", "health", fetchFn, { columns: 512 });
+    expect(seen[0]).toContain("layout=compact");
+    expect(seen[1]).not.toContain("layout=");
+  });
+
   it("reads a full-resolution answer as holding every step", () => {
     const h = parseHeatmap({ ...BINNED, binned: false, steps_last_text: undefined, step_offsets: undefined,
       steps: [0, 10], steps_text: undefined, window: { steps: 2, steps_total: 2 } });

@@ -105,6 +105,18 @@ def _by_step(datums: Sequence) -> List:
     return tables.last_per_step(datums)
 
 
+def _stacked_vectors(datums: Sequence, width: int) -> Optional[np.ndarray]:
+    """The datums' tensors as one (steps x width) float64 array, in one numpy call, when each is
+    a vector of at least `width` numbers (what gradhealth writes); None otherwise."""
+    try:
+        stacked = np.asarray([d.numpy for d in datums])
+    except ValueError:  # tensors of different shapes
+        return None
+    if stacked.ndim != 2 or stacked.shape[1] < width or stacked.dtype.kind not in "biuf":
+        return None
+    return stacked[:, :width].astype(np.float64)
+
+
 class _Unreadable:
     """What the tag cache keeps for a histogram tag whose tensors are not numbers."""
 
@@ -425,16 +437,20 @@ class Reader:
         """One read of gradhealth summaries into `out`, `walls` and `unreadable` (see `_read_own`)."""
         width = len(metadata.FIELDS)
         for tag, datums in result.items():
-            why = runs.not_numbers(datums)
-            if why is not None:
-                unreadable[tag] = why
-                continue
-            datums = _by_step(datums)
-            vectors = np.full((len(datums), width), np.nan)
-            for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
-                flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
-                vectors[i, :len(flat)] = flat
-            out[tag] = (np.array([d.step for d in datums], dtype=np.int64), metadata.vectors_to_table_values(vectors))
+            steps = np.fromiter((d.step for d in datums), dtype=np.int64, count=len(datums))
+            vectors = _stacked_vectors(datums, width) if np.all(steps[1:] > steps[:-1]) else None
+            if vectors is None:  # anything but one whole vector of numbers per step, in step order
+                why = runs.not_numbers(datums)
+                if why is not None:
+                    unreadable[tag] = why
+                    continue
+                datums = _by_step(datums)
+                steps = np.array([d.step for d in datums], dtype=np.int64)
+                vectors = np.full((len(datums), width), np.nan)
+                for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
+                    flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
+                    vectors[i, :len(flat)] = flat
+            out[tag] = (steps, metadata.vectors_to_table_values(vectors))
             walls[(metadata.PLUGIN_NAME, tag)] = np.array([d.wall_time for d in datums], dtype=np.float64)
 
     def _read_layer_scalars(self, ctx, experiment_id: str, run: str, tags: List[str],

@@ -7,6 +7,7 @@ routes and the ``gradhealth`` CLI share one run summary and one worst severity.
 
 from __future__ import annotations
 
+import base64
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -274,11 +275,11 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(rdata: RoleData) -> np.ndarray:
-    """Quality codes of a row's health scores: exact where every metric at that step is exact
-    (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
-    status = rdata.health.status
-    codes = [rdata.table.quality_of(name) for name in rdata.table.values]
+def _health_quality(rdata: RoleData, keep: slice = slice(None)) -> np.ndarray:
+    """Quality codes of a row's health scores at its steps `keep`: exact where every metric at that step
+    is exact (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
+    status = rdata.health.status[keep]
+    codes = [rdata.table.quality_of(name)[keep] for name in rdata.table.values]
     estimated = np.any(np.stack(codes) >= metrics.ESTIMATED, axis=0) if codes else np.ones(len(status), dtype=bool)
     quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
     return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
@@ -304,10 +305,13 @@ def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[di
 MAX_COLUMNS = 4000
 # Significant digits of a heatmap value: what the colour scale and the tooltip show.
 VALUE_DIGITS = 4
+# How a heatmap answer sends its cells: matrices of lists (the default), or `compact_cells` (the tab's).
+LAYOUT_ROWS, LAYOUT_COMPACT = "rows", "compact"
+HEATMAP_LAYOUTS = (LAYOUT_ROWS, LAYOUT_COMPACT)
 
 
 def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
-            columns: Optional[int] = None) -> dict:
+            columns: Optional[int] = None, layout: str = LAYOUT_ROWS) -> dict:
     """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab.
 
     `start` and `end` (inclusive, either optional) narrow it to a window of steps.
@@ -315,6 +319,7 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
     (`bin_columns`): per bin and row the worst status, and the value and step of the
     cell that had it, so one bad step is never averaged away; the answer grows with
     rows x budget, not with the run's length. No more steps than the budget: every step.
+    `layout` `compact` sends the cells as `compact_cells` does instead of matrices of lists.
     """
     all_steps = role_union_steps(rd, role)
     lo = 0 if start is None else int(np.searchsorted(all_steps, start, side="left"))
@@ -332,15 +337,22 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
     for i, layer in enumerate(layers):
         rdata = layer.roles[role]
         own = rdata.table.steps
-        # The row's steps inside the window (a row's steps are among the window's union).
-        keep = slice(None) if whole else (own >= steps[0]) & (own <= steps[-1]) if n_cols else own < own
+        # The row's steps inside the window (a row's steps are ascending, and among the window's union):
+        # a slice, so a zoom's answer looks at the window's steps of each row, not at all of them.
+        if whole:
+            keep = slice(None)
+        elif n_cols:
+            keep = slice(int(np.searchsorted(own, steps[0], side="left")),
+                         int(np.searchsorted(own, steps[-1], side="right")))
+        else:
+            keep = slice(0, 0)
         cols = np.searchsorted(steps, own[keep])
         has_data[i, cols] = True
         row_values = rdata.health.score if metric == "health" else rdata.table.get(metric)
         values[i, cols] = row_values[keep]
         status[i, cols] = rdata.health.status[keep]
         rules[i, cols] = rdata.health.rule[keep]
-        codes = (rdata.table.quality_of(metric) if metric != "health" else _health_quality(rdata))[keep]
+        codes = rdata.table.quality_of(metric)[keep] if metric != "health" else _health_quality(rdata, keep)
         quality_codes.append(codes)
         cell_quality[i, cols] = codes
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
@@ -371,22 +383,15 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
             # The last step of each bin: a column stands for every step from its step to this one.
             "steps_last_text": step_texts(steps[last]),
             # Per cell, the step its value and status came from, as an offset from its column's step.
-            "step_offsets": _step_offsets(steps, first, pick),
-            "values": [nullable(row) for row in rounded(values[rows, pick])],
-            "status": status[rows, pick].tolist(),
-            "rules": rules[rows, pick].tolist(),
-            "quality_cells": cell_quality[rows, pick].tolist(),
+            **_cells(values[rows, pick], status[rows, pick], rules[rows, pick], cell_quality[rows, pick],
+                     _step_offsets(steps, first, pick), layout),
             "incomplete": None,
         }
     return {
         **out, "binned": False,
         "steps": steps.tolist(),
         "steps_text": step_texts(steps),
-        "values": [nullable(row) for row in rounded(values)],
-        "status": status.tolist(),
-        "rules": rules.tolist(),
-        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
-        "quality_cells": cell_quality.tolist(),
+        **_cells(values, status, rules, cell_quality, None, layout),
         # Only where the window reaches the run's last step: a window's own end is no writer's.
         "incomplete": incomplete_last_step(has_data, steps) if hi >= len(all_steps) else None,
     }
@@ -455,15 +460,66 @@ def rounded(values: np.ndarray, digits: int = VALUE_DIGITS) -> np.ndarray:
     return out
 
 
-def _step_offsets(steps: np.ndarray, first: np.ndarray, pick: np.ndarray) -> list:
-    """Per cell, its step minus its column's first step: JSON numbers, or decimal strings where
+def _step_offsets(steps: np.ndarray, first: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Per cell, its step minus its column's first step: integers, or decimal strings where
     a double would not hold them exactly (a bin wider than 2**53 steps)."""
-    if pick.size == 0:
-        return pick.tolist()
-    if float(steps[-1]) - float(steps[0]) < 2.0 ** 53:
-        return (steps[pick] - steps[first][None, :]).tolist()
+    if pick.size == 0 or float(steps[-1]) - float(steps[0]) < 2.0 ** 53:
+        return steps[pick] - steps[first][None, :] if pick.size else pick
     exact = steps.astype(object)
-    return (exact[pick] - exact[first][None, :]).astype(str).tolist()
+    return (exact[pick] - exact[first][None, :]).astype(str)
+
+
+def _cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: np.ndarray,
+           offsets: Optional[np.ndarray], layout: str) -> dict:
+    """The cells of a heatmap answer: matrices of lists, or in the compact layout `compact_cells`."""
+    if layout == LAYOUT_COMPACT:
+        return compact_cells(values, status, rules, quality, offsets)
+    out = {
+        "values": [nullable(row) for row in rounded(values)],
+        "status": status.tolist(),
+        "rules": rules.tolist(),
+        # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
+        "quality_cells": quality.tolist(),
+    }
+    if offsets is not None:
+        out["step_offsets"] = offsets.tolist()
+    return out
+
+
+def compact_cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: np.ndarray,
+                  offsets: Optional[np.ndarray] = None) -> dict:
+    """The heatmap's cells in few bytes that a browser reads fast, every matrix row after row.
+
+    A matrix has few distinct (status, quality, rule) triples: `cell_kinds` lists them and
+    `cells` names each cell's, one byte per cell (two, little-endian, past 256 triples:
+    `cell_bytes`) in base64. `values` is one flat list (4 significant digits, null where
+    there is none), `step_offsets` too when binned. About 8 bytes a cell against 12-16.
+    """
+    flat_rules = rules.ravel()
+    # Rules by status alone where they follow it (None: no data, "": ok); names only where named,
+    # so Python looks at the few warn and critical cells, not at every cell.
+    none = np.equal(flat_rules, None)
+    empty = np.equal(flat_rules, "")
+    named = np.flatnonzero(~none & ~empty)
+    names: List[Optional[str]] = [None, ""]
+    index = {name: i for i, name in enumerate(names)}
+    rule_codes = np.where(none, 0, 1).astype(np.int64)
+    if named.size:
+        rule_codes[named] = [index.setdefault(r, len(index)) for r in flat_rules[named].tolist()]
+        names = list(index)
+    key = (rule_codes * 8 + quality.ravel().astype(np.int64)) * 8 + status.ravel().astype(np.int64)
+    kinds, which = np.unique(key, return_inverse=True)
+    wide = len(kinds) > 256
+    codes = which.astype("<u2" if wide else np.uint8)
+    out = {
+        "cell_kinds": [[int(k % 8), int(k // 8 % 8), names[int(k // 64)]] for k in kinds],
+        "cells": base64.b64encode(codes.tobytes()).decode("ascii"),
+        "cell_bytes": 2 if wide else 1,
+        "values": nullable(rounded(values).ravel()),
+    }
+    if offsets is not None:
+        out["step_offsets"] = offsets.ravel().tolist()
+    return out
 
 
 # The run-level scalars the track above the heatmap draws, in this order.

@@ -1,0 +1,71 @@
+"""Reading gradhealth's own summaries into tables: one whole vector per step in step order is stacked in
+one numpy call; anything else (a step logged twice, steps out of order, a short or odd tensor) takes the
+step-by-step path, and both give the same table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensorboard.data import provider
+
+from gradhealth_plugin.reading import provider as provider_lib
+from gradhealth_plugin.writing import format as fmt
+
+WIDTH = len(fmt.FIELDS)
+
+
+def _read(datums) -> tuple:
+    out, walls, unreadable = {}, {}, {}
+    # The method reads nothing of its reader: no data provider needed.
+    provider_lib.Reader._own_tables(provider_lib.Reader.__new__(provider_lib.Reader), {"t": datums}, out, walls, unreadable)
+    return out.get("t"), walls.get((fmt.PLUGIN_NAME, "t")), unreadable
+
+
+def _datum(step: int, vector, wall: float = 0.0):
+    return provider.TensorDatum(step=step, wall_time=wall or 100.0 + step, numpy=np.asarray(vector))
+
+
+def _vector(k: float) -> np.ndarray:
+    return np.arange(WIDTH, dtype=np.float32) * k
+
+
+def test_whole_vectors_in_step_order_read_as_written():
+    (steps, values), walls, _ = _read([_datum(s, _vector(s + 1)) for s in (0, 5, 9)])
+    assert steps.tolist() == [0, 5, 9] and walls.tolist() == [100.0, 105.0, 109.0]
+    mean_at = fmt.FIELDS.index("mean")
+    assert values["mean"].tolist() == [mean_at * 1.0, mean_at * 6.0, mean_at * 10.0]
+
+
+STD, MEAN_ABS = fmt.FIELDS.index("std"), fmt.FIELDS.index("mean_abs")
+
+
+# case -> datums, and the std and mean_abs read at steps 0 and 3
+OTHER = {
+    # The Python loader keeps both samples of a step written twice: the last written counts.
+    "repeated_step": ([_datum(0, _vector(1)), _datum(3, _vector(2)), _datum(3, _vector(3), wall=200.0)],
+                      [STD, 3.0 * STD], [MEAN_ABS, 3.0 * MEAN_ABS]),
+    "out_of_order": ([_datum(3, _vector(2)), _datum(0, _vector(1))], [STD, 2.0 * STD], [MEAN_ABS, 2.0 * MEAN_ABS]),
+    # Fields past a short vector's end are NaN.
+    "short_vector": ([_datum(0, _vector(1)[:5]), _datum(3, _vector(2)[:5])], [STD, 2.0 * STD], [np.nan, np.nan]),
+    "longer_vector": ([_datum(0, np.append(_vector(1), 7.0)), _datum(3, np.append(_vector(2), 7.0))],
+                      [STD, 2.0 * STD], [MEAN_ABS, 2.0 * MEAN_ABS]),
+    "ragged": ([_datum(0, _vector(1)), _datum(3, _vector(2)[:5])], [STD, 2.0 * STD], [MEAN_ABS, np.nan]),
+    "matrix": ([_datum(0, _vector(1).reshape(3, 5)), _datum(3, _vector(2).reshape(3, 5))],
+               [STD, 2.0 * STD], [MEAN_ABS, 2.0 * MEAN_ABS]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHER))
+def test_other_datums_read_step_by_step(case):
+    datums, std, mean_abs = OTHER[case]
+    (steps, values), walls, unreadable = _read(datums)
+    assert steps.tolist() == [0, 3] and not unreadable
+    np.testing.assert_array_equal(values["std"], std)
+    np.testing.assert_array_equal(values["mean_abs"], mean_abs)
+    if case == "repeated_step":
+        assert walls.tolist() == [100.0, 200.0]
+
+
+def test_text_is_unreadable():
+    _, _, unreadable = _read([_datum(0, _vector(1)), _datum(1, np.array([b"a"] * WIDTH, dtype=object))])
+    assert "holds text" in unreadable["t"]

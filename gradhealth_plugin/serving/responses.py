@@ -92,15 +92,22 @@ def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
 _GRADIENT_KINDS = {d.KIND for d in detectors.DETECTORS if tags_lib.GRADIENT in d.NEEDS}
 
 
-def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True) -> str:
-    """The CLI's verdict on one run's findings.
+def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,
+            sampling: Optional[Mapping] = None) -> str:
+    """The verdict on one run's findings (the CLI's line, the ``runs`` route's ``verdict``).
 
-    A run is called healthy only where its gradients could be judged: without them,
-    "no warnings" is all the logs can say.
+    A run is called healthy only where its gradients could be judged and every logged
+    step was read: without gradients, or where TensorBoard's sampling dropped steps
+    (``sampling``, `RunData.sampling`), "no warnings" is all the logs read can say.
     """
     worst = worst_severity(found)
     if worst in (None, finding.INFO) and not gradients_judged:
         return "no warnings (no gradients logged: exploding and vanishing gradients not judged)"
+    if worst in (None, finding.INFO) and sampling is not None:
+        lo, hi = sampling["kept_min"], sampling["kept_max"]
+        kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+        logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
+        return f"no warnings in the {kept} steps read of {logged}" + (" (notes only)" if worst else "")
     return _VERDICTS[worst]
 
 
@@ -168,6 +175,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "not_judged": unjudged,
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
         "coverage_note": coverage_note(unjudged),
+        # The run in words: "healthy" only where gradients were judged and every logged step was read.
+        "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling) if has_data else "no data",
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
     }
@@ -659,8 +668,9 @@ def distribution(rd: RunData, layer: Layer, roles: Mapping[str, dict]) -> dict:
             "distributions": dict(roles)}
 
 
-def cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
-    """The run's sampling note, with the flag that keeps every step here (``--all-steps``) as well."""
+def cli_sampling(sampling: Optional[dict], reads_all: str = "--all-steps reads every step") -> Optional[dict]:
+    """The run's sampling note, with how the command reads every step (``reads_all``: report's
+    ``--all-steps``; check reads every step unless ``--sampled``) as well."""
     if sampling is None:
         return None
     lo, hi = sampling["kept_min"], sampling["kept_max"]
@@ -668,13 +678,14 @@ def cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
     logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
     rows = sampling["rows"]
     message = (f"TensorBoard's sampling kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''}"
-               f"; --all-steps reads every step (tensorboard: {sampling['flag']})")
+               f"; {reads_all} (tensorboard: {sampling['flag']})")
     return dict(sampling, cli_flag="--all-steps", message=message)
 
 
 def cli_run(summary: dict) -> dict:
     """A run in ``gradhealth report --format json``: the route's `run_summary`, layers by name only."""
-    return {"run": summary["run"], "layers": [layer["name"] for layer in summary["layers"]],
+    return {"run": summary["run"], "verdict": summary["verdict"],
+            "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],

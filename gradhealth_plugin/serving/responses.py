@@ -561,8 +561,14 @@ def rows_at(roles: Mapping[str, RoleData], step: int) -> Dict[str, int]:
     return out
 
 
-def _histogram(buckets: np.ndarray) -> list:
-    """A histogram's buckets as the metrics see them, for the detail panel to draw."""
+UNDRAWABLE_HISTOGRAM = ("A histogram was logged at this step, but it cannot be drawn: its bucket edges are NaN or"
+                        " Inf (the tensor held NaN or Inf values when it was summarised).")
+PARTLY_DRAWABLE_HISTOGRAM = "Some of this histogram's buckets have NaN or Inf edges and are not drawn."
+
+
+def _histogram(buckets: np.ndarray) -> Tuple[list, Optional[str]]:
+    """A histogram's buckets as the metrics see them, for the detail panel to draw, and a note when
+    buckets holding data (or every bucket) have NaN or Inf edges, which cannot be drawn."""
     # Empty, padded and degenerate buckets carry no data.
     keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
     if len(buckets):
@@ -570,7 +576,15 @@ def _histogram(buckets: np.ndarray) -> list:
         lo, hi = metrics.written_range(buckets[None, :, 0], buckets[None, :, 1])
         left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], lo[0], hi[0])
         buckets = np.stack([left, right, buckets[:, 2]], axis=1)
-    return [nullable(b) for b in buckets[keep]]
+    # A tensor with NaN or Inf values gets NaN or Inf edges from TensorFlow's histogram: no place on an axis.
+    bad_edges = ~(np.isfinite(buckets[:, 0]) & np.isfinite(buckets[:, 1]))
+    drawn = keep & ~bad_edges
+    note = None
+    if len(buckets) and not drawn.any() and ((bad_edges & keep).any() or bad_edges.all()):
+        note = UNDRAWABLE_HISTOGRAM
+    elif (bad_edges & keep).any():
+        note = PARTLY_DRAWABLE_HISTOGRAM
+    return [nullable(b) for b in buckets[drawn]], note
 
 
 def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
@@ -585,6 +599,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
     has_histogram = buckets is not None and shown is not None
+    histogram, histogram_note = _histogram(buckets) if buckets is not None else (None, None)
     return {
         "tags": rdata.tags,
         "source": rdata.source,
@@ -596,7 +611,9 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
                    "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
             for name in names
         },
-        "histogram": _histogram(buckets) if buckets is not None else None,
+        "histogram": histogram,
+        # Why a histogram that was logged is not (or not wholly) drawn: NaN or Inf bucket edges; else None.
+        "histogram_note": histogram_note,
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.
         "histogram_tag": (rdata.own_tag if own else rdata.histogram_tag) if has_histogram else None,

@@ -1,13 +1,16 @@
 """``gradhealth``: the tab's analysis from the command line, to read or to gate CI.
 
     gradhealth report LOGDIR [--run NAME] [--format text|json] [--all-steps] [--by-hparams]
-    gradhealth check LOGDIR [--fail-on warn|critical] [--all-steps]
+    gradhealth check LOGDIR [--fail-on warn|critical] [--sampled]
     gradhealth watch LOGDIR [--on warn|critical] [--kinds K,..] [--consecutive N] [--format text|json]
                      [--exit-on-first] [--exec CMD] [--interval SECONDS] [--time-limit SECONDS]
 
 It loads the logdir with TensorBoard's own loader and data provider (the same
-code path as the tab) and keeps the same samples TensorBoard keeps by default,
-unless ``--all-steps`` asks for every logged step.
+code path as the tab). ``report`` keeps the same samples TensorBoard keeps by
+default, unless ``--all-steps`` asks for every logged step; ``check`` reads every
+logged step, since a gate must not pass over steps it never read, unless
+``--sampled`` asks for TensorBoard's samples. Wherever sampling dropped steps,
+both say so in one line per run.
 
 Exit codes: 0 clean (or a report printed; watch: its time limit reached),
 1 a finding reached --fail-on (watch: --exit-on-first and a finding reached --on),
@@ -268,7 +271,7 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
     from .serving import responses
 
     for summary, (_, mine) in zip(summaries, analyses):
-        verdict = responses.verdict(mine, summary["gradients_judged"])
+        verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"])
         out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
                   f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
@@ -356,8 +359,16 @@ def _main(argv: Optional[Sequence[str]]) -> int:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("logdir")
         p.add_argument("--run", default=None, help="only this run (as TensorBoard names it)")
-        p.add_argument("--all-steps", action="store_true",
-                       help="read every logged step instead of TensorBoard's default samples")
+        if name == "report":
+            p.add_argument("--all-steps", action="store_true",
+                           help="read every logged step instead of TensorBoard's default samples")
+        else:
+            # A gate reads every step: a step TensorBoard's sampling dropped could hold the one NaN.
+            steps = p.add_mutually_exclusive_group()
+            steps.add_argument("--all-steps", action="store_true",
+                               help="read every logged step (the default for check)")
+            steps.add_argument("--sampled", action="store_true",
+                               help="judge only TensorBoard's default samples, as the tab does (faster on long runs)")
         p.add_argument("--config", default=None, help="gradhealth.json with tag rules and thresholds")
         if name == "report":
             p.add_argument("--format", choices=("text", "json"), default="text")
@@ -379,7 +390,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.command == "watch":
         return _watch(args)
     try:
-        analyses, config_problems, sweep = _analyze(args.logdir, args.run, args.all_steps, args.config,
+        all_steps = args.all_steps or (args.command == "check" and not args.sampled)
+        analyses, config_problems, sweep = _analyze(args.logdir, args.run, all_steps, args.config,
                                                     getattr(args, "by_hparams", False))
     except UsageError as e:
         _warn(_one_line(e))
@@ -407,6 +419,10 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         else:
             _write_text(summaries, analyses, sys.stdout)
         return EXIT_ERROR if failed else EXIT_OK
+    for rd, _ in analyses:
+        sampling = responses.cli_sampling(rd.sampling, "check reads every step without --sampled")
+        if sampling is not None:  # only with --sampled: what the gate did not read is said, never passed over
+            print(f"{rd.run}: {sampling['message']}")
     level = finding_lib.SEVERITY_RANK[args.fail_on]
     failing = [f for f in found if finding_lib.SEVERITY_RANK[f.severity] >= level]
     for f in failing:

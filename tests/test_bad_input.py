@@ -276,6 +276,30 @@ def test_nan_and_inf_show_as_nonfinite(tmp_path, plugin_client, rng):
     assert means["inf_count/kernel"] == pytest.approx(0.0, abs=0.05)
 
 
+def test_cell_says_a_histogram_with_nan_edges_cannot_be_drawn(tmp_path, loader_client, rng):
+    # A histogram with NaN edges was logged: the cell must not say the step holds exact statistics only.
+    nan_edges = np.stack([np.full(30, np.nan), np.full(30, np.nan), np.zeros(30)], axis=1)
+    tf_nan = np.array([[np.nan, np.inf, 2.0], [np.inf, np.inf, 0.0], [np.inf, np.inf, 0.0]])  # TF2 on [1, inf, 2]
+    partly = normal_buckets(rng)
+    partly[5, :2] = np.nan
+    hists = {2: nan_edges, 3: tf_nan, 4: partly}
+    write_run(tmp_path / "run", [event(s, hist_value("gradients/dense/kernel", hists.get(s, normal_buckets(rng))))
+                                 for s in range(6)])
+    client = loader_client(tmp_path)
+    notes = {}
+    for step in range(6):
+        status, cell = call(client, "/cell", run="run", layer="dense/kernel", step=step, role="gradient")
+        assert status == 200, cell
+        role = cell["roles"]["gradient"]
+        notes[step] = role["histogram_note"]
+        assert all(None not in b for b in role["histogram"])  # no bucket without a place on the axis
+        if step in (2, 3):
+            assert role["histogram"] == [] and role["histogram_step"] == step
+    assert notes[2] == notes[3] and "cannot be drawn" in notes[2] and "NaN or Inf" in notes[2]
+    assert notes[4] is not None and "not drawn" in notes[4]
+    assert notes[0] is notes[1] is notes[5] is None
+
+
 def test_left_greater_than_right_buckets_are_ignored(tmp_path, plugin_client, rng):
     swapped = np.array([[1.0, -1.0, 50.0], [2.0, 1.0, 50.0]])  # every bucket degenerate
     partly = np.array([[0.0, 1.0, 10.0], [3.0, 2.0, 50.0], [1.0, 2.0, 10.0]])

@@ -359,6 +359,55 @@ def test_all_steps_reads_past_the_default_sample(long_logdir, run_cli):
     assert default["last_step"] == every["last_step"] == 599
 
 
+@pytest.fixture(scope="session")
+def nan_beyond_sample_logdir(tmp_path_factory):
+    """3,000 steps of one layer's gradients, NaN at step 2345: a step TensorBoard's 500-step sample drops."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    root = tmp_path_factory.mktemp("cli_nan_beyond_sample")
+    rng = np.random.default_rng(3)
+    nan = np.stack([np.full(30, np.nan), np.full(30, np.nan), np.zeros(30)], axis=1)
+    base = normal_buckets(rng)
+    write_run(root / "long", [event(s, hist_value("gradients/dense/kernel", nan if s == 2345 else base))
+                              for s in range(3000)])
+    return root
+
+
+def test_check_reads_every_step_by_default(nan_beyond_sample_logdir, run_cli):
+    # A gate must not pass over a step it never read: the NaN is at a step the default sample drops.
+    code, out, err = run_cli("check", nan_beyond_sample_logdir, "--fail-on", "critical")
+    assert code == 1, (out, err)
+    assert "NaN or Inf values at step 2,345" in out or "NaN or Inf values at step 2345" in out, out
+    assert "sampling" not in out  # nothing was dropped, so nothing to say about it
+
+
+def test_check_sampled_says_what_it_did_not_read(nan_beyond_sample_logdir, run_cli):
+    code, out, err = run_cli("check", nan_beyond_sample_logdir, "--fail-on", "critical", "--sampled")
+    assert code == 0, (out, err)  # the sampled read never saw step 2345 ...
+    lines = [line for line in out.splitlines() if "sampling kept" in line]
+    # ... and says so, in one line.
+    assert lines == [lines[0]] and lines[0].startswith("long: TensorBoard's sampling kept 500 of "), out
+    assert "without --sampled" in lines[0]
+    assert run_cli("check", nan_beyond_sample_logdir, "--sampled", "--all-steps")[0] == 2
+
+
+def test_report_says_sampling_in_one_line(nan_beyond_sample_logdir, run_cli):
+    code, out, _ = run_cli("report", nan_beyond_sample_logdir)
+    assert code == 0
+    assert sum("sampling kept 500 of " in line for line in out.splitlines()) == 1, out
+    # What was not read is not called healthy.
+    assert "run long: no warnings in the 500 steps read of " in out, out
+
+
+def test_runs_route_verdict_is_not_healthy_over_dropped_steps(nan_beyond_sample_logdir, main_logdir, plugin_client):
+    run = plugin_client(nan_beyond_sample_logdir).ok("/runs")["runs"][0]
+    assert run["sampling"] is not None and run["worst_status"] == "ok"
+    assert run["verdict"].startswith("no warnings in the 500 steps read of "), run["verdict"]
+    # Where every logged step was read, healthy is healthy.
+    runs = {r["run"]: r for r in plugin_client(main_logdir).ok("/runs")["runs"]}
+    assert runs["healthy"]["sampling"] is None and runs["healthy"]["verdict"] == "healthy"
+
+
 # --- the tab and the CLI agree ---------------------------------------------------------------------
 
 def test_plugin_findings_route_matches_cli(main_logdir, run_cli, plugin_client):

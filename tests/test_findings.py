@@ -218,6 +218,24 @@ def test_exploding_norm_jump_against_running_median(ratio, fires):
     assert_evidence(f)
 
 
+@pytest.mark.parametrize("back_at", [None, 50])
+def test_a_sustained_jump_is_one_explosion_until_it_comes_back_down(back_at):
+    # Every gradient of one layer x1e5 from step 25 on (max |g| stays under the absolute limit): the running
+    # median catches up half a window later, but the level is still 1e5x what it was before the jump.
+    steps = np.arange(61, dtype=np.int64)
+    end = 61 if back_at is None else back_at
+    scale = np.ones(61)
+    scale[25:end] = 1e5
+    g = grad(0, steps=steps, mean_abs=1e-8 * scale, max_abs=1e-7 * scale, l2=1e-6 * _noise(0, 61) * scale,
+             std=1.2e-8 * scale)
+    others = [layer(f"dense_{i}/kernel", gradient=grad(i, steps=steps)) for i in (1, 2)]
+    f = one(find(run(layer("dense_0/kernel", gradient=g), *others)), "exploding_gradients")
+    assert f.layers == ["dense_0/kernel"]
+    assert (f.first_step, f.last_step) == (25, end - 1)
+    assert f.points["dense_0/kernel"].tolist() == list(range(25, end))
+    assert f.evidence["threshold"] == LIMITS["exploding_jump"]
+
+
 def test_exploding_jump_needs_a_baseline():
     # The first points have no running median yet; a big first value is not a jump.
     g = grad(0, l2=1.0)

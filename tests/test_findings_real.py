@@ -418,3 +418,40 @@ def test_healthy_library_runs_raise_no_warning(request, plugin_client, fixture):
         loud = [f for f in _loud(client.ok("/findings", run=run["run"])["findings"])
                 if (f["kind"], tuple(f["layers"])) != BIAS_BEFORE_BATCHNORM]
         assert loud == [], (fixture, run["run"], [_key(f) for f in loud])
+
+
+# --- init_scale on a real GPT-2 --------------------------------------------------------------------
+
+def _gpt2_run(run_dir, c_fc_scale: float = 1.0) -> None:
+    """A tiny transformers GPT-2 at its own initialisation, watched for a few steps."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=4, n_embd=32, n_head=2, n_positions=16, vocab_size=50)
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():
+        model.transformer.h[1].mlp.c_fc.weight.mul_(c_fc_scale)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    handle = watch(model, str(run_dir), optimizer=opt)
+    x = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(0))
+    for _ in range(4):
+        loss = model(x, labels=x).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    unwatch(handle)
+
+
+def test_gpt2_standard_initialisation_is_no_init_scale_finding(tmp_path, plugin_client):
+    # N(0, 0.02) (initializer_range) and the residual projections' 0.02 / sqrt(2 x 4 layers) are GPT-2's own.
+    _gpt2_run(tmp_path / "gpt2")
+    _gpt2_run(tmp_path / "gpt2_c_fc_halved", c_fc_scale=0.5)
+    client = plugin_client(tmp_path)
+    found = client.ok("/findings", run="gpt2")["findings"]
+    assert [f for f in found if f["kind"] == "init_scale"] == []
+    # A weight at half GPT-2's std is still judged: std 0.01 is no known initialisation for it.
+    halved = [f for f in client.ok("/findings", run="gpt2_c_fc_halved")["findings"] if f["kind"] == "init_scale"]
+    assert len(halved) == 1 and halved[0]["layers"] == ["transformer.h.1.mlp.c_fc.weight"], halved
+    assert halved[0]["evidence"]["layers"]["transformer.h.1.mlp.c_fc.weight"]["matches"] is None

@@ -203,6 +203,8 @@ export interface CellRole {
   rule: string | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
+  /** Why a logged histogram is not (wholly) drawn (NaN or Inf bucket edges), in the server's words. */
+  histogram_note: string | null;
   /** The tag the histogram comes from, and its step on that tag's own axis; "other" when that axis
    * is not the row's (per epoch, say). */
   histogram_tag: string | null;
@@ -695,6 +697,7 @@ export function parseCell(body: unknown): Cell {
       rule: typeof r.rule === "string" ? r.rule : null,
       metrics,
       histogram: parseBuckets(r.histogram),
+      histogram_note: typeof r.histogram_note === "string" ? r.histogram_note : null,
       histogram_tag: typeof r.histogram_tag === "string" ? r.histogram_tag : null,
       histogram_step: stepField(r, "histogram_step"),
       histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,

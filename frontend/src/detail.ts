@@ -270,7 +270,7 @@ export class DetailPanel {
     if (!buckets || buckets.length === 0) {
       this.histBox.replaceChildren();
       this.histNote.textContent = r
-        ? "No histogram for this tensor at this step: it was logged as exact statistics only."
+        ? r.histogram_note ?? "No histogram for this tensor at this step: it was logged as exact statistics only."
         : `No ${t.role} data at this step.`;
       return;
     }
@@ -282,7 +282,7 @@ export class DetailPanel {
     const label = histogramLabel(t.step, r);
     this.histTitle.textContent = label.title;
     const outline = ghost && prev !== null ? outlineLabel(prev, ghostRole) : "";
-    this.histNote.textContent = [label.note, outline].filter((s) => s).join(" ");
+    this.histNote.textContent = [label.note, outline, r.histogram_note ?? ""].filter((s) => s).join(" ");
   }
 
   private drawMetrics(r: CellRole | undefined): void {

@@ -11,7 +11,7 @@ import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
 
 /** Worst finding of a run as one word and a rank (higher is worse) for sorting. */
 export function runBadge(
-  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error">>,
+  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error" | "sampling">>,
 ): { text: string; cls: string; rank: number } {
   // A run the server could not analyse says nothing about training: ranked with no data.
   if (r.error) return { text: "failed", cls: "gh-run-failed", rank: 0 };
@@ -21,6 +21,8 @@ export function runBadge(
   if (r.worst_status === "no_data") return { text: "no data", cls: "gh-status-no_data", rank: 0 };
   // Without gradients the logs cannot show the gradient problems: no warning is not health.
   if (r.gradients_judged === false) return { text: "no warnings", cls: "gh-status-ok", rank: 1 };
+  // Steps TensorBoard's sampling dropped were never read: no warning in the rest is not health.
+  if (r.sampling) return { text: "no warnings", cls: "gh-status-ok", rank: 1 };
   return { text: "healthy", cls: "gh-status-ok", rank: 1 };
 }
 
@@ -192,7 +194,7 @@ export class FindingsList {
     this.title.textContent = `Findings (${findings.length})`;
     this.csv.disabled = this.json.disabled = findings.length === 0;
     if (findings.length === 0) {
-      this.body.replaceChildren(el("p", "gh-note", "No findings: nothing in this run crosses a threshold."));
+      this.body.replaceChildren(el("p", "gh-note", "No findings: nothing in the steps read crosses a threshold."));
       return;
     }
     const list = el("ul");

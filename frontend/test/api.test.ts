@@ -373,7 +373,15 @@ describe("findings, cell and series", () => {
     expect(c.roles.gradient.histogram).toEqual([[-1, 0, 3], [0, 1, 4]]);
     expect(c.roles.gradient.metrics.max_abs).toEqual({ value: 1e5, quality: "estimated" });
     expect(c.roles.gradient.metrics.mean.value).toBeNull();
+    expect(c.roles.gradient.histogram_note).toBeNull();
     expect(() => parseCell({})).toThrow(ApiError);
+  });
+
+  it("keeps the server's note on a histogram that cannot be drawn", () => {
+    const note = "A histogram was logged at this step, but it cannot be drawn: its bucket edges are NaN or Inf.";
+    const c = parseCell({ run: "R", layer: "d", step: 3, roles: { gradient: { histogram: [], histogram_note: note } } });
+    expect(c.roles.gradient.histogram).toEqual([]);
+    expect(c.roles.gradient.histogram_note).toBe(note);
   });
 
   it("parses a series with its thresholds", () => {

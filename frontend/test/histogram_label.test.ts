@@ -11,6 +11,7 @@ function role(over: Partial<CellRole>): CellRole {
     rule: null,
     metrics: {},
     histogram: [[0, 1, 3]],
+    histogram_note: null,
     histogram_tag: "dense/kernel/histogram",
     histogram_step: 120n,
     histogram_axis: "row",

@@ -19,6 +19,13 @@ describe("run badges", () => {
     expect(runBadge({ ...run("a", "warn"), gradients_judged: false }).text).toBe("warn");
   });
 
+  it("calls a run whose steps sampling dropped 'no warnings', never healthy", () => {
+    const sampling = { rows: 8, kept_min: 500, kept_max: 500, logged: 2993, logged_at_least: true, plugins: ["histograms"], flag: "", message: "" };
+    expect(runBadge({ ...run("a", null), sampling } as never).text).toBe("no warnings");
+    expect(runBadge({ ...run("a", null), sampling: null }).text).toBe("healthy");
+    expect(runBadge({ ...run("a", "critical"), sampling } as never).text).toBe("critical");
+  });
+
   it("opens the sickest run first", () => {
     const runs = [run("a", null), run("b", "warn"), run("c", "critical"), run("d", "critical")];
     expect(worstRun(runs as never)?.run).toBe("c");

@@ -117,7 +117,7 @@ def find(training: str, members: Sequence[Tuple[str, RunData]],
                                    "max_relative_difference": worst[layers[j]]} for j in flagged},
         }
         message = (f"{rank} of training {training}: the gradient norm of {layers_text(names)} differs from the "
-                   f"other ranks' at the same step {by} (more than {tolerance:g} relative at "
+                   f"other ranks' at the same step {by} (more than {tolerance * 100:g}% at "
                    f"{len(points[layers[longest]])} of {int(compared[r, longest].sum())} compared steps of "
                    f"{layers[longest]}, from step {first}), where all-reduce gives every rank the same gradient")
         out[rd.run] = [Finding(run=rd.run, kind=kind.KIND, severity=kind.SEVERITY, layers=names, first_step=first,

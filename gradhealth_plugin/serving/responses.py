@@ -93,15 +93,22 @@ def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
 _GRADIENT_KINDS = {d.KIND for d in detectors.DETECTORS if tags_lib.GRADIENT in d.NEEDS}
 
 
-def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True) -> str:
-    """The CLI's verdict on one run's findings.
+def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,
+            sampling: Optional[Mapping] = None) -> str:
+    """The verdict on one run's findings (the CLI's line, the ``runs`` route's ``verdict``).
 
-    A run is called healthy only where its gradients could be judged: without them,
-    "no warnings" is all the logs can say.
+    A run is called healthy only where its gradients could be judged and every logged
+    step was read: without gradients, or where TensorBoard's sampling dropped steps
+    (``sampling``, `RunData.sampling`), "no warnings" is all the logs read can say.
     """
     worst = worst_severity(found)
     if worst in (None, finding.INFO) and not gradients_judged:
         return "no warnings (no gradients logged: exploding and vanishing gradients not judged)"
+    if worst in (None, finding.INFO) and sampling is not None:
+        lo, hi = sampling["kept_min"], sampling["kept_max"]
+        kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+        logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
+        return f"no warnings in the {kept} steps read of {logged}" + (" (notes only)" if worst else "")
     return _VERDICTS[worst]
 
 
@@ -169,6 +176,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "not_judged": unjudged,
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
         "coverage_note": coverage_note(unjudged),
+        # The run in words: "healthy" only where gradients were judged and every logged step was read.
+        "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling) if has_data else "no data",
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
     }
@@ -608,8 +617,14 @@ def rows_at(roles: Mapping[str, RoleData], step: int) -> Dict[str, int]:
     return out
 
 
-def _histogram(buckets: np.ndarray) -> list:
-    """A histogram's buckets as the metrics see them, for the detail panel to draw."""
+UNDRAWABLE_HISTOGRAM = ("A histogram was logged at this step, but it cannot be drawn: its bucket edges are NaN or"
+                        " Inf (the tensor held NaN or Inf values when it was summarised).")
+PARTLY_DRAWABLE_HISTOGRAM = "Some of this histogram's buckets have NaN or Inf edges and are not drawn."
+
+
+def _histogram(buckets: np.ndarray) -> Tuple[list, Optional[str]]:
+    """A histogram's buckets as the metrics see them, for the detail panel to draw, and a note when
+    buckets holding data (or every bucket) have NaN or Inf edges, which cannot be drawn."""
     # Empty, padded and degenerate buckets carry no data.
     keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
     if len(buckets):
@@ -617,7 +632,15 @@ def _histogram(buckets: np.ndarray) -> list:
         lo, hi = metrics.written_range(buckets[None, :, 0], buckets[None, :, 1])
         left, right = metrics.clamp_to_range(buckets[:, 0], buckets[:, 1], lo[0], hi[0])
         buckets = np.stack([left, right, buckets[:, 2]], axis=1)
-    return [nullable(b) for b in buckets[keep]]
+    # A tensor with NaN or Inf values gets NaN or Inf edges from TensorFlow's histogram: no place on an axis.
+    bad_edges = ~(np.isfinite(buckets[:, 0]) & np.isfinite(buckets[:, 1]))
+    drawn = keep & ~bad_edges
+    note = None
+    if len(buckets) and not drawn.any() and ((bad_edges & keep).any() or bad_edges.all()):
+        note = UNDRAWABLE_HISTOGRAM
+    elif (bad_edges & keep).any():
+        note = PARTLY_DRAWABLE_HISTOGRAM
+    return [nullable(b) for b in buckets[drawn]], note
 
 
 def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
@@ -632,6 +655,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
     has_histogram = buckets is not None and shown is not None
+    histogram, histogram_note = _histogram(buckets) if buckets is not None else (None, None)
     return {
         "tags": rdata.tags,
         "source": rdata.source,
@@ -643,7 +667,9 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
                    "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
             for name in names
         },
-        "histogram": _histogram(buckets) if buckets is not None else None,
+        "histogram": histogram,
+        # Why a histogram that was logged is not (or not wholly) drawn: NaN or Inf bucket edges; else None.
+        "histogram_note": histogram_note,
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.
         "histogram_tag": (rdata.own_tag if own else rdata.histogram_tag) if has_histogram else None,
@@ -715,8 +741,9 @@ def distribution(rd: RunData, layer: Layer, roles: Mapping[str, dict]) -> dict:
             "distributions": dict(roles)}
 
 
-def cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
-    """The run's sampling note, with the flag that keeps every step here (``--all-steps``) as well."""
+def cli_sampling(sampling: Optional[dict], reads_all: str = "--all-steps reads every step") -> Optional[dict]:
+    """The run's sampling note, with how the command reads every step (``reads_all``: report's
+    ``--all-steps``; check reads every step unless ``--sampled``) as well."""
     if sampling is None:
         return None
     lo, hi = sampling["kept_min"], sampling["kept_max"]
@@ -724,13 +751,14 @@ def cli_sampling(sampling: Optional[dict]) -> Optional[dict]:
     logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
     rows = sampling["rows"]
     message = (f"TensorBoard's sampling kept {kept} of {logged} logged steps in {rows} row{'s' if rows != 1 else ''}"
-               f"; --all-steps reads every step (tensorboard: {sampling['flag']})")
+               f"; {reads_all} (tensorboard: {sampling['flag']})")
     return dict(sampling, cli_flag="--all-steps", message=message)
 
 
 def cli_run(summary: dict) -> dict:
     """A run in ``gradhealth report --format json``: the route's `run_summary`, layers by name only."""
-    return {"run": summary["run"], "layers": [layer["name"] for layer in summary["layers"]],
+    return {"run": summary["run"], "verdict": summary["verdict"],
+            "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],

@@ -1,5 +1,6 @@
 """Gradients that explode: max |g| past an absolute limit, or a norm jumping
-far above its running median (seeds 002, 004), for consecutive logged steps or
+far above its running median (seeds 002, 004; the median before the jump is held
+while the norm stays that far above it), for consecutive logged steps or
 not back to normal at the next logged step (still up, vanished, NaN, or the log
 ends). A one-off outlier that comes back at the next logged step (a corrupted
 batch) is a `spike`.
@@ -44,11 +45,42 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     return [f] if f is not None else []
 
 
-def _jumps(values: np.ndarray, window: int) -> tuple:
-    """(running median, ratio to it) of a norm series."""
+def _jumps(values: np.ndarray, window: int, jump: float) -> tuple:
+    """(baseline, ratio to it) of norm series (one, or rows of): the running median, held at its
+    value before a jump for as long as the norm stays more than `jump` times that value.
+
+    A trailing median alone catches up with a norm that jumps and stays up: half a window
+    later the jump reads as the new normal and a persistent explosion as healthy.
+    """
+    values = np.asarray(values, dtype=np.float64)
     baseline = series_lib.trailing_median(values, window)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return baseline, values / baseline
+        ratio = values / baseline
+    rows_b, rows_r, rows_v = (a.reshape(-1, a.shape[-1]) for a in (baseline, ratio, values))
+    for r in np.nonzero(gt(rows_r, jump).any(axis=-1))[0].tolist():  # only the rows that jump at all
+        rows_b[r], rows_r[r] = _held(rows_v[r], rows_b[r], window, jump)
+    return baseline, ratio
+
+
+def _held(values: np.ndarray, baseline: np.ndarray, window: int, jump: float) -> tuple:
+    """One series' baseline and ratio with each jump's pre-onset baseline held until the norm comes back
+    down (a finite value within `jump` of it); after that the running median resumes over the values
+    outside explosions, the held baseline standing in where too few remain."""
+    baseline, normal, start = baseline.copy(), values.copy(), 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        while True:
+            onsets = np.nonzero(gt(values[start:] / baseline[start:], jump))[0]
+            if not len(onsets):
+                return baseline, values / baseline
+            a = start + int(onsets[0])
+            held = baseline[a]
+            down = np.nonzero(values[a + 1:] <= held * jump)[0]
+            end = a + 1 + int(down[0]) if len(down) else len(values)
+            baseline[a:end] = held
+            normal[a:end] = np.nan  # the explosion is no part of the normal level after it
+            after = series_lib.trailing_median(normal, window)[end:]
+            baseline[end:] = np.where(np.isfinite(after), after, held)
+            start = end
 
 
 def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: int, jump: float,
@@ -78,7 +110,7 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> L
     for rows in series_lib.same_length([len(table.steps) for _, table in layers], window):
         tables = [layers[i][1] for i in rows]
         l2, max_abs = stack(tables, lambda t: t.get("l2")), stack(tables, lambda t: t.get("max_abs"))
-        baseline, ratio = _jumps(l2, window)
+        baseline, ratio = _jumps(l2, window, jump)
         over, jumped = gt(max_abs, limit), gt(ratio, jump)
         for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
             table = tables[r]
@@ -107,7 +139,7 @@ def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> 
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_GRAD_NORM:
             continue
         steps = rd.scalar_steps(tag)  # on the layers' axis, also for a norm logged per epoch
-        baseline, ratio = _jumps(values, window)
+        baseline, ratio = _jumps(values, window, jump)
         over, jumped = gt(values, limit), gt(ratio, jump)
         keep = _lasting(over | jumped, values, np.isfinite(values), min_steps, jump, window)
         over, jumped = over & keep, jumped & keep

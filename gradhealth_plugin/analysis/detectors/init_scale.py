@@ -1,5 +1,8 @@
 """A first logged weight std more than a factor away from both the He and the
-Glorot value for the kernel's shape (seeds 002, 003).
+Glorot value for the kernel's shape (seeds 002, 003), unless it is a known
+fixed-std initialisation: N(0, 0.02), the default of GPT-2/BERT-style
+transformers (``initializer_range``), and GPT-2's residual projections at
+0.02 / sqrt(2 x blocks).
 
 Only a first logged step at the start of training (`init_scale_max_step`)
 shows the initialisation: a first log after 100 updates shows what they made
@@ -11,12 +14,14 @@ convolution kernels alike).
 
 from __future__ import annotations
 
+import collections
 from typing import List, Mapping, Optional
 
 import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
+from .. import blocks as blocks_lib
 from .. import metrics
 from ..finding import WARN, Finding
 from ..spans import Hit, group
@@ -33,16 +38,30 @@ CELL_RULES = ()
 THRESHOLDS = ()
 
 
-# Initialisations the first std is named after, as std(fan_in, fan_out).
+# The std of GPT-2/BERT-style transformers' weights: `initializer_range` = 0.02, the default of
+# transformers' GPT2Config, BertConfig, RobertaConfig and others, from OpenAI's GPT-2 code (normal
+# stddev 0.02) and BERT's (Devlin et al. 2018, truncated normal 0.02).
+TRANSFORMER_STD = 0.02
+
+# Initialisations the first std is named after, as std(fan_in, fan_out, blocks): blocks is the number of
+# numbered blocks of the model (transformer.h.0 ... h.11: 12), 0 where it has none.
 _SCHEMES = (
-    ("he", lambda i, o: np.sqrt(2.0 / i)),
-    ("glorot", lambda i, o: np.sqrt(2.0 / (i + o))),
-    ("lecun", lambda i, o: np.sqrt(1.0 / i)),
-    ("pytorch_default", lambda i, o: np.sqrt(1.0 / (3.0 * i))),
-    ("standard_normal", lambda i, o: 1.0),
+    ("he", lambda i, o, n: np.sqrt(2.0 / i)),
+    ("glorot", lambda i, o, n: np.sqrt(2.0 / (i + o))),
+    ("lecun", lambda i, o, n: np.sqrt(1.0 / i)),
+    ("pytorch_default", lambda i, o, n: np.sqrt(1.0 / (3.0 * i))),
+    ("standard_normal", lambda i, o, n: 1.0),
+    ("transformer_default", lambda i, o, n: TRANSFORMER_STD),
+    # GPT-2 scales the weights of its residual projections (attn.c_proj, mlp.c_proj) by 1/sqrt(2 x layers)
+    # (Radford et al. 2019, section 2.3; transformers' GPT2PreTrainedModel._init_weights).
+    ("gpt2_residual", lambda i, o, n: TRANSFORMER_STD / np.sqrt(2.0 * n) if n else np.nan),
 )
 _NAMES = {"he": "He", "glorot": "Glorot", "lecun": "LeCun", "pytorch_default": "PyTorch's default Linear",
-          "standard_normal": "a standard normal (std 1)"}
+          "standard_normal": "a standard normal (std 1)",
+          "transformer_default": "GPT-2/BERT-style transformers' N(0, 0.02) (initializer_range)",
+          "gpt2_residual": "GPT-2's residual projection N(0, 0.02 / sqrt(2 x layers))"}
+# Fixed-std schemes that are a model's deliberate default, not a mistake: a weight matching one is not judged.
+_DEFAULTS = {"transformer_default", "gpt2_residual"}
 # Within this factor of a scheme's std, the std is said to match it.
 _MATCH = 1.25
 
@@ -50,7 +69,8 @@ _MATCH = 1.25
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     factor, max_step = limits["init_scale_factor"], limits["init_scale_max_step"]
     bias_counts = _bias_counts(rd)
-    hits = [h for h in (_hit(layer, factor, bias_counts.get(layer.group)) for layer in rd.layers)
+    n_blocks = _depth(rd)
+    hits = [h for h in (_hit(layer, factor, bias_counts.get(layer.group), n_blocks) for layer in rd.layers)
             if h is not None and h.step <= max_step]
     f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, factor,
               f"start with a std more than {factor:g}x away from both the He and the Glorot value", ADVICE)
@@ -64,7 +84,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     return [f]
 
 
-def _hit(layer, factor: float, bias_count: Optional[int]) -> Optional[Hit]:
+def _hit(layer, factor: float, bias_count: Optional[int], n_blocks: int = 0) -> Optional[Hit]:
     shape = getattr(layer, "shape", None)
     rdata = layer.roles.get(tags_lib.WEIGHT)
     if rdata is None or layer.kind != tags_lib.KIND_KERNEL:
@@ -93,19 +113,31 @@ def _hit(layer, factor: float, bias_count: Optional[int]) -> Optional[Hit]:
     off = lambda ref: max(s0 / ref, ref / s0) if s0 > 0 else np.inf  # noqa: E731
     if off(he) <= factor or off(glorot) <= factor:
         return None
+    scheme = matches(s0, fan_in, fan_out, n_blocks)
+    if scheme in _DEFAULTS:
+        return None
     step = int(rdata.table.steps[known[0]])
     return Hit(layer.name, step, step, s0, step, {"he_std": he, "glorot_std": glorot, "fan_in": fan_in,
-                                                  "fan_out": fan_out, "matches": matches(s0, fan_in, fan_out),
-                                                  **source})
+                                                  "fan_out": fan_out, "matches": scheme, **source})
 
 
-def matches(std: float, fan_in: int, fan_out: int) -> Optional[str]:
-    """The initialisation whose std is nearest `std`, if within 25% of it (None otherwise)."""
+def matches(std: float, fan_in: int, fan_out: int, n_blocks: int = 0) -> Optional[str]:
+    """The initialisation whose std is nearest `std`, if within 25% of it (None otherwise); ``n_blocks``:
+    the model's numbered blocks, for GPT-2's residual projections (0: not judged)."""
     if not std > 0:
         return None
-    off = [(abs(np.log(std / ref(fan_in, fan_out))), name) for name, ref in _SCHEMES]
-    distance, name = min(off)
+    with np.errstate(invalid="ignore"):
+        off = [(abs(np.log(std / ref(fan_in, fan_out, n_blocks))), name) for name, ref in _SCHEMES]
+    distance, name = min((d, n) for d, n in off if np.isfinite(d))
     return name if distance <= np.log(_MATCH) else None
+
+
+def _depth(rd: RunData) -> int:
+    """The model's repeated blocks: the most numbered blocks sharing one stem (transformer.h.0 ... h.11: 12)."""
+    found = {b for b in blocks_lib.blocks([layer.name for layer in rd.layers], [layer.group for layer in rd.layers])
+             if b and b[-1].isdigit()}
+    stems = collections.Counter(b.rstrip("0123456789") for b in found)
+    return max(stems.values(), default=0)
 
 
 def _bias_counts(rd: RunData) -> dict:

@@ -296,3 +296,18 @@ def test_a_per_epoch_loss_places_its_stall_and_spike_at_the_layers_steps(flat_ep
     assert spike["layers"] == ["epoch_loss"]
     assert spike["first_step"] == spike["last_step"] == (SPIKE_EPOCH + 1) * ITERS_LONG - 1
     assert spike["covers"] == {"epoch_loss": [[spike["first_step"]] * 2]}
+
+
+def test_a_loss_written_after_its_steps_histograms_on_a_busy_machine_shares_their_axis():
+    """100 steps of 10 ms, the loss written 8 ms into each; on a busy machine the scheduler holds up
+    three in ten of the histograms' writes by 25 ms (so the gaps after them are long too) and four in
+    ten of the losses'."""
+    rng = np.random.default_rng(3)
+    delays = np.where(rng.random(100) < 0.3, 0.025, 0.0)
+    hist_walls = np.cumsum(0.010 + delays)
+    loss_walls = hist_walls + 0.008 + np.where(rng.random(100) < 0.4, 0.025, 0.0)
+    steps = np.arange(100)
+    assert axes.same_step_axis(steps, hist_walls, steps, loss_walls) is True
+    # An epoch count written every 10 iterations is still another axis.
+    epochs = np.arange(10)
+    assert axes.same_step_axis(steps, hist_walls, epochs, hist_walls[9::10] + 0.008) is False

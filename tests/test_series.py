@@ -80,6 +80,20 @@ def test_sustained_single_step_series():
     assert series.sustained(np.zeros(0, dtype=bool), 5) == []
 
 
+@pytest.mark.parametrize("width", [1, 2, 3, 7, 9])
+def test_sustained_rows_is_sustained_of_each_row(width):
+    """Every mask of `width` steps at once, a row each: the mask of the steps inside the runs `sustained` keeps."""
+    masks = ((np.arange(2 ** width)[:, None] >> np.arange(width)) & 1).astype(bool)
+    for min_length in range(1, width + 2):
+        got = series.sustained_rows(masks, min_length)
+        for mask, row in zip(masks, got):
+            expected = np.zeros(width, dtype=bool)
+            for a, b in series.sustained(mask, min_length):
+                expected[a:b + 1] = True
+            assert row.tolist() == expected.tolist(), (mask.astype(int).tolist(), min_length)
+    assert series.sustained_rows(np.zeros((3, 0), dtype=bool), 5).shape == (3, 0)
+
+
 def test_sustained_reports_every_qualifying_run():
     mask = np.zeros(30, dtype=bool)
     mask[2:8] = True

@@ -38,6 +38,20 @@ def sustained(mask: np.ndarray, min_length: int) -> List[Tuple[int, int]]:
     return [(a, b) for a, b in runs if b - a + 1 >= min_length or (b == n - 1 and b - a + 1 >= min(2, n))]
 
 
+def sustained_rows(mask: np.ndarray, min_length: int) -> np.ndarray:
+    """`sustained` of each row of a 2-D mask, as a mask: the entries inside the runs it keeps."""
+    mask = np.asarray(mask, dtype=bool)
+    n = mask.shape[1]
+    if n == 0:
+        return mask.copy()
+    idx = np.arange(n)
+    # Per entry, where its run of True starts and ends: the latest break before it, the earliest after it.
+    start = np.maximum.accumulate(np.where(mask, 0, idx + 1), axis=1)
+    end = np.minimum.accumulate(np.where(mask, n - 1, idx - 1)[:, ::-1], axis=1)[:, ::-1]
+    length = end - start + 1
+    return mask & ((length >= min_length) | ((end == n - 1) & (length >= min(2, n))))
+
+
 # Most window values built at once (float64): series are stacked into rows and cut
 # into chunks of rows below this, so a long series or many rows never hold more.
 _WINDOW_BUDGET = 1 << 21

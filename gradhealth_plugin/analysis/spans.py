@@ -137,39 +137,53 @@ def span_hits(rd: RunData, role: str, tests: Sequence[Test], min_length: int, ki
     """
     layers = list(role_tables(rd, role, kinds))
     found = {}
-    # Layers of equal length are tested together, a row each; only rows where a test fired go on.
+    intervals: Dict[bytes, Optional[int]] = {}
+    above = np.array([t.above for t in tests])
+    # Layers of equal length are tested together, a row each: the spans, the onset's test and its
+    # worst step are found for every row at once; only rows with a span make a Hit.
     for rows in series_lib.same_length([len(table.steps) for _, table in layers]):
-        values = [stack([layers[i][1] for i in rows], t.values) for t in tests]
+        values = np.array([stack([layers[i][1] for i in rows], t.values) for t in tests])  # (tests, rows, n)
         fired = np.array([t.fired(v) for t, v in zip(tests, values)])
-        for r in np.nonzero(fired.any(axis=(0, 2)))[0].tolist():
-            layer, table = layers[rows[r]]
-            spans = series_lib.sustained(fired[:, r].any(axis=0), min_length)
-            if spans:
-                found[int(rows[r])] = _span_hit(layer.name, table.steps, spans, tests, [v[r] for v in values],
-                                                fired[:, r])
+        inside = series_lib.sustained_rows(fired.any(axis=0), min_length)
+        hit = np.flatnonzero(inside.any(axis=1))
+        if not len(hit):
+            continue
+        inside, fired, values = inside[hit], fired[:, hit], values[:, hit]
+        n = inside.shape[1]
+        at = np.arange(len(hit))
+        first = np.argmax(inside, axis=1)
+        last = n - 1 - np.argmax(inside[:, ::-1], axis=1)
+        k = np.argmax(fired[:, at, first], axis=0)  # the first test holding at the onset
+        v = values[k, at]
+        judged = inside & fired[k, at] & ~np.isnan(v)
+        # The worst value the onset's test judged inside the spans: the largest for "above", else the smallest.
+        worst = np.where(above[k], np.argmax(np.where(judged, v, -np.inf), axis=1),
+                         np.argmin(np.where(judged, v, np.inf), axis=1))
+        for i, (a, b, t, j) in enumerate(zip(first.tolist(), last.tolist(), k.tolist(), worst.tolist())):
+            layer, table = layers[rows[hit[i]]]
+            steps, test = table.steps, tests[t]
+            after = None
+            if a > 0:
+                key = steps.tobytes()
+                if key not in intervals:  # rows mostly share their steps: one interval for all of them
+                    intervals[key] = series_lib.logging_interval(steps)
+                after = _kept_before(steps, a, intervals[key])
+            found[int(rows[hit[i]])] = Hit(
+                layer.name, int(steps[a]), int(steps[b]), float(v[i, j]), int(steps[j]),
+                {"metric": f"|{test.metric}|" if test.use_abs else test.metric}, steps[inside[i]],
+                threshold=test.limit, after=after)
     return [found[i] for i in sorted(found)]
+
+
+def _kept_before(steps: np.ndarray, i: int, interval: Optional[int]) -> Optional[int]:
+    """`kept_before`, the steps' logging interval given."""
+    gap = int(steps[i] - steps[i - 1])
+    return int(steps[i - 1]) if interval is not None and gap > interval else None
 
 
 def stack(items: Sequence, column: Callable[..., np.ndarray]) -> np.ndarray:
     """One row per item of `column(item)`: a 2-D float array, the columns being equally long."""
     return np.array([column(item) for item in items], dtype=np.float64)
-
-
-def _span_hit(name: str, steps: np.ndarray, spans: List[Tuple[int, int]], tests: Sequence[Test],
-              values: List[np.ndarray], fired: np.ndarray) -> Hit:
-    bounds = np.array(spans)
-    edges = np.zeros(len(steps) + 1, dtype=np.int64)
-    np.add.at(edges, bounds[:, 0], 1)
-    np.add.at(edges, bounds[:, 1] + 1, -1)
-    inside = np.cumsum(edges[:-1]) > 0
-    a, b = spans[0][0], spans[-1][1]
-    k = int(np.argmax(fired[:, a]))
-    test, v = tests[k], values[k]
-    worst = np.nanargmax if test.above else np.nanargmin
-    j = int(worst(np.where(inside & fired[k], v, np.nan)))
-    return Hit(name, int(steps[a]), int(steps[b]), float(v[j]), int(steps[j]),
-               {"metric": f"|{test.metric}|" if test.use_abs else test.metric}, steps[inside],
-               threshold=test.limit, after=kept_before(steps, a))
 
 
 def gt(values: np.ndarray, limit: float) -> np.ndarray:

@@ -8,7 +8,7 @@ routes and the ``gradhealth`` CLI share one run summary and one worst severity.
 from __future__ import annotations
 
 import base64
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -284,14 +284,44 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(rdata: RoleData, keep: slice = slice(None)) -> np.ndarray:
-    """Quality codes of a row's health scores at its steps `keep`: exact where every metric at that step
-    is exact (gradhealth's summaries, per-layer scalars), estimated where any comes from histogram buckets."""
-    status = rdata.health.status[keep]
-    codes = [rdata.table.quality_of(name)[keep] for name in rdata.table.values]
-    estimated = np.any(np.stack(codes) >= metrics.ESTIMATED, axis=0) if codes else np.ones(len(status), dtype=bool)
+def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None)) -> np.ndarray:
+    """Quality codes of rows' health scores at their steps `keep`, a row each (the rows logged at the same
+    steps): exact where every metric of the row at that step is exact (gradhealth's summaries, per-layer
+    scalars), estimated where any comes from histogram buckets."""
+    status = np.array([r.health.status[keep] for r in rows], dtype=np.uint8).reshape(len(rows), -1)
+    estimated = np.zeros(status.shape, dtype=bool)
+    for names, members in _group_by(rows, lambda r: tuple(r.table.values)).items():
+        if not names:  # a row without metrics: nothing is known exactly
+            estimated[members] = True
+            continue
+        # Every code of the group in one array: (rows, metrics, steps).
+        codes = np.concatenate([rows[i].table.quality_of(name)[keep] for i in members for name in names])
+        codes = codes.reshape(len(members), len(names), status.shape[1])
+        estimated[members] = np.any(codes >= metrics.ESTIMATED, axis=1)
     quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
     return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
+
+
+def _group_by(items: Sequence, key: Callable) -> Dict[object, List[int]]:
+    """The indices of `items` by `key(item)`, in order of first appearance."""
+    groups: Dict[object, List[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(key(item), []).append(i)
+    return groups
+
+
+def _same_steps(rows: Sequence[RoleData]) -> Iterator[Tuple[np.ndarray, List[RoleData]]]:
+    """(indices, rows) of the rows logged at the same steps, group by group."""
+    for members in _group_by(rows, lambda r: r.table.steps.tobytes()).values():
+        yield np.array(members, dtype=np.int64), [rows[i] for i in members]
+
+
+def _object_rows(rows: Sequence[np.ndarray], width: int) -> np.ndarray:
+    """Object arrays `width` long as one 2-D object array, a row each (without numpy reading into them)."""
+    out = np.empty((len(rows), width), dtype=object)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out
 
 
 def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[dict]:
@@ -343,10 +373,10 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
     quality_codes: List[np.ndarray] = []
     cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
     has_data = np.zeros((n_rows, n_cols), dtype=bool)
-    for i, layer in enumerate(layers):
-        rdata = layer.roles[role]
-        own = rdata.table.steps
-        # The row's steps inside the window (a row's steps are ascending, and among the window's union):
+    # Rows logged at the same steps (most of a run's) are laid out together, a block of rows at once.
+    for idx, rdatas in _same_steps([layer.roles[role] for layer in layers]):
+        own = rdatas[0].table.steps
+        # The rows' steps inside the window (a row's steps are ascending, and among the window's union):
         # a slice, so a zoom's answer looks at the window's steps of each row, not at all of them.
         if whole:
             keep = slice(None)
@@ -356,14 +386,16 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
         else:
             keep = slice(0, 0)
         cols = np.searchsorted(steps, own[keep])
-        has_data[i, cols] = True
-        row_values = rdata.health.score if metric == "health" else rdata.table.get(metric)
-        values[i, cols] = row_values[keep]
-        status[i, cols] = rdata.health.status[keep]
-        rules[i, cols] = rdata.health.rule[keep]
-        codes = rdata.table.quality_of(metric)[keep] if metric != "health" else _health_quality(rdata, keep)
-        quality_codes.append(codes)
-        cell_quality[i, cols] = codes
+        at, shape = np.ix_(idx, cols), (len(idx), len(cols))
+        has_data[at] = True
+        values[at] = np.array([(r.health.score if metric == "health" else r.table.get(metric))[keep] for r in rdatas],
+                              dtype=np.float64).reshape(shape)
+        status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
+        rules[at] = _object_rows([r.health.rule[keep] for r in rdatas], len(cols))
+        codes = (np.array([r.table.quality_of(metric)[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
+                 if metric != "health" else _health_quality(rdatas, keep))
+        quality_codes.append(codes.ravel())
+        cell_quality[at] = codes
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
     out = {
         "run": rd.run, "role": role, "metric": metric,
@@ -693,7 +725,7 @@ def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dic
 def role_series(rdata: RoleData, metric: str) -> dict:
     """One role's series of one metric (or the health score) over its logged steps."""
     if metric == "health":
-        values, quality = rdata.health.score, _health_quality(rdata)
+        values, quality = rdata.health.score, _health_quality([rdata])[0]
     else:
         values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
     return {

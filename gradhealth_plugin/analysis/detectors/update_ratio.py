@@ -17,9 +17,10 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health, metrics
+from .. import series as series_lib
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group, group_sustained, role_tables, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group, group_sustained, role_tables, span_hits, stack
 
 KIND = "update_ratio"
 ORDER = 80
@@ -101,22 +102,25 @@ def _frozen_hits(rd: RunData, min_steps: int, vanished: float) -> List[Hit]:
     gradients explain weights that stand still, and say so themselves.
     """
     hits = []
-    for layer, table in role_tables(rd, tags_lib.WEIGHT, PARAM_SHAPE_KINDS):
-        if len(table.steps) < max(min_steps, 2):
-            continue
-        stats = np.array([table.get(name) for name in _COMPARED])
-        same = (stats == stats[:, :1]) | (np.isnan(stats) & np.isnan(stats[:, :1]))
-        if np.isnan(stats[:_COMPARED.index("std") + 1]).any() or not same.all():
-            continue
-        grad = _gradient_max_abs(layer)
-        if grad is not None and grad < vanished:
-            continue
-        first, last = int(table.steps[0]), int(table.steps[-1])
-        detail = {"steps_compared": int(len(table.steps)), "statistics_compared": list(_COMPARED),
-                  "gradient_max_abs": grad,
-                  "proven": "every statistic of the weight histogram is identical at every logged step"}
-        hits.append(Hit(layer.name, first, last, 0.0, first, detail, table.steps))
-    return hits
+    tables = [(layer, table) for layer, table in role_tables(rd, tags_lib.WEIGHT, PARAM_SHAPE_KINDS)
+              if len(table.steps) >= max(min_steps, 2)]
+    # Equally long rows are compared together; only the rows that never changed go on.
+    for rows in series_lib.same_length([len(table.steps) for _, table in tables]):
+        stats = np.array([stack([tables[i][1] for i in rows], lambda t, name=name: t.get(name))
+                          for name in _COMPARED])  # (statistics, rows, steps)
+        same = (stats == stats[:, :, :1]) | (np.isnan(stats) & np.isnan(stats[:, :, :1]))
+        known = ~np.isnan(stats[:_COMPARED.index("std") + 1]).any(axis=(0, 2))
+        for r in np.flatnonzero(known & same.all(axis=(0, 2))).tolist():
+            layer, table = tables[rows[r]]
+            grad = _gradient_max_abs(layer)
+            if grad is not None and grad < vanished:
+                continue
+            first, last = int(table.steps[0]), int(table.steps[-1])
+            detail = {"steps_compared": int(len(table.steps)), "statistics_compared": list(_COMPARED),
+                      "gradient_max_abs": grad,
+                      "proven": "every statistic of the weight histogram is identical at every logged step"}
+            hits.append((int(rows[r]), Hit(layer.name, first, last, 0.0, first, detail, table.steps)))
+    return [h for _, h in sorted(hits, key=lambda pair: pair[0])]
 
 
 def _gradient_max_abs(layer) -> Optional[float]:

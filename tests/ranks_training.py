@@ -11,20 +11,14 @@ only that layer's gradients differ between the ranks.
 from __future__ import annotations
 
 import os
-import socket
 from typing import Optional, Sequence, Tuple
+from tests.processes import free_port
 
 WORLD_SIZE = 2
 STEPS = 20
 N_IN, N_HIDDEN, N_OUT = 8, 16, 3
 # The parameter `write(skip=...)` names in the tests: the last layer's weight.
 SKIPPED = "fc2.weight"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _train(rank: int, trainings: Sequence[Tuple[str, Optional[str]]], port: int) -> None:
@@ -77,4 +71,4 @@ def write(trainings: Sequence[Tuple[str, Optional[str]]]) -> None:
     import torch.multiprocessing as mp
 
     trainings = [(os.fspath(log_dir), skip) for log_dir, skip in trainings]
-    mp.spawn(_train, args=(trainings, _free_port()), nprocs=WORLD_SIZE, join=True)
+    mp.spawn(_train, args=(trainings, free_port()), nprocs=WORLD_SIZE, join=True)

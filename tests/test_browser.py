@@ -19,7 +19,6 @@ import math
 import os
 import pathlib
 import tempfile
-import socket
 import struct
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+from tests.processes import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -93,12 +93,6 @@ def _write_logdir(root: pathlib.Path) -> None:
     writer.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str):
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read().decode())
@@ -129,7 +123,7 @@ def _serve(logdir: pathlib.Path, ready, log_dir: pathlib.Path = None):
     """A TensorBoard process on `logdir` until the generator is closed; yields its base URL once
     `ready(runs)` holds for the gradhealth runs it serves (run name -> summary). Its log goes
     beside the logdir, or into `log_dir`."""
-    port = _free_port()
+    port = free_port()
     exe = pathlib.Path(sys.executable).with_name("tensorboard")
     log = open((log_dir or logdir.parent) / f"tensorboard-{logdir.name}.log", "wb")
     proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir)],

@@ -27,6 +27,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+from tests.processes import free_port
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "demo" / "runs" / "exploding"
@@ -89,19 +90,13 @@ def logdir(tmp_path_factory) -> pathlib.Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 class Server:
     """One ``tensorboard`` process on the loopback interface."""
 
     def __init__(self, logdir: pathlib.Path, load_fast: str, log_path: pathlib.Path, extra_flags=()) -> None:
         self.load_fast = load_fast
         self.log_path = log_path
-        self.port = _free_port()
+        self.port = free_port()
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(

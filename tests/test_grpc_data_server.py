@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+from tests.processes import free_port, stop
 
 HOST = "127.0.0.1"
 TENSORBOARD = pathlib.Path(sys.executable).with_name("tensorboard")
@@ -47,22 +48,6 @@ def _binary() -> str:
     if binary is None:
         pytest.skip("no tensorboard_data_server binary (install the tensorboard-data-server wheel)")
     return binary.path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=STOP_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +101,7 @@ class DataServer:
         self.address = f"{HOST}:{self.port}"
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop(self.proc, timeout=STOP_TIMEOUT)
         if self.proc.stdin:
             self.proc.stdin.close()
         self._log.close()
@@ -126,7 +111,7 @@ class TensorBoard:
     """``tensorboard --grpc_data_provider 127.0.0.1:PORT --host 127.0.0.1 --port P``."""
 
     def __init__(self, address: str, log_path: pathlib.Path):
-        self.port = _free_port()
+        self.port = free_port()
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
@@ -162,7 +147,7 @@ class TensorBoard:
         raise AssertionError(f"not ready: saw {seen}\n{self.log_path.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop(self.proc, timeout=STOP_TIMEOUT)
         self._log.close()
 
 

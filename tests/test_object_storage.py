@@ -30,6 +30,7 @@ pytest.importorskip("moto.server")
 boto3 = pytest.importorskip("boto3")
 
 from tests.test_e2e_tensorboard import _last_steps  # noqa: E402
+from tests.processes import free_port, stop
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEMO = REPO / "demo" / "runs"
@@ -41,22 +42,6 @@ URL = f"s3://{BUCKET}/{PREFIX}"
 CONFIG = {"thresholds": {"no_such_threshold": 1}}
 TIMEOUT = 60.0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +57,7 @@ def local_logdir(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def s3_env(tmp_path_factory, local_logdir):
     """The environment naming a local S3-compatible server holding the local logdir under URL."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(port)],
@@ -95,12 +80,12 @@ def s3_env(tmp_path_factory, local_logdir):
             client.upload_file(str(path), BUCKET, f"{PREFIX}/{path.relative_to(local_logdir).as_posix()}")
         yield env
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def _tensorboard(logdir: str, env: dict, log: pathlib.Path):
     """A Python-loader tensorboard process on the loopback interface; (process, port)."""
-    port = _free_port()
+    port = free_port()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", HOST, "--port", str(port),
@@ -172,7 +157,7 @@ def test_tab_reads_an_s3_logdir_as_a_local_one(s3_env, local_logdir, tmp_path):
         assert critical and critical[0]["severity"] == "critical"
     finally:
         for proc, _, _ in started.values():
-            _stop(proc)
+            stop(proc)
 
 
 def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:

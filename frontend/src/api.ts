@@ -791,8 +791,14 @@ export async function fetchSeries(run: string, layer: string, metric: string, ro
   return parseSeries(await getJson("series", { run, layer, metric, role }, fetchFn));
 }
 
-export async function fetchTrack(run: string, fetchFn?: FetchLike): Promise<Track> {
-  return parseTrack(await getJson("track", { run }, fetchFn));
+/** The run's track; with a window (the heatmap's zoom), its points there, thinned within it only. */
+export async function fetchTrack(run: string, window: [Step, Step] | null = null, fetchFn?: FetchLike): Promise<Track> {
+  const params: Record<string, string> = { run };
+  if (window) {
+    params.start = window[0].toString();
+    params.end = window[1].toString();
+  }
+  return parseTrack(await getJson("track", params, fetchFn));
 }
 
 export async function fetchVocabulary(fetchFn?: FetchLike): Promise<Vocabulary> {

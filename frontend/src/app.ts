@@ -114,11 +114,14 @@ export class App {
   // Only the newest request may update the page; slower, older answers are dropped.
   private requestId = 0;
   private zoomTimer = 0;
+  private trackTimer = 0;
   private lastRefresh = 0;
   /** A cell was clicked: its panel is brought into view once drawn. */
   private revealPending = false;
   /** The run tracks of the heatmaps shown (null: none, or not loaded). */
   private tracks: [Track | null, Track | null] = [null, null];
+  /** The whole runs' tracks, as loaded with the run (`tracks` may hold a zoom window's instead). */
+  private wholeTracks: [Track | null, Track | null] = [null, null];
   private syncingScroll = false;
 
   constructor(body: HTMLElement) {
@@ -458,7 +461,31 @@ export class App {
     if (!holdsWindow(pair.primary, this.state.zoom)) this.scheduleZoomFetch();
     const [mine, theirs] = await tracks;
     if (id !== this.requestId) return;
-    this.tracks = [mine, theirs];
+    this.tracks = this.wholeTracks = [mine, theirs];
+    this.drawTracks();
+    if (this.state.zoom) void this.loadTrackWindow();
+  }
+
+  /**
+   * A thinned track (a long run's series, binned per pixel) gets the zoom window's own points;
+   * back to the whole run, the whole-run track is drawn again.
+   */
+  private async loadTrackWindow(): Promise<void> {
+    const zoom = this.state.zoom;
+    if (!zoom) {
+      if (this.tracks !== this.wholeTracks) {
+        this.tracks = this.wholeTracks;
+        this.drawTracks();
+      }
+      return;
+    }
+    const runs = this.wholeTracks.map((t) => (t?.series.some((s) => s.binned) ? t.run : null));
+    if (runs.every((r) => r === null)) return;
+    const id = this.requestId;
+    const got = await Promise.all(runs.map((r, i) => (r ? this.store.trackOf(r, zoom).catch(() => null) : Promise.resolve(this.wholeTracks[i]))));
+    // A newer zoom or run asked since: its own answer draws.
+    if (id !== this.requestId || this.state.zoom !== zoom) return;
+    this.tracks = [got[0] ?? this.wholeTracks[0], got[1] ?? this.wholeTracks[1]];
     this.drawTracks();
   }
 
@@ -570,6 +597,7 @@ export class App {
     this.persist();
     const h = this.store.heatmaps[0];
     if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
+    else this.scheduleTrackFetch();
   }
 
   /**
@@ -608,6 +636,13 @@ export class App {
     this.drawHeatmaps();
     this.applyHighlight(false);
     countOnPage("ghZoomDrawn");
+    void this.loadTrackWindow();
+  }
+
+  /** The track's zoom window, asked after the same pause as the heatmap's (one request per wheel gesture). */
+  private scheduleTrackFetch(): void {
+    clearTimeout(this.trackTimer);
+    this.trackTimer = window.setTimeout(() => void this.loadTrackWindow(), ZOOM_FETCH_MS);
   }
 
   // ---- selection --------------------------------------------------------------------

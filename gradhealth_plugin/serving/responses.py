@@ -574,26 +574,36 @@ TRACK_BINS = 1000
 _LOG_SPAN = 10.0
 
 
-def track(rd: RunData, bins: int = TRACK_BINS) -> dict:
+def track(rd: RunData, bins: int = TRACK_BINS, start: Optional[int] = None, end: Optional[int] = None) -> dict:
     """The ``track`` route: the run's loss, global gradient norm and learning rate over steps.
 
     Each series' steps are real logged steps, exact. A series longer than
     2 x `bins` points keeps, per bin of steps, its first point and the points of
     its lowest and highest value, so a one-step spike is never averaged away;
     non-finite values are listed as spans of steps, and break the line as nulls.
+    With a window [`start`, `end`] (the heatmap's zoom), a series sends the
+    points inside it and its nearest point on either side, so the line reaches
+    the window's edges, thinned to `bins` within the window: a zoom shows every
+    point that a whole-run answer had to bin away. The scale stays the whole
+    series', so a zoom does not switch it.
     """
     tags = [tag for kind in TRACK_KINDS for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == kind]
-    return {"run": rd.run, "series": [_track_series(rd, tag, bins) for tag in tags]}
+    return {"run": rd.run, "series": [_track_series(rd, tag, bins, start, end) for tag in tags]}
 
 
-def _track_series(rd: RunData, tag: str, bins: int) -> dict:
+def _track_series(rd: RunData, tag: str, bins: int, start: Optional[int], end: Optional[int]) -> dict:
     steps, values = (np.asarray(a) for a in rd.scalar_series[tag])
     values = values.astype(np.float64)
     finite = np.isfinite(values)
-    keep = downsample(steps, values, bins)
-    nonfinite = step_spans(steps, ~finite)
     positive = values[finite & (values > 0)]
     log = bool(finite.any() and len(positive) == finite.sum() and positive.max() >= _LOG_SPAN * positive.min())
+    logged = len(steps)
+    if start is not None or end is not None:
+        first = 0 if start is None else max(0, int(np.searchsorted(steps, start, side="left")) - 1)
+        last = logged if end is None else min(logged, int(np.searchsorted(steps, end, side="right")) + 1)
+        steps, values, finite = steps[first:last], values[first:last], finite[first:last]
+    keep = downsample(steps, values, bins)
+    nonfinite = step_spans(steps, ~finite)
     axis = rd.scalar_axes.get(tag)
     return {
         "tag": tag, "kind": rd.scalar_kinds.get(tag), "label": TRACK_LABELS.get(rd.scalar_kinds.get(tag), tag),
@@ -601,7 +611,7 @@ def _track_series(rd: RunData, tag: str, bins: int) -> dict:
         "axis": "unknown" if axis is None else "row" if axis else "other",
         "steps": steps[keep].tolist(), "steps_text": step_texts(steps[keep]),
         "values": nullable(values[keep]),
-        "logged": int(len(steps)), "binned": bool(len(keep) < len(steps)),
+        "logged": int(logged), "binned": bool(len(keep) < len(steps)),
         "scale": "log" if log else "linear",
         "nonfinite": nonfinite, "nonfinite_text": [[step_text(a), step_text(b)] for a, b in nonfinite],
     }

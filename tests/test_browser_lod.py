@@ -142,7 +142,12 @@ def test_a_zoom_draws_every_point_of_a_thinned_track_in_its_window(long_track_se
                     else None)
             tab = Tab(page, long_track_server)
             tab.open(f"gradhealth&p.gradhealth.run={RUN}")
-            tab.frame.wait_for_function(f"({TRACK_LOSS})() !== null")
+            try:
+                tab.frame.wait_for_function(f"({TRACK_LOSS})() !== null", timeout=60_000)
+            except sync_api.TimeoutError:
+                state = tab.frame.evaluate("JSON.stringify(window.__gradhealth.state)")
+                raise AssertionError(f"no track drawn; asked {[u.query for u in asked]}, state {state}, "
+                                     f"errors {tab.errors}") from None
             binned, whole = tab.frame.evaluate(TRACK_LOSS)
             in_window = [s for s in whole if 2000 <= int(s) <= 2099]
             assert binned and str(TRACK_SPIKE) in whole and len(in_window) < 50

@@ -205,6 +205,8 @@ export interface CellRole {
   histogram: Bucket[] | null;
   /** Why a logged histogram is not (wholly) drawn (NaN or Inf bucket edges), in the server's words. */
   histogram_note: string | null;
+  /** "octaves": buckets of |x| an octave wide (gradhealth's own histograms); "linear": as logged. */
+  histogram_buckets: "octaves" | "linear" | null;
   /** The tag the histogram comes from, and its step on that tag's own axis; "other" when that axis
    * is not the row's (per epoch, say). */
   histogram_tag: string | null;
@@ -698,6 +700,7 @@ export function parseCell(body: unknown): Cell {
       metrics,
       histogram: parseBuckets(r.histogram),
       histogram_note: typeof r.histogram_note === "string" ? r.histogram_note : null,
+      histogram_buckets: r.histogram_buckets === "octaves" || r.histogram_buckets === "linear" ? r.histogram_buckets : null,
       histogram_tag: typeof r.histogram_tag === "string" ? r.histogram_tag : null,
       histogram_step: stepField(r, "histogram_step"),
       histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,

@@ -6,7 +6,7 @@ import { STATUS_COLORS } from "./colors";
 import { svg } from "./dom";
 import { formatStep, formatValue, humanize } from "./format";
 import { stepAxisLabels } from "./layout";
-import { scaleLinear, scaleLog } from "./scale";
+import { scaleLinear, scaleLog, scaleSymlog } from "./scale";
 import type { Scale } from "./scale";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
@@ -262,7 +262,10 @@ export function lineChart(input: LineChartInput, width: number, height: number):
 /**
  * Histogram of one step as bars, with an optional second histogram (a
  * neighbouring step) drawn as an outline for comparison; `logCount` draws the
- * counts on a log scale (empty buckets then draw nothing).
+ * counts on a log scale (empty buckets then draw nothing). `octaves`: the
+ * buckets are octaves of |x| (gradhealth's own histograms), drawn on a
+ * symmetric log axis where each is equally wide, so a bar's height compares
+ * with its neighbours' as counts per octave.
  */
 export function histogramChart(
   buckets: readonly Bucket[],
@@ -270,6 +273,7 @@ export function histogramChart(
   width: number,
   height: number,
   logCount = false,
+  octaves = false,
 ): SVGSVGElement {
   const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
   root.append(svg("title", {}, "histogram"));
@@ -292,7 +296,7 @@ export function histogramChart(
     hi = 1;
   }
   if (lo === hi) [lo, hi] = around(lo, 0.5);
-  const xs = scaleLinear([lo, hi], [x0, x1]);
+  const xs = octaves ? scaleSymlog([lo, hi], [x0, x1], innermostEdge(all)) : scaleLinear([lo, hi], [x0, x1]);
   let least = top;
   for (const [, , c] of all) if (c > 0 && c < least) least = c;
   // On a log scale a bar rises from a decade below the smallest count (so that one shows); an empty bucket stays flat.
@@ -323,4 +327,17 @@ export function histogramChart(
     g.append(svg("path", { d, class: "gh-ghost" }));
   }
   return root;
+}
+
+/**
+ * The smallest nonzero |edge| between two buckets: where octaves of |x| give way to the band around
+ * zero. The outermost edges are left out: they are the tensor's exact min and max, not octave edges.
+ */
+export function innermostEdge(buckets: readonly Bucket[]): number {
+  const sorted = [...buckets].sort((p, q) => p[0] - q[0]);
+  const inner = sorted.flatMap(([l, r], i) => [...(i > 0 ? [l] : []), ...(i < sorted.length - 1 ? [r] : [])]);
+  const edges = inner.length ? inner : sorted.flatMap(([l, r]) => [l, r]);
+  let least = Infinity;
+  for (const e of edges) if (Math.abs(e) > 0 && Math.abs(e) < least) least = Math.abs(e);
+  return Number.isFinite(least) ? least : 1;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { linearTicks, scaleLinear, scaleLog, tickStep } from "../src/scale";
+import { linearTicks, scaleLinear, scaleLog, scaleSymlog, tickStep } from "../src/scale";
+import { innermostEdge } from "../src/charts";
 
 describe("linear scale", () => {
   it("picks round tick steps", () => {
@@ -82,5 +83,34 @@ describe("extreme domains", () => {
     expect(finite([huge(1), huge(1.7e308)])).toBe(true);
     expect(huge.ticks(6).every((t) => Number.isFinite(t))).toBe(true);
     expect(huge.ticks(6).length).toBeLessThanOrEqual(8);
+  });
+});
+
+describe("symmetric log scale", () => {
+  it("gives every octave of either sign one width, and the band around zero two", () => {
+    const s = scaleSymlog([-8, 8], [0, 800], 1 / 1024);
+    const width = (a: number, b: number): number => s(b) - s(a);
+    expect(width(4, 8)).toBeCloseTo(width(1 / 1024, 1 / 512));
+    expect(width(-8, -4)).toBeCloseTo(width(4, 8));
+    expect(width(-1 / 1024, 1 / 1024)).toBeCloseTo(2 * width(4, 8));
+    expect(s(0)).toBeCloseTo(400);
+    expect(s.invert(s(0.3))).toBeCloseTo(0.3);
+    expect(s.invert(s(-1e-4))).toBeCloseTo(-1e-4);
+  });
+
+  it("ticks at zero and at powers of ten of either sign", () => {
+    const ticks = scaleSymlog([-5, 50], [0, 600], 1e-3).ticks(20);
+    expect(ticks).toContain(0);
+    expect(ticks).toContain(10);
+    expect(ticks).toContain(-1);
+    expect(ticks.every((v) => v >= -5 && v <= 50)).toBe(true);
+    expect([...ticks].sort((a, b) => a - b)).toEqual(ticks);
+  });
+
+  it("takes the band around zero from the edges between buckets, not the tensor's min and max", () => {
+    // Positive values only: the first bucket's left edge is the exact min, far inside the zero band.
+    expect(innermostEdge([[1e-9, 0.25, 3], [0.25, 0.5, 4], [0.5, 0.9, 5]])).toBe(0.25);
+    expect(innermostEdge([[-(2 ** -20), 2 ** -20, 1], [2 ** -20, 2 ** -19, 2]])).toBe(2 ** -20);
+    expect(innermostEdge([[0.3, 0.7, 2]])).toBe(0.3);
   });
 });

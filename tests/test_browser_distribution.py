@@ -97,17 +97,16 @@ BARS = """() => Array.from(document.querySelectorAll('.gh-detail .gh-bar'), b =>
     Number(b.getAttribute('x')), Number(b.getAttribute('width')), b.querySelector('title').textContent])"""
 
 
-def test_octave_buckets_are_bars_of_one_width(tab):
-    # A weight's own histogram: octaves of |x| of either sign. On a linear axis the outermost two
+def test_octave_buckets_are_drawn_on_equal_bins(tab):
+    # A weight's own histogram: octaves of |x| of either sign. Drawn as they are, the outermost two
     # octaves took half the width each side and the inner ones a pixel.
     _open_cell(tab, "weight", "0.weight", 20)
     tab.ui.locator(".gh-detail .gh-bar").first.wait_for()
     bars = tab.frame.evaluate(BARS)
     assert len(bars) >= 8
-    # The outermost two end at the tensor's exact min and max; the zero band is two octaves wide.
-    widths = sorted(w for _, w, _ in bars[1:-1])
-    assert widths[len(widths) // 4] == pytest.approx(widths[3 * len(widths) // 4], abs=1.5), widths
-    assert max(w for _, w, _ in bars) < 4 * widths[len(widths) // 2], bars
+    widths = [w for _, w, _ in bars]
+    assert max(widths) - min(widths) <= 1.5, widths
+    assert all("\u2248" in title for _, _, title in bars)  # spread counts are approximate, and say so
 
 
 def test_no_console_errors(tab):

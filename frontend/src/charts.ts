@@ -6,7 +6,7 @@ import { STATUS_COLORS } from "./colors";
 import { svg } from "./dom";
 import { formatStep, formatValue, humanize } from "./format";
 import { stepAxisLabels } from "./layout";
-import { scaleLinear, scaleLog, scaleSymlog } from "./scale";
+import { scaleLinear, scaleLog } from "./scale";
 import type { Scale } from "./scale";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
@@ -263,18 +263,19 @@ export function lineChart(input: LineChartInput, width: number, height: number):
  * Histogram of one step as bars, with an optional second histogram (a
  * neighbouring step) drawn as an outline for comparison; `logCount` draws the
  * counts on a log scale (empty buckets then draw nothing). `octaves`: the
- * buckets are octaves of |x| (gradhealth's own histograms), drawn on a
- * symmetric log axis where each is equally wide, so a bar's height compares
- * with its neighbours' as counts per octave.
+ * buckets are octaves of |x| (gradhealth's own histograms), drawn spread onto
+ * equal bins (`uniformBuckets`), their counts then approximate ("≈").
  */
 export function histogramChart(
-  buckets: readonly Bucket[],
-  ghost: readonly Bucket[] | null,
+  logged: readonly Bucket[],
+  loggedGhost: readonly Bucket[] | null,
   width: number,
   height: number,
   logCount = false,
   octaves = false,
 ): SVGSVGElement {
+  const buckets = octaves ? uniformBuckets(logged) : logged;
+  const ghost = octaves && loggedGhost ? uniformBuckets(loggedGhost) : loggedGhost;
   const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
   root.append(svg("title", {}, "histogram"));
   const m = { ...MARGIN, left: 48 };
@@ -296,7 +297,7 @@ export function histogramChart(
     hi = 1;
   }
   if (lo === hi) [lo, hi] = around(lo, 0.5);
-  const xs = octaves ? scaleSymlog([lo, hi], [x0, x1], innermostEdge(all)) : scaleLinear([lo, hi], [x0, x1]);
+  const xs = scaleLinear([lo, hi], [x0, x1]);
   let least = top;
   for (const [, , c] of all) if (c > 0 && c < least) least = c;
   // On a log scale a bar rises from a decade below the smallest count (so that one shows); an empty bucket stays flat.
@@ -315,7 +316,7 @@ export function histogramChart(
     const a = xs(Math.min(l, r));
     const b = xs(Math.max(l, r));
     const bar = svg("rect", { x: a, y: ys(c), width: Math.max(1, b - a - (b - a > 3 ? 1 : 0)), height: Math.max(0, y1 - ys(c)), class: "gh-bar" });
-    bar.append(svg("title", {}, `[${formatValue(l)}, ${formatValue(r)}): ${formatValue(c)}`));
+    bar.append(svg("title", {}, `[${formatValue(l)}, ${formatValue(r)}): ${octaves ? "\u2248" : ""}${formatValue(c)}`));
     g.append(bar);
   }
   if (ghost && ghost.length) {
@@ -329,15 +330,38 @@ export function histogramChart(
   return root;
 }
 
+/** Equal bins an octave histogram is drawn on: about what TensorBoard's own histograms use. */
+export const UNIFORM_BINS = 40;
+
 /**
- * The smallest nonzero |edge| between two buckets: where octaves of |x| give way to the band around
- * zero. The outermost edges are left out: they are the tensor's exact min and max, not octave edges.
+ * Octave buckets spread onto `bins` equal bins between their outermost edges, each bucket's
+ * count shared out in proportion to its overlap with a bin (all of it to one bin when the bucket
+ * has no width): drawn as counts, a bell stays a bell. Drawn as they are, the innermost octaves
+ * are a pixel wide and the outermost two take half the axis; per octave, a centred tensor reads
+ * as two humps.
  */
-export function innermostEdge(buckets: readonly Bucket[]): number {
-  const sorted = [...buckets].sort((p, q) => p[0] - q[0]);
-  const inner = sorted.flatMap(([l, r], i) => [...(i > 0 ? [l] : []), ...(i < sorted.length - 1 ? [r] : [])]);
-  const edges = inner.length ? inner : sorted.flatMap(([l, r]) => [l, r]);
-  let least = Infinity;
-  for (const e of edges) if (Math.abs(e) > 0 && Math.abs(e) < least) least = Math.abs(e);
-  return Number.isFinite(least) ? least : 1;
+export function uniformBuckets(buckets: readonly Bucket[], bins = UNIFORM_BINS): Bucket[] {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const [l, r] of buckets) {
+    lo = Math.min(lo, l, r);
+    hi = Math.max(hi, l, r);
+  }
+  if (!(hi > lo) || !Number.isFinite(hi - lo)) return [...buckets];
+  const width = (hi - lo) / bins;
+  const counts = new Array<number>(bins).fill(0);
+  const binOf = (v: number): number => Math.min(bins - 1, Math.max(0, Math.floor((v - lo) / width)));
+  for (const [a, b, c] of buckets) {
+    const l = Math.min(a, b);
+    const r = Math.max(a, b);
+    if (!(r > l)) {
+      counts[binOf(l)] += c;
+      continue;
+    }
+    for (let k = binOf(l); k <= binOf(r); k++) {
+      const overlap = Math.min(r, lo + (k + 1) * width) - Math.max(l, lo + k * width);
+      if (overlap > 0) counts[k] += (c * overlap) / (r - l);
+    }
+  }
+  return counts.map((c, k): Bucket => [lo + k * width, k === bins - 1 ? hi : lo + (k + 1) * width, c]);
 }

@@ -124,36 +124,3 @@ export function scaleLog(domain: [number, number], range: [number, number]): Sca
   return f;
 }
 
-/**
- * Symmetric log scale: linear within [-zero, zero], logarithmic (base 2) beyond, so every
- * octave [2^k, 2^(k+1)) of either sign is equally wide and the band around zero is two
- * octaves wide. It draws octave buckets (gradhealth's own histograms) as bars of one width,
- * where a linear axis squeezes all but the outermost few into a pixel.
- */
-export function scaleSymlog(domain: [number, number], range: [number, number], zero: number): Scale {
-  const z = zero > 0 && Number.isFinite(zero) ? zero : 1;
-  const t = (v: number): number => (Math.abs(v) <= z ? v / z : Math.sign(v) * (1 + Math.log2(Math.abs(v) / z)));
-  const u = (x: number): number => (Math.abs(x) <= 1 ? x * z : Math.sign(x) * z * Math.pow(2, Math.abs(x) - 1));
-  const [lo, hi] = domain;
-  const t0 = t(lo);
-  const t1 = t(hi) > t0 ? t(hi) : t0 + 1;
-  const [r0, r1] = range;
-  const f = ((v: number) => r0 + ((t(v) - t0) / (t1 - t0)) * (r1 - r0)) as Scale;
-  f.invert = (px) => u(t0 + ((px - r0) / (r1 - r0)) * (t1 - t0));
-  f.ticks = (count) => {
-    // Zero, and powers of ten of either sign outside the linear band, thinned to about `count`.
-    const top = Math.ceil(Math.log10(Math.max(Math.abs(lo), Math.abs(hi))));
-    const bottom = Math.ceil(Math.log10(z));
-    const every = Math.max(1, Math.ceil(((top - bottom + 1) * (lo < 0 && hi > 0 ? 2 : 1)) / Math.max(1, count)));
-    const out: number[] = lo <= 0 && hi >= 0 ? [0] : [];
-    for (let e = top; e >= bottom; e -= every) {
-      const v = powerOfTen(e);
-      if (v === null) continue;
-      if (v >= lo && v <= hi) out.push(v);
-      if (-v >= lo && -v <= hi) out.push(-v);
-    }
-    return out.sort((a, b) => a - b);
-  };
-  f.domain = [lo, hi];
-  return f;
-}

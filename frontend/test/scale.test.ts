@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { linearTicks, scaleLinear, scaleLog, scaleSymlog, tickStep } from "../src/scale";
-import { innermostEdge } from "../src/charts";
+import { linearTicks, scaleLinear, scaleLog, tickStep } from "../src/scale";
+import { uniformBuckets } from "../src/charts";
 
 describe("linear scale", () => {
   it("picks round tick steps", () => {
@@ -86,31 +86,36 @@ describe("extreme domains", () => {
   });
 });
 
-describe("symmetric log scale", () => {
-  it("gives every octave of either sign one width, and the band around zero two", () => {
-    const s = scaleSymlog([-8, 8], [0, 800], 1 / 1024);
-    const width = (a: number, b: number): number => s(b) - s(a);
-    expect(width(4, 8)).toBeCloseTo(width(1 / 1024, 1 / 512));
-    expect(width(-8, -4)).toBeCloseTo(width(4, 8));
-    expect(width(-1 / 1024, 1 / 1024)).toBeCloseTo(2 * width(4, 8));
-    expect(s(0)).toBeCloseTo(400);
-    expect(s.invert(s(0.3))).toBeCloseTo(0.3);
-    expect(s.invert(s(-1e-4))).toBeCloseTo(-1e-4);
+describe("octave buckets spread onto equal bins", () => {
+  // Octaves of |x| below max |x| = 1 of either sign, and the band around zero, with a bell's counts.
+  const octaves: [number, number, number][] = [];
+  for (let j = 0; j < 20; j++) {
+    const [a, b] = [2 ** -(j + 1), 2 ** -j];
+    const share = Math.exp(-8 * ((a + b) / 2) ** 2) * (b - a) * 1000;  // a normal density of sigma 0.25
+    octaves.push([-b, -a, share], [a, b, share]);
+  }
+  octaves.push([-(2 ** -20), 2 ** -20, 3]);
+
+  it("keeps every count and gives every bin one width", () => {
+    const bins = uniformBuckets(octaves, 40);
+    expect(bins).toHaveLength(40);
+    const total = (bs: [number, number, number][]): number => bs.reduce((t, [, , c]) => t + c, 0);
+    expect(total(bins)).toBeCloseTo(total(octaves), 6);
+    const widths = bins.map(([l, r]) => r - l);
+    for (const w of widths) expect(w).toBeCloseTo(0.05, 9);
+    expect(bins[0][0]).toBe(-1);
+    expect(bins[39][1]).toBe(1);
   });
 
-  it("ticks at zero and at powers of ten of either sign", () => {
-    const ticks = scaleSymlog([-5, 50], [0, 600], 1e-3).ticks(20);
-    expect(ticks).toContain(0);
-    expect(ticks).toContain(10);
-    expect(ticks).toContain(-1);
-    expect(ticks.every((v) => v >= -5 && v <= 50)).toBe(true);
-    expect([...ticks].sort((a, b) => a - b)).toEqual(ticks);
+  it("draws a centred tensor as one hump, not two", () => {
+    const counts = uniformBuckets(octaves, 40).map(([, , c]) => c);
+    const peak = counts.indexOf(Math.max(...counts));
+    expect(Math.abs(peak - 19.5)).toBeLessThanOrEqual(1);
+    expect(counts[0]).toBeLessThan(counts[19] / 2);
   });
 
-  it("takes the band around zero from the edges between buckets, not the tensor's min and max", () => {
-    // Positive values only: the first bucket's left edge is the exact min, far inside the zero band.
-    expect(innermostEdge([[1e-9, 0.25, 3], [0.25, 0.5, 4], [0.5, 0.9, 5]])).toBe(0.25);
-    expect(innermostEdge([[-(2 ** -20), 2 ** -20, 1], [2 ** -20, 2 ** -19, 2]])).toBe(2 ** -20);
-    expect(innermostEdge([[0.3, 0.7, 2]])).toBe(0.3);
+  it("puts a bucket without width in the bin holding it", () => {
+    expect(uniformBuckets([[0, 0, 5], [0, 1, 4]], 4).map(([, , c]) => c)).toEqual([6, 1, 1, 1]);
+    expect(uniformBuckets([[2, 2, 5]], 4)).toEqual([[2, 2, 5]]);
   });
 });

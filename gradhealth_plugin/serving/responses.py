@@ -712,8 +712,8 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "histogram": histogram,
         # Why a histogram that was logged is not (or not wholly) drawn: NaN or Inf bucket edges; else None.
         "histogram_note": histogram_note,
-        # "octaves": gradhealth's own buckets of |x|, each a factor of 2 wide (the tab draws them on a
-        # symmetric log axis); "linear": a logged histogram's own buckets.
+        # "octaves": gradhealth's own buckets of |x|, each a factor of 2 wide (the tab spreads them onto
+        # equal bins to draw them); "linear": a logged histogram's own buckets.
         "histogram_buckets": ("octaves" if own else "linear") if has_histogram else None,
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.

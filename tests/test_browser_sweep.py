@@ -179,3 +179,19 @@ def test_a_click_on_a_line_opens_the_heatmap_of_its_worst_findings_role(tab):
     # The heatmap drawn is that role's: it has the update-ratio finding's warning cells.
     assert tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].role") == role
     assert not tab.errors
+
+
+def test_a_redraw_keeps_the_tooltip_of_the_cell_under_the_pointer(tab):
+    """One run shown: the second view, empty, must not hide the tooltip the first view shows."""
+    before = tab.drawn()
+    tab.ui.locator(f".gh-sweep-table tbody tr[data-run='{DEAD}']").click()
+    tab.wait_redraw(before)
+    assert tab.frame.evaluate("window.__gradhealth.viewState.compare") == ""
+    layer = tab.frame.evaluate("window.__gradhealth.rowNames()")[0]
+    step = tab.frame.evaluate("window.__gradhealth.axisSteps()")[0]
+    tab.page.mouse.move(*tab.cell_point(layer, step))
+    tooltip = tab.ui.locator(".gh-tooltip")
+    tooltip.wait_for(state="visible", timeout=5_000)
+    tab.frame.evaluate("window.__gradhealth.redraw()")
+    assert tooltip.is_visible()
+    assert layer in tooltip.text_content()

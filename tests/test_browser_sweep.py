@@ -181,6 +181,21 @@ def test_a_click_on_a_line_opens_the_heatmap_of_its_worst_findings_role(tab):
     assert not tab.errors
 
 
+def _run_list_badge(tab, run):
+    return tab.ui.locator(f".gh-runs li.gh-run[data-run='{run}'] .gh-badge").text_content()
+
+
+def test_a_run_with_notes_only_reads_the_same_in_the_run_list_and_the_sweep(tab):
+    sweep_says = _column(tab, "worst")[_names(tab).index(NOTES)]
+    assert sweep_says == "healthy (notes only)"
+    before = tab.drawn()
+    tab.ui.locator(f".gh-sweep-table tbody tr[data-run='{NOTES}']").click()
+    tab.wait_redraw(before)
+    assert _run_list_badge(tab, NOTES) == sweep_says
+    # A run with a warning still says so in the list.
+    assert _run_list_badge(tab, DEAD) == "warn"
+
+
 def test_a_redraw_keeps_the_tooltip_of_the_cell_under_the_pointer(tab):
     """One run shown: the second view, empty, must not hide the tooltip the first view shows."""
     before = tab.drawn()

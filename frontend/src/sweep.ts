@@ -4,8 +4,8 @@
 // by text and kind; a click opens the run's heatmap. Plain DOM built once per answer:
 // sorting and filtering move and hide the rows they have, so 200 runs stay responsive.
 
-import { getJson } from "./api";
-import type { FetchLike } from "./api";
+import { getJson, parseSampling } from "./api";
+import type { FetchLike, RunInfo } from "./api";
 import { statusColor, statusName } from "./colors";
 import { el, setOptions } from "./dom";
 import { isRecord, malformed } from "./json";
@@ -34,6 +34,10 @@ export interface SweepLine {
   hparams: Record<string, HparamValue>;
   worst_severity: string | null;
   worst_status: string;
+  /** False where no gradients were logged, so no gradient problem could be judged (as in `runs`). */
+  gradients_judged: boolean;
+  /** What TensorBoard's sampling dropped, as in `runs`; null where every logged step was read. */
+  sampling: RunInfo["sampling"];
   /** `role`: the heatmap that shows it (null: it is about scalars alone). */
   worst: { kind: string; severity: string; message: string; first_step_text: string; layer: string | null; role: string | null } | null;
   kinds: SweepKind[];
@@ -82,6 +86,8 @@ export function parseSweep(body: unknown): Sweep {
       hparams: hparamValues(r.hparams),
       worst_severity: str(r.worst_severity),
       worst_status: str(r.worst_status) ?? "no_data",
+      gradients_judged: r.gradients_judged !== false,
+      sampling: parseSampling(r.sampling),
       worst: w && {
         kind: w.kind as string, severity: str(w.severity) ?? "", message: str(w.message) ?? "",
         first_step_text: str(w.first_step_text) ?? "", layer: str(w.layer), role: str(w.role),
@@ -128,7 +134,7 @@ export function compareValues(a: HparamValue, b: HparamValue): number {
 
 /** How bad a line is: its badge's rank (failed and no data lowest), then its worst kind's order. */
 function worstRank(l: SweepLine): number {
-  return runBadge({ worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error }).rank;
+  return lineBadge(l).rank;
 }
 
 /** The lines in `sort`'s order; a line without the sorted hyperparameter goes last either way; ties keep their order. */
@@ -255,18 +261,19 @@ function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLC
   return canvas;
 }
 
+/** A line's badge as the run list words it (`runBadge`): the same run reads the same in both. */
+function lineBadge(l: SweepLine): { text: string; cls: string; rank: number } {
+  return runBadge({ worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error, gradients_judged: l.gradients_judged, sampling: l.sampling });
+}
+
 /**
- * The worst column's badge: the worst finding's kind; a run whose findings are all of the mildest
- * severity (notes) reads as healthy, "healthy (notes only)", as it is no problem to act on.
+ * The worst column's badge: the worst finding's kind where it is more than a note, else
+ * the run list's badge ("healthy (notes only)" for a run with notes only).
  */
 export function worstBadge(line: SweepLine): { text: string; cls: string } {
-  const badge = runBadge({ worst_severity: line.worst_severity, worst_status: line.worst_status, error: line.error });
-  if (!line.worst || line.error) return badge;
-  if (line.worst_severity === mildestSeverity()) {
-    const healthy = runBadge({ worst_severity: null, worst_status: line.worst_status });
-    return { text: `${healthy.text} (notes only)`, cls: healthy.cls };
-  }
-  return { text: kindLabel(line.worst.kind), cls: badge.cls };
+  const { text, cls } = lineBadge(line);
+  if (!line.worst || line.error || line.worst_severity === mildestSeverity()) return { text, cls };
+  return { text: kindLabel(line.worst.kind), cls };
 }
 
 function kindChip(k: SweepKind, line: SweepLine): HTMLElement {

@@ -880,6 +880,9 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         # Most severe first, then by onset.
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": summary_status["not_judged"],
+        # As in `runs`, so the sweep words a run's badge as the run list does.
+        "gradients_judged": summary_status["gradients_judged"],
+        "sampling": summary_status["sampling"],
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "strip": status_strip(rd),
@@ -921,6 +924,8 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
                                              "role": (parts[0]["worst"] or {}).get("role")},
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
+        "gradients_judged": any(p["gradients_judged"] for p in parts),
+        "sampling": next((p["sampling"] for p in parts if p["sampling"] is not None), None),
         "last_step": last["last_step"],
         "last_step_text": last["last_step_text"],
         "strip": next((p["strip"] for p in parts if p["strip"]["steps"]), parts[0]["strip"]),

@@ -8,6 +8,8 @@ import { getJson, parseSampling } from "./api";
 import type { FetchLike, RunInfo } from "./api";
 import { statusColor, statusName } from "./colors";
 import { el, setOptions } from "./dom";
+import { DEFAULT_SWEEP, isSweepColumn } from "./hash";
+import type { SweepViewState } from "./hash";
 import { isRecord, malformed } from "./json";
 import { runBadge } from "./panels";
 import { matchesFilter } from "./rows";
@@ -187,6 +189,8 @@ export function kindsFound(lines: readonly SweepLine[]): string[] {
 export interface SweepEvents {
   /** A line was clicked: open that run's heatmap, on `role` when it names one. */
   open(run: string, role: string | null): void;
+  /** The sort or a filter changed, by the user or because the answer has no such column or kind. */
+  changed(state: SweepViewState): void;
 }
 
 /** Every strip is this wide, whatever its run's length: each column an equal share of its run's steps. */
@@ -296,10 +300,13 @@ export class SweepView {
   private sweep: Sweep = { hparams: [], lines: [], splits: [] };
   private rows = new Map<SweepLine, HTMLTableRowElement>();
   private sort: SweepSort = { column: "", descending: false };
+  /** The sort and filters asked for (by a link or the user), kept whichever answer comes. */
+  private wanted: SweepViewState = DEFAULT_SWEEP;
   /** Whether an answer was shown. */
   loaded = false;
 
-  constructor(private readonly events: SweepEvents) {
+  constructor(private readonly events: SweepEvents, wanted: SweepViewState = DEFAULT_SWEEP) {
+    this.wanted = wanted;
     this.filterInput.type = "search";
     this.filterInput.placeholder = "Filter runs or values";
     this.filterInput.setAttribute("aria-label", "Filter the runs by name or hyperparameter value");
@@ -313,8 +320,8 @@ export class SweepView {
     this.table.append(el("thead"), this.body);
     this.empty.hidden = true;
     this.root.append(this.splits, controls, this.table, this.empty);
-    this.filterInput.addEventListener("input", () => this.apply());
-    this.kindSelect.addEventListener("change", () => this.apply());
+    this.filterInput.addEventListener("input", () => this.userChanged({ text: this.filterInput.value }));
+    this.kindSelect.addEventListener("change", () => this.userChanged({ kind: this.kindSelect.value }));
     this.table.tHead?.addEventListener("click", (e) => {
       const th = (e.target as HTMLElement).closest("th");
       if (th?.dataset.column) this.sortBy(th.dataset.column);
@@ -333,16 +340,52 @@ export class SweepView {
     const kinds = kindsFound(sweep.lines);
     setOptions(this.kindSelect, [{ value: "", text: "any finding" }, ...kinds.map((k) => ({ value: k, text: kindLabel(k) }))], [this.kindSelect.value]);
     this.kindSelect.disabled = kinds.length === 0;
-    this.drawHead();
     const names = statusNames();
     this.rows = new Map(sweep.lines.map((l) => [l, this.row(l, names)]));
-    this.apply();
+    this.show();
+  }
+
+  /** Sorts and filters as a link says (a hash change); applied to the answer shown, if any. */
+  restore(wanted: SweepViewState): void {
+    this.wanted = wanted;
+    if (this.loaded) this.show();
   }
 
   sortBy(column: string): void {
-    this.sort = { column, descending: this.sort.column === column ? !this.sort.descending : false };
+    this.userChanged({ column, descending: this.sort.column === column ? !this.sort.descending : false });
+  }
+
+  private userChanged(part: Partial<SweepViewState>): void {
+    this.wanted = { ...this.wanted, ...part };
+    this.show();
+    this.events.changed(this.wanted);
+  }
+
+  /**
+   * Puts the wanted sort and filters into the controls and the table. A column this answer
+   * lacks (no such hyperparameter) or a kind no line found is dropped, and said as changed,
+   * so a link names only what the view shows.
+   */
+  private show(): void {
+    const w = this.wanted;
+    const hp = w.column.startsWith(HPARAM_PREFIX) ? w.column.slice(HPARAM_PREFIX.length) : null;
+    const columnOk = w.column === "" || (isSweepColumn(w.column) && (hp === null || this.sweep.hparams.some((h) => h.name === hp)));
+    const kindOk = w.kind === "" || kindsFound(this.sweep.lines).includes(w.kind);
+    const shown: SweepViewState = {
+      column: columnOk ? w.column : "",
+      descending: columnOk && w.descending,
+      text: w.text,
+      kind: kindOk ? w.kind : "",
+    };
+    this.sort = { column: shown.column, descending: shown.descending };
+    if (this.filterInput.value !== shown.text) this.filterInput.value = shown.text;
+    this.kindSelect.value = shown.kind;
     this.drawHead();
     this.apply();
+    if (!columnOk || !kindOk) {
+      this.wanted = shown;
+      this.events.changed(shown);
+    }
   }
 
   private drawSplits(): void {

@@ -25,7 +25,6 @@ from .analysis import vocabulary
 from .analysis.finding import Finding
 from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
-from .reading import trainings as trainings_lib
 from .serving import analyzer as analyzer_lib
 from .serving import responses
 from .serving import sweep as sweep_answer
@@ -282,14 +281,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         """
         summaries = []
         names = self._analyzer.list_runs(ctx, experiment)
-        trainings = trainings_lib.trainings(names)
         for run in names:
             try:
                 rd, found = self._analyzer.run(ctx, experiment, run, names)
-                summary = responses.run_summary(rd, found)
-                # The training many workers logged that the run is a rank of (None: it is none).
-                name = trainings_lib.rank_name(run)
-                summary["training"] = responses.training(trainings.get(name.training) if name else None, run)
+                # With the training many workers logged that the run is a rank of (None: it is none).
+                summary = responses.run_summary(rd, found, self._analyzer.training_of(rd))
                 summaries.append(summary)
             except errors.NotFoundError:
                 continue

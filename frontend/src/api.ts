@@ -327,7 +327,7 @@ function counts(v: unknown): Record<string, number> {
   return out;
 }
 
-function parseSampling(v: unknown): Sampling | null {
+export function parseSampling(v: unknown): Sampling | null {
   if (!isRecord(v) || typeof v.message !== "string") return null;
   const n = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0);
   return {

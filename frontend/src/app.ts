@@ -136,7 +136,13 @@ export class App {
       png: () => exportPng(this.views, this.state),
       sweep: () => this.setView(this.state.view === "sweep" ? "heatmap" : "sweep"),
     });
-    this.sweepView = new SweepView({ open: (run, role) => this.openFromSweep(run, role) });
+    this.sweepView = new SweepView({
+      open: (run, role) => this.openFromSweep(run, role),
+      changed: (sweep) => {
+        this.state.sweep = sweep;
+        this.persist();
+      },
+    }, this.state.sweep);
     this.views = [this.makeView(0), this.makeView(1)];
     this.detail = new DetailPanel({
       step: (step) => this.selectCell(this.state.layer, step, 0),
@@ -241,6 +247,7 @@ export class App {
     const viewChanged = next.view !== this.state.view;
     this.state = next;
     if (this.showView()) {
+      this.sweepView.restore(next.sweep);
       if (viewChanged) void this.loadSweep();
       return;
     }

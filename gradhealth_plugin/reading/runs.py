@@ -140,6 +140,9 @@ class RunData:
     # Per tag of `scalar_series` on another axis (`scalar_axes` False): the layers' step written
     # nearest in time to each of its points, so that its step N is never read as training step N.
     scalar_row_steps: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # The earliest wall time of any step read (None where none was recorded): when the run started,
+    # which tells the ranks of one training (started together) from runs only named alike.
+    first_wall: Optional[float] = None
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -453,6 +456,7 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
         scalar_axes=found_axes,
         scalar_row_steps=scalar_row_steps(reads, found_axes),
+        first_wall=min((float(w.min()) for w in reads.walls.values() if len(w)), default=None),
     )
 
 

@@ -144,8 +144,10 @@ def _role_summary(rdata: RoleData) -> dict:
             "decided_by": rdata.decided_by}
 
 
-def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
-    """One run's entry in the ``runs`` route: its layers, roles, sampling and findings counts."""
+def run_summary(rd: RunData, found: Sequence[finding.Finding],
+                training_of: Optional[trainings_lib.Training] = None) -> dict:
+    """One run's entry in the ``runs`` route: its layers, roles, sampling, findings counts and the
+    training many workers logged it is a rank of (`training_of`, from `Analyzer.training_of`)."""
     worst = worst_severity(found)
     has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
     counts = {sev: sum(1 for f in found if f.severity == sev) for sev in finding.SEVERITY_RANK}
@@ -180,6 +182,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling) if has_data else "no data",
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
+        "training": training(training_of, rd.run),
     }
 
 
@@ -808,7 +811,9 @@ def cli_run(summary: dict) -> dict:
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
             "not_judged": summary["not_judged"],
-            "coverage_note": summary["coverage_note"], "stopped": summary["stopped"]}
+            "coverage_note": summary["coverage_note"], "stopped": summary["stopped"],
+            # As in the `runs` route: the training many workers logged this run is a rank of, or None.
+            "training": summary["training"]}
 
 
 def cli_report(summaries: Sequence[dict], analyses: Sequence[Tuple[RunData, Sequence[finding.Finding]]]) -> dict:
@@ -893,6 +898,9 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         # Most severe first, then by onset.
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": summary_status["not_judged"],
+        # As in `runs`, so the sweep words a run's badge as the run list does.
+        "gradients_judged": summary_status["gradients_judged"],
+        "sampling": summary_status["sampling"],
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "strip": status_strip(rd),
@@ -934,6 +942,8 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
                                              "role": (parts[0]["worst"] or {}).get("role")},
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
+        "gradients_judged": any(p["gradients_judged"] for p in parts),
+        "sampling": next((p["sampling"] for p in parts if p["sampling"] is not None), None),
         "last_step": last["last_step"],
         "last_step_text": last["last_step_text"],
         "strip": next((p["strip"] for p in parts if p["strip"]["steps"]), parts[0]["strip"]),

@@ -278,9 +278,10 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
                   f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
-        sampling = responses.cli_sampling(summary["sampling"])
-        if sampling is not None:
-            out.write(f"  {sampling['message']}\n")
+        for sampling in (responses.cli_sampling(summary["sampling"]),
+                         responses.cli_scalars_sampling(summary["scalars_sampling"])):
+            if sampling is not None:
+                out.write(f"  {sampling['message']}\n")
         if summary["stopped"]:
             out.write(f"  stopped: {_one_line(summary['stopped']['message'])}\n")
         if summary["coverage_note"]:
@@ -423,9 +424,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             _write_text(summaries, analyses, sys.stdout)
         return EXIT_ERROR if failed else EXIT_OK
     for rd, _ in analyses:
-        sampling = responses.cli_sampling(rd.sampling, "check reads every step without --sampled")
-        if sampling is not None:  # only with --sampled: what the gate did not read is said, never passed over
-            print(f"{rd.run}: {sampling['message']}")
+        # Only with --sampled: what the gate did not read is said, never passed over.
+        for sampling in (responses.cli_sampling(rd.sampling, "check reads every step without --sampled"),
+                         responses.cli_scalars_sampling(rd.scalars_sampling,
+                                                        "check reads every point without --sampled")):
+            if sampling is not None:
+                print(f"{rd.run}: {sampling['message']}")
     level = finding_lib.SEVERITY_RANK[args.fail_on]
     failing = [f for f in found if finding_lib.SEVERITY_RANK[f.severity] >= level]
     for f in failing:

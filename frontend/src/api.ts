@@ -40,6 +40,8 @@ export interface RunInfo {
   steps_logged: number | null;
   /** What TensorBoard's sampling dropped in this run; null when it kept every logged step. */
   sampling: Sampling | null;
+  /** The same for the run-level scalars (the loss, ...), in the server's words; null when none lost points. */
+  scalars_sampling: string | null;
   /** Severity of the run's worst finding; null when it has none. */
   worst_severity: Severity | null;
   /** The role of the run's most severe warn or critical finding, which the tab opens on when the URL names none. */
@@ -358,6 +360,7 @@ export function parseRuns(body: unknown): RunsResponse {
       last_step: stepField(r, "last_step"),
       steps_logged: typeof r.steps_logged === "number" ? r.steps_logged : null,
       sampling: parseSampling(r.sampling),
+      scalars_sampling: isRecord(r.scalars_sampling) && typeof r.scalars_sampling.message === "string" ? r.scalars_sampling.message : null,
       worst_severity: severity(r.worst_severity),
       worst_role: typeof r.worst_role === "string" ? r.worst_role : null,
       worst_status: typeof r.worst_status === "string" ? r.worst_status : "no_data",

@@ -436,8 +436,9 @@ export class App {
     const run = this.currentRun();
     const id = ++this.requestId;
     if (!run) return;
-    this.samplingNote.hidden = run.sampling === null;
-    this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
+    const notes = [run.sampling?.message ?? null, run.scalars_sampling].filter((m): m is string => m !== null);
+    this.samplingNote.hidden = notes.length === 0;
+    this.samplingNote.textContent = notes.join(" ");
     const coverage = [run.coverage_note, unreadableNote(run.unreadable)].filter((n): n is string => n !== null);
     this.coverageNote.hidden = coverage.length === 0;
     this.coverageNote.textContent = coverage.join(" ");

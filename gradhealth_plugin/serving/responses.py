@@ -167,6 +167,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
         "steps_kept": rd.steps_kept,
         "steps_logged": rd.steps_logged,
         "sampling": rd.sampling,
+        # The same for the run-level scalars (the loss, ...): rows can be whole while they are sampled.
+        "scalars_sampling": rd.scalars_sampling,
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "worst_severity": worst,
@@ -803,12 +805,21 @@ def cli_sampling(sampling: Optional[dict], reads_all: str = "--all-steps reads e
     return dict(sampling, cli_flag="--all-steps", message=message)
 
 
+def cli_scalars_sampling(sampling: Optional[dict],
+                         reads_all: str = "--all-steps reads every point") -> Optional[dict]:
+    """The run-level scalars' sampling note, with how the command reads every point as well."""
+    if sampling is None:
+        return None
+    return dict(sampling, cli_flag="--all-steps", message=f"{sampling['message']}; {reads_all}")
+
+
 def cli_run(summary: dict) -> dict:
     """A run in ``gradhealth report --format json``: the route's `run_summary`, layers by name only."""
     return {"run": summary["run"], "verdict": summary["verdict"],
             "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
+            "scalars_sampling": cli_scalars_sampling(summary["scalars_sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
             "not_judged": summary["not_judged"],
             "coverage_note": summary["coverage_note"], "stopped": summary["stopped"],

@@ -1314,6 +1314,17 @@ def test_no_progress_threshold(improvement, fires):
     assert_evidence(f)
 
 
+def test_a_loss_that_fell_and_rose_again_gets_worse_from_its_lowest_step():
+    steps = np.arange(300, dtype=np.int64)
+    loss = np.where(steps < 150, 2.0 * np.exp(-steps / 10) + 0.01, 0.9) * _noise(0, 300, 0.01)
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "no_progress")
+    assert f.message.startswith("the loss gets worse (loss): ")
+    lowest = int(np.argmin(loss))
+    assert 100 <= lowest < 150 and f.message.endswith(f"; it was lowest, {loss[lowest]:.4g}, at step {lowest}")
+    stalled = one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0)})), "no_progress")
+    assert stalled.message.startswith("the loss does not improve (loss): ") and "lowest" not in stalled.message
+
+
 def test_no_progress_needs_enough_points_and_every_loss_stuck():
     assert of_kind(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=7)})), "no_progress") == []
     assert one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=8)})), "no_progress")

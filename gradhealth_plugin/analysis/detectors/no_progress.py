@@ -53,16 +53,20 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         return []
     tags = sorted(judged, key=lambda t: (-judged[t]["points"], t))
     onset = judged[tags[0]]
+    # Worse by more than the noise allows: the loss rose, which says more than "stalled".
+    worse = onset["improvement"] + onset["noise_margin"] < 0
     first, last = min(v["first_step"] for v in judged.values()), max(v["last_step"] for v in judged.values())
     subject = tags[0] if len(tags) == 1 else f"{', '.join(tags[:3])}{' and more' if len(tags) > 3 else ''}"
     return [Finding(
         run=rd.run, kind=KIND, severity=SEVERITY, layers=tags, first_step=first, last_step=last,
         evidence={"threshold": needed, "value": onset["improvement"], "step": onset["last_step"],
                   "layers": judged},
-        message=(f"the loss does not improve ({subject}): the median of its last tenth of {onset['points']} logged "
-                 f"values is {onset['last_median']:.4g} against {onset['first_median']:.4g} in its first tenth "
-                 f"({-onset['improvement']:+.1%}; an improvement of at least {needed:.0%} expected) from step {first} to step "
-                 f"{last}"),
+        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({subject}): the median of its last "
+                 f"tenth of {onset['points']} logged values is {onset['last_median']:.4g} against "
+                 f"{onset['first_median']:.4g} in its first tenth ({-onset['improvement']:+.1%}; an improvement of at "
+                 f"least {needed:.0%} expected) from step {first} to step {last}"
+                 # Where it turned: a loss that fell and rose again was fine up to there.
+                 + (f"; it was lowest, {onset['lowest']:.4g}, at step {onset['lowest_step']}" if worse else "")),
         advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags})]
 
 
@@ -81,4 +85,5 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
     return {"first_median": head, "last_median": tail, "improvement": (head - tail) / abs(head),
             "noise_margin": float(margin), "k": int(k),
             "spread": float(np.max(np.abs(values - np.median(values))) / abs(head)),
-            "points": int(len(values)), "first_step": int(steps[0]), "last_step": int(steps[-1])}
+            "points": int(len(values)), "first_step": int(steps[0]), "last_step": int(steps[-1]),
+            "lowest": float(values.min()), "lowest_step": int(steps[int(np.argmin(values))])}

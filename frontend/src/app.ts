@@ -572,11 +572,12 @@ export class App {
    */
   private setZoom(zoom: [Step, Step] | null): void {
     this.state.zoom = zoom;
+    // Asked for before the loaded columns are redrawn: the answer is on its way while they are.
+    const h = this.store.heatmaps[0];
+    if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
     for (const v of this.views) v.setZoom(zoom);
     this.toolbar.setZoomed(this.state.zoom !== null);
     this.persist();
-    const h = this.store.heatmaps[0];
-    if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
   }
 
   /**

@@ -165,3 +165,44 @@ def test_a_zoom_draws_every_point_of_a_thinned_track_in_its_window(long_track_se
             assert not tab.errors, tab.errors
         finally:
             browser.close()
+
+
+# Counts the tab's heatmap requests from now on, then zooms once and five times more in one turn.
+ZOOM_BURST = """() => {
+    const asked = [];
+    const real = window.fetch;
+    window.fetch = (url, init) => {
+        if (String(url).includes("heatmap?")) asked.push(String(url));
+        return real(url, init);
+    };
+    window.__ghAsked = asked;
+    window.__gradhealth.zoomTo(["500", "599"]);
+    const atOnce = asked.length;
+    for (let lo = 510; lo <= 550; lo += 10) window.__gradhealth.zoomTo([String(lo), String(lo + 99)]);
+    return [atOnce, asked.length];
+}"""
+
+
+def test_a_zoom_asks_at_once_and_a_burst_of_zooms_asks_twice(long_server):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 800, "height": 700})
+            tab = Tab(page, long_server)
+            tab.open(f"gradhealth&p.gradhealth.run={RUN}")
+            assert tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].binned")
+            before = int(tab.frame.evaluate("Number(document.documentElement.dataset.ghZoomDrawn || 0)"))
+            # The first zoom's window is asked for in the same turn; the five that follow it at once
+            # wait, and are asked for as one: the last of them.
+            assert tab.frame.evaluate(ZOOM_BURST) == [1, 1]
+            tab.frame.wait_for_function("window.__gradhealth.store.heatmaps[0].steps[0] === 550n", timeout=20_000)
+            tab.frame.wait_for_timeout(500)
+            asked = tab.frame.evaluate("window.__ghAsked")
+            assert len(asked) == 2, asked
+            assert [urllib.parse.parse_qs(urllib.parse.urlparse(u).query)["start"] for u in asked] == [["500"], ["550"]]
+            steps = tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].steps.map(String)")
+            assert steps == [str(s) for s in range(550, 650)]
+            assert int(tab.frame.evaluate("Number(document.documentElement.dataset.ghZoomDrawn || 0)")) > before
+            assert not tab.errors, tab.errors
+        finally:
+            browser.close()

@@ -54,8 +54,13 @@ function holdsWindow(h: Heatmap, zoom: [Step, Step] | null): boolean {
   return !h.binned && n > 0 && zoom[0] >= h.steps[0] && zoom[1] <= h.steps[n - 1];
 }
 
-// A zoom is fetched this long after the last brush or double-click, so a burst of zooms asks once.
+// A zoom after a quiet spell this long is fetched at once (its coarse redraw is no reason to wait);
+// one following another within it waits this long after the last, so a burst of zooms asks twice at most.
 const ZOOM_FETCH_MS = 80;
+
+function sameZoom(a: [Step, Step] | null, b: [Step, Step] | null): boolean {
+  return a === b || (a !== null && b !== null && a[0] === b[0] && a[1] === b[1]);
+}
 // Column budgets are multiples of this many CSS pixels, so resizing the window rarely asks again;
 // rounded down, so a column is never narrower than a pixel and a click lands on the cell it shows.
 const COLUMN_BUCKET = 128;
@@ -115,6 +120,8 @@ export class App {
   private requestId = 0;
   private zoomTimer = 0;
   private trackTimer = 0;
+  /** When the last zoom asked for a fetch (performance.now()). */
+  private lastZoomAt = -Infinity;
   private lastRefresh = 0;
   /** A cell was clicked: its panel is brought into view once drawn. */
   private revealPending = false;
@@ -600,12 +607,14 @@ export class App {
    */
   private setZoom(zoom: [Step, Step] | null): void {
     this.state.zoom = zoom;
+    // Asked for before the loaded columns are redrawn: the answer is on its way while they are.
+    const h = this.store.heatmaps[0];
+    if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
+    // The heatmap's columns hold the window: only a thinned track may need the window's points.
+    else this.scheduleTrackFetch();
     for (const v of this.views) v.setZoom(zoom);
     this.toolbar.setZoomed(this.state.zoom !== null);
     this.persist();
-    const h = this.store.heatmaps[0];
-    if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
-    else this.scheduleTrackFetch();
   }
 
   /**
@@ -622,8 +631,12 @@ export class App {
   }
 
   private scheduleZoomFetch(): void {
+    const now = performance.now();
+    const quiet = now - this.lastZoomAt >= ZOOM_FETCH_MS;
+    this.lastZoomAt = now;
     clearTimeout(this.zoomTimer);
-    this.zoomTimer = window.setTimeout(() => void this.loadZoom(), ZOOM_FETCH_MS);
+    if (quiet) void this.loadZoom();
+    else this.zoomTimer = window.setTimeout(() => void this.loadZoom(), ZOOM_FETCH_MS);
   }
 
   /** Fetches the zoom window's columns and draws them; a failure keeps the coarser columns shown. */
@@ -638,7 +651,8 @@ export class App {
     } catch {
       return;
     }
-    if (id !== this.requestId || pair.primary.steps.length === 0) return;
+    // A zoom since (its own fetch pending) makes this answer's window one no longer shown.
+    if (id !== this.requestId || pair.primary.steps.length === 0 || !sameZoom(zoom, this.state.zoom)) return;
     this.store.heatmaps = [pair.primary, pair.second];
     this.summary.textContent = summaryText(pair.primary);
     this.drawHeatmaps();

@@ -65,6 +65,12 @@ def failure(run: str, doing: str, error: BaseException) -> str:
     return f"run {run!r} could not be {doing} ({text}); the TensorBoard log has the details"
 
 
+def _training_name(run: str) -> Optional[str]:
+    """The training the run is a rank of by its name (`trainings.rank_name`), or None."""
+    name = trainings_lib.rank_name(run)
+    return None if name is None else name.training
+
+
 class Analyzer:
     """Reads runs through the data provider and keeps each run's findings until its data changes."""
 
@@ -199,7 +205,9 @@ class Analyzer:
         A failed analysis is kept like findings, until the run's data changes; a failed
         read is tried again on the next request (the data provider may recover).
         """
-        rd = self._read(ctx, experiment_id, run)
+        # A rank's run and its training's other ranks come from one listing (see `_training_listings`).
+        listings = self._training_listings(ctx, experiment_id, run, names)
+        rd = self._read(ctx, experiment_id, run, listings)
         with self._lock:
             own = self._findings.get(rd)
             if own is None:
@@ -211,7 +219,7 @@ class Analyzer:
                 self._findings[rd] = own
         if isinstance(own, str):
             raise RunFailed(own)
-        training, across = self._across_ranks(ctx, experiment_id, rd, names)
+        training, across = self._across_ranks(ctx, experiment_id, rd, listings)
         with self._lock:
             decided = self._decided.get(rd)
             # Cells are decided again only when the training's judgement changed (another rank's data did).
@@ -236,37 +244,50 @@ class Analyzer:
         ranked = decided[0][2] if decided is not None and decided[0] is not None else None
         return ranked if ranked is not None and rd.run in ranked.runs else None
 
-    def _read(self, ctx: tb_context.RequestContext, experiment_id: str, run: str) -> RunData:
+    def _read(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+              listings: Optional[Mapping[str, Mapping]] = None) -> RunData:
         try:
-            return self._reader.run_data(ctx, experiment_id, run)
+            return self._reader.run_data(ctx, experiment_id, run, listings)
         except NotFound as e:
             raise errors.NotFoundError(str(e)) from None
         except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
             logger.exception("gradhealth: reading run %r failed", run)
             raise RunFailed(failure(run, "read", e)) from None
 
+    def _training_listings(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+                           names: Optional[Sequence[str]]) -> Optional[Dict[str, Mapping]]:
+        """One listing of every run that may be a rank of `run`'s training, `run` among them;
+        None for a run whose name names no rank (its read lists it alone).
+
+        Which runs are one training follows from their names only (`trainings`), so the
+        runs TensorBoard names (`list_runs`, which lists no tag) narrow the listing to the
+        training's: the run's read, its training and its ranks' reads all use this one.
+        Asked separately, a rank's request listed its run, then every run, then its training.
+        """
+        own = trainings_lib.rank_name(run)
+        if own is None:
+            return None
+        if names is None:
+            names = self._reader.run_names(ctx, experiment_id)
+        same = {name for name in names if _training_name(name) == own.training}
+        return self._reader.listings(ctx, experiment_id, sorted(same | {run}))
+
     def _across_ranks(self, ctx: tb_context.RequestContext, experiment_id: str, rd: RunData,
-                      names: Optional[Sequence[str]]) -> Tuple[Optional[tuple], List[findings.Finding]]:
+                      listings: Optional[Mapping[str, Mapping]]) -> Tuple[Optional[tuple], List[findings.Finding]]:
         """(the training's judgement, this run's findings in it); (None, []) for a run that is no rank.
 
-        The judgement (weak references to the data it was made from, findings by run, the
-        ranks that ran together, `trainings.together`) is kept with the data of every rank
-        it was made from, and made again when any of them changed. A rank that cannot be
-        read is left out of it; so is one whose data says it is a training of its own.
+        `listings`: `_training_listings` of the run. The judgement (weak references to the
+        data it was made from, findings by run, the ranks that ran together,
+        `trainings.together`) is kept with the data of every rank it was made from, and made
+        again when any of them changed. A rank that cannot be read is left out of it; so is
+        one whose data says it is a training of its own.
         """
-        if trainings_lib.rank_name(rd.run) is None:
+        if listings is None or trainings_lib.rank_name(rd.run) is None:
             return None, []
-        # One listing for every rank: asking the provider rank by rank cost a gRPC data server
-        # a round trip per rank and request (0.8 s per heatmap of one of 16 ranks).
-        listings = None
-        if names is None:
-            listings = self._reader.listings(ctx, experiment_id)
-            names = provider_lib.run_names(listings)
-        training = trainings_lib.training_of(rd.run, names)
+        # Among the runs with data the plugin reads, as `list_runs` names them.
+        training = trainings_lib.training_of(rd.run, provider_lib.run_names(listings))
         if training is None:
             return None, []
-        if listings is None:
-            listings = self._reader.listings(ctx, experiment_id, training.runs)
         members = []
         for rank, name in zip(training.ranks, training.runs):
             try:

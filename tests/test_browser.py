@@ -819,6 +819,35 @@ def test_the_run_track_bands_a_spike_episode_and_its_marks_take_the_keyboard(dem
     assert tab.errors == []
 
 
+def test_a_drag_across_a_finding_band_on_the_run_track_zooms_and_selects_nothing(demo_tab):
+    run = "exploding/unclipped"
+    tab = demo_tab(run)
+    # The explosion's band covers the global norm's row from step 6 to the last step.
+    tag = "train/global_gradient_norm"
+    band = tab.ui.locator(f".gh-track .gh-track-mark[data-kind=exploding_gradients][data-tag='{tag}'] .gh-track-span").first
+    band.wait_for(timeout=10_000)
+    box = band.bounding_box()
+    x_from, x_to = (tab.frame.evaluate(f"window.__gradhealth.cellCenter('layer_0', {step}).x") for step in (50, 200))
+    frame = tab.page.locator(FRAME).bounding_box()
+    y = box["y"] + box["height"] / 2
+    tab.page.mouse.move(frame["x"] + x_from, y)
+    tab.page.mouse.down()
+    for k in range(1, 11):
+        tab.page.mouse.move(frame["x"] + x_from + (x_to - x_from) * k / 10, y)
+    tab.page.mouse.up()
+    tab.frame.wait_for_function("window.__gradhealth.viewState.zoom !== null", timeout=5000)
+    lo, hi = (int(s) for s in tab.frame.evaluate("window.__gradhealth.viewState.zoom.map(String)"))
+    assert 40 <= lo <= 55 and 195 <= hi <= 210, (lo, hi)
+    tab.frame.wait_for_timeout(400)
+    state = tab.frame.evaluate("window.__gradhealth.viewState")
+    assert state["finding"] == "" and "finding=" not in tab.page.url, (state, tab.page.url)
+    # A click (no drag) on the same band still selects its finding.
+    tab.page.mouse.click(frame["x"] + (x_from + x_to) / 2, y)
+    tab.frame.wait_for_function("window.__gradhealth.viewState.finding !== ''", timeout=5000)
+    assert tab.ui.locator("li.gh-finding[aria-selected=true]", has_text="xploding").count() == 1
+    assert tab.errors == []
+
+
 def test_a_run_opens_on_the_role_of_its_worst_finding(demo_tab):
     # No role in the URL: weight growth is about weights, so the tab opens on them.
     tab = demo_tab("weight_growth/no_decay")

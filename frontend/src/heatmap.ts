@@ -107,7 +107,7 @@ export class HeatmapView {
       this.schedule();
       this.events.scrolled?.(this.scroller.scrollTop);
     });
-    this.pointer = new HeatmapPointer(this, this.axis);
+    this.pointer = new HeatmapPointer(this, this.axis, this.track.root);
   }
 
   get data(): Heatmap | null {

@@ -48,9 +48,11 @@ export class HeatmapPointer {
   /** A click's selection, waiting to see whether a second click follows. */
   private pendingClick = 0;
 
-  constructor(private readonly view: PointerHost, axis: HTMLElement) {
+  /** `brushed`: the elements besides the rows where a drag zooms too (the step axis, the run track),
+   * all sharing the rows' x. */
+  constructor(private readonly view: PointerHost, ...brushed: HTMLElement[]) {
     const port = view.port;
-    for (const target of [port, axis]) {
+    for (const target of [port, ...brushed]) {
       target.addEventListener("mousedown", (e) => this.onDown(e));
       target.addEventListener("dblclick", () => {
         this.cancelClick();

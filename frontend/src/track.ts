@@ -2,7 +2,8 @@
 // learning rate as small line charts on the heatmap's own step axis and zoom,
 // with what the findings say about them marked: spikes, every occurrence of a
 // periodic spike and its period, non-finite steps, and where a problem began.
-// Clicking a mark selects its finding. Every label is set with textContent.
+// Clicking a mark selects its finding; dragging across the track zooms, as on
+// the heatmap. Every label is set with textContent.
 
 import type { Finding, StepSpan, Track, TrackSeries } from "./api";
 import { severityColor } from "./charts";
@@ -19,6 +20,14 @@ const TRACK_GAP = 3;
 const PAD_Y = 4;
 // A pointer this close to a mark (CSS pixels) points at it.
 const HIT_PX = 5;
+// A press and release further apart than this (CSS pixels) is a drag, which zooms (the heatmap's
+// brush), never a click on the mark under it.
+export const DRAG_PX = 5;
+
+/** Whether a press at `down` released at `up` (client coordinates) is a click rather than a drag. */
+export function isClick(down: { clientX: number; clientY: number } | null, up: { clientX: number; clientY: number }): boolean {
+  return down === null || Math.hypot(up.clientX - down.clientX, up.clientY - down.clientY) <= DRAG_PX;
+}
 
 /** What a finding marks on one series of the track. */
 export interface TrackMark {
@@ -112,6 +121,8 @@ export class RunTrack {
   private frame: TrackFrame | null = null;
   private rows: Row[] = [];
   private marks: TrackMark[] = [];
+  /** Where the last press on the chart was, to tell a click on a mark from a drag across it. */
+  private down: { clientX: number; clientY: number } | null = null;
 
   constructor(
     private readonly tooltip: Tooltip,
@@ -123,6 +134,7 @@ export class RunTrack {
     this.chart.setAttribute("aria-label", "Run-level scalars over steps, with the findings about them");
     this.chart.addEventListener("mousemove", (e) => this.onMove(e));
     this.chart.addEventListener("mouseleave", () => this.tooltip.hide());
+    this.chart.addEventListener("mousedown", (e) => (this.down = { clientX: e.clientX, clientY: e.clientY }));
     this.chart.addEventListener("click", (e) => this.onClick(e));
   }
 
@@ -377,6 +389,10 @@ export class RunTrack {
   }
 
   private onClick(e: MouseEvent): void {
+    // A drag across a band zooms (the heatmap's pointer brushes it); only a click selects.
+    const click = isClick(this.down, e);
+    this.down = null;
+    if (!click) return;
     const hit = this.at(e);
     const m = hit ? this.marksAt(hit.row, hit.x)[0] : undefined;
     if (m) this.events.selectFinding(m.finding);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { markText, trackMarks, valueExtent } from "../src/track";
+import { DRAG_PX, isClick, markText, trackMarks, valueExtent } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -63,5 +63,15 @@ describe("threshold lines in words", () => {
       "Dashed lines at 1 and -1: |mean weight| above this is weight growth.",
     ]);
     expect(lines.join(" ")).not.toMatch(/dead info|_/);
+  });
+});
+
+describe("a press on the track", () => {
+  it("is a click within a few pixels of where it began, a drag (which zooms) beyond", () => {
+    expect(isClick({ clientX: 100, clientY: 50 }, { clientX: 103, clientY: 52 })).toBe(true);
+    expect(isClick({ clientX: 100, clientY: 50 }, { clientX: 100 + DRAG_PX + 1, clientY: 50 })).toBe(false);
+    expect(isClick({ clientX: 100, clientY: 50 }, { clientX: 300, clientY: 50 })).toBe(false);
+    // A click the track saw no press of (the keyboard's) is a click.
+    expect(isClick(null, { clientX: 0, clientY: 0 })).toBe(true);
   });
 });

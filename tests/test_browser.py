@@ -848,6 +848,45 @@ def test_a_drag_across_a_finding_band_on_the_run_track_zooms_and_selects_nothing
     assert tab.errors == []
 
 
+def test_a_step_between_logged_histograms_names_the_nearest_and_zeros_sit_on_a_log_charts_floor(demo_tab):
+    run = "exploding/unclipped"
+    tab = demo_tab(run, "gradient")
+    # layer_10's exact statistics are logged at every step, grad_hist/layer_10 every 10th.
+    x, y = tab.cell_point("layer_10", 85)
+    tab.page.mouse.click(x, y)
+    detail = tab.ui.locator(".gh-detail")
+    buttons = detail.locator("button.gh-hist-elsewhere")
+    buttons.first.wait_for(timeout=10_000)
+    note = buttons.first.evaluate("e => e.parentElement.textContent")
+    assert note.startswith("No histogram at step 85: grad_hist/layer_10 was logged at other steps only; "
+                           "the nearest are step 80 before and step 90 after."), note
+    assert "exact statistics only" not in detail.text_content()
+    assert buttons.evaluate_all("els => els.map(e => e.textContent)") == ["\u2190 step 80", "step 90 \u2192"]
+    # The max |g| chart is on a log scale; the gradient is exactly 0 at many steps: they sit on its floor.
+    served = _get(f"{tab.base}/data/plugin/gradhealth/series?" + urllib.parse.urlencode(
+        {"run": run, "layer": "layer_10", "metric": "max_abs", "role": "gradient"}))["series"]["gradient"]
+    zeros = [s for s, v in zip(served["steps"], served["values"]) if v == 0]
+    assert len(zeros) > 100
+    detail.locator("select[aria-label='Metric to chart over steps']").select_option("max_abs")
+    floor = detail.locator(".gh-floor")
+    floor.wait_for(timeout=10_000)
+    drawn = [int(s) for s in floor.locator(".gh-floor-point").evaluate_all("els => els.map(e => e.dataset.step)")]
+    assert drawn == zeros
+    text = floor.locator(".gh-floor-text").text_content()
+    assert text.startswith(f"0 at {len(zeros)} steps from {zeros[0]} to {zeros[-1]}"), text
+    # The floor lies at the plot's bottom edge, below every drawn point.
+    ys = floor.locator(".gh-floor-point").evaluate_all("els => els.map(e => e.getBoundingClientRect().top)")
+    line = detail.locator("path.gh-series").evaluate("e => e.getBoundingClientRect().bottom")
+    assert min(ys) >= line - 4, (min(ys), line)
+    detail.screenshot(path=str(_shots() / "detail_between_histograms.png"))
+    # The nearest logged step opens with its histogram.
+    buttons.first.click()
+    tab.frame.wait_for_function("String(window.__gradhealth.viewState.step) === '80'", timeout=5000)
+    detail.locator("rect.gh-bar").first.wait_for(timeout=10_000)
+    assert detail.locator("button.gh-hist-elsewhere").count() == 0
+    assert tab.errors == []
+
+
 def test_a_run_opens_on_the_role_of_its_worst_finding(demo_tab):
     # No role in the URL: weight growth is about weights, so the tab opens on them.
     tab = demo_tab("weight_growth/no_decay")

@@ -211,3 +211,19 @@ def test_a_findings_layers_are_listed_in_model_order(demo):
         for f in demo.ok("/findings", run=run)["findings"]:
             positions = [order.get(name, -1) for name in f["layers"]]
             assert positions == sorted(positions), (run, f["kind"], f["layers"])
+
+
+def test_a_cell_between_a_histograms_steps_names_its_nearest_logged_ones(loader_client):
+    # exploding/unclipped: exact statistics of layer_10's gradient at every step, grad_hist/layer_10 every 10th.
+    client = loader_client(DEMO / "exploding")
+    between = client.ok("/cell", run="unclipped", layer="layer_10", step="85", role="gradient")["roles"]["gradient"]
+    assert between["histogram"] is None
+    assert between["histogram_elsewhere"] == {"tag": "grad_hist/layer_10", "before": 80, "before_text": "80",
+                                              "after": 90, "after_text": "90"}
+    at = client.ok("/cell", run="unclipped", layer="layer_10", step="80", role="gradient")["roles"]["gradient"]
+    assert at["histogram"] and at["histogram_step"] == 80 and at["histogram_elsewhere"] is None
+    # The first step with none before it, the last with none after it.
+    steps = client.ok("/series", run="unclipped", layer="layer_10", metric="max_abs", role="gradient")["series"]["gradient"]["steps"]
+    tail = client.ok("/cell", run="unclipped", layer="layer_10", step=str(steps[-1]), role="gradient")["roles"]["gradient"]
+    assert steps[-1] == 299 and tail["histogram"] is None
+    assert (tail["histogram_elsewhere"]["before"], tail["histogram_elsewhere"]["after"]) == (290, None)

@@ -216,6 +216,9 @@ export interface CellRole {
   histogram_axis: "row" | "other" | null;
   /** Seconds the histogram was written after the row's step (another axis only). */
   histogram_seconds_from_step: number | null;
+  /** No histogram at this step, though its tag was logged at others: the tag and its nearest kept
+   * steps before and after (null where there is none). */
+  histogram_elsewhere: { tag: string; before: Step | null; after: Step | null } | null;
   /** Steps of this row kept by TensorBoard and logged by the writer; null when the server does not say. */
   steps_kept: number | null;
   steps_logged: number | null;
@@ -708,6 +711,10 @@ export function parseCell(body: unknown): Cell {
       histogram_step: stepField(r, "histogram_step"),
       histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,
       histogram_seconds_from_step: num(r.histogram_seconds_from_step),
+      histogram_elsewhere: isRecord(r.histogram_elsewhere) && typeof r.histogram_elsewhere.tag === "string"
+        ? { tag: r.histogram_elsewhere.tag, before: stepField(r.histogram_elsewhere, "before"),
+          after: stepField(r.histogram_elsewhere, "after") }
+        : null,
       steps_kept: num(r.steps_kept),
       steps_logged: num(r.steps_logged),
       steps_logged_at_least: r.steps_logged_at_least === true,

@@ -186,6 +186,84 @@ function drawSeries(p: Plot, input: LineChartInput): void {
   });
 }
 
+/** A run of consecutive points at or below zero, which a log scale cannot place. */
+export interface FloorRun {
+  /** Indices of its first and last point. */
+  from: number;
+  to: number;
+  /** Every value exactly zero (else some negative). */
+  zero: boolean;
+}
+
+/** The runs of finite values <= 0: on a log chart they are pinned to the bottom edge, not left out. */
+export function floorRuns(values: readonly (number | null)[]): FloorRun[] {
+  const out: FloorRun[] = [];
+  values.forEach((v, i) => {
+    if (v === null || !Number.isFinite(v) || v > 0) return;
+    const last = out[out.length - 1];
+    if (last && last.to === i - 1) {
+      last.to = i;
+      last.zero &&= v === 0;
+    } else {
+      out.push({ from: i, to: i, zero: v === 0 });
+    }
+  });
+  return out;
+}
+
+// The band under a log chart's lowest positive value where its values at or below zero are drawn.
+const FLOOR_PX = 10;
+// Runs named in a log chart's floor note at most; the others are counted.
+const FLOOR_RUNS_NAMED = 3;
+
+/** The floor note: "0 at steps 41-299", "<= 0 at step 7", a few runs comma-separated, many counted
+ * ("0 at 270 steps from 10 to 299"). */
+export function floorText(runs: readonly FloorRun[], steps: readonly Step[]): string {
+  if (!runs.length) return "";
+  const what = runs.every((r) => r.zero) ? "0" : "\u2264 0";
+  const first = formatStep(steps[runs[0].from]);
+  const last = formatStep(steps[runs[runs.length - 1].to]);
+  if (runs.length > FLOOR_RUNS_NAMED) {
+    const count = runs.reduce((n, r) => n + r.to - r.from + 1, 0);
+    return `${what} at ${count.toLocaleString("en-US")} steps from ${first} to ${last}`;
+  }
+  const named = runs.map((r) => r.from === r.to ? formatStep(steps[r.from]) : `${formatStep(steps[r.from])}\u2013${formatStep(steps[r.to])}`);
+  const one = runs.length === 1 && runs[0].from === runs[0].to;
+  return `${what} at step${one ? "" : "s"} ${named.join(", ")}`;
+}
+
+/** A log chart's values at or below zero: hollow markers on the bottom edge, joined by a dashed line
+ * that drops from the last positive point and climbs back to the next, and a note naming their steps,
+ * so "became exactly zero" does not read as "not logged". */
+function drawFloor(p: Plot, input: LineChartInput): void {
+  const { values, steps } = input;
+  const runs = floorRuns(values);
+  if (!p.log || !runs.length) return;
+  const yf = p.y1 - 3;
+  const positive = (i: number): boolean => {
+    const v = values[i];
+    return v !== undefined && v !== null && Number.isFinite(v) && v > 0;
+  };
+  const g = svg("g", { class: "gh-floor" });
+  for (const r of runs) {
+    let d = positive(r.from - 1) ? `M${p.xs(p.at[r.from - 1]).toFixed(1)},${p.y(values[r.from - 1] as number).toFixed(1)}L` : "M";
+    d += `${p.xs(p.at[r.from]).toFixed(1)},${yf}L${p.xs(p.at[r.to]).toFixed(1)},${yf}`;
+    if (positive(r.to + 1)) d += `L${p.xs(p.at[r.to + 1]).toFixed(1)},${p.y(values[r.to + 1] as number).toFixed(1)}`;
+    g.append(svg("path", { d, fill: "none", stroke: "var(--gh-link)", "stroke-width": 1, "stroke-dasharray": "3 2", class: "gh-floor-line" }));
+    for (let i = r.from; i <= r.to; i++) {
+      const dot = svg("circle", { cx: p.xs(p.at[i]), cy: yf, r: 2.5, fill: "none", stroke: "var(--gh-link)",
+        class: "gh-floor-point", "data-step": steps[i].toString() });
+      g.append(dot);
+    }
+  }
+  const text = floorText(runs, steps);
+  const note = svg("text", { x: p.x0 + 4, y: yf - 5, class: "gh-floor-text", style: "fill: var(--gh-link); font-size: 10px; paint-order: stroke; stroke: var(--gh-panel); stroke-width: 3px" },
+    `${text} (drawn on the bottom edge)`);
+  note.append(svg("title", {}, `${text}: values at or below zero have no place on a log scale`));
+  g.append(note);
+  p.g.append(g);
+}
+
 function drawMarks(p: Plot, spikes: readonly Step[], selected: Step | null): void {
   for (const s of spikes) {
     const x = p.x(s);
@@ -245,7 +323,9 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   const first = at.length ? at[0] : 0;
   const last = at.length ? at[at.length - 1] : 0;
   const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
-  const ys = log ? scaleLog([lo, hi], [y1, y0]) : scaleLinear([lo, hi], [y1, y0]);
+  // Values at or below zero on a log scale sit on a floor under the lowest positive value (drawFloor).
+  const floor = log && floorRuns(input.values).length > 0 ? FLOOR_PX : 0;
+  const ys = log ? scaleLog([lo, hi], [y1 - floor, y0]) : scaleLinear([lo, hi], [y1, y0]);
   const y = (v: number): number => (log && v <= 0 ? y1 : ys(v));
   const p: Plot = { g: svg("g"), xs, x: (s) => xs(offset(s, origin)), at, y, log, x0, x1, y0, y1 };
   root.append(p.g);
@@ -254,6 +334,7 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   axisBottom(p.g, stepTicks(xs, origin, x0, x1), y1, x0, x1);
   drawThresholds(p, lines);
   drawSeries(p, input);
+  drawFloor(p, input);
   drawMarks(p, input.spikes, input.selected);
   addReadout(p, root, input);
   return root;

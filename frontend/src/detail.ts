@@ -5,7 +5,7 @@
 import { METRICS } from "./api";
 import type { Cell, CellRole, Finding, Series, Threshold } from "./api";
 import { histogramChart, lineChart, severityColor } from "./charts";
-import { histogramLabel, outlineLabel } from "./histogram_label";
+import { histogramLabel, missingHistogram, outlineLabel } from "./histogram_label";
 import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
@@ -269,9 +269,17 @@ export class DetailPanel {
     const buckets = r?.histogram ?? null;
     if (!buckets || buckets.length === 0) {
       this.histBox.replaceChildren();
-      this.histNote.textContent = r
-        ? r.histogram_note ?? "No histogram for this tensor at this step: it was logged as exact statistics only."
-        : `No ${t.role} data at this step.`;
+      if (!r || r.histogram_note) {
+        this.histNote.textContent = r?.histogram_note ?? `No ${t.role} data at this step.`;
+        return;
+      }
+      // Logged at other steps (every N-th): say so, with buttons that open the nearest ones.
+      const missing = missingHistogram(t.step, r);
+      const open = (step: Step | null, text: string): (string | HTMLButtonElement)[] => step === null ? []
+        : [" ", button(text, () => this.events.step(step), "gh-button gh-hist-elsewhere", `Open step ${formatStep(step)}, which has a histogram`)];
+      this.histNote.replaceChildren(missing.text,
+        ...open(missing.before, `\u2190 step ${missing.before === null ? "" : formatStep(missing.before)}`),
+        ...open(missing.after, `step ${missing.after === null ? "" : formatStep(missing.after)} \u2192`));
       return;
     }
     const { prev } = this.neighbours();

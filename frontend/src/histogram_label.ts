@@ -44,3 +44,20 @@ export function outlineLabel(prevStep: Step, ghost: CellRole | undefined): strin
   }
   return `Outline: step ${formatStep(prevStep)}.`;
 }
+
+/** Why a row shows no histogram at `step`, and the nearest steps its histogram tag was logged at
+ * (for the panel's buttons that open them): a row of exact statistics at every step may carry a
+ * histogram only every N-th, which is not "exact statistics only". */
+export function missingHistogram(step: Step, role: CellRole): { text: string; before: Step | null; after: Step | null } {
+  const elsewhere = role.histogram_elsewhere;
+  if (!elsewhere || (elsewhere.before === null && elsewhere.after === null)) {
+    return { text: "No histogram for this tensor at this step: it was logged as exact statistics only.", before: null, after: null };
+  }
+  const { tag, before, after } = elsewhere;
+  const near = [before !== null ? `step ${formatStep(before)} before` : "", after !== null ? `step ${formatStep(after)} after` : ""]
+    .filter((s) => s).join(" and ");
+  return {
+    text: `No histogram at step ${formatStep(step)}: ${tag} was logged at other steps only; the nearest ${before !== null && after !== null ? "are" : "is"} ${near}.`,
+    before, after,
+  };
+}

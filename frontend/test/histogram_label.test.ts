@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { CellRole } from "../src/api";
-import { histogramLabel, outlineLabel } from "../src/histogram_label";
+import { histogramLabel, missingHistogram, outlineLabel } from "../src/histogram_label";
 
 function role(over: Partial<CellRole>): CellRole {
   return {
@@ -17,6 +17,7 @@ function role(over: Partial<CellRole>): CellRole {
     histogram_step: 120n,
     histogram_axis: "row",
     histogram_seconds_from_step: null,
+    histogram_elsewhere: null,
     steps_kept: 10,
     steps_logged: 10,
     steps_logged_at_least: false,
@@ -52,5 +53,24 @@ describe("outlineLabel", () => {
     expect(outlineLabel(7n, role({ histogram_axis: "other", histogram_step: 0n }))).toBe(
       "Outline: the histogram nearest to step 7 (its own step 0).",
     );
+  });
+});
+
+describe("missingHistogram", () => {
+  const none = { histogram: null, histogram_tag: null, histogram_step: null, histogram_axis: null } as const;
+
+  it("names the histogram tag's nearest logged steps when it was logged at other steps", () => {
+    const m = missingHistogram(85n, role({ ...none, histogram_elsewhere: { tag: "grad_hist/layer_10", before: 80n, after: 90n } }));
+    expect(m).toEqual({
+      text: "No histogram at step 85: grad_hist/layer_10 was logged at other steps only; the nearest are step 80 before and step 90 after.",
+      before: 80n, after: 90n,
+    });
+    expect(missingHistogram(299n, role({ ...none, histogram_elsewhere: { tag: "h", before: 290n, after: null } })).text)
+      .toBe("No histogram at step 299: h was logged at other steps only; the nearest is step 290 before.");
+  });
+
+  it("says exact statistics only when no histogram was logged at any step", () => {
+    expect(missingHistogram(85n, role({ ...none })).text)
+      .toBe("No histogram for this tensor at this step: it was logged as exact statistics only.");
   });
 });

@@ -68,6 +68,8 @@ class RoleData:
     # and the histogram's own steps and wall times.
     histogram_other_axis: bool = False
     step_walls: Optional[np.ndarray] = None
+    # The histogram's kept steps on its own axis (ascending), whichever axis it is on: a row of
+    # exact statistics at every step may have a histogram only every N-th.
     histogram_steps: Optional[np.ndarray] = None
     histogram_walls: Optional[np.ndarray] = None
 
@@ -78,12 +80,24 @@ class RoleData:
             return None
         step = int(self.table.steps[index])
         if not self.histogram_other_axis:
+            if self.histogram_steps is not None and not _holds(self.histogram_steps, step):
+                return None  # logged at other steps only: nothing to read here
             return step, None
         wall = float(self.step_walls[index])
         nearest = axes.nearest_in_time(self.histogram_walls, wall)
         if nearest is None:
             return None
         return int(self.histogram_steps[nearest]), float(self.histogram_walls[nearest] - wall)
+
+    def histogram_steps_around(self, step: int) -> Tuple[Optional[int], Optional[int]]:
+        """The histogram's nearest kept steps before and after `step` on the row's own axis (None where
+        there is none, and both None for a histogram on another axis or of unknown steps)."""
+        if self.histogram_other_axis or self.histogram_steps is None or not len(self.histogram_steps):
+            return None, None
+        hs = self.histogram_steps
+        i = int(np.searchsorted(hs, step, side="left"))
+        j = int(np.searchsorted(hs, step, side="right"))
+        return (int(hs[i - 1]) if i > 0 else None), (int(hs[j]) if j < len(hs) else None)
 
     @property
     def own_tag(self) -> Optional[str]:
@@ -358,7 +372,7 @@ def role_data(group: List[tags_lib.TagInfo], reads: RunReads) -> Optional[RoleDa
     step_tags = ([(metadata.PLUGIN_NAME, i.tag) for i in own_infos[:1]]
                  + ([("histograms", merged_hist)] if merged_hist else [])
                  + [("scalars", i.tag) for i in scalar_infos])
-    axis = {}
+    axis = {"histogram_steps": hist_table.steps} if hist_tag else {}
     if other_axis:
         axis = {"histogram_other_axis": True, "step_walls": _row_walls(table.steps, axis_key, reads),
                 "histogram_steps": hist_table.steps, "histogram_walls": reads.walls[("histograms", hist_tag)]}
@@ -643,3 +657,9 @@ def role_union_steps(run_data: RunData, role: str) -> np.ndarray:
     # Most rows are logged at the same steps: each distinct axis once (every zoom's answer asks).
     distinct = {(row.dtype.str, row.tobytes()): row for row in steps}
     return np.unique(np.concatenate(list(distinct.values())))
+
+
+def _holds(steps: np.ndarray, step: int) -> bool:
+    """Whether ascending `steps` hold `step`."""
+    i = int(np.searchsorted(steps, step))
+    return i < len(steps) and int(steps[i]) == step

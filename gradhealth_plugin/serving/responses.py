@@ -727,11 +727,23 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "histogram_step_text": step_text(shown[0]) if has_histogram else None,
         "histogram_axis": ("other" if rdata.histogram_other_axis else "row") if has_histogram else None,
         "histogram_seconds_from_step": shown[1] if has_histogram and rdata.histogram_other_axis else None,
+        # No histogram here, though the row has one at other steps (grad_hist every 10 steps beside
+        # exact statistics at every step): its tag and nearest kept steps before and after; else None.
+        "histogram_elsewhere": None if has_histogram else _histogram_elsewhere(rdata, int(table.steps[index])),
         # The row's kept steps against its writer's logged steps (they differ after sampling).
         "steps_kept": int(len(table.steps)),
         "steps_logged": _steps_logged(rdata),
         "steps_logged_at_least": bool(rdata.logged_at_least),
     }
+
+
+def _histogram_elsewhere(rdata: RoleData, step: int) -> Optional[dict]:
+    """Where the row's histogram tag was logged, nearest to `step`, when it was not logged there."""
+    before, after = rdata.histogram_steps_around(step)
+    if rdata.histogram_tag is None or (before is None and after is None):
+        return None
+    return {"tag": rdata.histogram_tag, "before": before, "before_text": None if before is None else step_text(before),
+            "after": after, "after_text": None if after is None else step_text(after)}
 
 
 def cell(rd: RunData, layer: Layer, step: int, roles: Mapping[str, dict]) -> dict:

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { floorRuns, floorText } from "../src/charts";
+
+describe("a log chart's values at or below zero", () => {
+  const steps = [0n, 10n, 20n, 30n, 40n, 50n, 60n];
+
+  it("are found as runs of consecutive points, exact zeros told from negatives", () => {
+    expect(floorRuns([1, 0.5, 0, 0, null, 0, -1])).toEqual([
+      { from: 2, to: 3, zero: true }, { from: 5, to: 6, zero: false },
+    ]);
+    // Missing and non-finite values are no data, not zero.
+    expect(floorRuns([1, null, NaN, Infinity, 2])).toEqual([]);
+  });
+
+  it("are named by their steps", () => {
+    expect(floorText(floorRuns([1, 2, 3, 0, 0, 0, 0]), steps)).toBe("0 at steps 30\u201360");
+    expect(floorText(floorRuns([1, -2, 3, 4, 5, 6, 7]), steps)).toBe("\u2264 0 at step 10");
+    expect(floorText(floorRuns([0, 1, 0, 1, 0, 1, 0]), steps)).toBe("0 at 4 steps from 0 to 60");
+    expect(floorText(floorRuns([0, 0, 1, 0, 1, 1, 0]), steps)).toBe("0 at steps 0\u201310, 30, 60");
+    expect(floorText([], steps)).toBe("");
+  });
+});

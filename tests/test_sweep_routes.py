@@ -297,3 +297,21 @@ def test_runs_and_sweep_lines_order_run_names_by_their_decimal_values(tmp_path, 
     client = plugin_client(tmp_path)
     assert [r["run"] for r in client.ok("/runs")["runs"]] == expected
     assert [r["run"] for r in client.ok("/sweep")["runs"]] == expected
+
+
+def test_a_long_runs_strip_bins_equal_stretches_of_steps_not_of_logged_steps(tmp_path, loader_client):
+    # Every step of the first 200, then every 100th to 10,000: 298 logged steps, more than the strip's columns.
+    steps = list(range(200)) + list(range(300, 10_001, 100))
+    rng = np.random.default_rng(3)
+    write_run(tmp_path / "dense_then_sparse",
+              [event(s, hist_value("gradients/dense_0/kernel", normal_buckets(rng))) for s in steps])
+    (line,) = loader_client(tmp_path).ok("/sweep")["runs"]
+    strip = line["strip"]
+    firsts, lasts = strip["steps"], strip["last_steps"]
+    assert len(firsts) == len(lasts) == len(strip["status"]) <= 120
+    # Each column holds the logged steps of one stretch of 10,001 / 120 (about 83) steps: the first 200
+    # steps make three columns, not the half of the strip their 200 of 298 logged steps would fill.
+    width = 10_001 / 120
+    assert [int(s // width) for s in firsts] == sorted({int(s // width) for s in steps})
+    assert firsts[:4] == [0, 84, 167, 300] and lasts[:3] == [83, 166, 199]
+    assert lasts[-1] == 10_000 and strip["steps_text"][:4] == ["0", "84", "167", "300"]

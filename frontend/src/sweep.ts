@@ -14,6 +14,8 @@ import { isRecord, malformed } from "./json";
 import { runBadge } from "./panels";
 import { matchesFilter } from "./rows";
 import { compareRunNames } from "./run_names";
+import { offset, parseStep } from "./steps";
+import type { Step } from "./steps";
 import { kindIndex, kindLabel, mildestSeverity, severityRank, statusNames } from "./vocabulary";
 
 export type HparamValue = number | string | boolean;
@@ -226,9 +228,40 @@ function sortHeader(text: string, column: string): HTMLTableCellElement {
   return th;
 }
 
-/** The strip's column at `x` pixels from its left edge, of `n` columns over `width` pixels. */
-export function stripColumnAt(x: number, n: number, width: number = STRIP_WIDTH_PX): number {
-  return Math.min(n - 1, Math.max(0, Math.floor((x / width) * n)));
+/**
+ * The x of each column's left edge over `width` pixels, and of the strip's right end (n + 1 values):
+ * columns are placed by step, as the heatmap places its own, on the axis from the run's first step to
+ * its last, each column running to the next one's first step. A run logged at every one of its first
+ * 30 steps and every 100th after gives those 30 steps their share of steps, not of logged steps.
+ * Steps that cannot be read (an older server) fall back to one equal share per column.
+ */
+export function stripEdges(strip: SweepLine["strip"], width: number = STRIP_WIDTH_PX): Float64Array {
+  const n = strip.status.length;
+  const edges = new Float64Array(n + 1);
+  const firsts = strip.steps_text.slice(0, n).map(parseStep);
+  const end = parseStep(strip.last_steps_text[n - 1] ?? strip.steps_text[n - 1]);
+  const origin = firsts[0];
+  const exact = n > 0 && origin !== null && end !== null && firsts.length === n && firsts.every((f) => f !== null);
+  // One step's width past the last step, so the last column (and a one-step run) has room.
+  const span = exact ? offset(end, origin) + 1 : n;
+  for (let i = 0; i <= n; i++) {
+    const at = !exact ? i : i === n ? span : offset(firsts[i] as Step, origin);
+    edges[i] = span > 0 ? (at / span) * width : 0;
+  }
+  return edges;
+}
+
+/** The strip's column at `x` pixels from its left edge, of the columns whose edges `stripEdges` gives. */
+export function stripColumnAt(x: number, edges: Float64Array): number {
+  const n = edges.length - 1;
+  let lo = 0;
+  // The last column whose left edge is at or before x.
+  for (let hi = n - 1; lo < hi;) {
+    const mid = (lo + hi + 1) >> 1;
+    if (edges[mid] <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return Math.min(Math.max(0, n - 1), lo);
 }
 
 /** What the strip's column `i` says on hover: its step (or steps, for a binned column) and status. */
@@ -247,20 +280,26 @@ function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLC
   canvas.dataset.statuses = strip.status.map((s) => statusName(s, names)).join(" ");
   const whole = n > 0 ? `worst status per step, steps ${strip.steps_text[0]} to ${strip.last_steps_text[n - 1] ?? strip.steps_text[n - 1]}` : "no steps";
   canvas.title = whole;
+  const edges = stripEdges(strip);
+  canvas.dataset.edges = Array.from(edges, (x) => x.toFixed(1)).join(" ");
   if (n > 0) {
     canvas.addEventListener("mousemove", (e) => {
-      canvas.title = stripColumnText(strip, stripColumnAt(e.offsetX, n, canvas.clientWidth || STRIP_WIDTH_PX), names);
+      const scale = STRIP_WIDTH_PX / (canvas.clientWidth || STRIP_WIDTH_PX);
+      canvas.title = stripColumnText(strip, stripColumnAt(e.offsetX * scale, edges), names);
     });
     canvas.addEventListener("mouseleave", () => (canvas.title = whole));
   }
   const ctx = canvas.getContext("2d");
   if (ctx) {
-    strip.status.forEach((s, i) => {
+    // Worst last: where columns narrower than a pixel share one (densely logged steps), it shows the
+    // worst of them, as a binned column does.
+    const order = [...strip.status.keys()].sort((a, b) => strip.status[a] - strip.status[b]);
+    for (const i of order) {
       // Whole pixels, so neighbouring columns neither overlap nor leave a gap.
-      const [x0, x1] = [Math.round((i * STRIP_WIDTH_PX) / n), Math.round(((i + 1) * STRIP_WIDTH_PX) / n)];
-      ctx.fillStyle = statusColor(statusName(s, names));
+      const [x0, x1] = [Math.round(edges[i]), Math.round(edges[i + 1])];
+      ctx.fillStyle = statusColor(statusName(strip.status[i], names));
       ctx.fillRect(x0, 0, Math.max(1, x1 - x0), STRIP_HEIGHT_PX);
-    });
+    }
   }
   return canvas;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compareValues, filterLines, kindsFound, parseSweep, sortLines, STRIP_WIDTH_PX, stripColumnAt, stripColumnText, worstBadge } from "../src/sweep";
+import { compareValues, filterLines, kindsFound, parseSweep, sortLines, STRIP_WIDTH_PX, stripColumnAt, stripColumnText, stripEdges, worstBadge } from "../src/sweep";
 import type { SweepLine } from "../src/sweep";
 import fixture from "./fixtures/vocabulary.json";
 
@@ -116,12 +116,35 @@ describe("sweep strip", () => {
   const strip = { steps_text: ["0", "1", "2", "10"], last_steps_text: ["0", "1", "9", "20"], status: [1, 2, 2, 3] };
   const statuses = ["no_data", "ok", "warn", "critical"];
 
-  it("spreads any run's columns over the same width", () => {
-    expect(stripColumnAt(0, 4)).toBe(0);
-    expect(stripColumnAt(STRIP_WIDTH_PX / 2, 4)).toBe(2);
-    expect(stripColumnAt(STRIP_WIDTH_PX - 1, 4)).toBe(3);
-    expect(stripColumnAt(STRIP_WIDTH_PX - 1, 120)).toBe(119);
-    expect(stripColumnAt(STRIP_WIDTH_PX + 5, 4)).toBe(3);
+  it("places columns by step over the same width for any run, each to the next one's first step", () => {
+    // Steps 0 to 20 and one past the last: 21 steps over 240 px.
+    const edges = stripEdges(strip);
+    const px = (step: number) => (step / 21) * STRIP_WIDTH_PX;
+    expect(Array.from(edges)).toEqual([0, px(1), px(2), px(10), STRIP_WIDTH_PX]);
+    expect(stripColumnAt(0, edges)).toBe(0);
+    expect(stripColumnAt(px(5), edges)).toBe(2);
+    expect(stripColumnAt(STRIP_WIDTH_PX / 2, edges)).toBe(3);
+    expect(stripColumnAt(STRIP_WIDTH_PX - 1, edges)).toBe(3);
+    expect(stripColumnAt(STRIP_WIDTH_PX + 5, edges)).toBe(3);
+    expect(stripColumnAt(-3, edges)).toBe(0);
+  });
+
+  it("gives densely logged first steps their share of steps, not of logged steps", () => {
+    // Every step of the first 30, then every 100th to 3000.
+    const steps = [...Array.from({ length: 30 }, (_, i) => i), ...Array.from({ length: 30 }, (_, i) => 100 * (i + 1))];
+    const dense = { steps_text: steps.map(String), last_steps_text: steps.map(String), status: steps.map(() => 1) };
+    const edges = stripEdges(dense);
+    expect(edges[30] / STRIP_WIDTH_PX).toBeCloseTo(100 / 3001, 6);
+    expect(edges[30]).toBeLessThan(STRIP_WIDTH_PX * 0.05);
+    expect(stripColumnAt(STRIP_WIDTH_PX / 2, edges)).toBe(30 + 14);
+  });
+
+  it("keeps steps past 2^53 apart, and falls back to equal shares without readable steps", () => {
+    const big = { steps_text: ["9007199254740993", "9007199254740995"], last_steps_text: ["9007199254740993", "9007199254740996"], status: [1, 3] };
+    expect(Array.from(stripEdges(big))).toEqual([0, STRIP_WIDTH_PX / 2, STRIP_WIDTH_PX]);
+    const old = { steps_text: ["a", "b", "c"], last_steps_text: [], status: [1, 1, 1] };
+    expect(Array.from(stripEdges(old))).toEqual([0, STRIP_WIDTH_PX / 3, (2 * STRIP_WIDTH_PX) / 3, STRIP_WIDTH_PX]);
+    expect(Array.from(stripEdges({ steps_text: [], last_steps_text: [], status: [] }))).toEqual([0]);
   });
 
   it("says a column's step, or steps when binned, and its status", () => {

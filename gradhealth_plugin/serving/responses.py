@@ -861,7 +861,9 @@ def _first_layer(f: finding.Finding) -> Optional[str]:
 
 def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
     """The worst cell status per step over every layer and role, binned to at most `bins` columns
-    (each the worst of its steps, from its first step to its last, `last_steps`)."""
+    (each the worst of its steps, from its first step to its last, `last_steps`). Bins are equal
+    stretches of steps, not of logged steps, as the tab places columns by step: a run logged at every
+    one of its first 30 steps and every 100th after gives its first 30 steps one column, not half."""
     rows = [r for layer in rd.layers for r in layer.roles.values() if len(r.table.steps)]
     if not rows:
         return {"steps": [], "steps_text": [], "last_steps": [], "last_steps_text": [], "status": []}
@@ -872,7 +874,11 @@ def status_strip(rd: RunData, bins: int = STRIP_BINS) -> dict:
     np.maximum.at(worst, where, all_status)
     last = steps
     if len(steps) > bins:
-        starts = np.unique(np.linspace(0, len(steps), bins, endpoint=False).astype(np.int64))
+        # Floats place a step in its bin (steps past 2**53 may round across a bin edge: harmless);
+        # the steps themselves stay exact.
+        span = float(steps[-1] - steps[0]) + 1.0
+        which = np.minimum(((steps - steps[0]).astype(np.float64) * (bins / span)).astype(np.int64), bins - 1)
+        starts = np.flatnonzero(np.diff(which, prepend=-1))
         last = steps[np.append(starts[1:], len(steps)) - 1]
         worst, steps = np.maximum.reduceat(worst, starts), steps[starts]
     return {"steps": steps.tolist(), "steps_text": step_texts(steps), "last_steps": last.tolist(),

@@ -349,8 +349,13 @@ LAYOUT_ROWS, LAYOUT_COMPACT = "rows", "compact"
 HEATMAP_LAYOUTS = (LAYOUT_ROWS, LAYOUT_COMPACT)
 
 
+# Rows or blocks asked for: inclusive (first, last) index spans, as the `rows` and `blocks` parameters give them.
+Spans = Sequence[Tuple[int, int]]
+
+
 def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
-            columns: Optional[int] = None, layout: str = LAYOUT_ROWS) -> dict:
+            columns: Optional[int] = None, layout: str = LAYOUT_ROWS, rows: Optional[Spans] = None,
+            blocks: Optional[Spans] = None) -> dict:
     """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab.
 
     `start` and `end` (inclusive, either optional) narrow it to a window of steps.
@@ -359,6 +364,8 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
     cell that had it, so one bad step is never averaged away; the answer grows with
     rows x budget, not with the run's length. No more steps than the budget: every step.
     `layout` `compact` sends the cells as `compact_cells` does instead of matrices of lists.
+    With `rows` or `blocks` (spans of row and block numbers), only those rows' cells and those
+    blocks' folded cells are sent (`row_window`): the answer grows with the rows on screen.
     """
     all_steps = role_union_steps(rd, role)
     lo = 0 if start is None else int(np.searchsorted(all_steps, start, side="left"))
@@ -412,29 +419,105 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
         "window": {"start_text": step_text(start), "end_text": step_text(end),
                    "steps": int(n_cols), "steps_total": int(len(all_steps))},
     }
-    if columns is not None and n_cols > columns:
+    binned = columns is not None and n_cols > columns
+    if binned:
         which = bin_columns(steps, columns)
         score = -values if metric == "health" else _extremeness(values, metric)
         first, pick = worst_per_bin(status, score, which)
-        rows = np.arange(n_rows)[:, None]
+        at = (np.arange(n_rows)[:, None], pick)
         last = np.append(first[1:], n_cols) - 1
-        return {
-            **out, "binned": True,
+        out.update({
+            "binned": True,
             "steps": steps[first].tolist(), "steps_text": step_texts(steps[first]),
             # The last step of each bin: a column stands for every step from its step to this one.
             "steps_last_text": step_texts(steps[last]),
-            # Per cell, the step its value and status came from, as an offset from its column's step.
-            **_cells(values[rows, pick], status[rows, pick], rules[rows, pick], cell_quality[rows, pick],
-                     _step_offsets(steps, first, pick), layout),
-            "incomplete": None,
-        }
+        })
+        # Per cell, the step its value and status came from, as an offset from its column's step.
+        values, status, rules, cell_quality = values[at], status[at], rules[at], cell_quality[at]
+        offsets: Optional[np.ndarray] = _step_offsets(steps, first, pick)
+    else:
+        out.update({"binned": False, "steps": steps.tolist(), "steps_text": step_texts(steps)})
+        offsets = None
+    # Only at full resolution where the window reaches the run's last step: a window's own end is no writer's.
+    out["incomplete"] = (incomplete_last_step(has_data, steps) if not binned and hi >= len(all_steps)
+                         else None)
+    if rows is None and blocks is None:
+        return {**out, **_cells(values, status, rules, cell_quality, offsets, layout)}
+    return {**out, **row_window(values, status, rules, cell_quality, offsets, out["blocks"], metric, layout,
+                                rows or (), blocks or ())}
+
+
+def _span_indices(spans: Spans, n: int) -> np.ndarray:
+    """The ascending distinct indices below `n` that inclusive `spans` name (those past `n` are dropped)."""
+    keep = np.zeros(n, dtype=bool)
+    for a, b in spans:
+        keep[min(a, n):min(b, n - 1) + 1] = True
+    return np.flatnonzero(keep)
+
+
+def _worst(status: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per row, its worst status and in how many columns it has it (0, 0 for a row without columns)."""
+    if status.shape[1] == 0:
+        zero = np.zeros(len(status), dtype=np.int64)
+        return zero, zero
+    worst = status.max(axis=1)
+    return worst, np.sum(status == worst[:, None], axis=1)
+
+
+def fold_pick(values: np.ndarray, status: np.ndarray, metric: str) -> np.ndarray:
+    """Per column, which of a block's member rows (model order) is worst, as the tab folds a block:
+    the highest status, then a value over none, then the lowest health score or the highest metric,
+    then the first. `values` as sent (rounded; NaN for none)."""
+    top = status == status.max(axis=0)
+    valued = top & np.isfinite(values)
+    score = np.where(valued, -values if metric == "health" else values, -np.inf)
+    best = score.max(axis=0)
+    candidates = np.where(valued.any(axis=0), valued & (score == best), top)
+    return candidates.argmax(axis=0)
+
+
+def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: np.ndarray,
+               offsets: Optional[np.ndarray], row_blocks: Sequence[Optional[str]], metric: str, layout: str,
+               rows: Spans, blocks: Spans) -> dict:
+    """The cells of some rows and of some folded blocks, and what the tab needs of every row to place,
+    sort and fold them without their cells: each row's and block's worst status in the window.
+
+    The matrices hold the rows `rows_sent` names, then the blocks `blocks_sent` names (block
+    numbers index `block_names`). A block's cell is its worst member's there (`fold_pick`), the
+    member named in `block_members` by row number, its step offset that member's.
+    """
+    n_rows, n_cols = status.shape
+    sent_values = rounded(values)
+    sent_values[~np.isfinite(sent_values)] = np.nan
+    names: List[str] = []
+    members: Dict[str, List[int]] = {}
+    for i, block in enumerate(row_blocks):
+        if block is not None:
+            if block not in members:
+                names.append(block)
+                members[block] = []
+            members[block].append(i)
+    folded_status = np.array([status[members[b]].max(axis=0) for b in names],
+                             dtype=np.uint8).reshape(len(names), n_cols)
+    row_ids = _span_indices(rows, n_rows)
+    block_ids = _span_indices(blocks, len(names))
+    # Per matrix row and column, the row whose cell it shows: a row's own, then each block's worst member.
+    picked = [np.repeat(row_ids[:, None], n_cols, axis=1)]
+    for k in block_ids:
+        m = np.array(members[names[k]], dtype=np.int64)
+        picked.append(m[fold_pick(sent_values[m], status[m], metric)][None, :])
+    at_rows = np.concatenate(picked).astype(np.int64)
+    at = (at_rows, np.broadcast_to(np.arange(n_cols), at_rows.shape))
+    worst, worst_columns = _worst(status)
+    block_worst, block_worst_columns = _worst(folded_status)
+    chosen_members = at_rows[len(row_ids):]
     return {
-        **out, "binned": False,
-        "steps": steps.tolist(),
-        "steps_text": step_texts(steps),
-        **_cells(values, status, rules, cell_quality, None, layout),
-        # Only where the window reaches the run's last step: a window's own end is no writer's.
-        "incomplete": incomplete_last_step(has_data, steps) if hi >= len(all_steps) else None,
+        "row_worst": worst.tolist(), "row_worst_columns": worst_columns.tolist(),
+        "block_names": names, "block_worst": block_worst.tolist(),
+        "block_worst_columns": block_worst_columns.tolist(),
+        "rows_sent": row_ids.tolist(), "blocks_sent": block_ids.tolist(),
+        **_cells(values[at], status[at], rules[at], quality[at], None if offsets is None else offsets[at], layout),
+        "block_members": (chosen_members.ravel() if layout == LAYOUT_COMPACT else chosen_members).tolist(),
     }
 
 

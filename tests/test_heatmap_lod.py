@@ -324,6 +324,10 @@ def _check_window(win: dict, full: dict, rows: list, blocks: list) -> None:
     worst = [max(row) for row in full["status"]]
     assert win["row_worst"] == worst
     assert win["row_worst_columns"] == [row.count(w) for row, w in zip(full["status"], worst)]
+    shown = [v for row, st in zip(full["values"], full["status"]) for v, x in zip(row, st) if v is not None and x]
+    positive = [v for v in shown if v > 0]
+    assert win["value_range"] == {"finite": [min(shown), max(shown)] if shown else None,
+                                  "positive": [min(positive), max(positive)] if positive else None}
     for b, name in enumerate(names):
         folded = [max(full["status"][i][c] for i, n in enumerate(full["blocks"]) if n == name)
                   for c in range(len(full["steps"]))]

@@ -510,11 +510,16 @@ def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qualit
     at = (at_rows, np.broadcast_to(np.arange(n_cols), at_rows.shape))
     worst, worst_columns = _worst(status)
     block_worst, block_worst_columns = _worst(folded_status)
+    # The colour scale's ends over every row, not only those sent, so rows arriving later keep their colours.
+    shown = np.isfinite(sent_values) & (status != health.NO_DATA)
+    positive = shown & (sent_values > 0)
+    ends = lambda mask: [float(sent_values[mask].min()), float(sent_values[mask].max())] if mask.any() else None
     chosen_members = at_rows[len(row_ids):]
     return {
         "row_worst": worst.tolist(), "row_worst_columns": worst_columns.tolist(),
         "block_names": names, "block_worst": block_worst.tolist(),
         "block_worst_columns": block_worst_columns.tolist(),
+        "value_range": {"finite": ends(shown), "positive": ends(positive)},
         "rows_sent": row_ids.tolist(), "blocks_sent": block_ids.tolist(),
         **_cells(values[at], status[at], rules[at], quality[at], None if offsets is None else offsets[at], layout),
         "block_members": (chosen_members.ravel() if layout == LAYOUT_COMPACT else chosen_members).tolist(),

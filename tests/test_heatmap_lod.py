@@ -261,7 +261,7 @@ SPIKE_AT = ("block_2/dense_0/kernel", 70)  # a thousand times larger here only
 
 @pytest.fixture(scope="module")
 def blocks_run(tmp_path_factory):
-    """Four blocks of three layers (block_0 ... block_3) between two layers of their own, 120 steps."""
+    """Four blocks of three layers (block_0 ... block_3) and two layers of their own (rows 12, 13), 120 steps."""
     rng = np.random.default_rng(16)
     logdir = tmp_path_factory.mktemp("blocks_run")
     names = (["embed/kernel"] + [f"block_{b}/dense_{j}/kernel" for b in range(BLOCKS) for j in range(PER_BLOCK)]
@@ -341,12 +341,15 @@ def test_a_row_window_sends_the_same_cells_as_the_whole_answer(blocks_run, loade
         full = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, **params)
         assert "rows_sent" not in full and "block_members" not in full  # without `rows`, as before
         assert len(full["layers"]) == BLOCKS * PER_BLOCK + 2
-        win = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="2:5,9,13", blocks="1:2",
+        win = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="2:5,13", blocks="2:3",
                         **params)
-        _check_window(win, full, [2, 3, 4, 5, 9, 13], [1, 2])
-        compact = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="13,2:5,9",
-                            blocks="2,1", layout="compact", **params)
-        _check_window(_from_compact_window(compact), full, [2, 3, 4, 5, 9, 13], [1, 2])
+        _check_window(win, full, [2, 3, 4, 5, 13], [2, 3])
+        compact = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="13,2:5",
+                            blocks="3,2", layout="compact", **params)
+        _check_window(_from_compact_window(compact), full, [2, 3, 4, 5, 13], [2, 3])
+    # A block sent folded stands for its rows: rows 3:5 (block_1) and 6:8 (block_2) go as their blocks only.
+    win = client.ok("/heatmap", run="blocks", role="gradient", rows="0:9", blocks="1:2")
+    assert win["rows_sent"] == [0, 1, 2, 9] and win["blocks_sent"] == [1, 2] and len(win["values"]) == 6
     # The NaN step's critical cell and the spike are their blocks' cells, naming the member they came from.
     full = client.ok("/heatmap", run="blocks", role="gradient", metric="health")
     win = client.ok("/heatmap", run="blocks", role="gradient", metric="health", rows="", blocks="0:3")
@@ -360,8 +363,8 @@ def test_a_row_window_sends_the_same_cells_as_the_whole_answer(blocks_run, loade
 def test_rows_out_of_range_are_dropped(blocks_run, plugin_client):
     client = plugin_client(blocks_run)
     rows = BLOCKS * PER_BLOCK + 2
-    win = client.ok("/heatmap", run="blocks", role="gradient", rows="12:5000", blocks="3:99")
-    assert win["rows_sent"] == [12, 13] and win["blocks_sent"] == [3] and len(win["values"]) == 3
+    win = client.ok("/heatmap", run="blocks", role="gradient", rows="12:5000", blocks="2:99")
+    assert win["rows_sent"] == [12, 13] and win["blocks_sent"] == [2, 3] and len(win["values"]) == 4
     win = client.ok("/heatmap", run="blocks", role="gradient", rows="0:" + "9" * 40, blocks="")
     assert win["rows_sent"] == list(range(rows)) and win["blocks_sent"] == []
     win = client.ok("/heatmap", run="blocks", role="gradient", rows="900", columns="10")

@@ -483,7 +483,7 @@ def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qualit
     sort and fold them without their cells: each row's and block's worst status in the window.
 
     The matrices hold the rows `rows_sent` names, then the blocks `blocks_sent` names (block
-    numbers index `block_names`). A block's cell is its worst member's there (`fold_pick`), the
+    numbers index `block_names`); a row of a block sent is not sent itself. A block's cell is its worst member's there (`fold_pick`), the
     member named in `block_members` by row number, its step offset that member's.
     """
     n_rows, n_cols = status.shape
@@ -499,8 +499,11 @@ def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qualit
             members[block].append(i)
     folded_status = np.array([status[members[b]].max(axis=0) for b in names],
                              dtype=np.uint8).reshape(len(names), n_cols)
-    row_ids = _span_indices(rows, n_rows)
     block_ids = _span_indices(blocks, len(names))
+    # A block asked for folded stands for its rows: the tab's first request, before it knows the
+    # blocks, asks for a screenful of both and gets each row once, folded where it folds.
+    folded = {names[k] for k in block_ids}
+    row_ids = np.array([i for i in _span_indices(rows, n_rows) if row_blocks[i] not in folded], dtype=np.int64)
     # Per matrix row and column, the row whose cell it shows: a row's own, then each block's worst member.
     picked = [np.repeat(row_ids[:, None], n_cols, axis=1)]
     for k in block_ids:

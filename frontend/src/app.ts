@@ -552,8 +552,13 @@ export class App {
   }
 
   private drawHeatmaps(): void {
+    if (this.paintHeatmaps()) countOnPage("ghDrawn");
+  }
+
+  /** Draws the heatmaps held (false: none); rows arriving are drawn so too, without counting a new heatmap. */
+  private paintHeatmaps(): boolean {
     const [rawA, rawB] = this.store.heatmaps;
-    if (!rawA) return;
+    if (!rawA) return false;
     const a = this.folded(rawA);
     const b = rawB ? this.folded(rawB) : null;
     const da = heatmapDomain(a);
@@ -573,8 +578,8 @@ export class App {
     const sel = this.state.layer && this.state.step !== null ? { layer: this.state.layer, step: this.state.step } : null;
     for (const v of this.views) v.setSelection(sel);
     this.toolbar.setZoomed(this.state.zoom !== null);
-    countOnPage("ghDrawn");
     this.scheduleRowFetch();
+    return true;
   }
 
   private applyOrder(): void {
@@ -704,7 +709,7 @@ export class App {
       }),
     );
     if (!merged.some(Boolean) || id !== this.requestId) return;
-    this.drawHeatmaps();
+    this.paintHeatmaps();
     this.applyHighlight(false);
     if (selectedArrived && this.detail.isOpen) this.openDetail();
     countOnPage("ghRowsDrawn");

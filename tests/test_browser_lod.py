@@ -205,6 +205,11 @@ def test_the_tab_asks_only_for_the_rows_in_sight(deep_server):
             page.mouse.click(x, y)
             tab.frame.wait_for_function(f"window.__gradhealth.viewState.layer === '{BAD_MEMBER[0]}' && "
                                         f"window.__gradhealth.viewState.step?.toString() === '{BAD_MEMBER[1]}'")
+            # The opened member's own row comes too, so its panel knows the steps it was logged at.
+            tab.frame.wait_for_function(f"""(() => {{ const h = window.__gradhealth.store.heatmaps[0];
+                return h.loaded[h.layers.indexOf('{BAD_MEMBER[0]}')] === 1; }})()""", timeout=20_000)
+            tab.page.wait_for_timeout(500)
+            assert "data logged for this layer" not in tab.ui.locator(".gh-detail").text_content()
             assert not tab.errors, tab.errors
         finally:
             browser.close()

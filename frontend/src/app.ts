@@ -637,10 +637,7 @@ export class App {
     return { rows: first, blocks: this.state.fold.mode === "none" ? [] : first };
   }
 
-  /**
-   * The rows and folded blocks of a view in sight plus a margin, and the selected layer's row
-   * (its panel lists its steps); with `missing`, only those not loaded yet.
-   */
+  /** The rows and folded blocks of a view in sight plus a margin; with `missing`, only those not loaded yet. */
   private wantedRows(index: 0 | 1, missing: boolean): { rows: number[]; blocks: number[] } {
     const view = this.views[index];
     const shown = view.data;
@@ -666,8 +663,6 @@ export class App {
       const row = folding ? folding.members[r][0] : r;
       if (!missing || !rowLoaded(source, row)) rows.push(row);
     }
-    const selected = index === 0 ? source.layers.indexOf(this.state.layer) : -1;
-    if (selected >= 0 && (!missing || !rowLoaded(source, selected))) rows.push(selected);
     return { rows, blocks };
   }
 
@@ -684,28 +679,38 @@ export class App {
     const id = this.requestId;
     const { role, metric } = this.state;
     let selectedArrived = false;
+    const fetchOne = async (index: 0 | 1, held: Heatmap, want: { rows: number[]; blocks: number[] }): Promise<Heatmap | null> => {
+      const key = [index, spansText(want.rows), spansText(want.blocks)].join("|");
+      if ((want.rows.length === 0 && want.blocks.length === 0) || this.rowsAsked.has(key)) return null;
+      this.rowsAsked.add(key);
+      try {
+        return await this.store.fetchRows(held.run, role, metric, { ...this.parts[index], ...want });
+      } catch {
+        this.rowsAsked.delete(key);
+        return null;
+      }
+    };
     const merged = await Promise.all(
       ([0, 1] as const).map(async (index) => {
         const held = this.store.heatmaps[index];
         if (!held || !held.loaded) return false;
         const want = this.wantedRows(index, true);
-        const key = [index, spansText(want.rows), spansText(want.blocks)].join("|");
-        if ((want.rows.length === 0 && want.blocks.length === 0) || this.rowsAsked.has(key)) return false;
-        this.rowsAsked.add(key);
-        let more: Heatmap;
-        try {
-          more = await this.store.fetchRows(held.run, role, metric, { ...this.parts[index], ...want });
-        } catch {
-          this.rowsAsked.delete(key);
-          return false;
+        const asks = [want];
+        // The selected layer's own row (its panel lists its steps), asked apart: asked with its
+        // block folded, the server would send it as the block only.
+        const selected = index === 0 ? held.layers.indexOf(this.state.layer) : -1;
+        if (selected >= 0 && !rowLoaded(held, selected)) asks.push({ rows: [selected], blocks: [] });
+        const answers = await Promise.all(asks.map((w) => fetchOne(index, held, w)));
+        let changed = false;
+        for (const more of answers) {
+          const now = this.store.heatmaps[index];
+          const both = more && id === this.requestId && now ? mergeRows(now, more) : null;
+          if (!both || !now) continue;
+          selectedArrived ||= selected >= 0 && !rowLoaded(now, selected) && rowLoaded(both, selected);
+          this.store.heatmaps[index] = both;
+          changed = true;
         }
-        const now = this.store.heatmaps[index];
-        const both = id === this.requestId && now ? mergeRows(now, more) : null;
-        if (!both || !now) return false;
-        const selected = index === 0 ? now.layers.indexOf(this.state.layer) : -1;
-        selectedArrived ||= selected >= 0 && !rowLoaded(now, selected) && rowLoaded(both, selected);
-        this.store.heatmaps[index] = both;
-        return true;
+        return changed;
       }),
     );
     if (!merged.some(Boolean) || id !== this.requestId) return;
@@ -758,6 +763,8 @@ export class App {
     this.state.step = step;
     for (const v of this.views) v.setSelection({ layer, step });
     this.openDetail();
+    // A folded block's member, or a row the keyboard moved to, may not be here yet.
+    this.scheduleRowFetch();
     this.revealPending = true;
     this.revealDetail();
     this.persist();

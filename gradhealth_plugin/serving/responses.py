@@ -483,8 +483,9 @@ def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qualit
     sort and fold them without their cells: each row's and block's worst status in the window.
 
     The matrices hold the rows `rows_sent` names, then the blocks `blocks_sent` names (block
-    numbers index `block_names`); a row of a block sent is not sent itself. A block's cell is its worst member's there (`fold_pick`), the
-    member named in `block_members` by row number, its step offset that member's.
+    numbers index `block_names`); a row of a block sent is not sent itself. A block's cell is its
+    worst member's there (`fold_pick`), the member named in `block_members` by row number, its step
+    offset that member's.
     """
     n_rows, n_cols = status.shape
     sent_values = rounded(values)

@@ -23,6 +23,7 @@ from werkzeug import wrappers
 from . import config as config_lib
 from .analysis import vocabulary
 from .analysis.finding import Finding
+from .reading.cache import TagCache
 from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
 from .reading import trainings as trainings_lib
@@ -197,6 +198,10 @@ def _spans_param(request, name: str) -> Optional[List[Tuple[int, int]]]:
     return spans
 
 
+# The most bytes of heatmap cells kept for row windows: two heatmaps of 1,000 rows x 2,000 columns.
+HEATMAP_CELLS_BYTES = 128 * 1024 * 1024
+
+
 class GradHealthPlugin(base_plugin.TBPlugin):
     plugin_name = metadata.PLUGIN_NAME
 
@@ -206,6 +211,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
                                                loader_samples(context))
         self._limits = dict(config.limits)
+        self._heatmap_cells = TagCache(HEATMAP_CELLS_BYTES)
         self._config_problems = list(config.problems)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
@@ -342,7 +348,16 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                      end: Optional[int] = None, columns: Optional[int] = None,
                      layout: str = responses.LAYOUT_ROWS, rows: Optional[responses.Spans] = None,
                      blocks: Optional[responses.Spans] = None) -> dict:
-        return responses.heatmap(rd, role, metric, start, end, columns, layout, rows, blocks)
+        if rows is None and blocks is None:
+            return responses.heatmap(rd, role, metric, start, end, columns, layout)
+        # Every row's cells are kept per data version: the next rows a scroll asks for are cut from
+        # them, not built again for each answer.
+        key, version = (rd.run, role, metric, start, end, columns), self._analyzer.data_version(rd)
+        cells = self._heatmap_cells.get(key, version)
+        if cells is None:
+            cells = responses.heatmap_cells(rd, role, metric, start, end, columns)
+            self._heatmap_cells.put(key, version, cells, cells.nbytes)
+        return responses.heatmap_answer(cells, layout, rows, blocks)
 
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
                   step: int, role: Optional[str]) -> dict:

@@ -382,3 +382,32 @@ def test_rows_out_of_range_are_dropped(blocks_run, plugin_client):
 def test_bad_rows_or_blocks_are_refused(blocks_run, plugin_client, params):
     status, body = call(plugin_client(blocks_run), "/heatmap", run="blocks", role="gradient", **params)
     assert status == 400 and body["error"], (params, body)
+
+
+def test_row_windows_are_cut_from_cells_built_once_per_data_version(tmp_path, plugin_client, monkeypatch):
+    from gradhealth_plugin.serving import responses
+
+    built = []
+    original = responses.heatmap_cells
+
+    def counting(*args, **kwargs):
+        built.append(args[1:])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(responses, "heatmap_cells", counting)
+    rng = np.random.default_rng(1)
+    names = [f"l{i}/kernel" for i in range(6)]
+    path = write_run(tmp_path / "run", [event(s, *[hist_value(f"gradients/{n}", normal_buckets(rng)) for n in names])
+                                        for s in range(10)])
+    client = plugin_client(tmp_path)
+    whole = client.ok("/heatmap", run="run", columns=4)
+    top = client.ok("/heatmap", run="run", columns=4, rows="0:2")
+    below = client.ok("/heatmap", run="run", columns=4, rows="3:5", layout="compact")
+    assert top["rows_sent"] == [0, 1, 2] and below["rows_sent"] == [3, 4, 5]
+    assert top["values"] == whole["values"][:3]
+    # The whole answer is built as before; the two row windows share one build of every row's cells.
+    assert len(built) == 2
+    append_events(path, [event(10, *[hist_value(f"gradients/{n}", normal_buckets(rng)) for n in names])])
+    client.reload()
+    assert client.ok("/heatmap", run="run", columns=4, rows="0:2")["window"]["steps"] == 11
+    assert len(built) == 3

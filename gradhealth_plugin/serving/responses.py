@@ -8,6 +8,7 @@ routes and the ``gradhealth`` CLI share one run summary and one worst severity.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -353,19 +354,53 @@ HEATMAP_LAYOUTS = (LAYOUT_ROWS, LAYOUT_COMPACT)
 Spans = Sequence[Tuple[int, int]]
 
 
+@dataclasses.dataclass
+class HeatmapCells:
+    """A heatmap answer before its rows are chosen: every field but the cells (`head`), and every row's
+    cells (binned when asked). Its arrays are read, never written, by `heatmap_answer`."""
+    head: dict
+    values: np.ndarray
+    status: np.ndarray
+    rules: np.ndarray
+    quality: np.ndarray
+    offsets: Optional[np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.values, self.status, self.rules, self.quality] + ([self.offsets] if self.offsets is not None else [])
+        # The rules hold shared strings (a pointer a cell); a row's name and block about 200 bytes.
+        return sum(a.nbytes for a in arrays) + 200 * len(self.head["layers"])
+
+
 def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
             columns: Optional[int] = None, layout: str = LAYOUT_ROWS, rows: Optional[Spans] = None,
             blocks: Optional[Spans] = None) -> dict:
-    """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab.
+    """The ``heatmap`` route (see `heatmap_cells` and `heatmap_answer`)."""
+    return heatmap_answer(heatmap_cells(rd, role, metric, start, end, columns), layout, rows, blocks)
+
+
+def heatmap_answer(cells: HeatmapCells, layout: str = LAYOUT_ROWS, rows: Optional[Spans] = None,
+                   blocks: Optional[Spans] = None) -> dict:
+    """A heatmap answer in `layout`, of every row, or with `rows` or `blocks` of those only (`row_window`)."""
+    c = cells
+    if rows is None and blocks is None:
+        return {**c.head, **_cells(c.values, c.status, c.rules, c.quality, c.offsets, layout)}
+    return {**c.head, **row_window(c.values, c.status, c.rules, c.quality, c.offsets, c.head["blocks"],
+                                   c.head["metric"], layout, rows or (), blocks or ())}
+
+
+def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
+                  columns: Optional[int] = None) -> HeatmapCells:
+    """The ``heatmap`` route's matrix: the layers x steps of one role and metric, compact for the tab.
 
     `start` and `end` (inclusive, either optional) narrow it to a window of steps.
     With a column budget `columns`, a window holding more steps than that is binned
     (`bin_columns`): per bin and row the worst status, and the value and step of the
     cell that had it, so one bad step is never averaged away; the answer grows with
     rows x budget, not with the run's length. No more steps than the budget: every step.
-    `layout` `compact` sends the cells as `compact_cells` does instead of matrices of lists.
-    With `rows` or `blocks` (spans of row and block numbers), only those rows' cells and those
-    blocks' folded cells are sent (`row_window`): the answer grows with the rows on screen.
+    `heatmap_answer` writes its cells in a layout (`compact`: as `compact_cells` does), of every row or,
+    with `rows` or `blocks` (spans of row and block numbers), of those rows and folded blocks only
+    (`row_window`): the answer then grows with the rows on screen.
     """
     all_steps = role_union_steps(rd, role)
     lo = 0 if start is None else int(np.searchsorted(all_steps, start, side="left"))
@@ -441,10 +476,7 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
     # Only at full resolution where the window reaches the run's last step: a window's own end is no writer's.
     out["incomplete"] = (incomplete_last_step(has_data, steps) if not binned and hi >= len(all_steps)
                          else None)
-    if rows is None and blocks is None:
-        return {**out, **_cells(values, status, rules, cell_quality, offsets, layout)}
-    return {**out, **row_window(values, status, rules, cell_quality, offsets, out["blocks"], metric, layout,
-                                rows or (), blocks or ())}
+    return HeatmapCells(out, values, status, rules, cell_quality, offsets)
 
 
 def _span_indices(spans: Spans, n: int) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -368,8 +369,14 @@ class HeatmapCells:
     @property
     def nbytes(self) -> int:
         arrays = [self.values, self.status, self.rules, self.quality] + ([self.offsets] if self.offsets is not None else [])
-        # The rules hold shared strings (a pointer a cell); a row's name and block about 200 bytes.
-        return sum(a.nbytes for a in arrays) + 200 * len(self.head["layers"])
+        # The rules hold shared strings (a pointer a cell); `rows` a rounded copy of the values; a row's
+        # name and block about 200 bytes.
+        return sum(a.nbytes for a in arrays) + self.values.nbytes + 200 * len(self.head["layers"])
+
+    @functools.cached_property
+    def rows(self) -> "RowSummary":
+        """What every row window of these cells shares, worked out once."""
+        return row_summary(self.values, self.status, self.head["blocks"])
 
 
 def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
@@ -385,8 +392,7 @@ def heatmap_answer(cells: HeatmapCells, layout: str = LAYOUT_ROWS, rows: Optiona
     c = cells
     if rows is None and blocks is None:
         return {**c.head, **_cells(c.values, c.status, c.rules, c.quality, c.offsets, layout)}
-    return {**c.head, **row_window(c.values, c.status, c.rules, c.quality, c.offsets, c.head["blocks"],
-                                   c.head["metric"], layout, rows or (), blocks or ())}
+    return {**c.head, **row_window(c, layout, rows or (), blocks or ())}
 
 
 def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
@@ -508,30 +514,51 @@ def fold_pick(values: np.ndarray, status: np.ndarray, metric: str) -> np.ndarray
     return candidates.argmax(axis=0)
 
 
-def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: np.ndarray,
-               offsets: Optional[np.ndarray], row_blocks: Sequence[Optional[str]], metric: str, layout: str,
-               rows: Spans, blocks: Spans) -> dict:
-    """The cells of some rows and of some folded blocks, and what the tab needs of every row to place,
-    sort and fold them without their cells: each row's and block's worst status in the window.
+@dataclasses.dataclass
+class RowSummary:
+    """Of every row of a heatmap: its values as sent (rounded; NaN for none), the blocks (names in order
+    of their first row, and each one's rows), and what a row window's answer says of every row."""
+    sent_values: np.ndarray
+    block_names: List[str]
+    members: Dict[str, np.ndarray]
+    fields: dict
+
+
+def row_summary(values: np.ndarray, status: np.ndarray, row_blocks: Sequence[Optional[str]]) -> RowSummary:
+    """Each row's and block's worst status in the window (the tab places, sorts and marks rows without
+    their cells), and the colour scale's ends over every row (rows arriving later keep their colours)."""
+    n_cols = status.shape[1]
+    sent_values = rounded(values)
+    sent_values[~np.isfinite(sent_values)] = np.nan
+    groups = _group_by(row_blocks, lambda b: b)
+    names = [b for b in groups if b is not None]
+    members = {b: np.array(groups[b], dtype=np.int64) for b in names}
+    folded_status = np.array([status[members[b]].max(axis=0) for b in names],
+                             dtype=np.uint8).reshape(len(names), n_cols)
+    worst, worst_columns = _worst(status)
+    block_worst, block_worst_columns = _worst(folded_status)
+    shown = np.isfinite(sent_values) & (status != health.NO_DATA)
+    positive = shown & (sent_values > 0)
+    ends = lambda mask: [float(sent_values[mask].min()), float(sent_values[mask].max())] if mask.any() else None
+    return RowSummary(sent_values, names, members, {
+        "row_worst": worst.tolist(), "row_worst_columns": worst_columns.tolist(),
+        "block_names": names, "block_worst": block_worst.tolist(),
+        "block_worst_columns": block_worst_columns.tolist(),
+        "value_range": {"finite": ends(shown), "positive": ends(positive)},
+    })
+
+
+def row_window(cells: HeatmapCells, layout: str, rows: Spans, blocks: Spans) -> dict:
+    """The cells of some rows and of some folded blocks, with `row_summary`'s fields of every row.
 
     The matrices hold the rows `rows_sent` names, then the blocks `blocks_sent` names (block
     numbers index `block_names`); a row of a block sent is not sent itself. A block's cell is its
     worst member's there (`fold_pick`), the member named in `block_members` by row number, its step
     offset that member's.
     """
-    n_rows, n_cols = status.shape
-    sent_values = rounded(values)
-    sent_values[~np.isfinite(sent_values)] = np.nan
-    names: List[str] = []
-    members: Dict[str, List[int]] = {}
-    for i, block in enumerate(row_blocks):
-        if block is not None:
-            if block not in members:
-                names.append(block)
-                members[block] = []
-            members[block].append(i)
-    folded_status = np.array([status[members[b]].max(axis=0) for b in names],
-                             dtype=np.uint8).reshape(len(names), n_cols)
+    c, summary = cells, cells.rows
+    n_rows, n_cols = c.status.shape
+    names, row_blocks = summary.block_names, c.head["blocks"]
     block_ids = _span_indices(blocks, len(names))
     # A block asked for folded stands for its rows: the tab's first request, before it knows the
     # blocks, asks for a screenful of both and gets each row once, folded where it folds.
@@ -540,24 +567,16 @@ def row_window(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qualit
     # Per matrix row and column, the row whose cell it shows: a row's own, then each block's worst member.
     picked = [np.repeat(row_ids[:, None], n_cols, axis=1)]
     for k in block_ids:
-        m = np.array(members[names[k]], dtype=np.int64)
-        picked.append(m[fold_pick(sent_values[m], status[m], metric)][None, :])
+        m = summary.members[names[k]]
+        picked.append(m[fold_pick(summary.sent_values[m], c.status[m], c.head["metric"])][None, :])
     at_rows = np.concatenate(picked).astype(np.int64)
     at = (at_rows, np.broadcast_to(np.arange(n_cols), at_rows.shape))
-    worst, worst_columns = _worst(status)
-    block_worst, block_worst_columns = _worst(folded_status)
-    # The colour scale's ends over every row, not only those sent, so rows arriving later keep their colours.
-    shown = np.isfinite(sent_values) & (status != health.NO_DATA)
-    positive = shown & (sent_values > 0)
-    ends = lambda mask: [float(sent_values[mask].min()), float(sent_values[mask].max())] if mask.any() else None
     chosen_members = at_rows[len(row_ids):]
     return {
-        "row_worst": worst.tolist(), "row_worst_columns": worst_columns.tolist(),
-        "block_names": names, "block_worst": block_worst.tolist(),
-        "block_worst_columns": block_worst_columns.tolist(),
-        "value_range": {"finite": ends(shown), "positive": ends(positive)},
+        **summary.fields,
         "rows_sent": row_ids.tolist(), "blocks_sent": block_ids.tolist(),
-        **_cells(values[at], status[at], rules[at], quality[at], None if offsets is None else offsets[at], layout),
+        **_cells(c.values[at], c.status[at], c.rules[at], c.quality[at], None if c.offsets is None else c.offsets[at],
+                 layout),
         "block_members": (chosen_members.ravel() if layout == LAYOUT_COMPACT else chosen_members).tolist(),
     }
 

@@ -156,10 +156,10 @@ def _read_s3_without_tensorflow(logdir: str) -> None:
 
 
 def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str],
-             by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict]]:
+             by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict], Dict[str, object]]:
     """(run data, its findings) per run of the logdir, through TensorBoard's data provider; the config's
-    problems; with ``by_hparams`` the sweep's answer (else None). Every skipped file and config problem is
-    said on stderr."""
+    problems; with ``by_hparams`` the sweep's answer (else None); the training each run is a rank of
+    (`Analyzer.training_of`), by run. Every skipped file and config problem is said on stderr."""
     url = "://" in logdir
     if url:
         _read_s3_without_tensorflow(logdir)
@@ -180,8 +180,8 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     if url:
         # Object storage has no FIFOs, permissions per directory or dangling symlinks to vet for:
         # TensorBoard's loader lists and reads it as the server does.
-        analyses, sweep = _analyze_runs(logdir, logdir, run, all_steps, cfg, by_hparams)
-        return analyses, cfg.problems, sweep
+        analyses, sweep, trainings = _analyze_runs(logdir, logdir, run, all_steps, cfg, by_hparams)
+        return analyses, cfg.problems, sweep, trainings
     found, skipped = _readable_event_files(logdir)
     for line in skipped:
         _warn(line)
@@ -189,14 +189,14 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
         raise UsageError(f"no TensorBoard event files under {logdir!r}" + (
             f" that can be read ({len(skipped)} skipped)" if skipped else ""))
     with _vetted_logdir(found) as vetted:
-        analyses, sweep = _analyze_runs(vetted, logdir, run, all_steps, cfg, by_hparams)
-        return analyses, cfg.problems, sweep
+        analyses, sweep, trainings = _analyze_runs(vetted, logdir, run, all_steps, cfg, by_hparams)
+        return analyses, cfg.problems, sweep, trainings
 
 
 def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config",
-                  by_hparams: bool = False) -> Tuple[List[tuple], Optional[dict]]:
+                  by_hparams: bool = False) -> Tuple[List[tuple], Optional[dict], Dict[str, object]]:
     """(run data, its findings) per run, or (run name, error) for a run that could not be analysed;
-    with ``by_hparams``, the sweep's answer over the same runs."""
+    with ``by_hparams``, the sweep's answer over the same runs; the training each run is a rank of."""
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
@@ -226,13 +226,16 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
             raise UsageError(f"no run named {run!r} in {logdir!r}; runs: {', '.join(names)}")
         names = [run]
     analyses = []
+    trainings = {}
     for name in names:
         try:
             analyses.append(analyzer.run(ctx, "", name))
+            # The training the run is a rank of, as the runs route says it.
+            trainings[name] = analyzer.training_of(analyses[-1][0])
         except analyzer_lib.RunFailed as e:  # this run only: the others are still reported
             analyses.append((name, _one_line(str(e).partition(": ")[2] or e)))
     # The analyses above are cached: the sweep's lines cost no second analysis.
-    return analyses, (sweep_answer.answer(analyzer, ctx, "", names) if by_hparams else None)
+    return analyses, (sweep_answer.answer(analyzer, ctx, "", names) if by_hparams else None), trainings
 
 
 def _cell(value) -> str:
@@ -275,9 +278,10 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
                   f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
-        sampling = responses.cli_sampling(summary["sampling"])
-        if sampling is not None:
-            out.write(f"  {sampling['message']}\n")
+        for sampling in (responses.cli_sampling(summary["sampling"]),
+                         responses.cli_scalars_sampling(summary["scalars_sampling"])):
+            if sampling is not None:
+                out.write(f"  {sampling['message']}\n")
         if summary["stopped"]:
             out.write(f"  stopped: {_one_line(summary['stopped']['message'])}\n")
         if summary["coverage_note"]:
@@ -391,7 +395,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return _watch(args)
     try:
         all_steps = args.all_steps or (args.command == "check" and not args.sampled)
-        analyses, config_problems, sweep = _analyze(args.logdir, args.run, all_steps, args.config,
+        analyses, config_problems, sweep, trainings = _analyze(args.logdir, args.run, all_steps, args.config,
                                                     getattr(args, "by_hparams", False))
     except UsageError as e:
         _warn(_one_line(e))
@@ -406,7 +410,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         _warn(f"run {name!r} skipped: {error}")
     found = [f for _, fs in analyses for f in fs]
     if args.command == "report":
-        summaries = [responses.run_summary(rd, fs) for rd, fs in analyses]
+        summaries = [responses.run_summary(rd, fs, trainings.get(rd.run)) for rd, fs in analyses]
         if args.format == "json":
             report = responses.cli_report(summaries, analyses)
             report["runs"] += [responses.failed_run(name, error) for name, error in failed]
@@ -420,9 +424,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             _write_text(summaries, analyses, sys.stdout)
         return EXIT_ERROR if failed else EXIT_OK
     for rd, _ in analyses:
-        sampling = responses.cli_sampling(rd.sampling, "check reads every step without --sampled")
-        if sampling is not None:  # only with --sampled: what the gate did not read is said, never passed over
-            print(f"{rd.run}: {sampling['message']}")
+        # Only with --sampled: what the gate did not read is said, never passed over.
+        for sampling in (responses.cli_sampling(rd.sampling, "check reads every step without --sampled"),
+                         responses.cli_scalars_sampling(rd.scalars_sampling,
+                                                        "check reads every point without --sampled")):
+            if sampling is not None:
+                print(f"{rd.run}: {sampling['message']}")
     level = finding_lib.SEVERITY_RANK[args.fail_on]
     failing = [f for f in found if finding_lib.SEVERITY_RANK[f.severity] >= level]
     for f in failing:

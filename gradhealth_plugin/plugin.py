@@ -26,7 +26,6 @@ from .analysis.finding import Finding
 from .reading.cache import TagCache
 from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
-from .reading import trainings as trainings_lib
 from .serving import analyzer as analyzer_lib
 from .serving import responses
 from .serving import sweep as sweep_answer
@@ -155,6 +154,14 @@ def _window_param(request, name: str) -> Optional[int]:
     return min(max(int(raw), _STEP_RANGE[0]), _STEP_RANGE[1])
 
 
+def _window(request) -> Tuple[Optional[int], Optional[int]]:
+    """The optional step window [start, end] of the heatmap and the track (400 when start lies after end)."""
+    start, end = _window_param(request, "start"), _window_param(request, "end")
+    if start is not None and end is not None and start > end:
+        raise errors.InvalidArgumentError(f"start ({start}) must not lie after end ({end})")
+    return start, end
+
+
 def _columns_param(request) -> Optional[int]:
     """The optional column budget of a heatmap: a whole number from 1, capped at `responses.MAX_COLUMNS`."""
     raw = request.args.get("columns")
@@ -265,7 +272,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     @_json_route
     def _serve_track(self, request):
         rd, _ = self._analysis(request)
-        return self.track_impl(rd)
+        start, end = _window(request)
+        return self.track_impl(rd, start, end)
 
     @_json_route
     def _serve_vocabulary(self, request):
@@ -276,9 +284,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         rd, _ = self._analysis(request)
         role = _choice(request, "role", tags_lib.ROLES, default=responses.default_role(rd))
         metric = _choice(request, "metric", HEATMAP_METRICS, default="health")
-        start, end = _window_param(request, "start"), _window_param(request, "end")
-        if start is not None and end is not None and start > end:
-            raise errors.InvalidArgumentError(f"start ({start}) must not lie after end ({end})")
+        start, end = _window(request)
         columns = _columns_param(request)
         layout = _choice(request, "layout", responses.HEATMAP_LAYOUTS, default=responses.LAYOUT_ROWS)
         rows, blocks = _spans_param(request, "rows"), _spans_param(request, "blocks")
@@ -314,14 +320,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         """
         summaries = []
         names = self._analyzer.list_runs(ctx, experiment)
-        trainings = trainings_lib.trainings(names)
         for run in names:
             try:
                 rd, found = self._analyzer.run(ctx, experiment, run, names)
-                summary = responses.run_summary(rd, found)
-                # The training many workers logged that the run is a rank of (None: it is none).
-                name = trainings_lib.rank_name(run)
-                summary["training"] = responses.training(trainings.get(name.training) if name else None, run)
+                # With the training many workers logged that the run is a rank of (None: it is none).
+                summary = responses.run_summary(rd, found, self._analyzer.training_of(rd))
                 summaries.append(summary)
             except errors.NotFoundError:
                 continue
@@ -340,9 +343,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def findings_impl(self, rd: RunData, found: List[Finding]) -> dict:
         return responses.run_findings(rd, found)
 
-    def track_impl(self, rd: RunData) -> dict:
+    def track_impl(self, rd: RunData, start: Optional[int] = None, end: Optional[int] = None) -> dict:
         """The run's loss, global gradient norm and learning rate, for the track above the heatmap."""
-        return responses.track(rd)
+        return responses.track(rd, start=start, end=end)
 
     def heatmap_impl(self, rd: RunData, role: str, metric: str, start: Optional[int] = None,
                      end: Optional[int] = None, columns: Optional[int] = None,

@@ -119,15 +119,15 @@ def server_logdir(tmp_path_factory):
     return logdir
 
 
-def _serve(logdir: pathlib.Path, ready, log_dir: pathlib.Path = None):
-    """A TensorBoard process on `logdir` until the generator is closed; yields its base URL once
-    `ready(runs)` holds for the gradhealth runs it serves (run name -> summary). Its log goes
-    beside the logdir, or into `log_dir`."""
+def _serve(logdir: pathlib.Path, ready, log_dir: pathlib.Path = None, flags=()):
+    """A TensorBoard process on `logdir` (with its command-line `flags`) until the generator is
+    closed; yields its base URL once `ready(runs)` holds for the gradhealth runs it serves (run
+    name -> summary). Its log goes beside the logdir, or into `log_dir`."""
     port = free_port()
     exe = pathlib.Path(sys.executable).with_name("tensorboard")
     log = open((log_dir or logdir.parent) / f"tensorboard-{logdir.name}.log", "wb")
-    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--logdir", str(logdir),
+                             *flags], stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

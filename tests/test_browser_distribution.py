@@ -93,5 +93,21 @@ def test_log_counts_lift_the_buckets_a_spike_at_zero_hides(tab):
     assert min(logged) > 5 * max(min(linear), 0.5)
 
 
+BARS = """() => Array.from(document.querySelectorAll('.gh-detail .gh-bar'), b => [
+    Number(b.getAttribute('x')), Number(b.getAttribute('width')), b.querySelector('title').textContent])"""
+
+
+def test_octave_buckets_are_drawn_on_equal_bins(tab):
+    # A weight's own histogram: octaves of |x| of either sign. Drawn as they are, the outermost two
+    # octaves took half the width each side and the inner ones a pixel.
+    _open_cell(tab, "weight", "0.weight", 20)
+    tab.ui.locator(".gh-detail .gh-bar").first.wait_for()
+    bars = tab.frame.evaluate(BARS)
+    assert len(bars) >= 8
+    widths = [w for _, w, _ in bars]
+    assert max(widths) - min(widths) <= 1.5, widths
+    assert all("\u2248" in title for _, _, title in bars)  # spread counts are approximate, and say so
+
+
 def test_no_console_errors(tab):
     assert tab.errors == []

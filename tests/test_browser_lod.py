@@ -108,6 +108,65 @@ def test_zoom_fetches_the_window_and_draws_finer_columns(long_server):
             browser.close()
 
 
+# A loss logged at every one of this many steps, every point kept (--samples_per_plugin=scalars=0):
+# more than the track sends for a whole run, so the whole run's track is thinned.
+TRACK_STEPS = 5000
+TRACK_SPIKE = 2050
+
+
+@pytest.fixture(scope="module")
+def long_track_server(tmp_path_factory):
+    from tests.test_bad_input import event, scalar_value, write_run
+
+    logdir = tmp_path_factory.mktemp("browser_long_track")
+    events = [event(s, scalar_value("loss", 50.0 if s == TRACK_SPIKE else 2.0 + (s % 13) / 13),
+                    *([scalar_value("grad_max/layer_0", 1e-2 + 1e-4 * (s % 7))] if s % 50 == 0 else []))
+              for s in range(TRACK_STEPS)]
+    write_run(logdir / RUN, events)
+    yield from _serve(logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == TRACK_STEPS // 50,
+                      flags=["--samples_per_plugin=scalars=0"])
+
+
+TRACK_LOSS = """() => { const t = window.__gradhealth.tracks[0];
+    const s = t && t.series.find((x) => x.tag === "loss");
+    return s ? [s.binned, s.steps.map(String)] : null; }"""
+
+
+def test_a_zoom_draws_every_point_of_a_thinned_track_in_its_window(long_track_server):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 800})
+            asked = []
+            page.on("request", lambda r: asked.append(urllib.parse.urlparse(r.url)) if "/gradhealth/track" in r.url
+                    else None)
+            tab = Tab(page, long_track_server)
+            tab.open(f"gradhealth&p.gradhealth.run={RUN}")
+            try:
+                tab.frame.wait_for_function(f"({TRACK_LOSS})() !== null", timeout=60_000)
+            except sync_api.TimeoutError:
+                state = tab.frame.evaluate("JSON.stringify(window.__gradhealth.state)")
+                raise AssertionError(f"no track drawn; asked {[u.query for u in asked]}, state {state}, "
+                                     f"errors {tab.errors}") from None
+            binned, whole = tab.frame.evaluate(TRACK_LOSS)
+            in_window = [s for s in whole if 2000 <= int(s) <= 2099]
+            assert binned and str(TRACK_SPIKE) in whole and len(in_window) < 50
+            tab.frame.evaluate("window.__gradhealth.zoomTo(['2000', '2099'])")
+            tab.frame.wait_for_function(f"(({TRACK_LOSS})() || [true])[0] === false", timeout=20_000)
+            zoomed = urllib.parse.parse_qs(asked[-1].query)
+            assert zoomed["start"] == ["2000"] and zoomed["end"] == ["2099"]
+            # The window's every step, and one step either side so the line reaches the edges.
+            assert tab.frame.evaluate(TRACK_LOSS)[1] == [str(s) for s in range(1999, 2101)]
+            # Zoomed out, the whole run's track is drawn again, without asking for it again.
+            tab.frame.evaluate("window.__gradhealth.zoomTo(null)")
+            tab.frame.wait_for_function(f"(({TRACK_LOSS})() || [false])[0] === true", timeout=20_000)
+            assert tab.frame.evaluate(TRACK_LOSS)[1] == whole
+            assert sum("start" not in urllib.parse.parse_qs(u.query) for u in asked) == 1
+            assert not tab.errors, tab.errors
+        finally:
+            browser.close()
+
+
 # ----------------------------------------------------------------- rows: only those in sight
 
 DEEP = "deep"

@@ -179,3 +179,87 @@ def test_a_click_on_a_line_opens_the_heatmap_of_its_worst_findings_role(tab):
     # The heatmap drawn is that role's: it has the update-ratio finding's warning cells.
     assert tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].role") == role
     assert not tab.errors
+
+
+def _open_sweep(browser, base, fragment):  # noqa: F811 - the browser fixture, passed in
+    """A second page opened on a link (TensorBoard's URL fragment), once its sweep is drawn."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    other = Tab(page, base)
+    other.page.goto(f"{base}/#{fragment}")
+    other.page.wait_for_selector("iframe[src*='plugin_entry.html']", timeout=30_000)
+    other._wait_for_frame(timeout_s=30.0)
+    other.frame.wait_for_function("Number(document.documentElement.dataset.ghSweepDrawn || 0) > 0", timeout=30_000)
+    return other
+
+
+def test_the_sweeps_sort_and_filters_are_kept_in_the_link(tab, browser):  # noqa: F811
+    header = tab.ui.locator("th[data-column='hp:learning_rate']")
+    header.click()
+    header.click()
+    tab.ui.locator(".gh-sweep-controls select").select_option("weight_growth")
+    tab.ui.locator(".gh-sweep-controls input[type=search]").fill("adam")
+    tab.frame.wait_for_function("window.__gradhealth.sweepNames().length === 2")
+    assert _names(tab) == ["lr_1_adam", "lr_0.3_adam"]
+    assert tab.frame.evaluate("window.__gradhealth.viewState.sweep") == {
+        "column": "hp:learning_rate", "descending": True, "text": "adam", "kind": "weight_growth"}
+    url = urllib.parse.unquote(tab.page.url)
+    for part in ("p.gradhealth.ssort=-hp:learning_rate", "p.gradhealth.sfilter=adam", "p.gradhealth.skind=weight_growth"):
+        assert part in url, url
+    # The link reopens the same lines, the same way sorted, in another page.
+    other = _open_sweep(browser, tab.base, tab.page.url.split("#", 1)[1])
+    try:
+        assert other.frame.evaluate("window.__gradhealth.sweepNames()") == ["lr_1_adam", "lr_0.3_adam"]
+        assert other.ui.locator("th[data-column='hp:learning_rate']").get_attribute("aria-sort") == "descending"
+        assert other.ui.locator(".gh-sweep-controls select").input_value() == "weight_growth"
+        assert other.ui.locator(".gh-sweep-controls input[type=search]").input_value() == "adam"
+        assert other.errors == []
+    finally:
+        other.page.close()
+
+
+def test_a_link_naming_an_unknown_sweep_column_or_kind_is_read_without_them(tab, browser):  # noqa: F811
+    fragment = "gradhealth&p.gradhealth.view=sweep&p.gradhealth.ssort=-hp:no_such_hparam&p.gradhealth.skind=no_such_kind&p.gradhealth.sfilter=sgd"
+    other = _open_sweep(browser, tab.base, fragment)
+    try:
+        # The server's order, every kind: only the text filter, which names nothing unknown, stays.
+        assert other.frame.evaluate("window.__gradhealth.sweepNames()") == [TINY] + [t for t in TRIALS if t.endswith("sgd")]
+        assert other.ui.locator(".gh-sweep-table th[aria-sort]").count() == 0
+        assert other.ui.locator(".gh-sweep-controls select").input_value() == ""
+        assert other.frame.evaluate("window.__gradhealth.viewState.sweep") == {
+            "column": "", "descending": False, "text": "sgd", "kind": ""}
+        url = urllib.parse.unquote(other.page.url)
+        assert "no_such" not in url and "p.gradhealth.sfilter=sgd" in url
+        assert other.errors == []
+    finally:
+        other.page.close()
+
+
+def _run_list_badge(tab, run):
+    return tab.ui.locator(f".gh-runs li.gh-run[data-run='{run}'] .gh-badge").text_content()
+
+
+def test_a_run_with_notes_only_reads_the_same_in_the_run_list_and_the_sweep(tab):
+    sweep_says = _column(tab, "worst")[_names(tab).index(NOTES)]
+    assert sweep_says == "healthy (notes only)"
+    before = tab.drawn()
+    tab.ui.locator(f".gh-sweep-table tbody tr[data-run='{NOTES}']").click()
+    tab.wait_redraw(before)
+    assert _run_list_badge(tab, NOTES) == sweep_says
+    # A run with a warning still says so in the list.
+    assert _run_list_badge(tab, DEAD) == "warn"
+
+
+def test_a_redraw_keeps_the_tooltip_of_the_cell_under_the_pointer(tab):
+    """One run shown: the second view, empty, must not hide the tooltip the first view shows."""
+    before = tab.drawn()
+    tab.ui.locator(f".gh-sweep-table tbody tr[data-run='{DEAD}']").click()
+    tab.wait_redraw(before)
+    assert tab.frame.evaluate("window.__gradhealth.viewState.compare") == ""
+    layer = tab.frame.evaluate("window.__gradhealth.rowNames()")[0]
+    step = tab.frame.evaluate("window.__gradhealth.axisSteps()")[0]
+    tab.page.mouse.move(*tab.cell_point(layer, step))
+    tooltip = tab.ui.locator(".gh-tooltip")
+    tooltip.wait_for(state="visible", timeout=5_000)
+    tab.frame.evaluate("window.__gradhealth.redraw()")
+    assert tooltip.is_visible()
+    assert layer in tooltip.text_content()

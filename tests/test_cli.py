@@ -408,6 +408,38 @@ def test_runs_route_verdict_is_not_healthy_over_dropped_steps(nan_beyond_sample_
     assert runs["healthy"]["sampling"] is None and runs["healthy"]["verdict"] == "healthy"
 
 
+@pytest.fixture(scope="session")
+def sampled_loss_logdir(tmp_path_factory):
+    """A loss at each of 3,000 steps (more than TensorBoard's 1,000 scalar samples) beside gradients
+    every 100 steps (all kept): the rows are whole, the loss is not."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    root = tmp_path_factory.mktemp("cli_sampled_loss")
+    rng = np.random.default_rng(4)
+    base = normal_buckets(rng)
+    write_run(root / "run", [event(s, scalar_value("loss", 2.0 / (1 + s / 300)),
+                                   *([hist_value("gradients/dense/kernel", base)] if s % 100 == 0 else []))
+                             for s in range(3000)])
+    return root
+
+
+def test_a_sampled_loss_is_said_by_the_tab_and_report(sampled_loss_logdir, loader_client, run_cli):
+    run = loader_client(sampled_loss_logdir).ok("/runs")["runs"][0]
+    assert run["sampling"] is None  # every row step was kept ...
+    sampling = run["scalars_sampling"]  # ... but not every loss point (how many the loader keeps varies)
+    (kept,) = [series.pop("kept") for series in sampling["series"]]
+    assert kept < 3000 and sampling["series"] == [{"tag": "loss", "logged": 3000, "logged_at_least": False}]
+    assert sampling["message"] == (f"TensorBoard kept {kept:,} of 3,000 logged points of loss (random samples); "
+                                   "--samples_per_plugin=scalars=0 keeps every point")
+    code, out, _ = run_cli("report", sampled_loss_logdir)
+    message = "TensorBoard kept 1,000 of 3,000 logged points of loss (random samples); " \
+              "--samples_per_plugin=scalars=0 keeps every point; --all-steps reads every point"
+    assert code == 0 and [line.strip() for line in out.splitlines() if "points of loss" in line] == [message], out
+    assert _report(run_cli, sampled_loss_logdir)["runs"][0]["scalars_sampling"]["message"] == message
+    every = _report(run_cli, sampled_loss_logdir, "--all-steps")["runs"][0]
+    assert every["scalars_sampling"] is None
+
+
 # --- the tab and the CLI agree ---------------------------------------------------------------------
 
 def test_plugin_findings_route_matches_cli(main_logdir, run_cli, plugin_client):

@@ -64,14 +64,14 @@ def test_a_bad_threshold_is_rejected_naming_it_and_its_range_and_the_rest_apply(
     ("vanishing_steps", [1, 10], [0, 2.5, 10**7]),
     ("steps_per_epoch", [0, 1000], [-1, 100.5, 10**13]),
     ("vanishing_fraction", [1e-3, 1], [0, 1.01]),
-    ("dead_zero_fraction", [0, 0.5, 1], [-0.1, 1.5]),
-    ("dead_info_zero_fraction", [0, 1], [1.01]),
+    ("dead_zero_fraction", [0.5, 1], [-0.1, 1.5]),  # 0 too, with dead_info_zero_fraction below it
+    ("dead_info_zero_fraction", [0, 0.5], [1.01]),  # 1 too, with dead_zero_fraction above it
     ("bimodal_dip", [0.2, 1], [0, 2]),
     ("depth_ratio", [1e-9, 1], [0, 1.5]),
     ("exploding_jump", [1.5], [1, 0.5]),
     ("weight_std_growth", [1.1], [1, 0]),
     ("init_scale_factor", [2], [1]),
-    ("exploding_max_abs", [1e-30, 1e300], [0, -1]),
+    ("exploding_max_abs", [1e-5, 1e300], [0, -1]),
     ("vanishing_abs", [1e-12], [0]),
     ("spike_z", [0.5], [0]),
     ("skewness", [0.1], [0]),
@@ -296,3 +296,37 @@ def test_bad_tag_rules_are_rejected_and_the_good_one_applies(tmp_path, loader_cl
 def test_runs_answer_an_empty_list_without_problems(tmp_path, loader_client):
     _jump_run(tmp_path)
     assert loader_client(tmp_path).ok("/runs")["config_problems"] == []
+
+
+@pytest.mark.parametrize("overrides, problem, kept", [
+    ({"update_ratio_low": 0.5}, "update_ratio_low must be below update_ratio_high; got 0.5 and 0.1; "
+     "using 1e-06 for update_ratio_low", {"update_ratio_high": 0.1}),
+    ({"update_ratio_low": 0.01, "update_ratio_high": 0.001}, "update_ratio_low must be below update_ratio_high; "
+     "got 0.01 and 0.001; using 1e-06 and 0.1 for update_ratio_low and update_ratio_high", {}),
+    ({"dead_info_zero_fraction": 0.8}, "dead_info_zero_fraction must be below dead_zero_fraction; got 0.8 and 0.7; "
+     "using 0.3 for dead_info_zero_fraction", {}),
+    ({"exploding_max_abs": 1e-7}, "vanishing_abs must be below exploding_max_abs; got 1e-06 and 1e-07; "
+     "using 1000 for exploding_max_abs", {}),
+])
+def test_thresholds_out_of_order_with_their_pair_keep_their_defaults(overrides, problem, kept):
+    values, problems = limits.checked_thresholds({**overrides, "skewness": 2.5})
+    assert problems == [problem]
+    defaults = limits.thresholds()
+    for low, high in limits.ORDERED:
+        assert values[low] < values[high]
+    for name in overrides:
+        assert values[name] == kept.get(name, defaults[name])
+    assert values["skewness"] == 2.5  # the rest still applies
+
+
+def test_thresholds_in_order_are_taken():
+    values, problems = limits.checked_thresholds({"update_ratio_low": 1e-4, "update_ratio_high": 1e-3})
+    assert problems == []
+    assert (values["update_ratio_low"], values["update_ratio_high"]) == (1e-4, 1e-3)
+
+
+def test_a_threshold_out_of_order_is_shown_by_the_tab(tmp_path, loader_client):
+    client = _client_with_config(tmp_path, loader_client, '{"thresholds": {"update_ratio_low": 0.5}}')
+    assert client.ok("/runs")["config_problems"] == [
+        f"{tmp_path / 'gradhealth.json'}: update_ratio_low must be below update_ratio_high; got 0.5 and 0.1; "
+        "using 1e-06 for update_ratio_low"]

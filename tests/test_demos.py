@@ -359,6 +359,12 @@ def test_the_docs_count_the_demos_stories_runs_and_megabytes(shipped, plugin_cli
     assert f"{lines} runs in all, {listed} in TensorBoard's run list" in readme
 
 
+def test_the_readmes_sweep_sentence_is_the_demo_sweeps(plugin_client):
+    """The Sweep view's section quotes what the demo sweep's hyperparameters explain, first sentence first."""
+    sentence = plugin_client(RUNS / "sweep").ok("/sweep")["splits"][0]["sentence"]
+    assert f'on the demo sweep: "{sentence}"' in _prose(README)
+
+
 def test_the_tutorials_exploding_heatmap_turns_red_and_orange_where_it_says(plugin_client):
     """Section 2: the step each gradient row of exploding/unclipped first turns red, then orange."""
     body = plugin_client(RUNS / "exploding").ok("/heatmap", run="unclipped", role="gradient")

@@ -54,6 +54,7 @@ def test_a_watched_row_has_a_histogram_in_its_cell(watched, loader_client):
     assert role["source"] == "gradhealth"
     buckets = np.array(role["histogram"])
     assert len(buckets) > 5 and role["histogram_step"] == 0 and role["histogram_axis"] == "row"
+    assert role["histogram_buckets"] == "octaves"  # the tab draws them on a symmetric log axis
     # Scaled to the tensor's values, between its exact min and max.
     w = watched["first_weight"]
     assert buckets[:, 2].sum() == pytest.approx(w.size)
@@ -105,6 +106,8 @@ def test_the_distribution_of_a_histogram_row(tmp_path, loader_client):
         events.append(event(step, hist_value("gradients/dense/kernel", np.stack([edges[:-1], edges[1:], counts], 1))))
     write_run(tmp_path / "hist", events)
     client = loader_client(tmp_path)
+    cell = client.ok("/cell", run="hist", layer="dense/kernel", step=0)["roles"]["gradient"]
+    assert cell["histogram_buckets"] == "linear" and len(cell["histogram"]) > 20
     d = client.ok("/distribution", run="hist", layer="dense/kernel")["distributions"]["gradient"]
     assert d["source"] == "histogram" and d["steps"] == [0, 1, 2]
     medians = [row[4] for row in d["values"]]

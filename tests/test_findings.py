@@ -580,6 +580,13 @@ def test_depth_vanishing_first_vs_last_layer(ratio, fires):
     assert_evidence(f)
 
 
+def test_depth_vanishing_says_zero_gradients_in_words():
+    gs = {0: grad(0, mean_abs=0.0), 1: grad(1, mean_abs=1e-3), 2: grad(2, mean_abs=1e-2)}
+    f = one(find(run(*three_kernels(g=gs))), "depth_vanishing")
+    assert "are zero, against a mean |g| of 1.0e-02 at dense_2/kernel from step" in f.message, f.message
+    assert "e+00x" not in f.message
+
+
 def test_depth_vanishing_needs_three_layers():
     gs = {0: grad(0, mean_abs=1e-8), 1: grad(1, mean_abs=1e-2)}
     layers = three_kernels(g=gs)[:2]

@@ -232,7 +232,9 @@ def test_keras_callback_when_the_log_directory_goes_away(tmp_path, caplog, fault
 # The PyTorch integration
 
 
-def _torch_train(log_dir, steps):
+def _torch_train(log_dir, steps, at_step=None):
+    """Trains `steps` steps logging every step into `log_dir` (None: no logging), calling
+    `at_step(step)` before each; (handle, weights, losses)."""
     torch = pytest.importorskip("torch")
     from torch import nn
 
@@ -245,7 +247,9 @@ def _torch_train(log_dir, steps):
     g = torch.Generator().manual_seed(9)
     x, y = torch.randn(32, 8, generator=g), torch.randint(0, 3, (32,), generator=g)
     losses = []
-    for _ in range(steps):
+    for step in range(steps):
+        if at_step is not None:
+            at_step(step)
         loss = nn.functional.cross_entropy(model(x), y)
         optimizer.zero_grad()
         loss.backward()
@@ -268,3 +272,37 @@ def test_torch_watch_on_a_full_disk_reports_every_failure(tiny_disk, caplog):
     for a, b in zip(weights, weights_ref):
         np.testing.assert_array_equal(a, b)
     assert_reported(handle, caplog)
+
+
+def test_torch_watch_logs_again_once_the_full_disk_has_room(tiny_disk):
+    """The steps the full disk refused are lost and counted; once it has room, logging goes on, readable."""
+    filler = tiny_disk / "filler"
+    steps, full_from, room_from = 60, 10, 30
+
+    def disk(step):
+        if step == full_from:  # everything the disk has left goes to another file
+            with open(filler, "wb", buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 1024)
+                except OSError:
+                    pass
+            assert_disk_full(tiny_disk)
+        if step == room_from:
+            filler.unlink()
+
+    handle, _, losses = _torch_train(tiny_disk, steps, at_step=disk)
+    assert losses == _torch_train(None, steps)[2]
+    assert handle.errors > 0, "the disk never refused a write: the test tests nothing"
+    logged = logged_steps(tiny_disk)
+    assert set(range(room_from, steps)) <= logged, sorted(set(range(room_from, steps)) - logged)
+    assert set(range(full_from)) <= logged
+
+
+def test_torch_watch_when_the_log_directory_goes_away(tmp_path):
+    """As TensorFlow's writer: a deleted log directory is made again at the next flush."""
+    run = tmp_path / "run"
+    steps, fault_at = 20, 8
+    _, _, losses = _torch_train(run, steps, at_step=lambda step: step == fault_at and shutil.rmtree(run))
+    assert losses == _torch_train(None, steps)[2]
+    assert set(range(fault_at + 1, steps)) <= logged_steps(run)

@@ -201,6 +201,19 @@ def test_the_cli_reports_it_on_the_rank(ranks_logdir, capsys):
     assert flagged == [("skipped/rank1", [ranks_training.SKIPPED])]
 
 
+def test_the_cli_json_says_each_runs_training_as_the_runs_route_does(ranks_logdir, capsys, loader_client):
+    assert cli.main(["report", "--format", "json", str(ranks_logdir)]) == 0
+    reported = {r["run"]: r["training"] for r in json.loads(capsys.readouterr().out)["runs"]}
+    served = {r["run"]: r["training"] for r in call(loader_client(ranks_logdir), "/runs")[1]["runs"]}
+    assert reported == served
+    assert reported["skipped/rank1"] == {"name": "skipped/rank*", "rank": "rank1", "ranks": ["rank0", "rank1"],
+                                         "runs": ["skipped/rank0", "skipped/rank1"]}
+    # One run asked for: still its place among the others.
+    assert cli.main(["report", "--format", "json", "--run", "reduced/rank0", str(ranks_logdir)]) == 0
+    (only,) = json.loads(capsys.readouterr().out)["runs"]
+    assert only["training"] == served["reduced/rank0"]
+
+
 def test_a_run_alone_is_judged_alone(ranks_logdir, plugin_client, tmp_path):
     shutil.copytree(ranks_logdir / "skipped" / "rank1", tmp_path / "rank1")
     assert kinds_by_run(plugin_client(tmp_path)) == {"rank1": []}
@@ -234,3 +247,92 @@ def test_a_rank_is_judged_again_when_only_another_ranks_data_changed(tmp_path, p
     assert sweep_kinds(client) == {"rank0": [], "rank1": [KIND]}
     hm = client.ok("/heatmap", run="rank1", role="gradient")
     assert hm["status"][0] == [hm["status_names"].index("ok")] * 4 + [hm["status_names"].index("warn")] * 4
+
+
+# --- runs a name groups that did not run together ----------------------------------------------------
+
+def facts(layers=("a", "b"), steps=range(10), wall=1_000_000.0):
+    return trainings.RankFacts(frozenset(layers), np.unique(np.asarray(list(steps), dtype=np.int64)), wall)
+
+
+def test_ranks_log_the_same_layers_at_steps_in_common_and_start_together():
+    one = facts()
+    assert trainings.ran_together(one, facts(steps=range(5, 20), wall=1_000_000.0 + trainings.START_TOLERANCE_S))
+    assert not trainings.ran_together(one, facts(layers=("a", "c")))
+    assert not trainings.ran_together(one, facts(steps=range(10, 20)))
+    assert not trainings.ran_together(one, facts(wall=1_000_000.0 + trainings.START_TOLERANCE_S + 1))
+    assert trainings.ran_together(one, facts(wall=None))  # no wall time known: the layers and steps decide
+
+
+def test_of_a_names_runs_the_largest_group_that_ran_together_is_the_training():
+    t = trainings.trainings(["r/gpu0", "r/gpu1", "r/gpu2", "r/gpu3"])["r/gpu*"]
+    late = 1_000_000.0 + 3600
+    kept = trainings.together(t, {"r/gpu0": facts(wall=late), "r/gpu1": facts(), "r/gpu2": facts(), "r/gpu3": facts()})
+    assert (kept.name, kept.runs, kept.ranks) == ("r/gpu*", ("r/gpu1", "r/gpu2", "r/gpu3"), ("gpu1", "gpu2", "gpu3"))
+    assert trainings.together(t, {r: facts() for r in t.runs}) is t
+    assert trainings.together(t, {"r/gpu0": facts(), "r/gpu1": facts(wall=late)}) is None
+    # A run whose data could not be read is left out.
+    assert trainings.together(t, {"r/gpu0": facts(), "r/gpu2": facts()}).runs == ("r/gpu0", "r/gpu2")
+
+
+def _independent_torch_run(log_dir, seed, wall_offset, monkeypatch):
+    """A tiny MLP trained alone (no torch.distributed) with its own data, logged with `watch`; its events
+    written `wall_offset` seconds later than the clock says, as if started then."""
+    import time
+    import types
+
+    import torch
+    from torch import nn
+
+    from gradhealth_plugin.torch import handle as torch_handle
+    from gradhealth_plugin.torch import unwatch, watch
+    from gradhealth_plugin.writing import events
+
+    # The two clocks the writing side reads: the step's (handle) and the event file's (events).
+    later = types.SimpleNamespace(time=lambda: time.time() + wall_offset, monotonic=time.monotonic)
+    monkeypatch.setattr(torch_handle, "time", later)
+    monkeypatch.setattr(events, "time", later)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(ranks_training.N_IN, ranks_training.N_HIDDEN), nn.ReLU(),
+                          nn.Linear(ranks_training.N_HIDDEN, ranks_training.N_OUT))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, ranks_training.N_IN, generator=gen)
+    y = torch.randint(0, ranks_training.N_OUT, (64,), generator=gen)
+    handle = watch(model, str(log_dir), optimizer=optimizer, every_n_steps=1, activations=False)
+    for _ in range(ranks_training.STEPS):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    unwatch(handle)
+    monkeypatch.undo()
+
+
+@pytest.fixture(scope="module")
+def device_named_logdir(tmp_path_factory):
+    """Two pairs of independent torch trainings (other data, so other gradients) named by device:
+    ``apart/gpu<r>/run`` started an hour apart, ``near/gpu<r>/run`` started together."""
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("device_named")
+    with pytest.MonkeyPatch.context() as mp:
+        _independent_torch_run(root / "apart" / "gpu0" / "run", 1, 0.0, mp)
+        _independent_torch_run(root / "apart" / "gpu1" / "run", 2, 3600.0, mp)
+        _independent_torch_run(root / "near" / "gpu0" / "run", 1, 0.0, mp)
+        _independent_torch_run(root / "near" / "gpu1" / "run", 2, 0.0, mp)
+    return root
+
+
+def test_runs_named_by_device_that_started_apart_are_separate_trainings(device_named_logdir, loader_client, capsys):
+    client = loader_client(device_named_logdir)
+    by_run = {r["run"]: r for r in call(client, "/runs")[1]["runs"]}
+    assert by_run["apart/gpu0/run"]["training"] is None and by_run["apart/gpu1/run"]["training"] is None
+    for name in ("apart/gpu0/run", "apart/gpu1/run"):
+        assert not [f for f in call(client, "/findings", run=name)[1]["findings"] if f["kind"] == KIND], name
+    # The same two trainings started together cannot be told from ranks: compared, they disagree.
+    assert by_run["near/gpu1/run"]["training"]["runs"] == ["near/gpu0/run", "near/gpu1/run"]
+    assert [f["kind"] for f in call(client, "/findings", run="near/gpu1/run")[1]["findings"]].count(KIND) == 1
+    assert cli.main(["report", "--format", "json", str(device_named_logdir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {r["run"]: r["training"] is not None for r in report["runs"]} == {
+        "apart/gpu0/run": False, "apart/gpu1/run": False, "near/gpu0/run": True, "near/gpu1/run": True}
+    assert [f["run"] for f in report["findings"] if f["kind"] == KIND] == ["near/gpu1/run"]

@@ -195,7 +195,7 @@ def test_stop_on_is_never_info_and_names_known_kinds(tmp_path):
 def _from_event_file(logdir, run):
     from gradhealth_plugin import cli
 
-    analyses, _, _ = cli._analyze(str(logdir), run, True, None)
+    analyses, *_ = cli._analyze(str(logdir), run, True, None)
     (rd, _), = analyses
     return rd
 

@@ -9,6 +9,7 @@ the heatmap's colours and the findings must agree cell for cell.
 from __future__ import annotations
 
 import pathlib
+import types
 
 import numpy as np
 import pytest
@@ -85,6 +86,31 @@ def test_the_track_route_answers_bad_requests_with_json(track_logdir, plugin_cli
     assert call(client, "/track")[0] == 400
     assert call(client, "/track", run="nope")[0] == 404
     assert call(client, "/track", run="run")[0] == 200
+
+
+def test_a_zoomed_track_sends_the_window_and_one_point_either_side(track_logdir, loader_client):
+    client = loader_client(track_logdir)
+    loss = next(s for s in client.ok("/track", run="run", start=250, end=320)["series"] if s["tag"] == "loss")
+    assert loss["steps"] == list(range(249, 322))
+    assert loss["nonfinite"] == [[NAN_STEPS[0], NAN_STEPS[-1]]]
+    assert loss["logged"] == len(STEPS) and loss["binned"] is False
+    assert loss["scale"] == "log"  # the whole series' scale: a zoom does not switch it
+    before = next(s for s in client.ok("/track", run="run", end=100)["series"] if s["tag"] == "loss")
+    assert before["steps"] == list(range(0, 102)) and before["nonfinite"] == []
+    assert call(client, "/track", run="run", start=5, end=4)[0] == 400
+    assert call(client, "/track", run="run", start="x")[0] == 400
+
+
+def test_a_zoom_into_a_thinned_track_gets_every_point_of_the_window():
+    # Longer than any loader keeps by default, so asked of the function with a small budget.
+    steps = np.arange(0, 100_000, dtype=np.int64)
+    rd = types.SimpleNamespace(run="r", scalar_series={"loss": (steps, np.sin(steps / 300.0) + 2)},
+                               scalar_kinds={"loss": "loss"}, scalar_axes={"loss": True})
+    coarse = responses.track(rd, bins=50)["series"][0]
+    assert coarse["binned"] is True and len(coarse["steps"]) <= 3 * 50
+    fine = responses.track(rd, bins=50, start=1000, end=1050)["series"][0]
+    assert fine["binned"] is False and fine["steps"] == list(range(999, 1052))
+    assert fine["logged"] == len(steps)
 
 
 def test_a_long_series_keeps_every_spike_and_dip_when_thinned():

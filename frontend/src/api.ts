@@ -40,6 +40,8 @@ export interface RunInfo {
   steps_logged: number | null;
   /** What TensorBoard's sampling dropped in this run; null when it kept every logged step. */
   sampling: Sampling | null;
+  /** The same for the run-level scalars (the loss, ...), in the server's words; null when none lost points. */
+  scalars_sampling: string | null;
   /** Severity of the run's worst finding; null when it has none. */
   worst_severity: Severity | null;
   /** The role of the run's most severe warn or critical finding, which the tab opens on when the URL names none. */
@@ -264,6 +266,8 @@ export interface CellRole {
   histogram: Bucket[] | null;
   /** Why a logged histogram is not (wholly) drawn (NaN or Inf bucket edges), in the server's words. */
   histogram_note: string | null;
+  /** "octaves": buckets of |x| an octave wide (gradhealth's own histograms); "linear": as logged. */
+  histogram_buckets: "octaves" | "linear" | null;
   /** The tag the histogram comes from, and its step on that tag's own axis; "other" when that axis
    * is not the row's (per epoch, say). */
   histogram_tag: string | null;
@@ -384,7 +388,7 @@ function counts(v: unknown): Record<string, number> {
   return out;
 }
 
-function parseSampling(v: unknown): Sampling | null {
+export function parseSampling(v: unknown): Sampling | null {
   if (!isRecord(v) || typeof v.message !== "string") return null;
   const n = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) ? x : 0);
   return {
@@ -415,6 +419,7 @@ export function parseRuns(body: unknown): RunsResponse {
       last_step: stepField(r, "last_step"),
       steps_logged: typeof r.steps_logged === "number" ? r.steps_logged : null,
       sampling: parseSampling(r.sampling),
+      scalars_sampling: isRecord(r.scalars_sampling) && typeof r.scalars_sampling.message === "string" ? r.scalars_sampling.message : null,
       worst_severity: severity(r.worst_severity),
       worst_role: typeof r.worst_role === "string" ? r.worst_role : null,
       worst_status: typeof r.worst_status === "string" ? r.worst_status : "no_data",
@@ -875,6 +880,7 @@ export function parseCell(body: unknown): Cell {
       metrics,
       histogram: parseBuckets(r.histogram),
       histogram_note: typeof r.histogram_note === "string" ? r.histogram_note : null,
+      histogram_buckets: r.histogram_buckets === "octaves" || r.histogram_buckets === "linear" ? r.histogram_buckets : null,
       histogram_tag: typeof r.histogram_tag === "string" ? r.histogram_tag : null,
       histogram_step: stepField(r, "histogram_step"),
       histogram_axis: r.histogram_axis === "row" || r.histogram_axis === "other" ? r.histogram_axis : null,
@@ -972,8 +978,14 @@ export async function fetchSeries(run: string, layer: string, metric: string, ro
   return parseSeries(await getJson("series", { run, layer, metric, role }, fetchFn));
 }
 
-export async function fetchTrack(run: string, fetchFn?: FetchLike): Promise<Track> {
-  return parseTrack(await getJson("track", { run }, fetchFn));
+/** The run's track; with a window (the heatmap's zoom), its points there, thinned within it only. */
+export async function fetchTrack(run: string, window: [Step, Step] | null = null, fetchFn?: FetchLike): Promise<Track> {
+  const params: Record<string, string> = { run };
+  if (window) {
+    params.start = window[0].toString();
+    params.end = window[1].toString();
+  }
+  return parseTrack(await getJson("track", params, fetchFn));
 }
 
 export async function fetchVocabulary(fetchFn?: FetchLike): Promise<Vocabulary> {

@@ -132,11 +132,14 @@ export class App {
   private parts: [HeatmapWindow, HeatmapWindow] = [{}, {}];
   /** The row windows asked for since the heatmaps shown arrived: each is asked once. */
   private rowsAsked = new Set<string>();
+  private trackTimer = 0;
   private lastRefresh = 0;
   /** A cell was clicked: its panel is brought into view once drawn. */
   private revealPending = false;
   /** The run tracks of the heatmaps shown (null: none, or not loaded). */
   private tracks: [Track | null, Track | null] = [null, null];
+  /** The whole runs' tracks, as loaded with the run (`tracks` may hold a zoom window's instead). */
+  private wholeTracks: [Track | null, Track | null] = [null, null];
   private syncingScroll = false;
 
   constructor(body: HTMLElement) {
@@ -151,7 +154,13 @@ export class App {
       png: () => exportPng(this.views, this.state),
       sweep: () => this.setView(this.state.view === "sweep" ? "heatmap" : "sweep"),
     });
-    this.sweepView = new SweepView({ open: (run, role) => this.openFromSweep(run, role) });
+    this.sweepView = new SweepView({
+      open: (run, role) => this.openFromSweep(run, role),
+      changed: (sweep) => {
+        this.state.sweep = sweep;
+        this.persist();
+      },
+    }, this.state.sweep);
     this.views = [this.makeView(0), this.makeView(1)];
     this.detail = new DetailPanel({
       step: (step) => this.selectCell(this.state.layer, step, 0),
@@ -260,6 +269,7 @@ export class App {
     const viewChanged = next.view !== this.state.view;
     this.state = next;
     if (this.showView()) {
+      this.sweepView.restore(next.sweep);
       if (viewChanged) void this.loadSweep();
       return;
     }
@@ -448,8 +458,9 @@ export class App {
     const run = this.currentRun();
     const id = ++this.requestId;
     if (!run) return;
-    this.samplingNote.hidden = run.sampling === null;
-    this.samplingNote.textContent = run.sampling ? run.sampling.message : "";
+    const notes = [run.sampling?.message ?? null, run.scalars_sampling].filter((m): m is string => m !== null);
+    this.samplingNote.hidden = notes.length === 0;
+    this.samplingNote.textContent = notes.join(" ");
     const coverage = [run.coverage_note, unreadableNote(run.unreadable)].filter((n): n is string => n !== null);
     this.coverageNote.hidden = coverage.length === 0;
     this.coverageNote.textContent = coverage.join(" ");
@@ -484,7 +495,31 @@ export class App {
     if (!holdsWindow(pair.primary, this.state.zoom)) this.scheduleZoomFetch();
     const [mine, theirs] = await tracks;
     if (id !== this.requestId) return;
-    this.tracks = [mine, theirs];
+    this.tracks = this.wholeTracks = [mine, theirs];
+    this.drawTracks();
+    if (this.state.zoom) void this.loadTrackWindow();
+  }
+
+  /**
+   * A thinned track (a long run's series, binned per pixel) gets the zoom window's own points;
+   * back to the whole run, the whole-run track is drawn again.
+   */
+  private async loadTrackWindow(): Promise<void> {
+    const zoom = this.state.zoom;
+    if (!zoom) {
+      if (this.tracks !== this.wholeTracks) {
+        this.tracks = this.wholeTracks;
+        this.drawTracks();
+      }
+      return;
+    }
+    const runs = this.wholeTracks.map((t) => (t?.series.some((s) => s.binned) ? t.run : null));
+    if (runs.every((r) => r === null)) return;
+    const id = this.requestId;
+    const got = await Promise.all(runs.map((r, i) => (r ? this.store.trackOf(r, zoom).catch(() => null) : Promise.resolve(this.wholeTracks[i]))));
+    // A newer zoom or run asked since: its own answer draws.
+    if (id !== this.requestId || this.state.zoom !== zoom) return;
+    this.tracks = [got[0] ?? this.wholeTracks[0], got[1] ?? this.wholeTracks[1]];
     this.drawTracks();
   }
 
@@ -603,6 +638,7 @@ export class App {
     this.persist();
     const h = this.store.heatmaps[0];
     if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
+    else this.scheduleTrackFetch();
   }
 
   /**
@@ -747,6 +783,13 @@ export class App {
     this.drawHeatmaps();
     this.applyHighlight(false);
     countOnPage("ghZoomDrawn");
+    void this.loadTrackWindow();
+  }
+
+  /** The track's zoom window, asked after the same pause as the heatmap's (one request per wheel gesture). */
+  private scheduleTrackFetch(): void {
+    clearTimeout(this.trackTimer);
+    this.trackTimer = window.setTimeout(() => void this.loadTrackWindow(), ZOOM_FETCH_MS);
   }
 
   // ---- selection --------------------------------------------------------------------

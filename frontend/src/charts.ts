@@ -262,15 +262,20 @@ export function lineChart(input: LineChartInput, width: number, height: number):
 /**
  * Histogram of one step as bars, with an optional second histogram (a
  * neighbouring step) drawn as an outline for comparison; `logCount` draws the
- * counts on a log scale (empty buckets then draw nothing).
+ * counts on a log scale (empty buckets then draw nothing). `octaves`: the
+ * buckets are octaves of |x| (gradhealth's own histograms), drawn spread onto
+ * equal bins (`uniformBuckets`), their counts then approximate ("≈").
  */
 export function histogramChart(
-  buckets: readonly Bucket[],
-  ghost: readonly Bucket[] | null,
+  logged: readonly Bucket[],
+  loggedGhost: readonly Bucket[] | null,
   width: number,
   height: number,
   logCount = false,
+  octaves = false,
 ): SVGSVGElement {
+  const buckets = octaves ? uniformBuckets(logged) : logged;
+  const ghost = octaves && loggedGhost ? uniformBuckets(loggedGhost) : loggedGhost;
   const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
   root.append(svg("title", {}, "histogram"));
   const m = { ...MARGIN, left: 48 };
@@ -311,7 +316,7 @@ export function histogramChart(
     const a = xs(Math.min(l, r));
     const b = xs(Math.max(l, r));
     const bar = svg("rect", { x: a, y: ys(c), width: Math.max(1, b - a - (b - a > 3 ? 1 : 0)), height: Math.max(0, y1 - ys(c)), class: "gh-bar" });
-    bar.append(svg("title", {}, `[${formatValue(l)}, ${formatValue(r)}): ${formatValue(c)}`));
+    bar.append(svg("title", {}, `[${formatValue(l)}, ${formatValue(r)}): ${octaves ? "\u2248" : ""}${formatValue(c)}`));
     g.append(bar);
   }
   if (ghost && ghost.length) {
@@ -323,4 +328,40 @@ export function histogramChart(
     g.append(svg("path", { d, class: "gh-ghost" }));
   }
   return root;
+}
+
+/** Equal bins an octave histogram is drawn on: about what TensorBoard's own histograms use. */
+export const UNIFORM_BINS = 40;
+
+/**
+ * Octave buckets spread onto `bins` equal bins between their outermost edges, each bucket's
+ * count shared out in proportion to its overlap with a bin (all of it to one bin when the bucket
+ * has no width): drawn as counts, a bell stays a bell. Drawn as they are, the innermost octaves
+ * are a pixel wide and the outermost two take half the axis; per octave, a centred tensor reads
+ * as two humps.
+ */
+export function uniformBuckets(buckets: readonly Bucket[], bins = UNIFORM_BINS): Bucket[] {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const [l, r] of buckets) {
+    lo = Math.min(lo, l, r);
+    hi = Math.max(hi, l, r);
+  }
+  if (!(hi > lo) || !Number.isFinite(hi - lo)) return [...buckets];
+  const width = (hi - lo) / bins;
+  const counts = new Array<number>(bins).fill(0);
+  const binOf = (v: number): number => Math.min(bins - 1, Math.max(0, Math.floor((v - lo) / width)));
+  for (const [a, b, c] of buckets) {
+    const l = Math.min(a, b);
+    const r = Math.max(a, b);
+    if (!(r > l)) {
+      counts[binOf(l)] += c;
+      continue;
+    }
+    for (let k = binOf(l); k <= binOf(r); k++) {
+      const overlap = Math.min(r, lo + (k + 1) * width) - Math.max(l, lo + k * width);
+      if (overlap > 0) counts[k] += (c * overlap) / (r - l);
+    }
+  }
+  return counts.map((c, k): Bucket => [lo + k * width, k === bins - 1 ? hi : lo + (k + 1) * width, c]);
 }

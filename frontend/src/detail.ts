@@ -278,7 +278,8 @@ export class DetailPanel {
     const ghostRole = this.ghost.checked && this.lastGhost ? this.lastGhost.roles[t.role] : undefined;
     const ghost = ghostRole?.histogram ?? null;
     const width = Math.max(260, this.histBox.clientWidth || 420);
-    this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190, this.distribution.logCount));
+    this.histBox.replaceChildren(histogramChart(buckets, ghost, width, 190, this.distribution.logCount,
+      r.histogram_buckets === "octaves"));
     const label = histogramLabel(t.step, r);
     this.histTitle.textContent = label.title;
     const outline = ghost && prev !== null ? outlineLabel(prev, ghostRole) : "";

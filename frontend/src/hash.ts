@@ -28,6 +28,26 @@ export interface ViewState {
   view: "heatmap" | "sweep";
   /** Which blocks of layers are folded into one row. */
   fold: FoldState;
+  /** The sweep's sort column and direction, text filter and kind filter. */
+  sweep: SweepViewState;
+}
+
+/**
+ * How the sweep's lines are sorted and filtered. `column`: "" (the server's order), "name",
+ * "worst", "kinds", or "hp:" and a hyperparameter's name; `kind`: a finding kind, "" for any.
+ */
+export interface SweepViewState {
+  column: string;
+  descending: boolean;
+  text: string;
+  kind: string;
+}
+
+export const DEFAULT_SWEEP: Readonly<SweepViewState> = Object.freeze({ column: "", descending: false, text: "", kind: "" });
+
+/** Whether `column` names a sweep column: which hyperparameters there are, only the sweep's answer says. */
+export function isSweepColumn(column: string): boolean {
+  return column === "name" || column === "worst" || column === "kinds" || (column.startsWith("hp:") && column.length > 3);
 }
 
 export const DEFAULT_STATE: Readonly<ViewState> = {
@@ -43,6 +63,7 @@ export const DEFAULT_STATE: Readonly<ViewState> = {
   finding: "",
   view: "heatmap",
   fold: AUTO_FOLD,
+  sweep: DEFAULT_SWEEP,
 };
 
 /**
@@ -55,7 +76,7 @@ export function openRun(s: ViewState, run: string, compare: string): ViewState {
 }
 
 /** Parameter names; short because they end up in a shared URL. */
-export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "view", "fold"] as const;
+export const KEYS = ["run", "cmp", "role", "metric", "filter", "sort", "zoom", "layer", "step", "finding", "view", "fold", "ssort", "sfilter", "skind"] as const;
 export type Key = (typeof KEYS)[number];
 
 /** The state as URL parameters; values equal to the defaults are left out. */
@@ -74,7 +95,23 @@ export function encodeState(s: ViewState): Partial<Record<Key, string>> {
   if (s.view !== DEFAULT_STATE.view) out.view = s.view;
   const fold = encodeFold(s.fold);
   if (fold) out.fold = fold;
+  // The sweep's sort and filters belong to links of the sweep; a heatmap's link stays short.
+  if (s.view === "sweep") {
+    // "-" before the column sorts it descending; no column starts with one.
+    if (s.sweep.column) out.ssort = `${s.sweep.descending ? "-" : ""}${s.sweep.column}`;
+    if (s.sweep.text) out.sfilter = s.sweep.text;
+    if (s.sweep.kind) out.skind = s.sweep.kind;
+  }
   return out;
+}
+
+/** The sweep's sort and filters from URL parameters; a malformed column is left out (the kind is checked against the answer). */
+function decodeSweep(p: Partial<Record<string, string>>): SweepViewState {
+  const sort = p.ssort ?? "";
+  const descending = sort.startsWith("-");
+  const column = descending ? sort.slice(1) : sort;
+  const ok = isSweepColumn(column);
+  return { column: ok ? column : "", descending: ok && descending, text: p.sfilter ?? "", kind: p.skind ?? "" };
 }
 
 // A zoom edge: a step, or a decimal number as older links wrote them ("10.5").
@@ -113,6 +150,7 @@ export function decodeState(p: Partial<Record<string, string>>): ViewState {
   s.fold = decodeFold(p.fold);
   if (!s.layer) s.step = null;
   if (p.view === "sweep") s.view = "sweep";
+  s.sweep = decodeSweep(p);
   return s;
 }
 

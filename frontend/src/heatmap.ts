@@ -224,11 +224,13 @@ export class HeatmapView {
   }
 
   clear(): void {
+    // The tooltip is the page's: a view that showed nothing cannot have put it up (one run
+    // shown, the empty second view is cleared on every redraw of the first).
+    if (this.scene.h) this.tooltip.hide();
     this.scene.h = null;
     this.track.paint(null);
     this.scene.model = null;
     this.scene.geo = null;
-    this.tooltip.hide();
     for (const c of [this.axis, this.body, this.overlay]) {
       c.width = 0;
       c.height = 0;

@@ -7,9 +7,14 @@ import { formatStep, formatStepRange } from "./format";
 import { ranksButton } from "./ranks";
 import { compareRunNames } from "./run_names";
 import { matchesFilter } from "./rows";
-import { kindLabel, severitiesWorstFirst, severityRank } from "./vocabulary";
+import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "./vocabulary";
 
-/** Worst finding of a run as one word and a rank (higher is worse) for sorting. */
+/**
+ * Worst finding of a run as one word and a rank (higher is worse) for sorting: what the run
+ * list and the sweep both say of a run. A run whose findings are all of the mildest severity
+ * (notes) reads as healthy, "healthy (notes only)": a note is no problem to act on. It still
+ * ranks above a run with no finding at all.
+ */
 export function runBadge(
   r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error" | "sampling">>,
 ): { text: string; cls: string; rank: number } {
@@ -17,6 +22,10 @@ export function runBadge(
   if (r.error) return { text: "failed", cls: "gh-run-failed", rank: 0 };
   // Any finding ranks above a healthy run (1) and one with no data (0).
   const rank = r.worst_severity ? severityRank(r.worst_severity) : 0;
+  if (rank > 0 && r.worst_severity === mildestSeverity()) {
+    const clean = runBadge({ ...r, worst_severity: null });
+    return { text: `${clean.text} (notes only)`, cls: clean.cls, rank: rank + 1 };
+  }
   if (rank > 0) return { text: r.worst_severity as string, cls: `gh-sev-${r.worst_severity}`, rank: rank + 1 };
   if (r.worst_status === "no_data") return { text: "no data", cls: "gh-status-no_data", rank: 0 };
   // Without gradients the logs cannot show the gradient problems: no warning is not health.

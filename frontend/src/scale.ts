@@ -123,3 +123,4 @@ export function scaleLog(domain: [number, number], range: [number, number]): Sca
   f.domain = [powerOfTen(a) ?? Number.MIN_VALUE, powerOfTen(b) ?? Number.MAX_VALUE];
   return f;
 }
+

@@ -112,8 +112,9 @@ export class Store {
   }
 
   /** A run's loss, gradient norm and learning rate for the track, fetched once until `invalidate`. */
-  trackOf(run: string): Promise<Track> {
-    return cached(this.tracks, [run], () => fetchTrack(run));
+  /** The run's whole track (kept), or its points in a zoom window (asked each time: zooms are many). */
+  trackOf(run: string, window: [Step, Step] | null = null): Promise<Track> {
+    return window ? fetchTrack(run, window) : cached(this.tracks, [run], () => fetchTrack(run));
   }
 
   /** Forgets cached cells, series and tracks: the data was reloaded. */

@@ -4,10 +4,12 @@
 // by text and kind; a click opens the run's heatmap. Plain DOM built once per answer:
 // sorting and filtering move and hide the rows they have, so 200 runs stay responsive.
 
-import { getJson } from "./api";
-import type { FetchLike } from "./api";
+import { getJson, parseSampling } from "./api";
+import type { FetchLike, RunInfo } from "./api";
 import { statusColor, statusName } from "./colors";
 import { el, setOptions } from "./dom";
+import { DEFAULT_SWEEP, isSweepColumn } from "./hash";
+import type { SweepViewState } from "./hash";
 import { isRecord, malformed } from "./json";
 import { runBadge } from "./panels";
 import { matchesFilter } from "./rows";
@@ -34,6 +36,10 @@ export interface SweepLine {
   hparams: Record<string, HparamValue>;
   worst_severity: string | null;
   worst_status: string;
+  /** False where no gradients were logged, so no gradient problem could be judged (as in `runs`). */
+  gradients_judged: boolean;
+  /** What TensorBoard's sampling dropped, as in `runs`; null where every logged step was read. */
+  sampling: RunInfo["sampling"];
   /** `role`: the heatmap that shows it (null: it is about scalars alone). */
   worst: { kind: string; severity: string; message: string; first_step_text: string; layer: string | null; role: string | null } | null;
   kinds: SweepKind[];
@@ -82,6 +88,8 @@ export function parseSweep(body: unknown): Sweep {
       hparams: hparamValues(r.hparams),
       worst_severity: str(r.worst_severity),
       worst_status: str(r.worst_status) ?? "no_data",
+      gradients_judged: r.gradients_judged !== false,
+      sampling: parseSampling(r.sampling),
       worst: w && {
         kind: w.kind as string, severity: str(w.severity) ?? "", message: str(w.message) ?? "",
         first_step_text: str(w.first_step_text) ?? "", layer: str(w.layer), role: str(w.role),
@@ -128,7 +136,7 @@ export function compareValues(a: HparamValue, b: HparamValue): number {
 
 /** How bad a line is: its badge's rank (failed and no data lowest), then its worst kind's order. */
 function worstRank(l: SweepLine): number {
-  return runBadge({ worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error }).rank;
+  return lineBadge(l).rank;
 }
 
 /** The lines in `sort`'s order; a line without the sorted hyperparameter goes last either way; ties keep their order. */
@@ -181,6 +189,8 @@ export function kindsFound(lines: readonly SweepLine[]): string[] {
 export interface SweepEvents {
   /** A line was clicked: open that run's heatmap, on `role` when it names one. */
   open(run: string, role: string | null): void;
+  /** The sort or a filter changed, by the user or because the answer has no such column or kind. */
+  changed(state: SweepViewState): void;
 }
 
 /** Every strip is this wide, whatever its run's length: each column an equal share of its run's steps. */
@@ -255,18 +265,19 @@ function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLC
   return canvas;
 }
 
+/** A line's badge as the run list words it (`runBadge`): the same run reads the same in both. */
+function lineBadge(l: SweepLine): { text: string; cls: string; rank: number } {
+  return runBadge({ worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error, gradients_judged: l.gradients_judged, sampling: l.sampling });
+}
+
 /**
- * The worst column's badge: the worst finding's kind; a run whose findings are all of the mildest
- * severity (notes) reads as healthy, "healthy (notes only)", as it is no problem to act on.
+ * The worst column's badge: the worst finding's kind where it is more than a note, else
+ * the run list's badge ("healthy (notes only)" for a run with notes only).
  */
 export function worstBadge(line: SweepLine): { text: string; cls: string } {
-  const badge = runBadge({ worst_severity: line.worst_severity, worst_status: line.worst_status, error: line.error });
-  if (!line.worst || line.error) return badge;
-  if (line.worst_severity === mildestSeverity()) {
-    const healthy = runBadge({ worst_severity: null, worst_status: line.worst_status });
-    return { text: `${healthy.text} (notes only)`, cls: healthy.cls };
-  }
-  return { text: kindLabel(line.worst.kind), cls: badge.cls };
+  const { text, cls } = lineBadge(line);
+  if (!line.worst || line.error || line.worst_severity === mildestSeverity()) return { text, cls };
+  return { text: kindLabel(line.worst.kind), cls };
 }
 
 function kindChip(k: SweepKind, line: SweepLine): HTMLElement {
@@ -289,10 +300,13 @@ export class SweepView {
   private sweep: Sweep = { hparams: [], lines: [], splits: [] };
   private rows = new Map<SweepLine, HTMLTableRowElement>();
   private sort: SweepSort = { column: "", descending: false };
+  /** The sort and filters asked for (by a link or the user), kept whichever answer comes. */
+  private wanted: SweepViewState = DEFAULT_SWEEP;
   /** Whether an answer was shown. */
   loaded = false;
 
-  constructor(private readonly events: SweepEvents) {
+  constructor(private readonly events: SweepEvents, wanted: SweepViewState = DEFAULT_SWEEP) {
+    this.wanted = wanted;
     this.filterInput.type = "search";
     this.filterInput.placeholder = "Filter runs or values";
     this.filterInput.setAttribute("aria-label", "Filter the runs by name or hyperparameter value");
@@ -306,8 +320,8 @@ export class SweepView {
     this.table.append(el("thead"), this.body);
     this.empty.hidden = true;
     this.root.append(this.splits, controls, this.table, this.empty);
-    this.filterInput.addEventListener("input", () => this.apply());
-    this.kindSelect.addEventListener("change", () => this.apply());
+    this.filterInput.addEventListener("input", () => this.userChanged({ text: this.filterInput.value }));
+    this.kindSelect.addEventListener("change", () => this.userChanged({ kind: this.kindSelect.value }));
     this.table.tHead?.addEventListener("click", (e) => {
       const th = (e.target as HTMLElement).closest("th");
       if (th?.dataset.column) this.sortBy(th.dataset.column);
@@ -326,16 +340,52 @@ export class SweepView {
     const kinds = kindsFound(sweep.lines);
     setOptions(this.kindSelect, [{ value: "", text: "any finding" }, ...kinds.map((k) => ({ value: k, text: kindLabel(k) }))], [this.kindSelect.value]);
     this.kindSelect.disabled = kinds.length === 0;
-    this.drawHead();
     const names = statusNames();
     this.rows = new Map(sweep.lines.map((l) => [l, this.row(l, names)]));
-    this.apply();
+    this.show();
+  }
+
+  /** Sorts and filters as a link says (a hash change); applied to the answer shown, if any. */
+  restore(wanted: SweepViewState): void {
+    this.wanted = wanted;
+    if (this.loaded) this.show();
   }
 
   sortBy(column: string): void {
-    this.sort = { column, descending: this.sort.column === column ? !this.sort.descending : false };
+    this.userChanged({ column, descending: this.sort.column === column ? !this.sort.descending : false });
+  }
+
+  private userChanged(part: Partial<SweepViewState>): void {
+    this.wanted = { ...this.wanted, ...part };
+    this.show();
+    this.events.changed(this.wanted);
+  }
+
+  /**
+   * Puts the wanted sort and filters into the controls and the table. A column this answer
+   * lacks (no such hyperparameter) or a kind no line found is dropped, and said as changed,
+   * so a link names only what the view shows.
+   */
+  private show(): void {
+    const w = this.wanted;
+    const hp = w.column.startsWith(HPARAM_PREFIX) ? w.column.slice(HPARAM_PREFIX.length) : null;
+    const columnOk = w.column === "" || (isSweepColumn(w.column) && (hp === null || this.sweep.hparams.some((h) => h.name === hp)));
+    const kindOk = w.kind === "" || kindsFound(this.sweep.lines).includes(w.kind);
+    const shown: SweepViewState = {
+      column: columnOk ? w.column : "",
+      descending: columnOk && w.descending,
+      text: w.text,
+      kind: kindOk ? w.kind : "",
+    };
+    this.sort = { column: shown.column, descending: shown.descending };
+    if (this.filterInput.value !== shown.text) this.filterInput.value = shown.text;
+    this.kindSelect.value = shown.kind;
     this.drawHead();
     this.apply();
+    if (!columnOk || !kindOk) {
+      this.wanted = shown;
+      this.events.changed(shown);
+    }
   }
 
   private drawSplits(): void {

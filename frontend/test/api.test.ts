@@ -128,6 +128,7 @@ describe("parseRuns", () => {
       last_step: null,
       steps_logged: null,
       sampling: null,
+      scalars_sampling: null,
       worst_severity: null,
       worst_role: null,
       worst_status: "no_data",

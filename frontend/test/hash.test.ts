@@ -15,6 +15,7 @@ const FULL: ViewState = {
   finding: "exploding_gradients.gradient.10.dense/kernel",
   view: "sweep",
   fold: { mode: "all", except: ["transformer.h.3", "layer4.1"] },
+  sweep: { column: "hp:learning rate&x", descending: true, text: "optimizer=sgd 0.3", kind: "dead_units" },
 };
 
 describe("hash state", () => {
@@ -41,6 +42,21 @@ describe("hash state", () => {
     for (const bad of [" 5", "1_000", "\uff15", "+5", "1e3", "0x10"]) {
       expect(decodeState({ step: bad, layer: "l" }).step).toBeNull();
     }
+  });
+
+  it("keeps the sweep's sort and filters in a sweep's link, not a heatmap's", () => {
+    const sweep = { column: "worst", descending: true, text: "sgd", kind: "weight_growth" };
+    expect(encodeState({ ...DEFAULT_STATE, view: "sweep", sweep })).toEqual({ view: "sweep", ssort: "-worst", sfilter: "sgd", skind: "weight_growth" });
+    expect(encodeState({ ...DEFAULT_STATE, view: "sweep", sweep: { ...sweep, descending: false } }).ssort).toBe("worst");
+    expect(encodeState({ ...DEFAULT_STATE, run: "a", sweep })).toEqual({ run: "a" });
+    expect(fromFragment("view=sweep&ssort=-hp%3Alr&sfilter=a%20b&skind=spike").sweep).toEqual({ column: "hp:lr", descending: true, text: "a b", kind: "spike" });
+  });
+
+  it("ignores a sweep column that is none", () => {
+    for (const bad of ["bogus", "-", "--worst", "hp:", "-hp:", "Name"]) {
+      expect(decodeState({ view: "sweep", ssort: bad }).sweep).toEqual({ column: "", descending: false, text: "", kind: "" });
+    }
+    expect(decodeState({}).sweep).toEqual(DEFAULT_STATE.sweep);
   });
 
   it("keeps steps past 2^53 exact", () => {

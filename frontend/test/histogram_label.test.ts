@@ -12,6 +12,7 @@ function role(over: Partial<CellRole>): CellRole {
     metrics: {},
     histogram: [[0, 1, 3]],
     histogram_note: null,
+    histogram_buckets: "linear",
     histogram_tag: "dense/kernel/histogram",
     histogram_step: 120n,
     histogram_axis: "row",

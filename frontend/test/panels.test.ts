@@ -13,6 +13,12 @@ describe("run badges", () => {
     expect(runBadge(run("a", "warn")).rank).toBeGreaterThan(runBadge(run("a", "info")).rank);
   });
 
+  it("calls a run with notes only healthy, as the sweep does, ranked above one without findings", () => {
+    expect(runBadge(run("a", "info"))).toMatchObject({ text: "healthy (notes only)", cls: "gh-status-ok" });
+    expect(runBadge(run("a", "info")).rank).toBeGreaterThan(runBadge(run("a", null)).rank);
+    expect(runBadge({ ...run("a", "info"), gradients_judged: false }).text).toBe("no warnings (notes only)");
+  });
+
   it("calls a run without gradients 'no warnings', never healthy", () => {
     expect(runBadge({ ...run("a", null), gradients_judged: false }).text).toBe("no warnings");
     expect(runBadge({ ...run("a", null), gradients_judged: true }).text).toBe("healthy");

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { linearTicks, scaleLinear, scaleLog, tickStep } from "../src/scale";
+import { uniformBuckets } from "../src/charts";
 
 describe("linear scale", () => {
   it("picks round tick steps", () => {
@@ -82,5 +83,39 @@ describe("extreme domains", () => {
     expect(finite([huge(1), huge(1.7e308)])).toBe(true);
     expect(huge.ticks(6).every((t) => Number.isFinite(t))).toBe(true);
     expect(huge.ticks(6).length).toBeLessThanOrEqual(8);
+  });
+});
+
+describe("octave buckets spread onto equal bins", () => {
+  // Octaves of |x| below max |x| = 1 of either sign, and the band around zero, with a bell's counts.
+  const octaves: [number, number, number][] = [];
+  for (let j = 0; j < 20; j++) {
+    const [a, b] = [2 ** -(j + 1), 2 ** -j];
+    const share = Math.exp(-8 * ((a + b) / 2) ** 2) * (b - a) * 1000;  // a normal density of sigma 0.25
+    octaves.push([-b, -a, share], [a, b, share]);
+  }
+  octaves.push([-(2 ** -20), 2 ** -20, 3]);
+
+  it("keeps every count and gives every bin one width", () => {
+    const bins = uniformBuckets(octaves, 40);
+    expect(bins).toHaveLength(40);
+    const total = (bs: [number, number, number][]): number => bs.reduce((t, [, , c]) => t + c, 0);
+    expect(total(bins)).toBeCloseTo(total(octaves), 6);
+    const widths = bins.map(([l, r]) => r - l);
+    for (const w of widths) expect(w).toBeCloseTo(0.05, 9);
+    expect(bins[0][0]).toBe(-1);
+    expect(bins[39][1]).toBe(1);
+  });
+
+  it("draws a centred tensor as one hump, not two", () => {
+    const counts = uniformBuckets(octaves, 40).map(([, , c]) => c);
+    const peak = counts.indexOf(Math.max(...counts));
+    expect(Math.abs(peak - 19.5)).toBeLessThanOrEqual(1);
+    expect(counts[0]).toBeLessThan(counts[19] / 2);
+  });
+
+  it("puts a bucket without width in the bin holding it", () => {
+    expect(uniformBuckets([[0, 0, 5], [0, 1, 4]], 4).map(([, , c]) => c)).toEqual([6, 1, 1, 1]);
+    expect(uniformBuckets([[2, 2, 5]], 4)).toEqual([[2, 2, 5]]);
   });
 });

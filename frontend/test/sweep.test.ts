@@ -7,7 +7,7 @@ const KINDS = fixture.kinds.map((k) => k.kind);
 
 function line(name: string, hparams: SweepLine["hparams"], kinds: string[] = [], worst: string | null = null): SweepLine {
   return {
-    run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok",
+    run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok", gradients_judged: true, sampling: null,
     worst: kinds.length ? { kind: kinds[0], severity: worst ?? "warn", message: "", first_step_text: "0", layer: null, role: null } : null,
     kinds: kinds.map((kind) => ({ kind, severity: worst ?? "warn", first_step_text: "0", layer: "dense", run: "" })),
     strip: { steps_text: [], last_steps_text: [], status: [] },
@@ -107,6 +107,8 @@ describe("sweep worst column", () => {
     expect(worstBadge(line("notes", {}, [KINDS[0]], mildest))).toEqual({ text: "healthy (notes only)", cls: "gh-status-ok" });
     expect(worstBadge(line("warned", {}, [KINDS[0]], "warn")).text).toBe(fixture.kinds[0].label);
     expect(worstBadge(line("clean", {})).text).toBe("healthy");
+    // As the run list says it: without gradients, notes only are "no warnings", never healthy.
+    expect(worstBadge({ ...line("notes", {}, [KINDS[0]], mildest), gradients_judged: false }).text).toBe("no warnings (notes only)");
   });
 });
 

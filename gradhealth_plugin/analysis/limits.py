@@ -162,11 +162,21 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# Pairs (lower, upper) whose values must keep this order: inverted, a rule fires on everything (an update
+# ratio both too low and too high covers every ratio) or says nonsense (a "normal" zero fraction above the
+# danger zone's, a vanished gradient value larger than an exploded one).
+ORDERED: Tuple[Tuple[str, str], ...] = (
+    ("update_ratio_low", "update_ratio_high"),
+    ("dead_info_zero_fraction", "dead_zero_fraction"),
+    ("vanishing_abs", "exploding_max_abs"),
+)
+
+
 def checked_thresholds(overrides: object) -> Tuple[Dict[str, float], List[str]]:
     """The threshold values with the user's valid overrides applied, and one line per override rejected.
 
-    A rejected override (unknown name, not a number, outside its range) keeps
-    the default; the others still apply.
+    A rejected override (unknown name, not a number, outside its range, or out
+    of order with its pair in `ORDERED`) keeps the default; the others still apply.
     """
     values = {name: t.value for name, t in DEFAULTS.items()}
     if not isinstance(overrides, Mapping):
@@ -180,6 +190,16 @@ def checked_thresholds(overrides: object) -> Tuple[Dict[str, float], List[str]]:
             problems.append(f"{name} must be {ALLOWED[name]}; got {_shown(value)}; using {default}")
         else:
             values[name] = float(value)
+    for low, high in ORDERED:
+        if values[low] < values[high]:
+            continue
+        # The user's values of the pair go back to their defaults, which are in order.
+        given = [name for name in (low, high) if values[name] != DEFAULTS[name].value]
+        problems.append(f"{low} must be below {high}; got {_number(values[low])} and {_number(values[high])}; "
+                        f"using {' and '.join(_number(DEFAULTS[name].value) for name in given)} for "
+                        f"{' and '.join(given)}")
+        for name in given:
+            values[name] = DEFAULTS[name].value
     return values, problems
 
 

@@ -128,6 +128,9 @@ class RunData:
     # None when every logged step was kept, else a dict (see `run_sampling`).
     steps_logged: Optional[int] = None
     sampling: Optional[dict] = None
+    # What TensorBoard's sampling dropped from `scalar_series` (the loss, ...): None when nothing,
+    # else a dict (see `series_sampling`). Rows can be whole while the loss is sampled.
+    scalars_sampling: Optional[dict] = None
     # Scalar tag -> kind for every tag in `scalars` and `scalar_series`.
     scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
     # Tags left out because what they hold cannot be read: tag -> why, for a person.
@@ -140,6 +143,9 @@ class RunData:
     # Per tag of `scalar_series` on another axis (`scalar_axes` False): the layers' step written
     # nearest in time to each of its points, so that its step N is never read as training step N.
     scalar_row_steps: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # The earliest wall time of any step read (None where none was recorded): when the run started,
+    # which tells the ranks of one training (started together) from runs only named alike.
+    first_wall: Optional[float] = None
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -449,10 +455,12 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         histogram_interval=logging_interval(t.steps for t in reads.histograms.values()),
         steps_logged=max((r.steps_logged or 0 for r in rows), default=0) or kept,
         sampling=run_sampling(rows),
+        scalars_sampling=series_sampling(reads),
         unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
         scalar_axes=found_axes,
         scalar_row_steps=scalar_row_steps(reads, found_axes),
+        first_wall=min((float(w.min()) for w in reads.walls.values() if len(w)), default=None),
     )
 
 
@@ -592,6 +600,29 @@ def run_sampling(rows: Sequence[RoleData]) -> Optional[dict]:
     }
     out["message"] = sampling_message(out)
     return out
+
+
+# Series a sampling sentence names before it says "and N more".
+_NAMED_SERIES = 3
+
+
+def series_sampling(reads: RunReads) -> Optional[dict]:
+    """What TensorBoard's sampling dropped from the run-level scalars the analysis reads (the loss,
+    the global gradient norm, ...); None when it kept every logged point of each."""
+    cut = []
+    for tag in sorted(reads.scalar_series, key=tags_lib.natural_key):
+        found = reads.sampling.get(("scalars", tag))
+        if found is not None and found[1]:
+            cut.append({"tag": tag, "kept": int(len(reads.scalar_series[tag][0])), "logged": int(found[0]),
+                        "logged_at_least": bool(found[2])})
+    if not cut:
+        return None
+    named = [f"{c['kept']:,} of {'at least ' if c['logged_at_least'] else ''}{c['logged']:,} logged points of "
+             f"{c['tag']}" for c in cut[:_NAMED_SERIES]]
+    more = f" and of {len(cut) - _NAMED_SERIES} more series" if len(cut) > _NAMED_SERIES else ""
+    flag = keep_all_flag(["scalars"])
+    return {"series": cut, "flag": flag,
+            "message": f"TensorBoard kept {', '.join(named)}{more} (random samples); {flag} keeps every point"}
 
 
 def sampling_message(sampling: Mapping) -> str:

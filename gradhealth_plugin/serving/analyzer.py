@@ -228,6 +228,14 @@ class Analyzer:
             raise RunFailed(decided[1])
         return rd, decided[1]
 
+    def training_of(self, rd: RunData) -> Optional[trainings_lib.Training]:
+        """The training `rd` is a rank of, as `run` last judged it: its name groups it with other runs
+        and their data says they ran together (`trainings.together`); None otherwise."""
+        with self._lock:
+            decided = self._decided.get(rd)
+        ranked = decided[0][2] if decided is not None and decided[0] is not None else None
+        return ranked if ranked is not None and rd.run in ranked.runs else None
+
     def _read(self, ctx: tb_context.RequestContext, experiment_id: str, run: str) -> RunData:
         try:
             return self._reader.run_data(ctx, experiment_id, run)
@@ -241,8 +249,10 @@ class Analyzer:
                       names: Optional[Sequence[str]]) -> Tuple[Optional[tuple], List[findings.Finding]]:
         """(the training's judgement, this run's findings in it); (None, []) for a run that is no rank.
 
-        The judgement is kept with the data of every rank it was made from, and made
-        again when any of them changed. A rank that cannot be read is left out of it.
+        The judgement (weak references to the data it was made from, findings by run, the
+        ranks that ran together, `trainings.together`) is kept with the data of every rank
+        it was made from, and made again when any of them changed. A rank that cannot be
+        read is left out of it; so is one whose data says it is a training of its own.
         """
         if trainings_lib.rank_name(rd.run) is None:
             return None, []
@@ -269,12 +279,15 @@ class Analyzer:
             judged = self._trainings.get(key)
             if judged is None or len(judged[0]) != len(members) or any(
                     made() is not data for made, (_, data) in zip(judged[0], members)):
+                ranked = trainings_lib.together(training, {data.run: trainings_lib.rank_facts(data)
+                                                           for _, data in members})
+                compared = [m for m in members if ranked is not None and m[1].run in ranked.runs]
                 try:
-                    found = ranks_lib.find(training.name, members, self._limits)
+                    found = ranks_lib.find(training.name, compared, self._limits) if compared else {}
                 except Exception:  # noqa: BLE001 - the runs' own findings still stand
                     logger.exception("gradhealth: comparing the ranks of training %r failed", training.name)
                     found = {}
                 # Weak: the reader's cache alone decides how many runs stay in memory.
-                judged = (tuple(weakref.ref(data) for _, data in members), found)
+                judged = (tuple(weakref.ref(data) for _, data in members), found, ranked)
                 self._trainings[key] = judged
         return judged, judged[1].get(rd.run, [])

@@ -146,8 +146,10 @@ def _role_summary(rdata: RoleData) -> dict:
             "decided_by": rdata.decided_by}
 
 
-def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
-    """One run's entry in the ``runs`` route: its layers, roles, sampling and findings counts."""
+def run_summary(rd: RunData, found: Sequence[finding.Finding],
+                training_of: Optional[trainings_lib.Training] = None) -> dict:
+    """One run's entry in the ``runs`` route: its layers, roles, sampling, findings counts and the
+    training many workers logged it is a rank of (`training_of`, from `Analyzer.training_of`)."""
     worst = worst_severity(found)
     has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
     counts = {sev: sum(1 for f in found if f.severity == sev) for sev in finding.SEVERITY_RANK}
@@ -167,6 +169,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "steps_kept": rd.steps_kept,
         "steps_logged": rd.steps_logged,
         "sampling": rd.sampling,
+        # The same for the run-level scalars (the loss, ...): rows can be whole while they are sampled.
+        "scalars_sampling": rd.scalars_sampling,
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "worst_severity": worst,
@@ -182,6 +186,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling) if has_data else "no data",
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
+        "training": training(training_of, rd.run),
     }
 
 
@@ -717,26 +722,36 @@ TRACK_BINS = 1000
 _LOG_SPAN = 10.0
 
 
-def track(rd: RunData, bins: int = TRACK_BINS) -> dict:
+def track(rd: RunData, bins: int = TRACK_BINS, start: Optional[int] = None, end: Optional[int] = None) -> dict:
     """The ``track`` route: the run's loss, global gradient norm and learning rate over steps.
 
     Each series' steps are real logged steps, exact. A series longer than
     2 x `bins` points keeps, per bin of steps, its first point and the points of
     its lowest and highest value, so a one-step spike is never averaged away;
     non-finite values are listed as spans of steps, and break the line as nulls.
+    With a window [`start`, `end`] (the heatmap's zoom), a series sends the
+    points inside it and its nearest point on either side, so the line reaches
+    the window's edges, thinned to `bins` within the window: a zoom shows every
+    point that a whole-run answer had to bin away. The scale stays the whole
+    series', so a zoom does not switch it.
     """
     tags = [tag for kind in TRACK_KINDS for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == kind]
-    return {"run": rd.run, "series": [_track_series(rd, tag, bins) for tag in tags]}
+    return {"run": rd.run, "series": [_track_series(rd, tag, bins, start, end) for tag in tags]}
 
 
-def _track_series(rd: RunData, tag: str, bins: int) -> dict:
+def _track_series(rd: RunData, tag: str, bins: int, start: Optional[int], end: Optional[int]) -> dict:
     steps, values = (np.asarray(a) for a in rd.scalar_series[tag])
     values = values.astype(np.float64)
     finite = np.isfinite(values)
-    keep = downsample(steps, values, bins)
-    nonfinite = step_spans(steps, ~finite)
     positive = values[finite & (values > 0)]
     log = bool(finite.any() and len(positive) == finite.sum() and positive.max() >= _LOG_SPAN * positive.min())
+    logged = len(steps)
+    if start is not None or end is not None:
+        first = 0 if start is None else max(0, int(np.searchsorted(steps, start, side="left")) - 1)
+        last = logged if end is None else min(logged, int(np.searchsorted(steps, end, side="right")) + 1)
+        steps, values, finite = steps[first:last], values[first:last], finite[first:last]
+    keep = downsample(steps, values, bins)
+    nonfinite = step_spans(steps, ~finite)
     axis = rd.scalar_axes.get(tag)
     return {
         "tag": tag, "kind": rd.scalar_kinds.get(tag), "label": TRACK_LABELS.get(rd.scalar_kinds.get(tag), tag),
@@ -744,7 +759,7 @@ def _track_series(rd: RunData, tag: str, bins: int) -> dict:
         "axis": "unknown" if axis is None else "row" if axis else "other",
         "steps": steps[keep].tolist(), "steps_text": step_texts(steps[keep]),
         "values": nullable(values[keep]),
-        "logged": int(len(steps)), "binned": bool(len(keep) < len(steps)),
+        "logged": int(logged), "binned": bool(len(keep) < len(steps)),
         "scale": "log" if log else "linear",
         "nonfinite": nonfinite, "nonfinite_text": [[step_text(a), step_text(b)] for a, b in nonfinite],
     }
@@ -845,6 +860,9 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "histogram": histogram,
         # Why a histogram that was logged is not (or not wholly) drawn: NaN or Inf bucket edges; else None.
         "histogram_note": histogram_note,
+        # "octaves": gradhealth's own buckets of |x|, each a factor of 2 wide (the tab spreads them onto
+        # equal bins to draw them); "linear": a logged histogram's own buckets.
+        "histogram_buckets": ("octaves" if own else "linear") if has_histogram else None,
         # The histogram's step on its own axis: the row's step, or, for a histogram
         # logged on another axis (per epoch), the one written nearest in time.
         "histogram_tag": (rdata.own_tag if own else rdata.histogram_tag) if has_histogram else None,
@@ -930,15 +948,26 @@ def cli_sampling(sampling: Optional[dict], reads_all: str = "--all-steps reads e
     return dict(sampling, cli_flag="--all-steps", message=message)
 
 
+def cli_scalars_sampling(sampling: Optional[dict],
+                         reads_all: str = "--all-steps reads every point") -> Optional[dict]:
+    """The run-level scalars' sampling note, with how the command reads every point as well."""
+    if sampling is None:
+        return None
+    return dict(sampling, cli_flag="--all-steps", message=f"{sampling['message']}; {reads_all}")
+
+
 def cli_run(summary: dict) -> dict:
     """A run in ``gradhealth report --format json``: the route's `run_summary`, layers by name only."""
     return {"run": summary["run"], "verdict": summary["verdict"],
             "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
+            "scalars_sampling": cli_scalars_sampling(summary["scalars_sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
             "not_judged": summary["not_judged"],
-            "coverage_note": summary["coverage_note"], "stopped": summary["stopped"]}
+            "coverage_note": summary["coverage_note"], "stopped": summary["stopped"],
+            # As in the `runs` route: the training many workers logged this run is a rank of, or None.
+            "training": summary["training"]}
 
 
 def cli_report(summaries: Sequence[dict], analyses: Sequence[Tuple[RunData, Sequence[finding.Finding]]]) -> dict:
@@ -1023,6 +1052,9 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         # Most severe first, then by onset.
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": summary_status["not_judged"],
+        # As in `runs`, so the sweep words a run's badge as the run list does.
+        "gradients_judged": summary_status["gradients_judged"],
+        "sampling": summary_status["sampling"],
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "strip": status_strip(rd),
@@ -1064,6 +1096,8 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
                                              "role": (parts[0]["worst"] or {}).get("role")},
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
+        "gradients_judged": any(p["gradients_judged"] for p in parts),
+        "sampling": next((p["sampling"] for p in parts if p["sampling"] is not None), None),
         "last_step": last["last_step"],
         "last_step_text": last["last_step_text"],
         "strip": next((p["strip"] for p in parts if p["strip"]["steps"]), parts[0]["strip"]),

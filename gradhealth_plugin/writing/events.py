@@ -45,14 +45,27 @@ class EventFile:
 
             gfile.makedirs(logdir)
             self._file = gfile.GFile(logdir.rstrip("/") + "/" + name, "wb")
+            self.path: Optional[str] = None
         else:
             os.makedirs(logdir, exist_ok=True)
-            self._file = open(os.path.join(logdir, name), "wb")
+            self.path = os.path.join(logdir, name)
+            self._file = open(self.path, "wb")
         self._records = RecordWriter(self._file)
         self._described: set = set()
-        # file_version 2 makes both loaders trust step order instead of purging "restarts".
-        self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
-        self.flush()
+        try:
+            # file_version 2 makes both loaders trust step order instead of purging "restarts".
+            self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+            self.flush()
+        except Exception:
+            try:
+                self._file.close()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+            raise
+
+    def gone(self) -> bool:
+        """Whether the local file was removed (its directory deleted, say): writes would go nowhere."""
+        return self.path is not None and not os.path.exists(self.path)
 
     def described(self, tag: str) -> bool:
         """Whether `tag`'s metadata is in the file already: later events of the tag need none."""
@@ -83,6 +96,12 @@ class SummaryFileWriter:
     must never break the training it watches. They are reported on
     `failures` (the owner's, to count them with its own; by default the
     writer's): counted, listed by kind, the first one logged as a warning.
+
+    On a full disk the steps it refuses are lost and counted, and logging
+    goes on in the same file, readable, once there is room again. A file
+    removed under the writer (the log directory deleted) is noticed at the
+    next flush, and what follows goes to a new file, as with TensorFlow's
+    writer.
     """
 
     def __init__(self, logdir: str, filename_suffix: str = "", failures: Optional[Failures] = None) -> None:
@@ -148,6 +167,10 @@ class SummaryFileWriter:
             with self._lock:
                 if self._writer is not None:
                     self._writer.flush()
+                    if self._writer.gone():
+                        # Its directory was deleted: what follows goes to a new file, as with TensorFlow's writer.
+                        self._writer.close()
+                        self._writer = None
         except Exception as e:  # noqa: BLE001
             self._fail("flush the event file", e)
 

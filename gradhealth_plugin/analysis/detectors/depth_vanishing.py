@@ -52,10 +52,17 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         first_step=int(common[s]), last_step=int(common[e]),
         evidence={"threshold": ratio_limit, "value": float(ratio[s]), "step": int(common[s]),
                   "first_layer_mean_abs": float(a[s]), "last_layer_mean_abs": float(b[s])},
-        message=(f"gradients at {first_layer.name} are {ratio[s]:.1e}x those at {last_layer.name} "
+        message=(f"gradients at {first_layer.name} are {_compared(ratio[s], b[s], last_layer.name)} "
                  f"from step {int(common[s])}, {held}: they vanish with depth"),
         advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))})
     if tail is not None:
         f.evidence["too_few_steps"] = {"steps_needed": needed,
                                        "layers": {first_layer.name: {"last": tail[0], "of": tail[1]}}}
     return [f]
+
+
+def _compared(ratio: float, last_mean_abs: float, last: str) -> str:
+    """'3.2e-05x those at <last>'; where the first layer's gradients are exactly 0, that in words."""
+    if ratio > 0:
+        return f"{ratio:.1e}x those at {last}"
+    return f"zero, against a mean |g| of {last_mean_abs:.1e} at {last}"

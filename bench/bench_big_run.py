@@ -15,8 +15,10 @@ Per loader (Python: ``--load_fast=false``; Rust data server: ``--load_fast=true`
 TensorBoard process without the plugin and one with it (bench_scale.py's `Server`, the
 same probe plugin): cold heatmap (first request, and again after the plugin's caches are
 dropped) against the data provider's own read of the same tags (the floor), warm
-against cold, the answer's size at the column budget (JSON, and gzipped as sent), and
-peak memory with the plugin against TensorBoard alone. Then, in headless Chromium on
+against cold, the answer's size at the column budget (JSON, and gzipped as sent), the
+answers with rows as the tab asks for them (the rows in view at 1600 x 1000, its first
+request, a scroll's, and the whole run) for health and for the gradient norm (noise in
+every cell), and peak memory with the plugin against TensorBoard alone. Then, in headless Chromium on
 the TensorBoard page, the time from the tab's heatmap request to its first paint, and
 from a zoom to the zoom window's own columns drawn. Prints figures and the ratios
 against issue 15's targets; asserts nothing.
@@ -57,6 +59,14 @@ MAX_COLD = 1.25
 MAX_PAINT_S = 1.5
 MAX_ZOOM_S = 0.3
 MAX_MEMORY = 1.2
+# The tab at 1600 x 1000: TensorBoard's bar leaves its frame about 936 pixels high, the heatmap 62% of
+# that (heatmap.ts maxViewHeight) in rows of 4 pixels (layout.ts ROW_MIN_H) once they do not fit; its
+# first request asks for those rows and a quarter more below (app.ts rowMargin), as rows and as blocks.
+TAB_FRAME_HEIGHT = 936
+VIEW_ROWS = int(0.62 * TAB_FRAME_HEIGHT) // 4
+MARGIN_ROWS = max(8, -(-VIEW_ROWS // 4))
+# A metric whose every cell is noise at 4 significant digits, as real gradient norms are: the most bytes a cell.
+NOISY_METRIC = "l2"
 
 
 def gpt2_names() -> List[str]:
@@ -203,6 +213,7 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tup
                 m[f"zoom_{layout}_s"] = get(server, gh, run=run, role="gradient", columns=args.zoom_columns,
                                             start=lo, end=hi, layout=layout)[0]
             m["cells"] = expected[run][1] * min(args.columns, last + 1)
+            m["row_lod"] = measure_rows(server, run, args)
             r["runs"][run] = m
         if args.browser and load_fast == args.browser_loader:
             r["browser"] = measure_browser(server, args)
@@ -223,6 +234,25 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tup
     finally:
         server.stop()
     return r
+
+
+def measure_rows(server: "scale.Server", run: str, args) -> List[dict]:
+    """The tab's answers with rows (compact, at the column budget): the rows in view at 1600 x 1000, its
+    first request (those and a margin), a scroll's (the next screenful), and the whole run, for health
+    and a noisy metric: bytes sent and before gzip, and the seconds of each (built anew: a new key)."""
+    gh = "/data/plugin/gradhealth/heatmap"
+    view, first = VIEW_ROWS, VIEW_ROWS + MARGIN_ROWS
+    asks = [("rows in view", f"0:{view - 1}"), ("first request (+ margin)", f"0:{first - 1}"),
+            ("scrolled a screen", f"{view}:{view + first - 1}"), ("whole run", None)]
+    out = []
+    for metric in ("health", NOISY_METRIC):
+        for name, rows in asks:
+            params = dict(run=run, role="gradient", metric=metric, columns=args.columns, layout="compact")
+            if rows is not None:
+                params.update(rows=rows, blocks=rows)
+            seconds, sent, raw = get(server, gh, **params)
+            out.append({"metric": metric, "ask": name, "rows": rows, "s": seconds, "sent": sent, "json": raw})
+    return out
 
 
 # --------------------------------------------------------------------------- the tab in Chromium
@@ -344,6 +374,13 @@ def report(results: List[dict], expected: Dict[str, tuple], args) -> None:
             print(_line("warm / cold (first request)", m["warm"] / m["cold"], MAX_WARM))
             print(_line("cold (caches dropped) / data provider's read of the tags", m["cold_again"] / m["floor"],
                         MAX_COLD))
+        print(f"  rows at the budget, compact (the tab's): {VIEW_ROWS} rows in view at 1600 x 1000, "
+              f"{MARGIN_ROWS} more below in its first request; rows and blocks asked alike")
+        for run, m in r["runs"].items():
+            for x in m["row_lod"]:
+                label = f"[{run}] {x['metric']}: {x['ask']} ({x['rows'] or 'every row'}), {x['s']:.2f} s"
+                print(_line(f"{label}: sent MB", x["sent"] / 2 ** 20, MAX_BYTES / 2 ** 20))
+                print(_line(f"{' ' * len(label)}  JSON MB", x["json"] / 2 ** 20, MAX_BYTES / 2 ** 20))
         print(_line("peak memory with / without the plugin", tb_with / tb_without, MAX_MEMORY))
         b = r.get("browser")
         if b:

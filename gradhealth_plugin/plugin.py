@@ -23,6 +23,7 @@ from werkzeug import wrappers
 from . import config as config_lib
 from .analysis import vocabulary
 from .analysis.finding import Finding
+from .reading.cache import TagCache
 from .reading.runs import Layer, RunData
 from .reading import tags as tags_lib
 from .serving import analyzer as analyzer_lib
@@ -173,6 +174,41 @@ def _columns_param(request) -> Optional[int]:
     return responses.MAX_COLUMNS if len(raw.lstrip("0")) > 9 else min(int(raw), responses.MAX_COLUMNS)
 
 
+# A list of row (or block) numbers and inclusive spans of them: "0:39,120,130:140".
+_SPANS_PATTERN = re.compile(r"[0-9]+(:[0-9]+)?(,[0-9]+(:[0-9]+)?)*")
+# The most characters a `rows` or `blocks` list may have: thousands of spans, far more than a screen shows.
+_MAX_SPANS_CHARS = 20_000
+
+
+def _spans_param(request, name: str) -> Optional[List[Tuple[int, int]]]:
+    """The optional rows (or blocks) of a heatmap wanted: numbers and inclusive spans `first:last`,
+    comma separated; an empty value asks for none. A number past the last row is clamped by the answer."""
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    if raw == "":
+        return []
+    shown = raw if len(raw) <= 40 else raw[:40] + "..."
+    if len(raw) > _MAX_SPANS_CHARS or not _SPANS_PATTERN.fullmatch(raw):
+        raise errors.InvalidArgumentError(
+            f"{name} must list numbers and spans first:last, comma separated (at most {_MAX_SPANS_CHARS:,} "
+            f"characters); got {shown!r}")
+    # Past 12 digits a number is beyond every run's rows: clamped, so int() never reads thousands of digits.
+    number = lambda text: 10 ** 12 if len(text.lstrip("0")) > 12 else int(text)
+    spans = []
+    for item in raw.split(","):
+        first, _, last = item.partition(":")
+        span = (number(first), number(last or first))
+        if span[0] > span[1]:
+            raise errors.InvalidArgumentError(f"{name}: span {item!r} ends before it starts")
+        spans.append(span)
+    return spans
+
+
+# The most bytes of heatmap cells kept for row windows: two heatmaps of 1,000 rows x 2,000 columns.
+HEATMAP_CELLS_BYTES = 128 * 1024 * 1024
+
+
 class GradHealthPlugin(base_plugin.TBPlugin):
     plugin_name = metadata.PLUGIN_NAME
 
@@ -182,6 +218,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
                                                loader_samples(context))
         self._limits = dict(config.limits)
+        self._heatmap_cells = TagCache(HEATMAP_CELLS_BYTES)
         self._config_problems = list(config.problems)
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
@@ -250,9 +287,11 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         start, end = _window(request)
         columns = _columns_param(request)
         layout = _choice(request, "layout", responses.HEATMAP_LAYOUTS, default=responses.LAYOUT_ROWS)
-        key = (plugin_util.experiment_id(request.environ), rd.run, role, metric, start, end, columns, layout)
+        rows, blocks = _spans_param(request, "rows"), _spans_param(request, "blocks")
+        key = (plugin_util.experiment_id(request.environ), rd.run, role, metric, start, end, columns, layout,
+               None if rows is None else tuple(rows), None if blocks is None else tuple(blocks))
         return _Encoded(self._analyzer.answer(
-            rd, key, lambda: self.heatmap_impl(rd, role, metric, start, end, columns, layout)))
+            rd, key, lambda: self.heatmap_impl(rd, role, metric, start, end, columns, layout, rows, blocks)))
 
     @_json_route
     def _serve_cell(self, request):
@@ -310,8 +349,18 @@ class GradHealthPlugin(base_plugin.TBPlugin):
 
     def heatmap_impl(self, rd: RunData, role: str, metric: str, start: Optional[int] = None,
                      end: Optional[int] = None, columns: Optional[int] = None,
-                     layout: str = responses.LAYOUT_ROWS) -> dict:
-        return responses.heatmap(rd, role, metric, start, end, columns, layout)
+                     layout: str = responses.LAYOUT_ROWS, rows: Optional[responses.Spans] = None,
+                     blocks: Optional[responses.Spans] = None) -> dict:
+        if rows is None and blocks is None:
+            return responses.heatmap(rd, role, metric, start, end, columns, layout)
+        # Every row's cells are kept per data version: the next rows a scroll asks for are cut from
+        # them, not built again for each answer.
+        key, version = (rd.run, role, metric, start, end, columns), self._analyzer.data_version(rd)
+        cells = self._heatmap_cells.get(key, version)
+        if cells is None:
+            cells = responses.heatmap_cells(rd, role, metric, start, end, columns)
+            self._heatmap_cells.put(key, version, cells, cells.nbytes)
+        return responses.heatmap_answer(cells, layout, rows, blocks)
 
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
                   step: int, role: Optional[str]) -> dict:

@@ -206,3 +206,110 @@ def test_a_zoom_asks_at_once_and_a_burst_of_zooms_asks_twice(long_server):
             assert not tab.errors, tab.errors
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------- rows: only those in sight
+
+DEEP = "deep"
+DEEP_STEPS = 12
+LONE, BLOCKS, PER_BLOCK = 240, 20, 4  # 320 rows: 240 layers of their own, 20 blocks of 4 (folded by themselves)
+BAD_LONE = ("layer_230", 7)
+BAD_MEMBER = ("block_17/dense_2", 5)
+LOADING_RGB = [0xDF, 0xE4, 0xEA]  # colors.ts LOADING_COLOR
+
+_WANTED = "(() => { const w = window.__gradhealth.wantedRows(0, true); return w.rows.length + w.blocks.length === 0; })()"
+# The raster's pixel (one pixel row per row shown) in the middle of a row's cells, by its name.
+_RASTER_PIXEL = """(name) => {
+    const v = window.__gradhealth.views[0];
+    const pos = v.scene.order.findIndex((r) => v.data.layers[r] === name);
+    const c = v.scene.offscreen;
+    return Array.from(c.getContext("2d").getImageData(Math.floor(c.width / 2), pos, 1, 1).data.slice(0, 3));
+}"""
+
+
+@pytest.fixture(scope="module")
+def deep_server(tmp_path_factory):
+    from tests.test_bad_input import event, scalar_value, write_run
+
+    logdir = tmp_path_factory.mktemp("browser_deep")
+    names = [f"layer_{i}" for i in range(LONE)] + [f"block_{b}/dense_{j}" for b in range(BLOCKS) for j in range(PER_BLOCK)]
+    events = [event(s, *[scalar_value(f"grad_max/{n}", 1e9 if (n, s) in (BAD_LONE, BAD_MEMBER) else 1e-2 + 1e-4 * (s % 5))
+                         for n in names]) for s in range(DEEP_STEPS)]
+    write_run(logdir / DEEP, events)
+    yield from _serve(logdir, lambda runs: runs.get(DEEP, {}).get("steps_kept") == DEEP_STEPS)
+
+
+def _spans(text: str) -> set:
+    out = set()
+    for item in filter(None, text.split(",")):
+        a, _, b = item.partition(":")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def test_the_tab_asks_only_for_the_rows_in_sight(deep_server):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 700})
+            asked = []
+            page.on("request", lambda r: asked.append(urllib.parse.parse_qs(urllib.parse.urlparse(r.url).query,
+                                                                             keep_blank_values=True))
+                    if "/gradhealth/heatmap" in r.url else None)
+            tab = Tab(page, deep_server)
+            tab.open(f"gradhealth&p.gradhealth.run={DEEP}")
+            tab.frame.wait_for_function(_WANTED, timeout=20_000)
+            layers = tab.frame.evaluate("window.__gradhealth.store.heatmaps[0].layers")
+            assert len(layers) == LONE + BLOCKS * PER_BLOCK
+            # Every request named its rows, and the answers hold far fewer than the run's (a block
+            # folded by itself comes as one row, its members' cells stay on the server).
+            assert asked and all("rows" in q and "blocks" in q for q in asked), asked
+            rows_asked = set().union(*(_spans(q["rows"][0]) for q in asked))
+            loaded = tab.frame.evaluate("Array.from(window.__gradhealth.store.heatmaps[0].loaded)")
+            assert 0 < sum(loaded) < len(layers) // 2, sum(loaded)
+            assert {i for i, x in enumerate(loaded) if x} <= rows_asked
+            assert not any(loaded[i] for i, name in enumerate(layers) if name.startswith("block_"))
+            # The blocks folded by themselves; the run's last row shown is not here yet: drawn as loading.
+            names = tab.frame.evaluate("window.__gradhealth.rowNames()")
+            assert len(names) == LONE + BLOCKS and "block_3" in names
+            assert tab.frame.evaluate(_RASTER_PIXEL, names[-1]) == LOADING_RGB
+
+            # Scrolled to the bottom: the rows there are asked for, none of the top's again, and drawn.
+            before = len(asked)
+            tab.frame.evaluate("window.__gradhealth.views[0].scrollTop = 1e6")
+            tab.frame.wait_for_function(f"Number(document.documentElement.dataset.ghRowsDrawn || 0) > 0 && {_WANTED}",
+                                        timeout=20_000)
+            assert len(asked) > before
+            scrolled = [q for q in asked[before:]]
+            assert all(0 not in _spans(q["rows"][0]) for q in scrolled), scrolled
+            assert tab.frame.evaluate(_RASTER_PIXEL, names[-1]) != LOADING_RGB
+
+            # A click on a scrolled row's cell opens that layer at that step.
+            x, y = tab.cell_point(BAD_LONE[0], BAD_LONE[1])
+            tab.frame.wait_for_function(_WANTED, timeout=20_000)
+            page.mouse.click(x, y)
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.layer === '{BAD_LONE[0]}' && "
+                                        f"window.__gradhealth.viewState.step?.toString() === '{BAD_LONE[1]}'")
+            assert tab.ui.locator(".gh-summary").text_content().startswith(f"{LONE + BLOCKS * PER_BLOCK} layers")
+
+            # The panel opened below scrolls the page once its charts are drawn: closed, nothing moves.
+            tab.frame.evaluate("window.__gradhealth.closeDetail()")
+            # A folded block came folded from the server (its members' own rows were never asked for),
+            # and a click on its cell opens its worst member there.
+            block = BAD_MEMBER[0].split("/")[0]
+            x, y = tab.cell_point(BAD_MEMBER[0], BAD_MEMBER[1])
+            tab.frame.wait_for_function(_WANTED, timeout=20_000)
+            held = tab.frame.evaluate(f"""(() => {{ const h = window.__gradhealth.store.heatmaps[0];
+                return [h.blockRows.has('{block}'), h.loaded[h.layers.indexOf('{BAD_MEMBER[0]}')]]; }})()""")
+            assert held == [True, 0], held
+            page.mouse.click(x, y)
+            tab.frame.wait_for_function(f"window.__gradhealth.viewState.layer === '{BAD_MEMBER[0]}' && "
+                                        f"window.__gradhealth.viewState.step?.toString() === '{BAD_MEMBER[1]}'")
+            # The opened member's own row comes too, so its panel knows the steps it was logged at.
+            tab.frame.wait_for_function(f"""(() => {{ const h = window.__gradhealth.store.heatmaps[0];
+                return h.loaded[h.layers.indexOf('{BAD_MEMBER[0]}')] === 1; }})()""", timeout=20_000)
+            tab.page.wait_for_timeout(500)
+            assert "data logged for this layer" not in tab.ui.locator(".gh-detail").text_content()
+            assert not tab.errors, tab.errors
+        finally:
+            browser.close()

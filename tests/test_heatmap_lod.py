@@ -250,3 +250,164 @@ def test_gradhealth_summaries_are_read_in_chunks(tmp_path, plugin_client, monkey
     hm = plugin_client(tmp_path).ok("/heatmap", run="many", role="gradient")
     assert len(hm["layers"]) == 40 and hm["steps"] == [0, 1, 2]
     assert reads[0] == 8 and sum(reads) == 40, reads
+
+
+# ----------------------------------------------------------------- rows: the rows on screen only
+
+BLOCKS, PER_BLOCK = 4, 3
+NAN_AT = ("block_1/dense_2/kernel", 50)  # NaN gradients here only
+SPIKE_AT = ("block_2/dense_0/kernel", 70)  # a thousand times larger here only
+
+
+@pytest.fixture(scope="module")
+def blocks_run(tmp_path_factory):
+    """Four blocks of three layers (block_0 ... block_3) and two layers of their own (rows 12, 13), 120 steps."""
+    rng = np.random.default_rng(16)
+    logdir = tmp_path_factory.mktemp("blocks_run")
+    names = (["embed/kernel"] + [f"block_{b}/dense_{j}/kernel" for b in range(BLOCKS) for j in range(PER_BLOCK)]
+             + ["head/kernel"])
+    nan = np.stack([np.full(30, np.nan), np.full(30, np.nan), np.zeros(30)], axis=1)
+    events = []
+    for s in range(120):
+        values = []
+        for name in names:
+            if (name, s) == NAN_AT:
+                buckets = nan
+            else:
+                buckets = normal_buckets(rng, scale=10.0 if (name, s) == SPIKE_AT else 1e-2 * (1 + rng.random()))
+            values.append(hist_value(f"gradients/{name}", buckets))
+        events.append(event(s, *values))
+    write_run(logdir / "blocks", events)
+    return logdir
+
+
+def _worst_member(full: dict, members: list, col: int) -> int:
+    """The tab's fold (fold.ts worstRows), written out: the highest status, then a value over none,
+    then the lowest health score or the highest metric, then the first member."""
+    best = members[0]
+    for r in members[1:]:
+        s, b = full["status"][r][col], full["status"][best][col]
+        v, w = full["values"][r][col], full["values"][best][col]
+        if s > b or (s == b and v is not None and (w is None or (v < w if full["metric"] == "health" else v > w))):
+            best = r
+    return best
+
+
+def _from_compact_window(hm: dict) -> dict:
+    """A compact row window read back into matrices, a row per row and block sent."""
+    n = len(hm["rows_sent"]) + len(hm["blocks_sent"])
+    out = _from_compact({**hm, "layers": [None] * n})
+    cols = len(hm["steps"])
+    k = len(hm["rows_sent"])
+    out["layers"] = hm["layers"]
+    out["block_members"] = [hm["block_members"][i * cols:(i + 1) * cols] for i in range(n - k)]
+    return out
+
+
+def _check_window(win: dict, full: dict, rows: list, blocks: list) -> None:
+    """The window's rows are the whole answer's rows, cell for cell; its blocks are their members folded."""
+    names = list(dict.fromkeys(b for b in full["blocks"] if b is not None))
+    assert win["block_names"] == names and win["layers"] == full["layers"] and win["steps"] == full["steps"]
+    assert win["rows_sent"] == rows and win["blocks_sent"] == blocks
+    keys = ["values", "status", "rules", "quality_cells"] + (["step_offsets"] if full["binned"] else [])
+    for k, r in enumerate(rows):
+        for key in keys:
+            assert win[key][k] == full[key][r], (key, r)
+    for k, b in enumerate(blocks):
+        members = [i for i, name in enumerate(full["blocks"]) if name == names[b]]
+        for col in range(len(full["steps"])):
+            m = _worst_member(full, members, col)
+            assert win["block_members"][k][col] == m, (names[b], col)
+            for key in keys:
+                assert win[key][len(rows) + k][col] == full[key][m][col], (key, names[b], col)
+    # Every row's and block's worst status over the window, and in how many columns: sorting and marks.
+    worst = [max(row) for row in full["status"]]
+    assert win["row_worst"] == worst
+    assert win["row_worst_columns"] == [row.count(w) for row, w in zip(full["status"], worst)]
+    shown = [v for row, st in zip(full["values"], full["status"]) for v, x in zip(row, st) if v is not None and x]
+    positive = [v for v in shown if v > 0]
+    assert win["value_range"] == {"finite": [min(shown), max(shown)] if shown else None,
+                                  "positive": [min(positive), max(positive)] if positive else None}
+    for b, name in enumerate(names):
+        folded = [max(full["status"][i][c] for i, n in enumerate(full["blocks"]) if n == name)
+                  for c in range(len(full["steps"]))]
+        assert (win["block_worst"][b], win["block_worst_columns"][b]) == (max(folded), folded.count(max(folded)))
+
+
+def test_a_row_window_sends_the_same_cells_as_the_whole_answer(blocks_run, loader_client):
+    client = loader_client(blocks_run)
+    for metric, params in (("health", {}), ("health", {"columns": 25}), ("max_abs", {"columns": 25}),
+                           ("std", {"start": "40", "end": "89"})):
+        full = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, **params)
+        assert "rows_sent" not in full and "block_members" not in full  # without `rows`, as before
+        assert len(full["layers"]) == BLOCKS * PER_BLOCK + 2
+        win = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="2:5,13", blocks="2:3",
+                        **params)
+        _check_window(win, full, [2, 3, 4, 5, 13], [2, 3])
+        compact = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="13,2:5",
+                            blocks="3,2", layout="compact", **params)
+        _check_window(_from_compact_window(compact), full, [2, 3, 4, 5, 13], [2, 3])
+    # A block sent folded stands for its rows: rows 3:5 (block_1) and 6:8 (block_2) go as their blocks only.
+    win = client.ok("/heatmap", run="blocks", role="gradient", rows="0:9", blocks="1:2")
+    assert win["rows_sent"] == [0, 1, 2, 9] and win["blocks_sent"] == [1, 2] and len(win["values"]) == 6
+    # The NaN step's critical cell and the spike are their blocks' cells, naming the member they came from.
+    full = client.ok("/heatmap", run="blocks", role="gradient", metric="health")
+    win = client.ok("/heatmap", run="blocks", role="gradient", metric="health", rows="", blocks="0:3")
+    assert win["rows_sent"] == [] and win["blocks_sent"] == [0, 1, 2, 3]
+    nan_row = full["layers"].index(NAN_AT[0])
+    assert win["status"][1][NAN_AT[1]] == CRITICAL and win["rules"][1][NAN_AT[1]] == "nonfinite"
+    assert win["block_members"][1][NAN_AT[1]] == nan_row
+    assert win["block_worst"][1] == CRITICAL
+
+
+def test_rows_out_of_range_are_dropped(blocks_run, plugin_client):
+    client = plugin_client(blocks_run)
+    rows = BLOCKS * PER_BLOCK + 2
+    win = client.ok("/heatmap", run="blocks", role="gradient", rows="12:5000", blocks="2:99")
+    assert win["rows_sent"] == [12, 13] and win["blocks_sent"] == [2, 3] and len(win["values"]) == 4
+    win = client.ok("/heatmap", run="blocks", role="gradient", rows="0:" + "9" * 40, blocks="")
+    assert win["rows_sent"] == list(range(rows)) and win["blocks_sent"] == []
+    win = client.ok("/heatmap", run="blocks", role="gradient", rows="900", columns="10")
+    assert win["rows_sent"] == [] and win["values"] == [] and len(win["row_worst"]) == rows
+    # A role the run does not have: no rows to send.
+    win = client.ok("/heatmap", run="blocks", role="weight", rows="0:3", blocks="0")
+    assert win["layers"] == [] and win["rows_sent"] == [] and win["blocks_sent"] == []
+
+
+@pytest.mark.parametrize("params", [
+    {"rows": "a"}, {"rows": "1:"}, {"rows": ":3"}, {"rows": "5:2"}, {"rows": "-1"}, {"rows": "1,,2"},
+    {"rows": "1:2:3"}, {"rows": " 1"}, {"rows": "1,"}, {"rows": "1.5"}, {"blocks": "x"}, {"blocks": "3:1"},
+    {"rows": "1," * 20_000 + "1"},
+])
+def test_bad_rows_or_blocks_are_refused(blocks_run, plugin_client, params):
+    status, body = call(plugin_client(blocks_run), "/heatmap", run="blocks", role="gradient", **params)
+    assert status == 400 and body["error"], (params, body)
+
+
+def test_row_windows_are_cut_from_cells_built_once_per_data_version(tmp_path, plugin_client, monkeypatch):
+    from gradhealth_plugin.serving import responses
+
+    built = []
+    original = responses.heatmap_cells
+
+    def counting(*args, **kwargs):
+        built.append(args[1:])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(responses, "heatmap_cells", counting)
+    rng = np.random.default_rng(1)
+    names = [f"l{i}/kernel" for i in range(6)]
+    path = write_run(tmp_path / "run", [event(s, *[hist_value(f"gradients/{n}", normal_buckets(rng)) for n in names])
+                                        for s in range(10)])
+    client = plugin_client(tmp_path)
+    whole = client.ok("/heatmap", run="run", columns=4)
+    top = client.ok("/heatmap", run="run", columns=4, rows="0:2")
+    below = client.ok("/heatmap", run="run", columns=4, rows="3:5", layout="compact")
+    assert top["rows_sent"] == [0, 1, 2] and below["rows_sent"] == [3, 4, 5]
+    assert top["values"] == whole["values"][:3]
+    # The whole answer is built as before; the two row windows share one build of every row's cells.
+    assert len(built) == 2
+    append_events(path, [event(10, *[hist_value(f"gradients/{n}", normal_buckets(rng)) for n in names])])
+    client.reload()
+    assert client.ok("/heatmap", run="run", columns=4, rows="0:2")["window"]["steps"] == 11
+    assert len(built) == 3

@@ -120,6 +120,46 @@ export interface Heatmap {
   /** Steps in the window sent, and in the whole run (equal: the whole run was asked for). */
   windowSteps: number;
   stepsTotal: number;
+  /**
+   * Per row, 1 when its cells are here; null when every row's are (no row window was asked for).
+   * A row not here yet holds cells of no data and is drawn as loading (`rowLoaded`).
+   */
+  loaded: Uint8Array | null;
+  /** Per row, its worst status code in the window and in how many columns: the server's, with a row window. */
+  rowWorst: RowWorst | null;
+  /** The blocks in order of their first row: what a row window's block numbers name. */
+  blockNames: string[];
+  /** Per block, its worst status code folded and in how many columns; empty without a row window. */
+  blockWorst: Map<string, [number, number]>;
+  /** The folded blocks the server sent: per block its cells, each its worst member's. */
+  blockRows: Map<string, BlockRow>;
+  /** The colour scale's ends over every row of the window (null: compute them from the cells, all here). */
+  valueRange: ValueRange | null;
+}
+
+export interface RowWorst {
+  worst: Uint8Array;
+  count: Uint32Array;
+}
+
+/** A folded block's cells as the server sent them: per column its worst member's, and which member (a row). */
+export interface BlockRow {
+  values: (number | null)[];
+  status: number[];
+  rules: (string | null)[];
+  quality: number[] | null;
+  stepOffsets: (number | string)[] | null;
+  members: number[];
+}
+
+export interface ValueRange {
+  finite: [number, number] | null;
+  positive: [number, number] | null;
+}
+
+/** Whether a row's cells are here (see `Heatmap.loaded`). */
+export function rowLoaded(h: Heatmap, row: number): boolean {
+  return h.loaded === null || h.loaded[row] === 1;
 }
 
 /** What part of a run's heatmap to ask for: a window of steps (null: all) and a column budget. */
@@ -128,6 +168,25 @@ export interface HeatmapWindow {
   columns?: number;
   /** Ask for the compact layout (`compactCells`): a third of the bytes, read without parsing a number per code. */
   compact?: boolean;
+  /**
+   * A row window: only these rows' cells (row numbers of `layers`) and these folded blocks'
+   * (numbers of `blockNames`). Both undefined: every row.
+   */
+  rows?: readonly number[];
+  blocks?: readonly number[];
+}
+
+/** Ascending distinct numbers as the routes' spans: [0, 1, 2, 5, 7, 8] -> "0:2,5,7:8". */
+export function spansText(numbers: readonly number[]): string {
+  const sorted = [...new Set(numbers)].sort((a, b) => a - b);
+  const out: string[] = [];
+  for (let k = 0; k < sorted.length; ) {
+    let e = k;
+    while (e + 1 < sorted.length && sorted[e + 1] === sorted[e] + 1) e++;
+    out.push(e === k ? String(sorted[k]) : `${sorted[k]}:${sorted[e]}`);
+    k = e + 1;
+  }
+  return out.join(",");
 }
 
 export interface Finding {
@@ -404,8 +463,10 @@ export function parseHeatmap(body: unknown): Heatmap {
   if (!exact.every((s, i) => i === 0 || s > exact[i - 1])) {
     throw malformed("heatmap.steps must be strictly ascending");
   }
-  const rows = layers.length;
   const cols = exact.length;
+  // A row window's matrices hold the rows sent, then the blocks sent; else one row per layer.
+  const window = rowWindow(body, layers.length);
+  const rows = window ? window.rows.length + window.blocks.length : layers.length;
   // Plain loops: a large heatmap has millions of cells and this runs on every load.
   const grid = <T>(name: string, v: unknown, ok: (x: unknown) => x is T): T[][] => {
     if (!Array.isArray(v) || v.length !== rows) {
@@ -455,7 +516,8 @@ export function parseHeatmap(body: unknown): Heatmap {
       : grid("step_offsets", body.step_offsets, isOffset);
   const win = isRecord(body.window) ? body.window : {};
   const count = (x: unknown, fallback: number): number => (typeof x === "number" && Number.isFinite(x) ? x : fallback);
-  return {
+  const n = layers.length;
+  const h: Heatmap = {
     binned,
     stepsLast,
     stepOffsets,
@@ -474,9 +536,124 @@ export function parseHeatmap(body: unknown): Heatmap {
     rules,
     quality_cells: qualityCells,
     quality_names: qualityNames.length > 0 ? qualityNames : DEFAULT_QUALITY_NAMES,
-    decided_by: decidedBy(body.decided_by, rows),
-    blocks: blockNames(body.blocks, rows),
+    decided_by: decidedBy(body.decided_by, n),
+    blocks: blockNames(body.blocks, n),
     incomplete: parseIncomplete(body.incomplete, exact),
+    loaded: null,
+    rowWorst: null,
+    blockNames: [],
+    blockWorst: new Map(),
+    blockRows: new Map(),
+    valueRange: null,
+  };
+  return window ? spreadRows(h, window, body, cols) : h;
+}
+
+/** What a row window's answer says besides its cells. */
+interface RowWindow {
+  rows: number[];
+  blocks: number[];
+  blockNames: string[];
+}
+
+/** The row window an answer holds; null for an answer of every row. */
+function rowWindow(body: Record<string, unknown>, layers: number): RowWindow | null {
+  if (body.rows_sent === undefined) return null;
+  const blockNames = stringArray(body.block_names);
+  const numbers = (name: string, below: number): number[] => {
+    const v = body[name];
+    const ok = Array.isArray(v) && v.every((x, i) => Number.isInteger(x) && x >= 0 && x < below && (i === 0 || x > v[i - 1]));
+    if (!ok) throw malformed(`heatmap.${name} must list ascending numbers below ${below}`);
+    return v as number[];
+  };
+  return { rows: numbers("rows_sent", layers), blocks: numbers("blocks_sent", blockNames.length), blockNames };
+}
+
+/**
+ * A row window's heatmap as one of every row: the rows sent in their places, every other row
+ * holding cells of no data and marked not loaded; the blocks sent as `blockRows`.
+ */
+function spreadRows(h: Heatmap, w: RowWindow, body: Record<string, unknown>, cols: number): Heatmap {
+  const n = h.layers.length;
+  const sent = w.rows.length;
+  const isRow = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 0 && (x as number) < n;
+  const members = Array.isArray(body.block_members) && Array.isArray(body.block_members[0])
+    ? (body.block_members as unknown[][]).flat()
+    : body.block_members;
+  const picks = rowsOf("block_members", members, w.blocks.length, cols, isRow);
+  const worst = (name: string, length: number): number[] => {
+    const v = body[name];
+    if (!Array.isArray(v) || v.length !== length || !v.every((x) => Number.isInteger(x) && x >= 0)) {
+      throw malformed(`heatmap.${name} must hold a count per row`);
+    }
+    return v as number[];
+  };
+  // The rows not sent share one row of each kind: nothing writes into a heatmap's rows.
+  const none = <T>(fill: T): T[] => new Array<T>(cols).fill(fill);
+  const spread = <T>(m: T[][], fill: T): T[][] => {
+    const out = new Array<T[]>(n).fill(none(fill));
+    w.rows.forEach((row, k) => (out[row] = m[k]));
+    return out;
+  };
+  const loaded = new Uint8Array(n);
+  for (const row of w.rows) loaded[row] = 1;
+  const blockRows = new Map<string, BlockRow>();
+  w.blocks.forEach((b, k) => {
+    blockRows.set(w.blockNames[b], {
+      values: h.values[sent + k],
+      status: h.status[sent + k],
+      rules: h.rules[sent + k],
+      quality: h.quality_cells?.[sent + k] ?? null,
+      stepOffsets: h.stepOffsets?.[sent + k] ?? null,
+      members: picks[k],
+    });
+  });
+  const blockWorst = worst("block_worst", w.blockNames.length);
+  const blockColumns = worst("block_worst_columns", w.blockNames.length);
+  const range = isRecord(body.value_range) ? body.value_range : {};
+  const ends = (v: unknown): [number, number] | null =>
+    Array.isArray(v) && v.length === 2 && v.every((x) => typeof x === "number" && Number.isFinite(x)) ? [v[0], v[1]] : null;
+  return {
+    ...h,
+    values: spread(h.values, null),
+    status: spread(h.status, 0),
+    rules: spread(h.rules, null),
+    quality_cells: h.quality_cells ? spread(h.quality_cells, 0) : null,
+    stepOffsets: h.stepOffsets ? spread(h.stepOffsets, 0) : null,
+    loaded,
+    rowWorst: { worst: Uint8Array.from(worst("row_worst", n)), count: Uint32Array.from(worst("row_worst_columns", n)) },
+    blockNames: w.blockNames,
+    blockWorst: new Map(w.blockNames.map((b, i) => [b, [blockWorst[i], blockColumns[i]]])),
+    blockRows,
+    valueRange: { finite: ends(range.finite), positive: ends(range.positive) },
+  };
+}
+
+/**
+ * The rows of `more` (a row window's answer) added to those of `held`: one heatmap with both's
+ * rows and blocks. Null when they are not the same heatmap (another run, metric, window or
+ * columns, or the data changed its rows): then `more` replaces `held`.
+ */
+export function mergeRows(held: Heatmap, more: Heatmap): Heatmap | null {
+  if (!held.loaded || !more.loaded) return null;
+  const same = <T>(a: readonly T[] | null, b: readonly T[] | null): boolean =>
+    a === b || (a !== null && b !== null && a.length === b.length && a.every((x, i) => x === b[i]));
+  if (held.run !== more.run || held.role !== more.role || held.metric !== more.metric || !same(held.layers, more.layers) ||
+      !same(held.steps, more.steps) || !same(held.stepsLast, more.stepsLast) || !same(held.blockNames, more.blockNames)) {
+    return null;
+  }
+  const loaded = held.loaded.slice();
+  const take = <T>(a: T[][], b: T[][]): T[][] => a.map((row, i) => (more.loaded?.[i] ? b[i] : row));
+  for (let i = 0; i < loaded.length; i++) loaded[i] |= more.loaded[i];
+  return {
+    ...more,
+    values: take(held.values, more.values),
+    status: take(held.status, more.status),
+    rules: take(held.rules, more.rules),
+    quality_cells: held.quality_cells && more.quality_cells ? take(held.quality_cells, more.quality_cells) : null,
+    stepOffsets: held.stepOffsets && more.stepOffsets ? take(held.stepOffsets, more.stepOffsets) : null,
+    loaded,
+    blockRows: new Map([...held.blockRows, ...more.blockRows]),
   };
 }
 
@@ -788,6 +965,10 @@ export async function fetchHeatmap(
   if (part.window) {
     params.start = part.window[0].toString();
     params.end = part.window[1].toString();
+  }
+  if (part.rows || part.blocks) {
+    params.rows = spansText(part.rows ?? []);
+    params.blocks = spansText(part.blocks ?? []);
   }
   return parseHeatmap(await getJson("heatmap", params, fetchFn));
 }

@@ -1,7 +1,7 @@
 // The tab: wires the store, the view state and the views together. It decides what
 // to load when the state changes and what to show when an answer arrives.
 
-import { cellStep, columnOfStep, holdsEveryStep, orderedRoles } from "./api";
+import { cellStep, columnOfStep, holdsEveryStep, mergeRows, orderedRoles, rowLoaded, spansText } from "./api";
 import type { Finding, Heatmap, HeatmapWindow, RunInfo, Track } from "./api";
 import { mergeDomains, statusName } from "./colors";
 import type { Domain } from "./colors";
@@ -9,11 +9,12 @@ import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingId, findingSpans } from "./findings";
-import { foldHeatmap, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
+import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
 import { formatStep } from "./format";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
+import { ROW_MIN_H } from "./layout";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend } from "./legend";
@@ -64,6 +65,18 @@ function sameZoom(a: [Step, Step] | null, b: [Step, Step] | null): boolean {
 // Column budgets are multiples of this many CSS pixels, so resizing the window rarely asks again;
 // rounded down, so a column is never narrower than a pixel and a click lands on the cell it shows.
 const COLUMN_BUCKET = 128;
+// Rows are fetched this long after the last scroll, so a scroll asks once where it stops.
+const ROWS_FETCH_MS = 100;
+
+/** Rows asked for above and below those in sight, so a short scroll finds its rows loaded. */
+function rowMargin(visible: number): number {
+  return Math.max(8, Math.ceil(visible / 4));
+}
+
+/** The numbers first..last-1. */
+function numbers(first: number, last: number): number[] {
+  return Array.from({ length: Math.max(0, last - first) }, (_, i) => first + i);
+}
 
 /** The line above the heatmap: its size, last step and value quality. */
 function summaryText(h: Heatmap): string {
@@ -83,7 +96,7 @@ function setTheme(dark: boolean): void {
 }
 
 /** Counts a page event in a data attribute, for the browser tests. */
-function countOnPage(name: "ghDrawn" | "ghHostReloads" | "ghSweepDrawn" | "ghZoomDrawn"): void {
+function countOnPage(name: "ghDrawn" | "ghHostReloads" | "ghSweepDrawn" | "ghZoomDrawn" | "ghRowsDrawn"): void {
   const data = document.documentElement.dataset;
   data[name] = String(Number(data[name] ?? "0") + 1);
 }
@@ -119,6 +132,11 @@ export class App {
   // Only the newest request may update the page; slower, older answers are dropped.
   private requestId = 0;
   private zoomTimer = 0;
+  private rowsTimer = 0;
+  /** What each heatmap shown was asked for: more of its rows are asked for alike. */
+  private parts: [HeatmapWindow, HeatmapWindow] = [{}, {}];
+  /** The row windows asked for since the heatmaps shown arrived: each is asked once. */
+  private rowsAsked = new Set<string>();
   private trackTimer = 0;
   /** When the last zoom asked for a fetch (performance.now()). */
   private lastZoomAt = -Infinity;
@@ -178,7 +196,10 @@ export class App {
         select: (layer, step) => this.selectCell(layerToOpen(this.views[index].data, layer, step), step, index),
         toggleBlock: (block) => this.toggleBlock(block),
         zoom: (zoom) => this.setZoom(zoom),
-        scrolled: (top) => this.syncScroll(index, top),
+        scrolled: (top) => {
+          this.syncScroll(index, top);
+          this.scheduleRowFetch();
+        },
         finding: (id) => this.selectFindingById(id, index),
       },
       () => (this.state.compare ? (this.store.heatmaps[index]?.run ?? "") : ""),
@@ -220,6 +241,7 @@ export class App {
   private relayout(): void {
     for (const v of this.views) v.layout();
     this.detail.relayout();
+    this.scheduleRowFetch();
   }
 
   private syncScroll(from: 0 | 1, top: number): void {
@@ -461,8 +483,10 @@ export class App {
     // The track is an addition: a server without it, or a failure, leaves the heatmap as it is.
     const tracks = Promise.all([run.run, compare].map((r) => (r ? this.store.trackOf(r).catch(() => null) : Promise.resolve(null))));
     let pair: HeatmapPair;
+    let parts: [HeatmapWindow, HeatmapWindow];
     try {
-      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, this.heatmapPart(run.run));
+      parts = [this.heatmapPart(run.run, 0), this.heatmapPart(compare, 1)];
+      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, ...parts);
     } catch (e) {
       if (id !== this.requestId) return;
       this.heatmapBox.classList.remove("gh-stale");
@@ -471,6 +495,8 @@ export class App {
     }
     if (id !== this.requestId) return;
     this.heatmapBox.classList.remove("gh-stale");
+    this.parts = parts;
+    this.rowsAsked.clear();
     this.showPair(run, pair);
     this.persist();
     if (!holdsWindow(pair.primary, this.state.zoom)) this.scheduleZoomFetch();
@@ -568,8 +594,13 @@ export class App {
   }
 
   private drawHeatmaps(): void {
+    if (this.paintHeatmaps()) countOnPage("ghDrawn");
+  }
+
+  /** Draws the heatmaps held (false: none); rows arriving are drawn so too, without counting a new heatmap. */
+  private paintHeatmaps(): boolean {
     const [rawA, rawB] = this.store.heatmaps;
-    if (!rawA) return;
+    if (!rawA) return false;
     const a = this.folded(rawA);
     const b = rawB ? this.folded(rawB) : null;
     const da = heatmapDomain(a);
@@ -589,7 +620,8 @@ export class App {
     const sel = this.state.layer && this.state.step !== null ? { layer: this.state.layer, step: this.state.step } : null;
     for (const v of this.views) v.setSelection(sel);
     this.toolbar.setZoomed(this.state.zoom !== null);
-    countOnPage("ghDrawn");
+    this.scheduleRowFetch();
+    return true;
   }
 
   private applyOrder(): void {
@@ -598,6 +630,7 @@ export class App {
       if (h) v.setOrder(this.order(h));
     }
     this.persist();
+    this.scheduleRowFetch();
   }
 
   /**
@@ -621,13 +654,115 @@ export class App {
    * What to ask the server for: a column budget about the heatmap's width and, when
    * zoomed into a run the last answer did not hold whole, the zoom window.
    */
-  private heatmapPart(run: string): HeatmapWindow {
+  private heatmapPart(run: string, index: 0 | 1 = 0): HeatmapWindow {
     // The plot's width once drawn; before, the page's less a label column.
     const width = this.views[0].scene.geo?.plotW ?? Math.max(COLUMN_BUCKET, (this.heatmapBox.clientWidth || window.innerWidth) - 200);
     const columns = Math.max(1, Math.floor(width / COLUMN_BUCKET)) * COLUMN_BUCKET;
     const last = this.store.heatmaps[0];
-    const whole = !last || last.run !== run || holdsEveryStep(last);
-    return { columns, window: whole ? null : this.state.zoom, compact: true };
+    const whole = !last || last.run !== this.state.run || holdsEveryStep(last);
+    return { columns, window: whole ? null : this.state.zoom, compact: true, ...this.rowPart(run, index) };
+  }
+
+  /**
+   * Which rows to ask for: every row when they fit the heatmap's height at the smallest row
+   * height; else the rows in sight plus a margin (`wantedRows`) when the run's heatmap is shown,
+   * and before it is, the first screenful in model order, as rows and as folded blocks (a long
+   * model folds by itself, unless the URL says otherwise).
+   */
+  private rowPart(run: string, index: 0 | 1): Pick<HeatmapWindow, "rows" | "blocks"> {
+    const role = this.state.role;
+    const count = this.store.runs.find((r) => r.run === run)?.layers.filter((l) => role in l.roles).length ?? 0;
+    const capacity = Math.floor(maxViewHeight() / ROW_MIN_H);
+    if (count <= capacity) return {};
+    const shown = this.store.heatmaps[index];
+    if (shown && shown.loaded && shown.run === run && shown.role === role && this.views[index].data) {
+      return this.wantedRows(index, false);
+    }
+    const first = numbers(0, capacity + rowMargin(capacity));
+    return { rows: first, blocks: this.state.fold.mode === "none" ? [] : first };
+  }
+
+  /** The rows and folded blocks of a view in sight plus a margin; with `missing`, only those not loaded yet. */
+  private wantedRows(index: 0 | 1, missing: boolean): { rows: number[]; blocks: number[] } {
+    const view = this.views[index];
+    const shown = view.data;
+    const source = this.store.heatmaps[index];
+    const g = view.scene.geo;
+    const rows: number[] = [];
+    const blocks: number[] = [];
+    if (!shown || !source || !g) return { rows, blocks };
+    const order = view.scene.order;
+    const first = Math.floor(view.scrollTop / g.cellH);
+    const last = Math.floor((view.scrollTop + g.viewH - 1) / g.cellH);
+    const margin = rowMargin(last - first + 1);
+    const folding = foldOf(shown);
+    const blockNumber = new Map(source.blockNames.map((b, i) => [b, i]));
+    for (let pos = Math.max(0, first - margin); pos <= Math.min(order.length - 1, last + margin); pos++) {
+      const r = order[pos];
+      const block = folding?.folded[r] ?? null;
+      if (block !== null) {
+        const b = blockNumber.get(block);
+        if (b !== undefined && (!missing || !rowLoaded(shown, r))) blocks.push(b);
+        continue;
+      }
+      const row = folding ? folding.members[r][0] : r;
+      if (!missing || !rowLoaded(source, row)) rows.push(row);
+    }
+    return { rows, blocks };
+  }
+
+  private scheduleRowFetch(): void {
+    clearTimeout(this.rowsTimer);
+    this.rowsTimer = window.setTimeout(() => void this.loadRows(), ROWS_FETCH_MS);
+  }
+
+  /**
+   * Fetches the rows in sight that are not loaded yet (scrolled to, unfolded, sorted into view)
+   * and draws them in; an answer for a heatmap no longer shown is dropped.
+   */
+  private async loadRows(): Promise<void> {
+    const id = this.requestId;
+    const { role, metric } = this.state;
+    let selectedArrived = false;
+    const fetchOne = async (index: 0 | 1, held: Heatmap, want: { rows: number[]; blocks: number[] }): Promise<Heatmap | null> => {
+      const key = [index, spansText(want.rows), spansText(want.blocks)].join("|");
+      if ((want.rows.length === 0 && want.blocks.length === 0) || this.rowsAsked.has(key)) return null;
+      this.rowsAsked.add(key);
+      try {
+        return await this.store.fetchRows(held.run, role, metric, { ...this.parts[index], ...want });
+      } catch {
+        this.rowsAsked.delete(key);
+        return null;
+      }
+    };
+    const merged = await Promise.all(
+      ([0, 1] as const).map(async (index) => {
+        const held = this.store.heatmaps[index];
+        if (!held || !held.loaded) return false;
+        const want = this.wantedRows(index, true);
+        const asks = [want];
+        // The selected layer's own row (its panel lists its steps), asked apart: asked with its
+        // block folded, the server would send it as the block only.
+        const selected = index === 0 ? held.layers.indexOf(this.state.layer) : -1;
+        if (selected >= 0 && !rowLoaded(held, selected)) asks.push({ rows: [selected], blocks: [] });
+        const answers = await Promise.all(asks.map((w) => fetchOne(index, held, w)));
+        let changed = false;
+        for (const more of answers) {
+          const now = this.store.heatmaps[index];
+          const both = more && id === this.requestId && now ? mergeRows(now, more) : null;
+          if (!both || !now) continue;
+          selectedArrived ||= selected >= 0 && !rowLoaded(now, selected) && rowLoaded(both, selected);
+          this.store.heatmaps[index] = both;
+          changed = true;
+        }
+        return changed;
+      }),
+    );
+    if (!merged.some(Boolean) || id !== this.requestId) return;
+    this.paintHeatmaps();
+    this.applyHighlight(false);
+    if (selectedArrived && this.detail.isOpen) this.openDetail();
+    countOnPage("ghRowsDrawn");
   }
 
   private scheduleZoomFetch(): void {
@@ -646,13 +781,17 @@ export class App {
     if (!run || !role) return;
     const id = ++this.requestId;
     let pair: HeatmapPair;
+    let parts: [HeatmapWindow, HeatmapWindow];
     try {
-      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, { ...this.heatmapPart(run.run), window: zoom });
+      parts = [{ ...this.heatmapPart(run.run, 0), window: zoom }, { ...this.heatmapPart(compare, 1), window: zoom }];
+      pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, ...parts);
     } catch {
       return;
     }
     // A zoom since (its own fetch pending) makes this answer's window one no longer shown.
     if (id !== this.requestId || pair.primary.steps.length === 0 || !sameZoom(zoom, this.state.zoom)) return;
+    this.parts = parts;
+    this.rowsAsked.clear();
     this.store.heatmaps = [pair.primary, pair.second];
     this.summary.textContent = summaryText(pair.primary);
     this.drawHeatmaps();
@@ -681,6 +820,8 @@ export class App {
     this.state.step = step;
     for (const v of this.views) v.setSelection({ layer, step });
     this.openDetail();
+    // A folded block's member, or a row the keyboard moved to, may not be here yet.
+    this.scheduleRowFetch();
     this.revealPending = true;
     this.revealDetail();
     this.persist();

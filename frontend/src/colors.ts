@@ -172,6 +172,8 @@ export const STATUS_COLORS: Readonly<Record<string, string>> = {
 };
 
 export const NO_DATA_COLOR = STATUS_COLORS.no_data;
+// A row whose cells are still on their way: paler than "no data", so it never reads as a hole.
+export const LOADING_COLOR = "#dfe4ea";
 
 export const STATUS_LABELS: Readonly<Record<string, string>> = {
   no_data: "no data",

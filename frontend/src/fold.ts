@@ -4,7 +4,8 @@
 // the folded blocks and the other layers, so every view draws it unchanged; what
 // a row stands for is kept beside it (`foldOf`).
 
-import type { Heatmap } from "./api";
+import { rowLoaded } from "./api";
+import type { BlockRow, Heatmap } from "./api";
 import { ROW_MIN_H } from "./layout";
 import { statusRank } from "./vocabulary";
 
@@ -131,20 +132,39 @@ export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean): Hea
     members.push([i]);
   });
   if (rowOf.size === 0) return h;
-  const pick = members.map((rows, r) => (names[r] === null ? [] : worstRows(h, rows)));
+  // A folded block's cells: the server's fold when it sent one, else its members' worst when all are
+  // here, else none yet (the row is drawn as loading, its cells its first member's placeholders).
+  const served = names.map((name) => (name === null ? undefined : h.blockRows.get(name)));
+  const ready = members.map((rows, r) => names[r] === null ? rowLoaded(h, rows[0]) : served[r] !== undefined || rows.every((i) => rowLoaded(h, i)));
+  const cols = h.steps.length;
+  const pick = members.map((rows, r) =>
+    names[r] === null ? [] : (served[r]?.members ?? (ready[r] ? worstRows(h, rows) : new Array<number>(cols).fill(rows[0]))),
+  );
   // A layer of its own keeps its row's arrays; a folded block takes each cell from its pick.
-  const grid = <T>(g: T[][]): T[][] => members.map((rows, r) => (names[r] === null ? g[rows[0]] : pick[r].map((src, j) => g[src][j])));
+  const grid = <T>(g: T[][], own: (b: BlockRow) => T[] | null): T[][] =>
+    members.map((rows, r) => {
+      if (names[r] === null) return g[rows[0]];
+      const b = served[r];
+      return (b && own(b)) || pick[r].map((src, j) => g[src][j]);
+    });
+  const worst = h.rowWorst;
   const out: Heatmap = {
     ...h,
     layers: members.map((rows, r) => names[r] ?? h.layers[rows[0]]),
     blocks: members.map((rows, r) => names[r] ?? h.blocks[rows[0]]),
     decided_by: members.map((rows) => h.decided_by[rows[0]]),
-    values: grid(h.values),
-    status: grid(h.status),
-    rules: grid(h.rules),
-    quality_cells: h.quality_cells ? grid(h.quality_cells) : null,
+    values: grid(h.values, (b) => b.values),
+    status: grid(h.status, (b) => b.status),
+    rules: grid(h.rules, (b) => b.rules),
+    quality_cells: h.quality_cells ? grid(h.quality_cells, (b) => b.quality) : null,
     // A binned column's cell names the step it came from: the worst member's.
-    stepOffsets: h.stepOffsets ? grid(h.stepOffsets) : null,
+    stepOffsets: h.stepOffsets ? grid(h.stepOffsets, (b) => b.stepOffsets) : null,
+    loaded: h.loaded ? Uint8Array.from(ready, Number) : null,
+    // The server's worst per row: a folded block's is the block's.
+    rowWorst: worst && {
+      worst: Uint8Array.from(members, (rows, r) => (names[r] === null ? worst.worst[rows[0]] : (h.blockWorst.get(names[r] as string)?.[0] ?? 0))),
+      count: Uint32Array.from(members, (rows, r) => (names[r] === null ? worst.count[rows[0]] : (h.blockWorst.get(names[r] as string)?.[1] ?? 0))),
+    },
   };
   foldings.set(out, { source: h, members, folded: names, pick: pick.map((p, r) => (names[r] === null ? [] : p)) });
   return out;

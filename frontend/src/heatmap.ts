@@ -32,6 +32,12 @@ export type { Highlight, Selection } from "./heatmap_paint";
 /** Domain for the colour map of a heatmap; null for health, which has a fixed one. */
 export function heatmapDomain(h: Heatmap): Domain | null {
   if (h.metric === "health") return null;
+  // Only some rows here: the server's ends over every row, so rows loaded later keep their colours.
+  const r = h.valueRange;
+  if (r) {
+    const ends = h.scale === "log" ? (r.positive ?? r.finite) : r.finite;
+    return ends ? metricDomain(h.metric, [ends], h.scale) : null;
+  }
   return metricDomain(h.metric, h.values, h.scale, (i, j) => statusName(h.status[i][j], h.status_names) === "no_data");
 }
 

@@ -2,6 +2,7 @@
 // labels and gutters, the step axis, and the overlay (finding veil, selection,
 // hover, zoom brush). Pure functions of a Scene, so the view keeps only state.
 
+import { statusColor, statusName } from "./colors";
 import { cssVar, measurer } from "./dom";
 import {
   AXIS_HEIGHT,
@@ -181,6 +182,25 @@ export function paintBody(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.drawImage(s.offscreen, 0, first, w, count, Math.round(g.labelW * g.scale), Math.round(y0), w, Math.round(count * g.cellH * g.scale));
   paintGutters(ctx, s, g, [first, last], canvas.height);
   paintRowLabels(ctx, s, h, g, [first, last]);
+  paintLoadingMarks(ctx, s, h, g, [first, last]);
+}
+
+/**
+ * A row still loading whose worst status in the window (the server's) is warn or critical
+ * gets a bar of that colour beside its label, so a bad row shows before its cells arrive.
+ */
+function paintLoadingMarks(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: Geometry, rows: [number, number]): void {
+  const { loaded, rowWorst } = h;
+  if (!loaded || !rowWorst) return;
+  ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
+  for (let p = rows[0]; p <= rows[1]; p++) {
+    const row = s.order[p];
+    if (loaded[row]) continue;
+    const name = statusName(rowWorst.worst[row], h.status_names);
+    if (name === "ok" || name === "no_data") continue;
+    ctx.fillStyle = statusColor(name);
+    ctx.fillRect(g.labelW - 5, p * g.cellH - s.scrollTop, 3, g.cellH);
+  }
 }
 
 /** The step axis' labels: round steps in the window shown, never outside the logged steps. */

@@ -2,9 +2,9 @@
 // drag across steps to zoom (the brush), double-click to zoom out, arrow keys to
 // move the selection.
 
-import { cellStep, columnOfStep } from "./api";
+import { cellStep, columnOfStep, rowLoaded } from "./api";
 import type { Heatmap } from "./api";
-import { blockOfRow, foldedTooltipLines, isFoldedRow, rowMembers } from "./fold";
+import { blockOfRow, foldedTooltipLines, isFoldedRow, labelParts, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
 import { ceilStep, floorStep } from "./steps";
 import type { Step } from "./steps";
@@ -117,6 +117,11 @@ export class HeatmapPointer {
       return;
     }
     this.view.port.style.cursor = "";
+    if (!rowLoaded(s.h, hit.row)) {
+      const [, after] = labelParts(s.h, hit.row);
+      this.view.tooltip.show([[isFoldedRow(s.h, hit.row) ? "block" : "layer", s.h.layers[hit.row] + after], ["cells", "loading\u2026"]], clientX, clientY);
+      return;
+    }
     this.view.tooltip.show(foldedTooltipLines(s.h, hit.row, hit.col, cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel())), clientX, clientY);
   }
 
@@ -202,7 +207,8 @@ export class HeatmapPointer {
       return;
     }
     const hit = this.hitAt(d.clientX, d.clientY) ?? this.hitAt(e.clientX, e.clientY);
-    if (!hit || e.detail >= 2) return;
+    // A row still loading has no cell to open yet.
+    if (!hit || e.detail >= 2 || !rowLoaded(s.h, hit.row)) return;
     // A binned column opens the step its cell came from; read now, as the data may change meanwhile.
     const layer = s.h.layers[hit.row];
     const step = cellStep(s.h, hit.row, hit.col);

@@ -2,12 +2,13 @@
 // once per heatmap so drawing, zooming and scrolling only copy numbers.
 
 import type { Heatmap } from "./api";
-import { DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LUT_SIZE, NO_DATA_COLOR, packRgb, STATUS_COLORS, VIRIDIS_LUT } from "./colors";
+import { DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LOADING_COLOR, LUT_SIZE, NO_DATA_COLOR, packRgb, STATUS_COLORS, VIRIDIS_LUT } from "./colors";
 import type { Domain } from "./colors";
 import type { PixelColumns } from "./layout";
 import { statusRank, vocabulary } from "./vocabulary";
 
 export const NO_DATA_PIXEL = packRgb(hexToRgb(NO_DATA_COLOR));
+export const LOADING_PIXEL = packRgb(hexToRgb(LOADING_COLOR));
 const NO_DATA_LUT = new Uint32Array(LUT_SIZE).fill(NO_DATA_PIXEL);
 
 export interface CellModel {
@@ -143,7 +144,10 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
   };
   const health = h.metric === "health";
   for (let i = 0; i < rows; i++) {
-    if (health) healthRow(ctx, h.values[i], h.status[i], i * cols);
+    if (h.loaded && !h.loaded[i]) {
+      colors.fill(LOADING_PIXEL, i * cols, (i + 1) * cols);
+      priority.fill(0, i * cols, (i + 1) * cols);
+    } else if (health) healthRow(ctx, h.values[i], h.status[i], i * cols);
     else if (domain) metricRow(ctx, h.values[i], h.status[i], i * cols);
     else {
       for (let j = 0; j < cols; j++) priority[i * cols + j] = (rankOf[h.status[i][j]] ?? 0) << 9;

@@ -13,7 +13,9 @@ export interface RowSeverity {
   count: Uint32Array;
 }
 
-export function rowSeverity(h: Pick<Heatmap, "status" | "status_names">): RowSeverity {
+export function rowSeverity(h: Pick<Heatmap, "status" | "status_names"> & { rowWorst?: RowSeverity | null }): RowSeverity {
+  // Rows not loaded yet: the server said each row's worst (codes are ranks, as the vocabulary's).
+  if (h.rowWorst) return h.rowWorst;
   const rows = h.status.length;
   const worst = new Uint8Array(rows);
   const count = new Uint32Array(rows);

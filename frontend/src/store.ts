@@ -74,18 +74,31 @@ export class Store {
 
   /**
    * Fetches the heatmap of a run and, with `compare`, of a second run; only the first may fail.
-   * `part` asks for a window of steps and a column budget: a long run comes binned.
+   * `part` asks for a window of steps and a column budget: a long run comes binned; the compared
+   * run's may name other rows (`comparePart`).
    */
-  async fetchHeatmaps(run: string, compare: string, role: string, metric: string, part: HeatmapWindow = {}): Promise<HeatmapPair> {
+  async fetchHeatmaps(
+    run: string,
+    compare: string,
+    role: string,
+    metric: string,
+    part: HeatmapWindow = {},
+    comparePart: HeatmapWindow = part,
+  ): Promise<HeatmapPair> {
     let secondError = "";
     const c = compare
-      ? fetchHeatmap(compare, role, metric, undefined, part).catch((e: unknown) => {
+      ? fetchHeatmap(compare, role, metric, undefined, comparePart).catch((e: unknown) => {
           secondError = errorText(e);
           return null;
         })
       : Promise.resolve(null);
     const [primary, second] = await Promise.all([fetchHeatmap(run, role, metric, undefined, part), c]);
     return { primary, second, secondError };
+  }
+
+  /** More rows of a heatmap shown (`part` as it was asked for, with the rows wanted). */
+  fetchRows(run: string, role: string, metric: string, part: HeatmapWindow): Promise<Heatmap> {
+    return fetchHeatmap(run, role, metric, undefined, part);
   }
 
   /** A layer's cell at a step, fetched once until `invalidate`. */

@@ -59,6 +59,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
     decided_by: ["convention", "convention", "convention", "convention", "name"],
     incomplete: null,
     binned: false, stepsLast: null, stepOffsets: null, windowSteps: 3, stepsTotal: 3,
+    loaded: null, rowWorst: null, blockNames: [], blockWorst: new Map(), blockRows: new Map(), valueRange: null,
     ...over,
   };
 }

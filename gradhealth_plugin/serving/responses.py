@@ -8,6 +8,8 @@ routes and the ``gradhealth`` CLI share one run summary and one worst severity.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import functools
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -354,16 +356,62 @@ LAYOUT_ROWS, LAYOUT_COMPACT = "rows", "compact"
 HEATMAP_LAYOUTS = (LAYOUT_ROWS, LAYOUT_COMPACT)
 
 
+# Rows or blocks asked for: inclusive (first, last) index spans, as the `rows` and `blocks` parameters give them.
+Spans = Sequence[Tuple[int, int]]
+
+
+@dataclasses.dataclass
+class HeatmapCells:
+    """A heatmap answer before its rows are chosen: every field but the cells (`head`), and every row's
+    cells (binned when asked). Its arrays are read, never written, by `heatmap_answer`."""
+    head: dict
+    values: np.ndarray
+    status: np.ndarray
+    rules: np.ndarray
+    quality: np.ndarray
+    offsets: Optional[np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.values, self.status, self.rules, self.quality] + ([self.offsets] if self.offsets is not None else [])
+        # The rules hold shared strings (a pointer a cell); `rows` a rounded copy of the values; a row's
+        # name and block about 200 bytes.
+        return sum(a.nbytes for a in arrays) + self.values.nbytes + 200 * len(self.head["layers"])
+
+    @functools.cached_property
+    def rows(self) -> "RowSummary":
+        """What every row window of these cells shares, worked out once."""
+        return row_summary(self.values, self.status, self.head["blocks"])
+
+
 def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
-            columns: Optional[int] = None, layout: str = LAYOUT_ROWS) -> dict:
-    """The ``heatmap`` route: the layers x steps matrix of one role and metric, compact for the tab.
+            columns: Optional[int] = None, layout: str = LAYOUT_ROWS, rows: Optional[Spans] = None,
+            blocks: Optional[Spans] = None) -> dict:
+    """The ``heatmap`` route (see `heatmap_cells` and `heatmap_answer`)."""
+    return heatmap_answer(heatmap_cells(rd, role, metric, start, end, columns), layout, rows, blocks)
+
+
+def heatmap_answer(cells: HeatmapCells, layout: str = LAYOUT_ROWS, rows: Optional[Spans] = None,
+                   blocks: Optional[Spans] = None) -> dict:
+    """A heatmap answer in `layout`, of every row, or with `rows` or `blocks` of those only (`row_window`)."""
+    c = cells
+    if rows is None and blocks is None:
+        return {**c.head, **_cells(c.values, c.status, c.rules, c.quality, c.offsets, layout)}
+    return {**c.head, **row_window(c, layout, rows or (), blocks or ())}
+
+
+def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
+                  columns: Optional[int] = None) -> HeatmapCells:
+    """The ``heatmap`` route's matrix: the layers x steps of one role and metric, compact for the tab.
 
     `start` and `end` (inclusive, either optional) narrow it to a window of steps.
     With a column budget `columns`, a window holding more steps than that is binned
     (`bin_columns`): per bin and row the worst status, and the value and step of the
     cell that had it, so one bad step is never averaged away; the answer grows with
     rows x budget, not with the run's length. No more steps than the budget: every step.
-    `layout` `compact` sends the cells as `compact_cells` does instead of matrices of lists.
+    `heatmap_answer` writes its cells in a layout (`compact`: as `compact_cells` does), of every row or,
+    with `rows` or `blocks` (spans of row and block numbers), of those rows and folded blocks only
+    (`row_window`): the answer then grows with the rows on screen.
     """
     all_steps = role_union_steps(rd, role)
     lo = 0 if start is None else int(np.searchsorted(all_steps, start, side="left"))
@@ -417,29 +465,124 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
         "window": {"start_text": step_text(start), "end_text": step_text(end),
                    "steps": int(n_cols), "steps_total": int(len(all_steps))},
     }
-    if columns is not None and n_cols > columns:
+    binned = columns is not None and n_cols > columns
+    if binned:
         which = bin_columns(steps, columns)
         score = -values if metric == "health" else _extremeness(values, metric)
         first, pick = worst_per_bin(status, score, which)
-        rows = np.arange(n_rows)[:, None]
+        at = (np.arange(n_rows)[:, None], pick)
         last = np.append(first[1:], n_cols) - 1
-        return {
-            **out, "binned": True,
+        out.update({
+            "binned": True,
             "steps": steps[first].tolist(), "steps_text": step_texts(steps[first]),
             # The last step of each bin: a column stands for every step from its step to this one.
             "steps_last_text": step_texts(steps[last]),
-            # Per cell, the step its value and status came from, as an offset from its column's step.
-            **_cells(values[rows, pick], status[rows, pick], rules[rows, pick], cell_quality[rows, pick],
-                     _step_offsets(steps, first, pick), layout),
-            "incomplete": None,
-        }
+        })
+        # Per cell, the step its value and status came from, as an offset from its column's step.
+        values, status, rules, cell_quality = values[at], status[at], rules[at], cell_quality[at]
+        offsets: Optional[np.ndarray] = _step_offsets(steps, first, pick)
+    else:
+        out.update({"binned": False, "steps": steps.tolist(), "steps_text": step_texts(steps)})
+        offsets = None
+    # Only at full resolution where the window reaches the run's last step: a window's own end is no writer's.
+    out["incomplete"] = (incomplete_last_step(has_data, steps) if not binned and hi >= len(all_steps)
+                         else None)
+    return HeatmapCells(out, values, status, rules, cell_quality, offsets)
+
+
+def _span_indices(spans: Spans, n: int) -> np.ndarray:
+    """The ascending distinct indices below `n` that inclusive `spans` name (those past `n` are dropped)."""
+    keep = np.zeros(n, dtype=bool)
+    for a, b in spans:
+        keep[min(a, n):min(b, n - 1) + 1] = True
+    return np.flatnonzero(keep)
+
+
+def _worst(status: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per row, its worst status and in how many columns it has it (0, 0 for a row without columns)."""
+    if status.shape[1] == 0:
+        zero = np.zeros(len(status), dtype=np.int64)
+        return zero, zero
+    worst = status.max(axis=1)
+    return worst, np.sum(status == worst[:, None], axis=1)
+
+
+def fold_pick(values: np.ndarray, status: np.ndarray, metric: str) -> np.ndarray:
+    """Per column, which of a block's member rows (model order) is worst, as the tab folds a block:
+    the highest status, then a value over none, then the lowest health score or the highest metric,
+    then the first. `values` as sent (rounded; NaN for none)."""
+    top = status == status.max(axis=0)
+    valued = top & np.isfinite(values)
+    score = np.where(valued, -values if metric == "health" else values, -np.inf)
+    best = score.max(axis=0)
+    candidates = np.where(valued.any(axis=0), valued & (score == best), top)
+    return candidates.argmax(axis=0)
+
+
+@dataclasses.dataclass
+class RowSummary:
+    """Of every row of a heatmap: its values as sent (rounded; NaN for none), the blocks (names in order
+    of their first row, and each one's rows), and what a row window's answer says of every row."""
+    sent_values: np.ndarray
+    block_names: List[str]
+    members: Dict[str, np.ndarray]
+    fields: dict
+
+
+def row_summary(values: np.ndarray, status: np.ndarray, row_blocks: Sequence[Optional[str]]) -> RowSummary:
+    """Each row's and block's worst status in the window (the tab places, sorts and marks rows without
+    their cells), and the colour scale's ends over every row (rows arriving later keep their colours)."""
+    n_cols = status.shape[1]
+    sent_values = rounded(values)
+    sent_values[~np.isfinite(sent_values)] = np.nan
+    groups = _group_by(row_blocks, lambda b: b)
+    names = [b for b in groups if b is not None]
+    members = {b: np.array(groups[b], dtype=np.int64) for b in names}
+    folded_status = np.array([status[members[b]].max(axis=0) for b in names],
+                             dtype=np.uint8).reshape(len(names), n_cols)
+    worst, worst_columns = _worst(status)
+    block_worst, block_worst_columns = _worst(folded_status)
+    shown = np.isfinite(sent_values) & (status != health.NO_DATA)
+    positive = shown & (sent_values > 0)
+    ends = lambda mask: [float(sent_values[mask].min()), float(sent_values[mask].max())] if mask.any() else None
+    return RowSummary(sent_values, names, members, {
+        "row_worst": worst.tolist(), "row_worst_columns": worst_columns.tolist(),
+        "block_names": names, "block_worst": block_worst.tolist(),
+        "block_worst_columns": block_worst_columns.tolist(),
+        "value_range": {"finite": ends(shown), "positive": ends(positive)},
+    })
+
+
+def row_window(cells: HeatmapCells, layout: str, rows: Spans, blocks: Spans) -> dict:
+    """The cells of some rows and of some folded blocks, with `row_summary`'s fields of every row.
+
+    The matrices hold the rows `rows_sent` names, then the blocks `blocks_sent` names (block
+    numbers index `block_names`); a row of a block sent is not sent itself. A block's cell is its
+    worst member's there (`fold_pick`), the member named in `block_members` by row number, its step
+    offset that member's.
+    """
+    c, summary = cells, cells.rows
+    n_rows, n_cols = c.status.shape
+    names, row_blocks = summary.block_names, c.head["blocks"]
+    block_ids = _span_indices(blocks, len(names))
+    # A block asked for folded stands for its rows: the tab's first request, before it knows the
+    # blocks, asks for a screenful of both and gets each row once, folded where it folds.
+    folded = {names[k] for k in block_ids}
+    row_ids = np.array([i for i in _span_indices(rows, n_rows) if row_blocks[i] not in folded], dtype=np.int64)
+    # Per matrix row and column, the row whose cell it shows: a row's own, then each block's worst member.
+    picked = [np.repeat(row_ids[:, None], n_cols, axis=1)]
+    for k in block_ids:
+        m = summary.members[names[k]]
+        picked.append(m[fold_pick(summary.sent_values[m], c.status[m], c.head["metric"])][None, :])
+    at_rows = np.concatenate(picked).astype(np.int64)
+    at = (at_rows, np.broadcast_to(np.arange(n_cols), at_rows.shape))
+    chosen_members = at_rows[len(row_ids):]
     return {
-        **out, "binned": False,
-        "steps": steps.tolist(),
-        "steps_text": step_texts(steps),
-        **_cells(values, status, rules, cell_quality, None, layout),
-        # Only where the window reaches the run's last step: a window's own end is no writer's.
-        "incomplete": incomplete_last_step(has_data, steps) if hi >= len(all_steps) else None,
+        **summary.fields,
+        "rows_sent": row_ids.tolist(), "blocks_sent": block_ids.tolist(),
+        **_cells(c.values[at], c.status[at], c.rules[at], c.quality[at], None if c.offsets is None else c.offsets[at],
+                 layout),
+        "block_members": (chosen_members.ravel() if layout == LAYOUT_COMPACT else chosen_members).tolist(),
     }
 
 

@@ -326,7 +326,8 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   // Values at or below zero on a log scale sit on a floor under the lowest positive value (drawFloor).
   const floor = log && floorRuns(input.values).length > 0 ? FLOOR_PX : 0;
   const ys = log ? scaleLog([lo, hi], [y1 - floor, y0]) : scaleLinear([lo, hi], [y1, y0]);
-  const y = (v: number): number => (log && v <= 0 ? y1 : ys(v));
+  // A positive value stays above the floor's band, whatever the scale's rounding does at its edge.
+  const y = (v: number): number => (log && v <= 0 ? y1 : Math.min(ys(v), y1 - floor));
   const p: Plot = { g: svg("g"), xs, x: (s) => xs(offset(s, origin)), at, y, log, x0, x1, y0, y1 };
   root.append(p.g);
   drawSpans(p, input.spans);

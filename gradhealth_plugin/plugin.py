@@ -172,8 +172,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
             config = config_lib.load_or_defaults(logdir=getattr(context, "logdir", None))
+        # TensorBoard sets `multiplexer` under its Python loader only: read directly, it decodes faster.
         self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
-                                               loader_samples(context))
+                                               loader_samples(context), getattr(context, "multiplexer", None))
         self._limits = dict(config.limits)
         self._config_problems = list(config.problems)
 

@@ -1,7 +1,7 @@
 """Per-tag metric tables, computed incrementally from histogram samples, a chunk of tags at a time.
 
 A tag's samples arrive as datums (anything with ``step``, ``wall_time`` and
-``numpy``). Rows an earlier table already holds (same step, same wall time)
+``numpy``), or as `Samples`, the same decoded together into arrays. Rows an earlier table already holds (same step, same wall time)
 are reused; only the new rows have their buckets turned into metrics, and tags
 with few new rows share one vectorised pass.
 
@@ -14,11 +14,13 @@ columns rather than a copy.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
 import itertools
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+from tensorboard.data import provider
 
 from ..analysis import metrics
 
@@ -54,6 +56,32 @@ class TagMetrics:
         return _table_nbytes(self.table) + int(self.wall_times.nbytes)
 
 
+class Samples(collections.abc.Sequence):
+    """One tag's samples decoded together: what `read_tensors` gives for it, as arrays.
+
+    ``values[i]`` is the tensor of the i-th sample (``values`` has the samples'
+    common shape after their count). Read as a sequence, it gives the datums
+    `read_tensors` would, so a reader that needs them one by one need not know;
+    the metric tables take the arrays as they are.
+    """
+
+    def __init__(self, steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray) -> None:
+        self.steps, self.wall_times, self.values = steps, wall_times, values
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return provider.TensorDatum(step=int(self.steps[i]), wall_time=float(self.wall_times[i]),
+                                    numpy=self.values[i])
+
+
 @dataclasses.dataclass
 class TagRead:
     """One histogram tag just read: its samples and what an earlier read left for it."""
@@ -79,31 +107,44 @@ def last_per_step(datums: Sequence) -> list:
 
 @dataclasses.dataclass
 class _Rows:
-    """A chunk's samples, flat: tag i's rows are starts[i]:ends[i], its steps ascending and unique."""
+    """A chunk's samples, flat: tag i's rows are starts[i]:ends[i], its steps ascending and unique.
+
+    Each row's tensor is ``arrays[row]``, or, where every tag came as `Samples`
+    of one shape, ``stacked[row]``: one array for the chunk, no object per row.
+    """
 
     steps: np.ndarray
     walls: np.ndarray
-    arrays: list
+    arrays: Optional[list]
     starts: np.ndarray
     ends: np.ndarray
+    stacked: Optional[np.ndarray] = None
 
 
 def _flat_rows(datum_lists: List[Sequence]) -> _Rows:
     lengths = np.fromiter(map(len, datum_lists), dtype=np.int64, count=len(datum_lists))
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    flat = list(itertools.chain.from_iterable(datum_lists))
-    steps = np.fromiter((d.step for d in flat), dtype=np.int64, count=len(flat))
+    decoded = all(isinstance(d, Samples) for d in datum_lists) and len({d.values.shape[1:] for d in datum_lists}) == 1
+    if decoded:
+        flat = None
+        steps = np.concatenate([d.steps for d in datum_lists])
+    else:
+        flat = list(itertools.chain.from_iterable(datum_lists))
+        steps = np.fromiter((d.step for d in flat), dtype=np.int64, count=len(flat))
     # A step that does not rise within a tag (written twice, or listed out of order): that
     # tag alone is put in order with `last_per_step`. Writers almost never do it.
     down = np.flatnonzero(np.diff(steps) <= 0) + 1
-    first_rows = np.zeros(len(flat) + 1, dtype=bool)
+    first_rows = np.zeros(len(steps) + 1, dtype=bool)
     first_rows[starts] = True
     down = down[~first_rows[down]]
     if len(down):
         for i in np.unique(np.searchsorted(ends, down, side="right")).tolist():
             datum_lists[i] = last_per_step(datum_lists[i])
         return _flat_rows(datum_lists)
+    if decoded:
+        return _Rows(steps=steps, walls=np.concatenate([d.wall_times for d in datum_lists]), arrays=None,
+                     starts=starts, ends=ends, stacked=np.concatenate([d.values for d in datum_lists]))
     walls = np.fromiter((d.wall_time for d in flat), dtype=np.float64, count=len(flat))
     return _Rows(steps=steps, walls=walls, arrays=[d.numpy for d in flat], starts=starts, ends=ends)
 
@@ -133,9 +174,9 @@ def _first_dim(shape: tuple) -> int:
 
 def _widths(rows: _Rows, fresh: np.ndarray) -> np.ndarray:
     """Per tag, the most buckets in one of its fresh rows (0 without any)."""
-    shapes = {getattr(a, "shape", ()) for a in rows.arrays}
+    shapes = {rows.stacked.shape[1:]} if rows.stacked is not None else {getattr(a, "shape", ()) for a in rows.arrays}
     if len(shapes) == 1:  # TF2 writes every histogram with the same number of buckets
-        dims = np.full(len(rows.arrays), _first_dim(next(iter(shapes))), dtype=np.int64)
+        dims = np.full(len(rows.steps), _first_dim(next(iter(shapes))), dtype=np.int64)
     else:
         dims = np.fromiter((_first_dim(getattr(a, "shape", ())) for a in rows.arrays), dtype=np.int64,
                            count=len(rows.arrays))
@@ -228,7 +269,8 @@ def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]
     lengths = np.fromiter(map(len, fresh_rows), dtype=np.int64, count=len(fresh_rows))
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    h = metrics.stack_histograms(rows.steps[index], rows.walls[index], [rows.arrays[r] for r in index.tolist()])
+    arrays = rows.stacked[index] if rows.stacked is not None else [rows.arrays[r] for r in index.tolist()]
+    h = metrics.stack_histograms(rows.steps[index], rows.walls[index], arrays)
     table = metrics.histogram_metrics(h)
     _std_rel_first(table, starts, lengths)
     weight_values, weight_quality = {}, {}

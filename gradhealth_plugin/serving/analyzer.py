@@ -70,8 +70,9 @@ class Analyzer:
 
     def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
                  tag_rules: Sequence[tags_lib.UserRule] = (),
-                 samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
-        self._reader = Reader(data_provider, tag_rules, samples)
+                 samples: Optional[Mapping[str, Optional[float]]] = None, multiplexer=None) -> None:
+        """``multiplexer``: the Python loader's, where TensorBoard gives it (see `provider.Reader`)."""
+        self._reader = Reader(data_provider, tag_rules, samples, multiplexer)
         self._limits = dict(limits)
         self._lock = threading.Lock()
         # Keyed by the RunData object the reader caches: a new object means new data.

@@ -90,16 +90,17 @@ def _decoded(events: Sequence) -> Optional[tables.Samples]:
 
 
 class _PausedCollector:
-    """Pauses Python's cyclic garbage collector while any reader decodes and computes a chunk of tags.
+    """Pauses Python's cyclic garbage collector while any run is read or analysed.
 
-    A chunk's decoded samples (hundreds of thousands of small objects on a run of
-    many tags) live only until their metrics are computed, but long enough for
+    A run of many tags makes hundreds of thousands of small objects (decoded
+    samples, rows, tables, the analysis' per-row work) that live long enough for
     the collector to promote them to its oldest generation; promoting that many
     makes it run full collections, each a pass over everything TensorBoard loaded
-    (about half a second per collection at 400,000 histograms). They are freed
-    by their reference counts, cycles or not, so the collector has nothing to
-    find among them. Paused while any thread is in, resumed when the last one
-    leaves, and only if it was running.
+    (about half a second per collection at 400,000 histograms), and its young
+    collections pass over them again and again. They are freed by their
+    reference counts, cycles or not, so the collector has nothing to find among
+    them; once resumed it sees only what the run model keeps. Paused while any
+    thread is in, resumed when the last one leaves, and only if it was running.
     """
 
     def __init__(self) -> None:
@@ -121,7 +122,7 @@ class _PausedCollector:
                 gc.enable()
 
 
-_collector_paused = _PausedCollector()
+collector_paused = _PausedCollector()
 
 
 def _write_order(listing: Mapping) -> List[str]:
@@ -242,7 +243,7 @@ class Reader:
             if cached is not None and cached[0] == fingerprint:
                 self._cache.move_to_end(key)
                 return cached[1]
-        with _collector_paused:
+        with collector_paused:
             data = self._build(ctx, experiment_id, run, listings)
         with self._lock:
             self._cache[key] = (fingerprint, data)

@@ -200,6 +200,12 @@ class Analyzer:
         A failed analysis is kept like findings, until the run's data changes; a failed
         read is tried again on the next request (the data provider may recover).
         """
+        # Paused over the analysis too: its per-row objects would otherwise set off full collections.
+        with provider_lib.collector_paused:
+            return self._run(ctx, experiment_id, run, names)
+
+    def _run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+             names: Optional[Sequence[str]]) -> Tuple[RunData, List[findings.Finding]]:
         rd = self._read(ctx, experiment_id, run)
         with self._lock:
             own = self._findings.get(rd)

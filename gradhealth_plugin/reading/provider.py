@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import gc
 import threading
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tensorboard.backend.event_processing import data_provider as multiplexer_provider
@@ -87,6 +87,39 @@ def _decoded(events: Sequence) -> Optional[tables.Samples]:
                           wall_times=np.fromiter((e.wall_time for e in events), dtype=np.float64,
                                                  count=len(events)),
                           values=values)
+
+
+class _Multiplexer:
+    """What the Python loader's data provider reads, taken from its ``EventMultiplexer``, faster.
+
+    The provider decodes every tensor with a ``make_ndarray`` call of its own;
+    here a tag's samples are decoded together where they can be (`_decoded`).
+    The answers are the provider's: the same tags (its plugin and data-class
+    filter), in its order, each sample kept.
+    """
+
+    def __init__(self, multiplexer) -> None:
+        self._multiplexer = multiplexer
+
+    def tensors(self, plugin: str, run: str, tags: Sequence[str]) -> Tuple[List[str], Dict[str, tables.Samples]]:
+        """(the tags the provider's ``read_tensors`` would answer for, in its order; those of them decoded)."""
+        try:
+            index = self._multiplexer.GetAccumulator(run).AllSummaryMetadata()
+        except KeyError:  # no such run
+            index = {}
+        wanted = set(tags)
+        # As the provider's `_index`: tensors (not scalars) of this plugin.
+        listed = [tag for tag, meta in index.items() if tag in wanted
+                  and meta.data_class == summary_pb2.DATA_CLASS_TENSOR and meta.plugin_data.plugin_name == plugin]
+        decoded = {}
+        for tag in listed:
+            try:
+                samples = _decoded(self._multiplexer.Tensors(run, tag))
+            except KeyError:  # gone since it was listed: the provider says what it says of it
+                samples = None
+            if samples is not None:
+                decoded[tag] = samples
+        return listed, decoded
 
 
 class _PausedCollector:
@@ -187,7 +220,7 @@ class Reader:
         # Any other provider (the Rust data server's, a remote one, a wrapper) is read through.
         is_its_own = (isinstance(data_provider, multiplexer_provider.MultiplexerDataProvider)
                       and getattr(data_provider, "_multiplexer", None) is multiplexer)
-        self._multiplexer = multiplexer if multiplexer is not None and is_its_own else None
+        self._multiplexer = _Multiplexer(multiplexer) if multiplexer is not None and is_its_own else None
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
                          if count is not None}
@@ -345,21 +378,7 @@ class Reader:
         """
         if self._multiplexer is None:
             return self._provider_tensors(ctx, experiment_id, plugin, run, tags)
-        try:
-            index = self._multiplexer.GetAccumulator(run).AllSummaryMetadata()
-        except KeyError:  # no such run: the provider says what it says of one
-            return self._provider_tensors(ctx, experiment_id, plugin, run, tags)
-        wanted = set(tags)
-        listed = [tag for tag, meta in index.items() if tag in wanted
-                  and meta.data_class == summary_pb2.DATA_CLASS_TENSOR and meta.plugin_data.plugin_name == plugin]
-        decoded: Dict[str, tables.Samples] = {}
-        for tag in listed:
-            try:
-                samples = _decoded(self._multiplexer.Tensors(run, tag))
-            except KeyError:  # gone since it was listed
-                samples = None
-            if samples is not None:
-                decoded[tag] = samples
+        listed, decoded = self._multiplexer.tensors(plugin, run, tags)
         rest = [tag for tag in listed if tag not in decoded]
         read = self._provider_tensors(ctx, experiment_id, plugin, run, rest) if rest else {}
         return {tag: decoded[tag] if tag in decoded else read[tag] for tag in listed if tag in decoded or tag in read}

@@ -140,6 +140,8 @@ class RunData:
     # Per tag of `scalar_series` on another axis (`scalar_axes` False): the layers' step written
     # nearest in time to each of its points, so that its step N is never read as training step N.
     scalar_row_steps: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # (role, kinds) -> `role_rows`, made once: a dozen detectors ask for each on a run of many layers.
+    _role_rows: Dict[tuple, list] = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for kind, tags in self.scalars.items():
@@ -166,6 +168,18 @@ class RunData:
     def scalar_other_axis(self, tag: str) -> bool:
         """Whether a run-level scalar is proven to count steps otherwise than the layers' rows."""
         return self.scalar_axes.get(tag) is False
+
+    def role_rows(self, role: str, kinds: Optional[tuple] = None) -> List[Tuple[Layer, metrics.MetricTable]]:
+        """(layer, metric table) of every layer with logged steps in `role`, of the tensor `kinds` given
+        (None: any), in model order. The run's layers and rows must not change once it is asked."""
+        key = (role, None if kinds is None else tuple(kinds))
+        rows = self._role_rows.get(key)
+        if rows is None:
+            rows = self._role_rows[key] = [
+                (layer, layer.roles[role].table) for layer in self.layers
+                if role in layer.roles and len(layer.roles[role].table.steps)
+                and (kinds is None or layer.kind in kinds)]
+        return rows
 
     def roles(self) -> List[str]:
         present = {role for layer in self.layers for role in layer.roles}

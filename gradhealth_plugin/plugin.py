@@ -24,6 +24,7 @@ from . import config as config_lib
 from .analysis import vocabulary
 from .analysis.finding import Finding
 from .reading.runs import Layer, RunData
+from .reading import provider as provider_lib
 from .reading import tags as tags_lib
 from .reading import trainings as trainings_lib
 from .serving import analyzer as analyzer_lib
@@ -275,11 +276,13 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         traceback) and the others are served as if it were not there.
         """
         summaries = []
-        names = self._analyzer.list_runs(ctx, experiment)
+        # One listing for the route: each run is read by it rather than listed again.
+        listings = self._analyzer.listings(ctx, experiment)
+        names = provider_lib.run_names(listings)
         trainings = trainings_lib.trainings(names)
         for run in names:
             try:
-                rd, found = self._analyzer.run(ctx, experiment, run, names)
+                rd, found = self._analyzer.run(ctx, experiment, run, names, listings)
                 summary = responses.run_summary(rd, found)
                 # The training many workers logged that the run is a rank of (None: it is none).
                 name = trainings_lib.rank_name(run)

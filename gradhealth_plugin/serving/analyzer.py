@@ -118,6 +118,10 @@ class Analyzer:
     def list_runs(self, ctx: tb_context.RequestContext, experiment_id: str) -> List[str]:
         return self._reader.list_runs(ctx, experiment_id)
 
+    def listings(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, Mapping]:
+        """What the provider lists of every run (`Reader.listings`): `run` reads runs by it when given it."""
+        return self._reader.listings(ctx, experiment_id)
+
     def hparams(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, hparams_lib.Session]:
         return self._reader.hparams(ctx, experiment_id)
 
@@ -187,13 +191,16 @@ class Analyzer:
         return self._reader.histograms_of(ctx, experiment_id, run, tag, own)
 
     def run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
-            names: Optional[Sequence[str]] = None) -> Tuple[RunData, List[findings.Finding]]:
+            names: Optional[Sequence[str]] = None,
+            listings: Optional[Mapping[str, Mapping]] = None) -> Tuple[RunData, List[findings.Finding]]:
         """The run's data (with finding-consistent cell statuses) and its findings.
 
         A rank of a training many workers logged (`trainings`) also gets the findings
         judged across the training's runs (`ranks.find`), computed once per data
         version of those runs. `names`: the experiment's runs where the caller has
-        listed them already (listed here otherwise, for a rank's name only).
+        listed them already (listed here otherwise, for a rank's name only);
+        `listings`: what `listings` gave this request, where the caller has it
+        (the provider is asked again otherwise).
 
         Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have,
         `RunFailed` for one that could not be read or analysed (logged with its traceback).
@@ -202,11 +209,11 @@ class Analyzer:
         """
         # Paused over the analysis too: its per-row objects would otherwise set off full collections.
         with provider_lib.collector_paused:
-            return self._run(ctx, experiment_id, run, names)
+            return self._run(ctx, experiment_id, run, names, listings)
 
-    def _run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
-             names: Optional[Sequence[str]]) -> Tuple[RunData, List[findings.Finding]]:
-        rd = self._read(ctx, experiment_id, run)
+    def _run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str, names: Optional[Sequence[str]],
+             listings: Optional[Mapping[str, Mapping]]) -> Tuple[RunData, List[findings.Finding]]:
+        rd = self._read(ctx, experiment_id, run, listings)
         with self._lock:
             own = self._findings.get(rd)
             if own is None:
@@ -235,9 +242,10 @@ class Analyzer:
             raise RunFailed(decided[1])
         return rd, decided[1]
 
-    def _read(self, ctx: tb_context.RequestContext, experiment_id: str, run: str) -> RunData:
+    def _read(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+              listings: Optional[Mapping[str, Mapping]] = None) -> RunData:
         try:
-            return self._reader.run_data(ctx, experiment_id, run)
+            return self._reader.run_data(ctx, experiment_id, run, listings)
         except NotFound as e:
             raise errors.NotFoundError(str(e)) from None
         except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down

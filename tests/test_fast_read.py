@@ -206,3 +206,38 @@ def test_demo_runs_answer_the_same_read_either_way():
 @pytest.mark.parametrize("samples", [None, {"histograms": 7, "scalars": 7}])
 def test_wild_runs_answer_the_same_read_either_way(samples):
     _assert_same_answers(WILD, samples=samples, max_layers=6)
+
+
+def _tag_sampling_one_by_one(kept_steps, max_steps, samples):
+    """`runs.tag_sampling` as it reads every series alone with `series.logged_steps`."""
+    from gradhealth_plugin.analysis import series
+
+    def logged(key, steps, first=None):
+        return series.logged_steps(steps, max_steps.get(key), samples.get(key[0]), first)
+
+    out = {key: logged(key, steps) for key, steps in kept_steps.items()}
+    whole = [steps for key, steps in kept_steps.items() if len(steps) and not out[key][1]]
+    first = int(min(int(steps[0]) for steps in whole)) if whole else None
+    if first is not None:
+        out.update({key: logged(key, kept_steps[key], first) for key, found in out.items() if found[1]})
+    return out
+
+
+def test_series_found_whole_together_count_as_found_one_by_one():
+    from gradhealth_plugin.reading import runs
+
+    rng = np.random.default_rng(8)
+    for trial in range(200):
+        kept, listed = {}, {}
+        samples = {"histograms": [3.0, 5.0, np.inf][trial % 3], "scalars": 4.0}  # no capacity for gradhealth
+        for i in range(int(rng.integers(1, 30))):
+            plugin = ("histograms", "scalars", "gradhealth")[int(rng.integers(3))]
+            n = int(rng.integers(0, 7))
+            gaps = rng.choice([1, 2, 3, 10], size=max(n - 1, 0)) if rng.random() < 0.5 else np.full(max(n - 1, 0), 5)
+            steps = int(rng.integers(0, 20)) + np.concatenate([[0], np.cumsum(gaps)]).astype(np.int64)[:n]
+            if n > 2 and rng.random() < 0.1:  # a step twice, or out of order
+                steps[1] = steps[2 if rng.random() < 0.5 else 0]
+            kept[(plugin, f"t{i}")] = steps
+            last = int(steps.max()) if n else 0
+            listed[(plugin, f"t{i}")] = [None, last, last + int(rng.integers(1, 30)), last - 1][int(rng.integers(4))]
+        assert runs.tag_sampling(kept, listed, samples) == _tag_sampling_one_by_one(kept, listed, samples), trial

@@ -257,40 +257,54 @@ def _row_bytes(h: metrics.Histograms, values: Dict[str, np.ndarray], quality: Di
             + sum(q.itemsize for q in quality.values()))
 
 
-def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]) -> List[tuple]:
-    """Metrics of the fresh rows of several tags, computed in one pass; each tag's table a view of its rows.
+def _per_tag(columns: Sequence[np.ndarray], lengths: np.ndarray) -> List[tuple]:
+    """Each tag's rows of every column (views), tag by tag: the tags' rows lie one after another.
+
+    Equally long tags (the usual case) are cut by one reshape per column, not a slice per tag and column.
+    """
+    if len(lengths) and lengths[0] > 0 and (lengths == lengths[0]).all():
+        return list(zip(*(list(c.reshape(len(lengths), -1)) for c in columns)))
+    bounds = list(zip((np.cumsum(lengths) - lengths).tolist(), np.cumsum(lengths).tolist()))
+    return [tuple(c[s:e] for c in columns) for s, e in bounds]
+
+
+def _fresh_tables(rows: _Rows, index: np.ndarray, lengths: np.ndarray, bimodal: List[bool]) -> List[tuple]:
+    """Metrics of the fresh rows of several tags (`index`: theirs, tag after tag, `lengths` of each), computed
+    in one pass; each tag's table a view of its rows.
 
     Returns (table, bytes per row) per tag.
 
     Views, not copies: the tags of a batch are cached together, so they hold no
     more than their own rows but for the few tags evicted before their batch-mates.
     """
-    index = np.concatenate(fresh_rows) if fresh_rows else np.zeros(0, dtype=np.int64)
-    lengths = np.fromiter(map(len, fresh_rows), dtype=np.int64, count=len(fresh_rows))
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
     arrays = rows.stacked[index] if rows.stacked is not None else [rows.arrays[r] for r in index.tolist()]
     h = metrics.stack_histograms(rows.steps[index], rows.walls[index], arrays)
     table = metrics.histogram_metrics(h)
-    _std_rel_first(table, starts, lengths)
+    _std_rel_first(table, np.cumsum(lengths) - lengths, lengths)
     weight_values, weight_quality = {}, {}
     if any(bimodal):
         weight_values, weight_quality = _weight_columns(h, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
     row_bytes = {False: _row_bytes(h, table.values, table.quality),
                  True: _row_bytes(h, {**table.values, **weight_values},
                                   {**table.quality, **weight_quality, "bimodal_dip": table.quality["std"]})}
+    names, qualities = list(table.values), list(table.quality)
+    own = _per_tag([h.steps] + list(table.values.values()) + list(table.quality.values()), lengths)
+    weights = iter(_per_tag([weight_values[name] for name in _WEIGHT_COLUMNS]
+                            + [weight_quality[name] for name in _WEIGHT_COLUMNS[1:]],
+                            lengths[np.asarray(bimodal, dtype=bool)]) if weight_values else [])
+    firsts = np.minimum(np.cumsum(lengths) - lengths, max(len(h.wall_times) - 1, 0))
+    first_walls = h.wall_times[firsts].tolist() if len(h.wall_times) else [None] * len(lengths)
     out = []
-    w = 0  # where the tag's rows start in the weight columns
-    for s, e, weights in zip(starts.tolist(), ends.tolist(), bimodal):
-        values = {name: v[s:e] for name, v in table.values.items()}
-        quality = {name: q[s:e] for name, q in table.quality.items()}
-        if weights:
-            values.update((name, weight_values[name][w:w + e - s]) for name in _WEIGHT_COLUMNS)
+    for i, (columns, bimodal_tag) in enumerate(zip(own, bimodal)):
+        values = dict(zip(names, columns[1:1 + len(names)]))
+        quality = dict(zip(qualities, columns[1 + len(names):]))
+        if bimodal_tag:
+            extra = next(weights)
+            values.update(zip(_WEIGHT_COLUMNS, extra[:len(_WEIGHT_COLUMNS)]))
             quality["bimodal_dip"] = quality["std"]
-            quality.update((name, weight_quality[name][w:w + e - s]) for name in _WEIGHT_COLUMNS[1:])
-            w += e - s
-        out.append((metrics.MetricTable(steps=h.steps[s:e], values=values, quality=quality,
-                                        first_wall=float(h.wall_times[s]) if e > s else None), row_bytes[weights]))
+            quality.update(zip(_WEIGHT_COLUMNS[1:], extra[len(_WEIGHT_COLUMNS):]))
+        out.append((metrics.MetricTable(steps=columns[0], values=values, quality=quality,
+                                        first_wall=first_walls[i] if lengths[i] else None), row_bytes[bimodal_tag]))
     return out
 
 
@@ -332,15 +346,22 @@ def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
     fresh_counts = counted[rows.ends] - counted[rows.starts]
     starts, ends = rows.starts.tolist(), rows.ends.tolist()
 
-    def fresh_rows(i: int) -> np.ndarray:
-        if read_whole[i]:
-            return np.arange(starts[i], ends[i])
-        return starts[i] + np.flatnonzero(fresh[starts[i]:ends[i]])
+    whole = fresh_counts == rows.ends - rows.starts
+    read_whole = whole.tolist()
 
-    read_whole = (fresh_counts == rows.ends - rows.starts).tolist()
+    def fresh_rows(batch: List[int]) -> np.ndarray:
+        """The fresh rows of the batch's tags, tag after tag (`_batches` lists a batch's tags in row order)."""
+        members = np.asarray(batch, dtype=np.int64)
+        if whole[members].all():  # each tag's rows whole: one range per tag, laid end to end
+            lengths = fresh_counts[members]
+            return np.arange(int(lengths.sum())) + np.repeat(rows.starts[members] - (np.cumsum(lengths) - lengths),
+                                                             lengths)
+        return np.concatenate([starts[i] + np.flatnonzero(fresh[starts[i]:ends[i]]) for i in batch])
+
     tables: List[Optional[tuple]] = [None] * len(reads)
     for batch in _batches(fresh_counts, _widths(rows, fresh)):
-        computed = _fresh_tables(rows, [fresh_rows(i) for i in batch], [reads[i].bimodal for i in batch])
+        computed = _fresh_tables(rows, fresh_rows(batch), fresh_counts[np.asarray(batch, dtype=np.int64)],
+                                 [reads[i].bimodal for i in batch])
         for i, table in zip(batch, computed):
             tables[i] = table
     out = []

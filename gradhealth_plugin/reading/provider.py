@@ -432,7 +432,9 @@ class Reader:
             key = (experiment_id, run, "histograms", info.tag)
             ts = listing[info.tag]
             datums = result.pop(info.tag, [])
-            if datums:
+            if isinstance(datums, tables.Samples):  # never empty, nor its tensors
+                values_read += int(datums.values.size)
+            elif datums:
                 values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
             why = runs.not_numbers(datums)
             if why is not None:

@@ -253,6 +253,8 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
 def not_numbers(datums: Sequence) -> Optional[str]:
     """Why a tag's tensors cannot be read as numbers (text, complex values), or None when they can."""
     if isinstance(datums, tables.Samples):  # decoded together: one dtype for every step
+        if datums.dtype.kind in "biuf":
+            return None
         datums = datums[:1]
     for d in datums:  # one dtype per step: a tag's tensors need not agree
         values = d.numpy

@@ -6,6 +6,9 @@ to the data provider's ``read_tensors``. Nothing may tell the two apart: the sam
 datums, and byte for byte the same answers on every route, on odd histograms
 (float32, float16, legacy TF1 protos, one bucket, empty, NaN edges, text, ragged,
 mixed dtypes), the demo runs and the real-world corpus.
+
+Also here, what else makes a run of many tags cheap to read: series whole at first
+sight counted together, and the collector paused while a run is analysed.
 """
 
 from __future__ import annotations
@@ -241,3 +244,23 @@ def test_series_found_whole_together_count_as_found_one_by_one():
             last = int(steps.max()) if n else 0
             listed[(plugin, f"t{i}")] = [None, last, last + int(rng.integers(1, 30)), last - 1][int(rng.integers(4))]
         assert runs.tag_sampling(kept, listed, samples) == _tag_sampling_one_by_one(kept, listed, samples), trial
+
+
+def test_the_collector_is_paused_while_a_run_is_analysed_and_resumed_after(odd_logdir, monkeypatch):
+    # A run of many tags makes hundreds of thousands of objects the analysis drops again: collecting
+    # meanwhile sets off full collections over everything TensorBoard loaded.
+    import gc
+
+    from gradhealth_plugin.analysis import findings
+
+    seen = []
+    real = findings.find
+
+    def recording(rd, limits, only=None):
+        seen.append(gc.isenabled())
+        return real(rd, limits, only)
+
+    monkeypatch.setattr(findings, "find", recording)
+    assert gc.isenabled()
+    PluginClient(odd_logdir).ok("/findings", run=RUN)
+    assert seen == [False] and gc.isenabled()

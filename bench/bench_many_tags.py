@@ -194,7 +194,7 @@ def main(argv=None) -> int:
                         help="another checkout of gradhealth to time on the same logdir (repeatable)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one cold request per checkout")
     parser.add_argument("--provider-only", action="store_true",
-                        help="give the plugin the data provider alone (no multiplexer): how it reads under other loaders")
+                        help="give the plugin the data provider alone (no multiplexer), as under other loaders")
     parser.add_argument("--logdir", help="where to write the logdir (kept, and reused when its size matches)")
     args = parser.parse_args(argv)
     bench_scale._check_framing()
@@ -210,12 +210,14 @@ def main(argv=None) -> int:
         print(f"\n{results[0][1]['tags']:,} histogram tags x {args.steps} steps, Python loader, in-process "
               f"(seconds; cold is the median of {args.repeats} new plugin instances)\n")
         print(f"| checkout | load (not counted) | read floor, wall (CPU) | cold /runs + /heatmap (each) | cold, CPU "
-              f"| of it full GCs | cold CPU / floor CPU | cold CPU - floor CPU | warm (CPU) | cold / target ({TARGET_COLD:g} s) |")
+              f"| of it full GCs | cold CPU / floor CPU | cold CPU - floor CPU | warm (CPU) "
+              f"| cold / target ({TARGET_COLD:g} s) |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for code, r in results:
             each = ", ".join(f"{c:.2f}" for c in r["cold_all"])
             print(f"| {code} | {r['load']:.1f} | {r['floor']:.2f} ({r['floor_cpu']:.2f}) | {r['cold']:.2f} ({each}) "
-                  f"| {r['cold_cpu']:.2f} | {r.get('cold_gc', float('nan')):.2f} | {r['ratio_cpu']:.2f} | {r['cold_cpu'] - r['floor_cpu']:.2f} "
+                  f"| {r['cold_cpu']:.2f} | {r.get('cold_gc', float('nan')):.2f} | {r['ratio_cpu']:.2f} "
+                  f"| {r['cold_cpu'] - r['floor_cpu']:.2f} "
                   f"| {r['warm']:.2f} ({r['warm_cpu']:.2f}) | {r['cold'] / TARGET_COLD:.2f} |")
     finally:
         if tmp:

@@ -50,7 +50,8 @@ def _text_value(tag: str):
 DECODED = ("f64/kernel", "f32/kernel", "one_bucket/kernel", "nan_edges/kernel", "legacy/kernel", "vector/kernel",
            "rewritten/kernel", "f64/kernel/gradient", "f32/kernel/gradient", "one_bucket/kernel/gradient")
 # float16 values are written in the proto's half_val, not in its tensor_content.
-PROVIDED = ("f16/kernel", "reshaped/kernel", "empty/kernel", "ragged/kernel", "mixed/kernel", "text/kernel", "legacy_ragged/kernel")
+PROVIDED = ("f16/kernel", "reshaped/kernel", "empty/kernel", "ragged/kernel", "mixed/kernel", "text/kernel",
+            "legacy_ragged/kernel")
 
 
 def _odd_run(root, rng):

@@ -1,9 +1,10 @@
 """Per-tag metric tables, computed incrementally from histogram samples, a chunk of tags at a time.
 
 A tag's samples arrive as datums (anything with ``step``, ``wall_time`` and
-``numpy``), or as `Samples`, the same decoded together into arrays. Rows an earlier table already holds (same step, same wall time)
-are reused; only the new rows have their buckets turned into metrics, and tags
-with few new rows share one vectorised pass.
+``numpy``), or as `Samples`, the same decoded together into arrays. Rows an
+earlier table already holds (same step, same wall time) are reused; only the
+new rows have their buckets turned into metrics, and tags with few new rows
+share one vectorised pass.
 
 A chunk's samples are laid out flat, one row per sample and each tag a
 contiguous range of rows: a run of 20,000 tags then costs numpy calls per

@@ -25,6 +25,7 @@ from .analysis import vocabulary
 from .analysis.finding import Finding
 from .reading.cache import TagCache
 from .reading.runs import Layer, RunData
+from .reading import provider as provider_lib
 from .reading import tags as tags_lib
 from .serving import analyzer as analyzer_lib
 from .serving import responses
@@ -215,8 +216,9 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext, config: Optional[config_lib.Config] = None) -> None:
         if config is None:
             config = config_lib.load_or_defaults(logdir=getattr(context, "logdir", None))
+        # TensorBoard sets `multiplexer` under its Python loader only: read directly, it decodes faster.
         self._analyzer = analyzer_lib.Analyzer(context.data_provider, config.limits, config.tag_rules,
-                                               loader_samples(context))
+                                               loader_samples(context), getattr(context, "multiplexer", None))
         self._limits = dict(config.limits)
         self._heatmap_cells = TagCache(HEATMAP_CELLS_BYTES)
         self._config_problems = list(config.problems)
@@ -319,10 +321,12 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         traceback) and the others are served as if it were not there.
         """
         summaries = []
-        names = self._analyzer.list_runs(ctx, experiment)
+        # One listing for the route: each run is read by it rather than listed again.
+        listings = self._analyzer.listings(ctx, experiment)
+        names = provider_lib.run_names(listings)
         for run in names:
             try:
-                rd, found = self._analyzer.run(ctx, experiment, run, names)
+                rd, found = self._analyzer.run(ctx, experiment, run, names, listings)
                 # With the training many workers logged that the run is a rank of (None: it is none).
                 summary = responses.run_summary(rd, found, self._analyzer.training_of(rd))
                 summaries.append(summary)

@@ -16,7 +16,9 @@ WILD = REPO.parent / "shared" / "wild"
 class PluginClient:
     """The plugin's routes on a logdir, loaded the way TensorBoard's Python loader does."""
 
-    def __init__(self, logdir, config=None, samples=None):
+    def __init__(self, logdir, config=None, samples=None, multiplexer=True):
+        """``multiplexer``: hand the plugin the multiplexer too, as TensorBoard's Python loader does
+        (False: the data provider alone, as a plugin sees any other)."""
         from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
         from tensorboard.plugins import base_plugin
         from werkzeug import test as werkzeug_test
@@ -31,6 +33,7 @@ class PluginClient:
         context = base_plugin.TBContext(
             logdir=logdir,
             data_provider=data_provider.MultiplexerDataProvider(self.multiplexer, logdir),
+            multiplexer=self.multiplexer if multiplexer else None,
         )
         self.plugin = plugin.GradHealthPlugin(context, config)
         self._apps = self.plugin.get_plugin_apps()

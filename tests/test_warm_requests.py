@@ -14,6 +14,8 @@ import threading
 import numpy as np
 import pytest
 
+from tests.conftest import PluginClient
+
 from tests.test_bad_input import append_events, event, hist_value, normal_buckets, scalar_value, write_run
 
 LAYERS = 3
@@ -59,6 +61,12 @@ def _record(client) -> Recorder:
     recorder = Recorder(reader._provider)
     reader._provider = recorder
     return recorder
+
+
+def _counted_client(loader_client, logdir):
+    """A client whose tensor reads all go through its data provider, where a Recorder counts them:
+    under the Python loader, without the multiplexer, whose fast path reads around the provider."""
+    return PluginClient(logdir, multiplexer=False) if loader_client.loader == "python" else loader_client(logdir)
 
 
 @pytest.fixture
@@ -113,7 +121,7 @@ def test_the_three_listings_are_asked_at_once(logdir, loader_client):
 
 
 def test_a_warm_request_sees_new_steps(logdir, loader_client, tmp_path_factory):
-    client = loader_client(logdir)
+    client = _counted_client(loader_client, logdir)
     before = client.ok("/heatmap", run="run", role="gradient", metric="std")
     assert before["steps"][-1] == 11
     rng = np.random.default_rng(4)
@@ -162,7 +170,7 @@ def test_a_rank_sees_another_rank_change(tmp_path, loader_client, tmp_path_facto
     rng = np.random.default_rng(6)
     for name in ("rank0", "rank1"):
         write_run(tmp_path / name, [_step_event(rng, s) for s in range(10)])
-    client = loader_client(tmp_path)
+    client = _counted_client(loader_client, tmp_path)
     before = client.ok("/findings", run="rank1")
     steps = [_step_event(rng, s) for s in range(10, 14)]
     if loader_client.loader == "python":

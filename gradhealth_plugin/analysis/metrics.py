@@ -98,9 +98,12 @@ as_buckets = _as_buckets  # for the cell route's buckets, read the same way as t
 
 
 def stack_histograms(steps: Sequence[int], wall_times: Sequence[float], arrays: Sequence[np.ndarray]) -> Histograms:
-    """Pads ragged ``[k_i, 3]`` bucket arrays into one (N, K) batch; anything else reads as no buckets."""
+    """Pads ragged ``[k_i, 3]`` bucket arrays into one (N, K) batch; anything else reads as no buckets.
+
+    `arrays` may be one array, the N tensors stacked along its first axis.
+    """
     n = len(arrays)
-    shapes = {getattr(a, "shape", None) for a in arrays}
+    shapes = {arrays.shape[1:]} if isinstance(arrays, np.ndarray) else {getattr(a, "shape", None) for a in arrays}
     if len(shapes) == 1:
         (shape,) = shapes
         if shape is not None and len(shape) == 2 and shape[0] > 0 and shape[1] == 3:

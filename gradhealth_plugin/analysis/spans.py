@@ -98,13 +98,7 @@ def when_text(f: Finding) -> str:
 def role_tables(rd: RunData, role: str,
                 kinds: Optional[tuple] = None) -> Iterator[Tuple[Layer, metrics.MetricTable]]:
     """(layer, metric table) of every layer with logged steps in `role`, of the tensor `kinds` given."""
-    for layer in rd.layers:
-        rdata = layer.roles.get(role)
-        if rdata is None or len(rdata.table.steps) == 0:
-            continue
-        if kinds is not None and layer.kind not in kinds:
-            continue
-        yield layer, rdata.table
+    return iter(rd.role_rows(role, kinds))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +129,7 @@ def span_hits(rd: RunData, role: str, tests: Sequence[Test], min_length: int, ki
     the spans, with its own limit. The hit's points are the steps inside the
     spans only, so the heatmap keeps healthy steps between two spans healthy.
     """
-    layers = list(role_tables(rd, role, kinds))
+    layers = rd.role_rows(role, kinds)
     found = {}
     intervals: Dict[bytes, Optional[int]] = {}
     above = np.array([t.above for t in tests])

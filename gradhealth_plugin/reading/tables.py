@@ -1,9 +1,10 @@
 """Per-tag metric tables, computed incrementally from histogram samples, a chunk of tags at a time.
 
 A tag's samples arrive as datums (anything with ``step``, ``wall_time`` and
-``numpy``). Rows an earlier table already holds (same step, same wall time)
-are reused; only the new rows have their buckets turned into metrics, and tags
-with few new rows share one vectorised pass.
+``numpy``), or as `Samples`, the same decoded together into arrays. Rows an
+earlier table already holds (same step, same wall time) are reused; only the
+new rows have their buckets turned into metrics, and tags with few new rows
+share one vectorised pass.
 
 A chunk's samples are laid out flat, one row per sample and each tag a
 contiguous range of rows: a run of 20,000 tags then costs numpy calls per
@@ -14,11 +15,13 @@ columns rather than a copy.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
 import itertools
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+from tensorboard.data import provider
 
 from ..analysis import metrics
 
@@ -54,6 +57,32 @@ class TagMetrics:
         return _table_nbytes(self.table) + int(self.wall_times.nbytes)
 
 
+class Samples(collections.abc.Sequence):
+    """One tag's samples decoded together: what `read_tensors` gives for it, as arrays.
+
+    ``values[i]`` is the tensor of the i-th sample (``values`` has the samples'
+    common shape after their count). Read as a sequence, it gives the datums
+    `read_tensors` would, so a reader that needs them one by one need not know;
+    the metric tables take the arrays as they are.
+    """
+
+    def __init__(self, steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray) -> None:
+        self.steps, self.wall_times, self.values = steps, wall_times, values
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return provider.TensorDatum(step=int(self.steps[i]), wall_time=float(self.wall_times[i]),
+                                    numpy=self.values[i])
+
+
 @dataclasses.dataclass
 class TagRead:
     """One histogram tag just read: its samples and what an earlier read left for it."""
@@ -79,31 +108,44 @@ def last_per_step(datums: Sequence) -> list:
 
 @dataclasses.dataclass
 class _Rows:
-    """A chunk's samples, flat: tag i's rows are starts[i]:ends[i], its steps ascending and unique."""
+    """A chunk's samples, flat: tag i's rows are starts[i]:ends[i], its steps ascending and unique.
+
+    Each row's tensor is ``arrays[row]``, or, where every tag came as `Samples`
+    of one shape, ``stacked[row]``: one array for the chunk, no object per row.
+    """
 
     steps: np.ndarray
     walls: np.ndarray
-    arrays: list
+    arrays: Optional[list]
     starts: np.ndarray
     ends: np.ndarray
+    stacked: Optional[np.ndarray] = None
 
 
 def _flat_rows(datum_lists: List[Sequence]) -> _Rows:
     lengths = np.fromiter(map(len, datum_lists), dtype=np.int64, count=len(datum_lists))
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    flat = list(itertools.chain.from_iterable(datum_lists))
-    steps = np.fromiter((d.step for d in flat), dtype=np.int64, count=len(flat))
+    decoded = all(isinstance(d, Samples) for d in datum_lists) and len({d.values.shape[1:] for d in datum_lists}) == 1
+    if decoded:
+        flat = None
+        steps = np.concatenate([d.steps for d in datum_lists])
+    else:
+        flat = list(itertools.chain.from_iterable(datum_lists))
+        steps = np.fromiter((d.step for d in flat), dtype=np.int64, count=len(flat))
     # A step that does not rise within a tag (written twice, or listed out of order): that
     # tag alone is put in order with `last_per_step`. Writers almost never do it.
     down = np.flatnonzero(np.diff(steps) <= 0) + 1
-    first_rows = np.zeros(len(flat) + 1, dtype=bool)
+    first_rows = np.zeros(len(steps) + 1, dtype=bool)
     first_rows[starts] = True
     down = down[~first_rows[down]]
     if len(down):
         for i in np.unique(np.searchsorted(ends, down, side="right")).tolist():
             datum_lists[i] = last_per_step(datum_lists[i])
         return _flat_rows(datum_lists)
+    if decoded:
+        return _Rows(steps=steps, walls=np.concatenate([d.wall_times for d in datum_lists]), arrays=None,
+                     starts=starts, ends=ends, stacked=np.concatenate([d.values for d in datum_lists]))
     walls = np.fromiter((d.wall_time for d in flat), dtype=np.float64, count=len(flat))
     return _Rows(steps=steps, walls=walls, arrays=[d.numpy for d in flat], starts=starts, ends=ends)
 
@@ -133,9 +175,9 @@ def _first_dim(shape: tuple) -> int:
 
 def _widths(rows: _Rows, fresh: np.ndarray) -> np.ndarray:
     """Per tag, the most buckets in one of its fresh rows (0 without any)."""
-    shapes = {getattr(a, "shape", ()) for a in rows.arrays}
+    shapes = {rows.stacked.shape[1:]} if rows.stacked is not None else {getattr(a, "shape", ()) for a in rows.arrays}
     if len(shapes) == 1:  # TF2 writes every histogram with the same number of buckets
-        dims = np.full(len(rows.arrays), _first_dim(next(iter(shapes))), dtype=np.int64)
+        dims = np.full(len(rows.steps), _first_dim(next(iter(shapes))), dtype=np.int64)
     else:
         dims = np.fromiter((_first_dim(getattr(a, "shape", ())) for a in rows.arrays), dtype=np.int64,
                            count=len(rows.arrays))
@@ -216,39 +258,54 @@ def _row_bytes(h: metrics.Histograms, values: Dict[str, np.ndarray], quality: Di
             + sum(q.itemsize for q in quality.values()))
 
 
-def _fresh_tables(rows: _Rows, fresh_rows: List[np.ndarray], bimodal: List[bool]) -> List[tuple]:
-    """Metrics of the fresh rows of several tags, computed in one pass; each tag's table a view of its rows.
+def _per_tag(columns: Sequence[np.ndarray], lengths: np.ndarray) -> List[tuple]:
+    """Each tag's rows of every column (views), tag by tag: the tags' rows lie one after another.
+
+    Equally long tags (the usual case) are cut by one reshape per column, not a slice per tag and column.
+    """
+    if len(lengths) and lengths[0] > 0 and (lengths == lengths[0]).all():
+        return list(zip(*(list(c.reshape(len(lengths), -1)) for c in columns)))
+    bounds = list(zip((np.cumsum(lengths) - lengths).tolist(), np.cumsum(lengths).tolist()))
+    return [tuple(c[s:e] for c in columns) for s, e in bounds]
+
+
+def _fresh_tables(rows: _Rows, index: np.ndarray, lengths: np.ndarray, bimodal: List[bool]) -> List[tuple]:
+    """Metrics of the fresh rows of several tags (`index`: theirs, tag after tag, `lengths` of each), computed
+    in one pass; each tag's table a view of its rows.
 
     Returns (table, bytes per row) per tag.
 
     Views, not copies: the tags of a batch are cached together, so they hold no
     more than their own rows but for the few tags evicted before their batch-mates.
     """
-    index = np.concatenate(fresh_rows) if fresh_rows else np.zeros(0, dtype=np.int64)
-    lengths = np.fromiter(map(len, fresh_rows), dtype=np.int64, count=len(fresh_rows))
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    h = metrics.stack_histograms(rows.steps[index], rows.walls[index], [rows.arrays[r] for r in index.tolist()])
+    arrays = rows.stacked[index] if rows.stacked is not None else [rows.arrays[r] for r in index.tolist()]
+    h = metrics.stack_histograms(rows.steps[index], rows.walls[index], arrays)
     table = metrics.histogram_metrics(h)
-    _std_rel_first(table, starts, lengths)
+    _std_rel_first(table, np.cumsum(lengths) - lengths, lengths)
     weight_values, weight_quality = {}, {}
     if any(bimodal):
         weight_values, weight_quality = _weight_columns(h, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
     row_bytes = {False: _row_bytes(h, table.values, table.quality),
                  True: _row_bytes(h, {**table.values, **weight_values},
                                   {**table.quality, **weight_quality, "bimodal_dip": table.quality["std"]})}
+    names, qualities = list(table.values), list(table.quality)
+    own = _per_tag([h.steps] + list(table.values.values()) + list(table.quality.values()), lengths)
+    weights = iter(_per_tag([weight_values[name] for name in _WEIGHT_COLUMNS]
+                            + [weight_quality[name] for name in _WEIGHT_COLUMNS[1:]],
+                            lengths[np.asarray(bimodal, dtype=bool)]) if weight_values else [])
+    firsts = np.minimum(np.cumsum(lengths) - lengths, max(len(h.wall_times) - 1, 0))
+    first_walls = h.wall_times[firsts].tolist() if len(h.wall_times) else [None] * len(lengths)
     out = []
-    w = 0  # where the tag's rows start in the weight columns
-    for s, e, weights in zip(starts.tolist(), ends.tolist(), bimodal):
-        values = {name: v[s:e] for name, v in table.values.items()}
-        quality = {name: q[s:e] for name, q in table.quality.items()}
-        if weights:
-            values.update((name, weight_values[name][w:w + e - s]) for name in _WEIGHT_COLUMNS)
+    for i, (columns, bimodal_tag) in enumerate(zip(own, bimodal)):
+        values = dict(zip(names, columns[1:1 + len(names)]))
+        quality = dict(zip(qualities, columns[1 + len(names):]))
+        if bimodal_tag:
+            extra = next(weights)
+            values.update(zip(_WEIGHT_COLUMNS, extra[:len(_WEIGHT_COLUMNS)]))
             quality["bimodal_dip"] = quality["std"]
-            quality.update((name, weight_quality[name][w:w + e - s]) for name in _WEIGHT_COLUMNS[1:])
-            w += e - s
-        out.append((metrics.MetricTable(steps=h.steps[s:e], values=values, quality=quality,
-                                        first_wall=float(h.wall_times[s]) if e > s else None), row_bytes[weights]))
+            quality.update(zip(_WEIGHT_COLUMNS[1:], extra[len(_WEIGHT_COLUMNS):]))
+        out.append((metrics.MetricTable(steps=columns[0], values=values, quality=quality,
+                                        first_wall=first_walls[i] if lengths[i] else None), row_bytes[bimodal_tag]))
     return out
 
 
@@ -290,15 +347,22 @@ def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
     fresh_counts = counted[rows.ends] - counted[rows.starts]
     starts, ends = rows.starts.tolist(), rows.ends.tolist()
 
-    def fresh_rows(i: int) -> np.ndarray:
-        if read_whole[i]:
-            return np.arange(starts[i], ends[i])
-        return starts[i] + np.flatnonzero(fresh[starts[i]:ends[i]])
+    whole = fresh_counts == rows.ends - rows.starts
+    read_whole = whole.tolist()
 
-    read_whole = (fresh_counts == rows.ends - rows.starts).tolist()
+    def fresh_rows(batch: List[int]) -> np.ndarray:
+        """The fresh rows of the batch's tags, tag after tag (`_batches` lists a batch's tags in row order)."""
+        members = np.asarray(batch, dtype=np.int64)
+        if whole[members].all():  # each tag's rows whole: one range per tag, laid end to end
+            lengths = fresh_counts[members]
+            return np.arange(int(lengths.sum())) + np.repeat(rows.starts[members] - (np.cumsum(lengths) - lengths),
+                                                             lengths)
+        return np.concatenate([starts[i] + np.flatnonzero(fresh[starts[i]:ends[i]]) for i in batch])
+
     tables: List[Optional[tuple]] = [None] * len(reads)
     for batch in _batches(fresh_counts, _widths(rows, fresh)):
-        computed = _fresh_tables(rows, [fresh_rows(i) for i in batch], [reads[i].bimodal for i in batch])
+        computed = _fresh_tables(rows, fresh_rows(batch), fresh_counts[np.asarray(batch, dtype=np.int64)],
+                                 [reads[i].bimodal for i in batch])
         for i, table in zip(batch, computed):
             tables[i] = table
     out = []

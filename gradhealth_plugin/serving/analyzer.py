@@ -76,8 +76,9 @@ class Analyzer:
 
     def __init__(self, data_provider: provider.DataProvider, limits: Mapping[str, float],
                  tag_rules: Sequence[tags_lib.UserRule] = (),
-                 samples: Optional[Mapping[str, Optional[float]]] = None) -> None:
-        self._reader = Reader(data_provider, tag_rules, samples)
+                 samples: Optional[Mapping[str, Optional[float]]] = None, multiplexer=None) -> None:
+        """``multiplexer``: the Python loader's, where TensorBoard gives it (see `provider.Reader`)."""
+        self._reader = Reader(data_provider, tag_rules, samples, multiplexer)
         self._limits = dict(limits)
         self._lock = threading.Lock()
         # Keyed by the RunData object the reader caches: a new object means new data.
@@ -122,6 +123,10 @@ class Analyzer:
 
     def list_runs(self, ctx: tb_context.RequestContext, experiment_id: str) -> List[str]:
         return self._reader.list_runs(ctx, experiment_id)
+
+    def listings(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, Mapping]:
+        """What the provider lists of every run (`Reader.listings`): `run` reads runs by it when given it."""
+        return self._reader.listings(ctx, experiment_id)
 
     def hparams(self, ctx: tb_context.RequestContext, experiment_id: str) -> Dict[str, hparams_lib.Session]:
         return self._reader.hparams(ctx, experiment_id)
@@ -192,21 +197,31 @@ class Analyzer:
         return self._reader.histograms_of(ctx, experiment_id, run, tag, own)
 
     def run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
-            names: Optional[Sequence[str]] = None) -> Tuple[RunData, List[findings.Finding]]:
+            names: Optional[Sequence[str]] = None,
+            listings: Optional[Mapping[str, Mapping]] = None) -> Tuple[RunData, List[findings.Finding]]:
         """The run's data (with finding-consistent cell statuses) and its findings.
 
         A rank of a training many workers logged (`trainings`) also gets the findings
         judged across the training's runs (`ranks.find`), computed once per data
         version of those runs. `names`: the experiment's runs where the caller has
-        listed them already (listed here otherwise, for a rank's name only).
+        listed them already (listed here otherwise, for a rank's name only);
+        `listings`: what `listings` gave this request, where the caller has it
+        (the provider is asked again otherwise).
 
         Raises `tensorboard.errors.NotFoundError` for a run the data provider does not have,
         `RunFailed` for one that could not be read or analysed (logged with its traceback).
         A failed analysis is kept like findings, until the run's data changes; a failed
         read is tried again on the next request (the data provider may recover).
         """
-        # A rank's run and its training's other ranks come from one listing (see `_training_listings`).
-        listings = self._training_listings(ctx, experiment_id, run, names)
+        # Paused over the analysis too: its per-row objects would otherwise set off full collections.
+        with provider_lib.collector_paused:
+            return self._run(ctx, experiment_id, run, names, listings)
+
+    def _run(self, ctx: tb_context.RequestContext, experiment_id: str, run: str, names: Optional[Sequence[str]],
+             listings: Optional[Mapping[str, Mapping]]) -> Tuple[RunData, List[findings.Finding]]:
+        if listings is None:
+            # A rank's run and its training's other ranks come from one listing (see `_training_listings`).
+            listings = self._training_listings(ctx, experiment_id, run, names)
         rd = self._read(ctx, experiment_id, run, listings)
         with self._lock:
             own = self._findings.get(rd)

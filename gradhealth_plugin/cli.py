@@ -216,7 +216,8 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
     # What the loader keeps per tag, so a run whose tags hold fewer steps is known to be whole.
-    analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance))
+    # The multiplexer too, as TensorBoard's Python loader gives it: its tags are decoded in bulk.
+    analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance), multiplexer=multiplexer)
     ctx = tb_context.RequestContext()
     names = analyzer.list_runs(ctx, "")
     if not names:

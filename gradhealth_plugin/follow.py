@@ -70,7 +70,8 @@ class Follower:
             tensor_size_guidance=guidance,
             event_file_active_filter=lambda wall_time: wall_time + _INACTIVE_SECS >= time.time())
         provider = data_provider.MultiplexerDataProvider(self._multiplexer, logdir)
-        self._analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance))
+        self._analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance),
+                                               multiplexer=self._multiplexer)
         self._ctx = tb_context.RequestContext()
         self._errors = analyzer_lib.RunFailed
 

@@ -250,3 +250,18 @@ def test_a_filter_matching_no_layer_says_so_and_offers_to_clear_it(open_tab):
     assert tab.ui.locator(".gh-summary").text_content().startswith(f"{len(_layers())} layers")
     assert tab.frame.evaluate("window.__gradhealth.viewState.filter") == ""
     assert tab.errors == []
+
+
+def test_the_summary_describes_the_steps_of_a_zoom_the_loaded_columns_hold(open_tab):
+    tab = open_tab()
+    summary = tab.ui.locator(".gh-summary")
+    assert f"{len(STEPS)} steps \u00b7 last {STEPS[-1]}" in summary.text_content()
+    # Every step is loaded: zooming in and in again asks the server for nothing, and the line follows.
+    tab.frame.evaluate("window.__gradhealth.zoomTo(['20', '70'])")
+    tab.frame.evaluate("window.__gradhealth.zoomTo(['30', '50'])")
+    tab.frame.wait_for_function("document.querySelector('.gh-summary').textContent.includes('last 50')", timeout=5_000)
+    assert "3 steps \u00b7 last 50" in summary.text_content(), summary.text_content()
+    tab.frame.evaluate("window.__gradhealth.zoomTo(null)")
+    tab.frame.wait_for_function(f"document.querySelector('.gh-summary').textContent.includes('last {STEPS[-1]}')",
+                                timeout=5_000)
+    assert tab.errors == []

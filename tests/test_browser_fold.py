@@ -194,3 +194,74 @@ def test_a_label_click_leaves_no_tooltip_about_the_rows_it_replaced(open_tab):
     assert "click to unfold" in tip.text_content() and "0.weight" not in tip.text_content(), tip.text_content()
     assert tab.errors == []
 
+
+
+def _tip_lines(tab):
+    tip = tab.ui.locator(".gh-tooltip")
+    return {line.locator(".gh-tip-key").text_content(): line.locator(".gh-tip-value").text_content()
+            for line in tip.locator(".gh-tip-line").all()}
+
+
+def _filter(tab, text, rows_check):
+    tab.ui.locator("input[aria-label='Filter layers by name']").fill(text)
+    tab.frame.wait_for_function(f"(() => {{ const r = window.__gradhealth.rowNames(); return {rows_check}; }})()",
+                                timeout=10_000)
+
+
+def test_a_folded_block_stands_for_the_layers_the_filter_keeps(open_tab):
+    tab = open_tab()
+    kept = [n for n in _layers() if "attn" in n]
+    assert f"{len(_layers())} layers" in tab.ui.locator(".gh-summary").text_content()
+    _filter(tab, "attn", "!r.includes('embed.weight')")
+    assert _rows(tab) == [f"blocks.{i}" for i in range(N_BLOCKS)]
+    # The sick member (mlp.fc2) is filtered out: its block's cell is the worst of the attention layers,
+    # fetched as their own rows, and names one of them.
+    x, y = tab.cell_point(SICK_BLOCK, 80)
+    lines = {}
+    for _ in range(100):
+        tab.page.mouse.move(x, y + (_ % 2))
+        tab.page.wait_for_timeout(100)
+        lines = _tip_lines(tab)
+        if lines.get("worst layer", "").startswith(f"{SICK_BLOCK}.attn."):
+            break
+    assert lines.get("block") == f"{SICK_BLOCK} (4 layers, click its name to unfold)", lines
+    assert lines.get("worst layer", "").startswith(f"{SICK_BLOCK}.attn."), lines
+    assert "critical" not in " ".join(lines.values()).lower(), lines
+    # A click opens that kept member, not the sick one.
+    tab.page.mouse.click(x, y)
+    title = tab.ui.locator(".gh-detail .gh-detail-title")
+    title.wait_for(timeout=10_000)
+    assert title.text_content() == lines["worst layer"]
+    assert tab.ui.locator(".gh-summary").text_content().startswith(f"{len(kept)} of {len(_layers())} layers")
+    assert tab.errors == []
+
+
+def test_a_filter_matching_no_layer_says_so_and_offers_to_clear_it(open_tab):
+    tab = open_tab()
+    _filter(tab, "nosuchlayer", "r.length === 0")
+    note = tab.ui.locator(".gh-filter-note")
+    note.wait_for(state="visible", timeout=5_000)
+    assert "No layer matches \u201cnosuchlayer\u201d" in note.text_content()
+    assert tab.ui.locator(".gh-summary").text_content().startswith(f"0 of {len(_layers())} layers")
+    note.locator("button").click()
+    tab.frame.wait_for_function("window.__gradhealth.rowNames().includes('embed.weight')", timeout=10_000)
+    note.wait_for(state="hidden", timeout=5_000)
+    assert tab.ui.locator("input[aria-label='Filter layers by name']").input_value() == ""
+    assert tab.ui.locator(".gh-summary").text_content().startswith(f"{len(_layers())} layers")
+    assert tab.frame.evaluate("window.__gradhealth.viewState.filter") == ""
+    assert tab.errors == []
+
+
+def test_the_summary_describes_the_steps_of_a_zoom_the_loaded_columns_hold(open_tab):
+    tab = open_tab()
+    summary = tab.ui.locator(".gh-summary")
+    assert f"{len(STEPS)} steps \u00b7 last {STEPS[-1]}" in summary.text_content()
+    # Every step is loaded: zooming in and in again asks the server for nothing, and the line follows.
+    tab.frame.evaluate("window.__gradhealth.zoomTo(['20', '70'])")
+    tab.frame.evaluate("window.__gradhealth.zoomTo(['30', '50'])")
+    tab.frame.wait_for_function("document.querySelector('.gh-summary').textContent.includes('last 50')", timeout=5_000)
+    assert "3 steps \u00b7 last 50" in summary.text_content(), summary.text_content()
+    tab.frame.evaluate("window.__gradhealth.zoomTo(null)")
+    tab.frame.wait_for_function(f"document.querySelector('.gh-summary').textContent.includes('last {STEPS[-1]}')",
+                                timeout=5_000)
+    assert tab.errors == []

@@ -10,7 +10,6 @@ import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingId, findingSpans } from "./findings";
 import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
-import { formatStep } from "./format";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
@@ -20,7 +19,8 @@ import { errorText } from "./json";
 import { buildLegend } from "./legend";
 import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote } from "./messages";
 import { FindingsList, RunList, worstRun } from "./panels";
-import { orderRows, rowSeverity } from "./rows";
+import { matchesFilter, orderRows, rowSeverity } from "./rows";
+import { keptLayers, summaryText } from "./summary";
 import { persistState, readState, sameState } from "./state";
 import { parseStep } from "./steps";
 import type { Step } from "./steps";
@@ -78,19 +78,6 @@ function numbers(first: number, last: number): number[] {
   return Array.from({ length: Math.max(0, last - first) }, (_, i) => first + i);
 }
 
-/** The line above the heatmap: its size, last step and value quality. */
-function summaryText(h: Heatmap): string {
-  return [
-    `${h.layers.length} layers`,
-    h.binned ? `${h.windowSteps} steps in ${h.steps.length} columns` : `${h.steps.length} steps`,
-    // A binned heatmap's last column starts at its bin's first step; the run's last step ends the bin.
-    h.steps.length > 0 ? `last ${formatStep((h.stepsLast ?? h.steps)[h.steps.length - 1])}${h.incomplete ? " (incomplete)" : ""}` : "",
-    h.quality && h.metric !== "health" ? `${h.quality} values` : "",
-  ]
-    .filter(Boolean)
-    .join(" \u00b7 ");
-}
-
 function setTheme(dark: boolean): void {
   document.documentElement.dataset.theme = dark ? "dark" : "light";
 }
@@ -111,6 +98,8 @@ export class App {
   private readonly runList: RunList;
   private readonly findingsList: FindingsList;
   private readonly summary = el("span", "gh-summary");
+  // Said when the layer filter keeps no layer, with a way to clear it.
+  private readonly filterNote = el("div", "gh-message gh-filter-note");
   /** What TensorBoard's sampling dropped in the run shown, in the server's words. */
   private readonly samplingNote = el("div", "gh-sampling-note");
   /** What the run's logs could not judge (no gradients logged, ...), in the server's words. */
@@ -214,7 +203,8 @@ export class App {
     const center = el("div", "gh-center");
     const head = el("div", "gh-center-head");
     head.append(this.legendSlot, this.summary);
-    center.append(this.message, head, this.samplingNote, this.coverageNote, this.hint, this.heatmapBox, this.detail.root);
+    this.filterNote.hidden = true;
+    center.append(this.message, head, this.filterNote, this.samplingNote, this.coverageNote, this.hint, this.heatmapBox, this.detail.root);
     this.samplingNote.hidden = true;
     this.coverageNote.hidden = true;
     this.main.append(this.runList.root, center, this.findingsList.root);
@@ -261,8 +251,13 @@ export class App {
 
   /** Row filter or order changed: the loaded heatmaps are redrawn. */
   private reorder(part: Partial<Pick<ViewState, "sort" | "filter">>): void {
+    const refold = part.filter !== undefined && part.filter !== this.state.filter;
     Object.assign(this.state, part);
-    this.applyOrder();
+    // A folded block stands for the layers the filter keeps: the filter refolds the heatmaps.
+    if (refold && this.paintHeatmaps()) {
+      this.applyHighlight(false);
+      this.persist();
+    } else this.applyOrder();
   }
 
   private persist(): void {
@@ -540,7 +535,7 @@ export class App {
   /** Draws freshly loaded heatmaps, or says that the run has no data for the role yet. */
   private showPair(run: RunInfo, { primary, second, secondError }: HeatmapPair): void {
     this.store.heatmaps = [primary, second];
-    this.summary.textContent = summaryText(primary);
+    this.showSummary();
     if (primary.layers.length === 0 || primary.steps.length === 0) {
       this.showHeatmaps(false);
       setMessage(this.message, "info", [paragraph("No ", code(this.state.role), " data for run ", code(run.run), " yet."), ...howToLog()]);
@@ -563,6 +558,7 @@ export class App {
     this.hint.hidden = !visible;
     this.toolbar.setCanExport(visible);
     if (!visible) {
+      this.filterNote.hidden = true;
       for (const v of this.views) v.clear();
       this.detail.close();
     }
@@ -582,7 +578,8 @@ export class App {
   /** A heatmap as drawn: the blocks the state folds, each as one row. */
   private folded(h: Heatmap): Heatmap {
     const auto = this.autoFolds();
-    return foldHeatmap(h, (block) => isFolded(this.state.fold, block, auto));
+    const filter = this.state.filter;
+    return foldHeatmap(h, (block) => isFolded(this.state.fold, block, auto), filter ? (layer) => matchesFilter(layer, filter) : undefined);
   }
 
   /** A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. */
@@ -620,8 +617,28 @@ export class App {
     const sel = this.state.layer && this.state.step !== null ? { layer: this.state.layer, step: this.state.step } : null;
     for (const v of this.views) v.setSelection(sel);
     this.toolbar.setZoomed(this.state.zoom !== null);
+    this.showSummary();
     this.scheduleRowFetch();
     return true;
+  }
+
+  /** The summary line for the main heatmap under the filter and zoom shown, and a note when the filter keeps no layer. */
+  private showSummary(): void {
+    const h = this.store.heatmaps[0];
+    if (!h) return;
+    const filter = this.state.filter;
+    this.summary.textContent = summaryText(h, filter, this.state.zoom);
+    const none = filter !== "" && h.layers.length > 0 && h.steps.length > 0 && keptLayers(h, filter) === 0;
+    this.filterNote.hidden = !none;
+    if (!none) {
+      this.filterNote.replaceChildren();
+      return;
+    }
+    const clear = button("Clear the filter", () => {
+      this.toolbar.filterInput.value = "";
+      this.reorder({ filter: "" });
+    });
+    this.filterNote.replaceChildren(`No layer matches \u201c${filter}\u201d. `, clear);
   }
 
   private applyOrder(): void {
@@ -647,6 +664,7 @@ export class App {
     else this.scheduleTrackFetch();
     for (const v of this.views) v.setZoom(zoom);
     this.toolbar.setZoomed(this.state.zoom !== null);
+    this.showSummary();
     this.persist();
   }
 
@@ -700,6 +718,11 @@ export class App {
     for (let pos = Math.max(0, first - margin); pos <= Math.min(order.length - 1, last + margin); pos++) {
       const r = order[pos];
       const block = folding?.folded[r] ?? null;
+      if (block !== null && folding?.partial[r]) {
+        // A block the filter cuts is folded here from its kept members' own rows.
+        for (const row of folding.members[r]) if (!missing || !rowLoaded(source, row)) rows.push(row);
+        continue;
+      }
       if (block !== null) {
         const b = blockNumber.get(block);
         if (b !== undefined && (!missing || !rowLoaded(shown, r))) blocks.push(b);
@@ -793,7 +816,6 @@ export class App {
     this.parts = parts;
     this.rowsAsked.clear();
     this.store.heatmaps = [pair.primary, pair.second];
-    this.summary.textContent = summaryText(pair.primary);
     this.drawHeatmaps();
     this.applyHighlight(false);
     countOnPage("ghZoomDrawn");
@@ -918,9 +940,8 @@ export class App {
   /** Clears a layer filter or zoom that would hide a finding's cells. */
   private unhide(f: Finding, shown: string[]): void {
     if (this.state.filter && shown.length > 0 && !orderRows(shown, this.state.filter, "model").length) {
-      this.state.filter = "";
       this.toolbar.filterInput.value = "";
-      this.applyOrder();
+      this.reorder({ filter: "" });
     }
     const z = this.state.zoom;
     if (z && (f.last_step < z[0] || f.first_step > z[1])) this.setZoom(null);

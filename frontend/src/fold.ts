@@ -66,6 +66,8 @@ export interface Folding {
   folded: (string | null)[];
   /** Per row shown, per column: the source row whose cell the row shows there. */
   pick: number[][];
+  /** Per row shown, whether it is a folded block the filter cuts: its cells are its kept members' rows, not the server's fold. */
+  partial: boolean[];
 }
 
 const foldings = new WeakMap<Heatmap, Folding>();
@@ -108,33 +110,48 @@ export function worstRows(h: Pick<Heatmap, "status" | "status_names" | "values" 
 }
 
 /**
+ * The rows of a folded block that `keep` keeps (source row numbers, model order): all of them when
+ * it keeps none, as the row is then hidden whole by the same filter.
+ */
+function keptMembers(h: Heatmap, rows: number[], keep: ((layer: string) => boolean) | undefined): number[] {
+  if (!keep) return rows;
+  const kept = rows.filter((i) => keep(h.layers[i]));
+  return kept.length > 0 ? kept : rows;
+}
+
+/**
  * The heatmap with each block `folded(block)` says is folded drawn as one row,
  * where its first member stood, showing per column its worst member's cell.
+ * With `keep` (the layer filter), a folded block stands for the members it keeps
+ * only: its size, its cells and the member a click opens leave the others out.
  * Returns `h` itself when nothing folds.
  */
-export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean): Heatmap {
+export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean, keep?: (layer: string) => boolean): Heatmap {
   const rowOf = new Map<string, number>();
-  const members: number[][] = [];
+  const all: number[][] = [];
   const names: (string | null)[] = [];
   h.layers.forEach((_, i) => {
     const block = h.blocks[i];
     if (block && folded(block)) {
       const at = rowOf.get(block);
       if (at !== undefined) {
-        members[at].push(i);
+        all[at].push(i);
         return;
       }
-      rowOf.set(block, members.length);
+      rowOf.set(block, all.length);
       names.push(block);
     } else {
       names.push(null);
     }
-    members.push([i]);
+    all.push([i]);
   });
   if (rowOf.size === 0) return h;
+  const members = all.map((rows, r) => (names[r] === null ? rows : keptMembers(h, rows, keep)));
+  // A block the filter cuts: the server's fold covers every member, so the tab folds the kept ones.
+  const partial = members.map((rows, r) => rows.length !== all[r].length);
   // A folded block's cells: the server's fold when it sent one, else its members' worst when all are
   // here, else none yet (the row is drawn as loading, its cells its first member's placeholders).
-  const served = names.map((name) => (name === null ? undefined : h.blockRows.get(name)));
+  const served = names.map((name, r) => (name === null || partial[r] ? undefined : h.blockRows.get(name)));
   const ready = members.map((rows, r) => names[r] === null ? rowLoaded(h, rows[0]) : served[r] !== undefined || rows.every((i) => rowLoaded(h, i)));
   const cols = h.steps.length;
   const pick = members.map((rows, r) =>
@@ -148,6 +165,21 @@ export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean): Hea
       return (b && own(b)) || pick[r].map((src, j) => g[src][j]);
     });
   const worst = h.rowWorst;
+  // A row's worst status and in how many columns: a cut block's from its cells once they are here,
+  // before from its members' (the count then a lower bound); a whole block's as the server said.
+  const ranks = h.status_names.map(statusRank);
+  const rowWorstOf = (r: number): [number, number] => {
+    const rows = members[r];
+    if (names[r] === null) return worst ? [worst.worst[rows[0]], worst.count[rows[0]]] : [0, 0];
+    if (!partial[r]) return h.blockWorst.get(names[r] as string) ?? [0, 0];
+    if (ready[r]) {
+      const ws = pick[r].map((src, j) => ranks[h.status[src][j]] ?? 0);
+      const w = Math.max(0, ...ws);
+      return [w, ws.filter((x) => x === w).length];
+    }
+    const w = Math.max(0, ...rows.map((i) => worst?.worst[i] ?? 0));
+    return [w, Math.max(0, ...rows.map((i) => (worst?.worst[i] === w ? worst.count[i] : 0)))];
+  };
   const out: Heatmap = {
     ...h,
     layers: members.map((rows, r) => names[r] ?? h.layers[rows[0]]),
@@ -162,11 +194,11 @@ export function foldHeatmap(h: Heatmap, folded: (block: string) => boolean): Hea
     loaded: h.loaded ? Uint8Array.from(ready, Number) : null,
     // The server's worst per row: a folded block's is the block's.
     rowWorst: worst && {
-      worst: Uint8Array.from(members, (rows, r) => (names[r] === null ? worst.worst[rows[0]] : (h.blockWorst.get(names[r] as string)?.[0] ?? 0))),
-      count: Uint32Array.from(members, (rows, r) => (names[r] === null ? worst.count[rows[0]] : (h.blockWorst.get(names[r] as string)?.[1] ?? 0))),
+      worst: Uint8Array.from(members, (_, r) => rowWorstOf(r)[0]),
+      count: Uint32Array.from(members, (_, r) => rowWorstOf(r)[1]),
     },
   };
-  foldings.set(out, { source: h, members, folded: names, pick: pick.map((p, r) => (names[r] === null ? [] : p)) });
+  foldings.set(out, { source: h, members, folded: names, pick: pick.map((p, r) => (names[r] === null ? [] : p)), partial });
   return out;
 }
 

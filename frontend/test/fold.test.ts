@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Heatmap } from "../src/api";
+import type { BlockRow, Heatmap } from "../src/api";
 import {
   AUTO_FOLD,
   blockOfRow,
@@ -177,5 +177,33 @@ describe("foldHeatmap", () => {
     const f = foldHeatmap(heatmap(), () => true);
     expect(orderRows(f.layers, "mlp", "model", undefined, (r) => rowMembers(f, r))).toEqual([1, 2]);
     expect(orderRows(f.layers, "mlp", "model")).toEqual([]);
+  });
+
+  it("folds a block over the members the filter keeps only: its size, its cells and the member a click opens", () => {
+    const blockRows = new Map<string, BlockRow>([["h.1", { values: [0.95, 0.2, 0.3], status: [OK, CRIT, WARN], rules: ["", "c2", "w2"], quality: null, stepOffsets: null, members: [4, 4, 4] }]]);
+    const h = heatmap({ blockRows });
+    const f = foldHeatmap(h, () => true, (l) => l.includes("attn"));
+    expect(f.layers).toEqual(["embed", "h.0", "h.1"]);
+    expect(rowMembers(f, 1)).toEqual(["h.0.attn"]);
+    expect(labelParts(f, 2)).toEqual(["\u25b8 ", " (1)"]);
+    // h.1's server fold names h.1.mlp, which the filter leaves out: the kept member's own cells are shown.
+    expect(f.status[2]).toEqual([OK, OK, OK]);
+    expect(f.values[2]).toEqual([0.8, 0.8, 0.8]);
+    expect(layerAt(f, 2, 1)).toBe("h.1.attn");
+    expect(layerToOpen(f, "h.1", 10n)).toBe("h.1.attn");
+    expect(foldedTooltipLines(f, 2, 1, [["layer", "h.1"]])).toEqual([["block", "h.1 (1 layers, click its name to unfold)"], ["worst layer", "h.1.attn"]]);
+    expect(foldOf(f)?.partial).toEqual([false, true, true]);
+    // A filter keeping every member leaves the server's fold in place.
+    const whole = foldHeatmap(h, () => true, (l) => l.startsWith("h."));
+    expect(whole.status[2]).toEqual([OK, CRIT, WARN]);
+    expect(rowMembers(whole, 2)).toEqual(["h.1.attn", "h.1.mlp"]);
+  });
+
+  it("gives a cut block's row the worst of its kept members before their cells are here", () => {
+    const rowWorst = { worst: Uint8Array.from([1, 2, 1, 3, 3]), count: Uint32Array.from([3, 1, 3, 1, 1]) };
+    const h = heatmap({ loaded: Uint8Array.from([1, 0, 0, 0, 0]), rowWorst, blockWorst: new Map([["h.0", [3, 1] as [number, number]], ["h.1", [3, 1] as [number, number]]]) });
+    const f = foldHeatmap(h, () => true, (l) => l.includes("attn"));
+    expect(Array.from(f.rowWorst?.worst ?? [])).toEqual([1, 2, 1]);
+    expect(Array.from(f.loaded ?? [])).toEqual([1, 0, 0]);
   });
 });

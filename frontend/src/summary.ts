@@ -1,0 +1,36 @@
+// The line above the heatmap: how many layers it shows, which steps, how exact its values are.
+
+import type { Heatmap } from "./api";
+import { formatStep } from "./format";
+import { matchesFilter } from "./rows";
+import type { Step } from "./steps";
+
+/** How many of the heatmap's layers the filter keeps (all of them with no filter). */
+export function keptLayers(h: Pick<Heatmap, "layers">, filter: string): number {
+  return filter ? h.layers.filter((l) => matchesFilter(l, filter)).length : h.layers.length;
+}
+
+/**
+ * The summary of a heatmap as the server sent it (unfolded), under a layer filter and a zoom
+ * window: "47 of 292 layers" when the filter hides some, and the steps and last step in view.
+ */
+export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null = null): string {
+  const kept = keptLayers(h, filter);
+  const layers = kept < h.layers.length ? `${kept} of ${h.layers.length} layers` : `${h.layers.length} layers`;
+  const lasts = h.stepsLast ?? h.steps;
+  // The columns in view: those whose steps meet the zoom window (a bin may start before it).
+  let cols = h.steps.map((_, j) => j);
+  if (zoom) cols = cols.filter((j) => lasts[j] >= zoom[0] && h.steps[j] <= zoom[1]);
+  const zoomedIn = zoom !== null && cols.length < h.steps.length;
+  const lastCol = cols[cols.length - 1];
+  // A binned heatmap's last column starts at its bin's first step; its last step ends the bin.
+  const last = lastCol === undefined ? null : zoom && lasts[lastCol] > zoom[1] ? zoom[1] : lasts[lastCol];
+  return [
+    layers,
+    h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
+    last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
+    h.quality && h.metric !== "health" ? `${h.quality} values` : "",
+  ]
+    .filter(Boolean)
+    .join(" \u00b7 ");
+}

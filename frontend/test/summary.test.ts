@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import type { Heatmap } from "../src/api";
+import { keptLayers, summaryText } from "../src/summary";
+
+function heatmap(over: Partial<Heatmap> = {}): Heatmap {
+  const layers = ["h.0.attn.c_attn.weight", "h.0.mlp.c_fc.weight", "h.1.attn.c_attn.weight", "h.1.mlp.c_fc.weight"];
+  const steps = [200n, 210n, 226n, 230n, 241n, 288n];
+  return {
+    run: "r", role: "gradient", metric: "max_abs",
+    layers, blocks: ["h.0", "h.0", "h.1", "h.1"], steps,
+    values: layers.map(() => steps.map(() => 1)), status: layers.map(() => steps.map(() => 1)),
+    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", scale: "log",
+    rules: layers.map(() => steps.map(() => "")), quality_cells: null, quality_names: [],
+    decided_by: layers.map(() => "convention"), incomplete: null,
+    binned: false, stepsLast: null, stepOffsets: null, windowSteps: 6, stepsTotal: 6,
+    loaded: null, rowWorst: null, blockNames: [], blockWorst: new Map(), blockRows: new Map(), valueRange: null,
+    ...over,
+  };
+}
+
+describe("the summary line", () => {
+  it("counts every layer with no filter", () => {
+    expect(summaryText(heatmap())).toBe("4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values");
+  });
+
+  it("says how many of the layers the filter keeps", () => {
+    expect(keptLayers(heatmap(), "mlp c_fc")).toBe(2);
+    expect(summaryText(heatmap(), "mlp.c_fc")).toBe("2 of 4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values");
+    expect(summaryText(heatmap(), "nothing")).toMatch(/^0 of 4 layers/);
+    expect(summaryText(heatmap(), "h.")).toMatch(/^4 layers/);
+  });
+
+  it("describes the steps in a zoom window the loaded columns hold", () => {
+    expect(summaryText(heatmap(), "", [226n, 241n])).toBe("4 layers \u00b7 3 steps \u00b7 last 241 \u00b7 exact values");
+    expect(summaryText(heatmap(), "", [100n, 400n])).toBe("4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values");
+  });
+
+  it("ends a zoomed binned column at the window's end", () => {
+    const h = heatmap({ binned: true, steps: [0n, 100n, 200n], stepsLast: [99n, 199n, 299n], windowSteps: 300 });
+    expect(summaryText(h, "", [150n, 250n])).toBe("4 layers \u00b7 2 columns \u00b7 last 250 \u00b7 exact values");
+    expect(summaryText(h)).toBe("4 layers \u00b7 300 steps in 3 columns \u00b7 last 299 \u00b7 exact values");
+  });
+});

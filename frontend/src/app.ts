@@ -863,6 +863,11 @@ export class App {
     const { layer, step } = this.state;
     if (!h || !layer || step === null) return;
     const row = h.layers.indexOf(layer);
+    if (row < 0) {
+      // Not a layer of the heatmap shown (another role's, after a role switch): nothing to ask the server about.
+      this.closeDetail(false);
+      return;
+    }
     const col = columnOfStep(h, step);
     const source = this.store.runs.find((r) => r.run === h.run)?.layers.find((l) => l.name === layer)?.roles[h.role];
     this.detail.open({
@@ -872,7 +877,7 @@ export class App {
       step,
       steps: rowSteps(h, layer),
       metric: h.metric,
-      rule: row >= 0 && col >= 0 && cellStep(h, row, col) === step ? h.rules[row][col] : null,
+      rule: col >= 0 && cellStep(h, row, col) === step ? h.rules[row][col] : null,
       findings: this.store.findingsRun === h.run ? this.store.findings : [],
       decidedBy: source?.decided_by,
       tag: source?.tags[0],

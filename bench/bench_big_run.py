@@ -125,10 +125,14 @@ def write_gradhealth_run(run_dir: pathlib.Path, names: List[str], steps: int, rn
 def build_logdir(root: pathlib.Path, args) -> Dict[str, tuple]:
     """Writes the three runs unless the manifest says they are there; returns run -> (plugin, tags, last step)."""
     params = {"layers": args.layers, "steps": args.steps, "gpt2_steps": args.gpt2_steps, "version": 1}
+    runs = args.runs.split(",")
+    if runs != [GH, TF2, GPT2]:
+        params["runs"] = runs
     manifest = root / "manifest.json"
     layer_names = [f"model.layer_{i}.weight" for i in range(args.layers)]
     expected = {GH: (GH_PLUGIN, args.layers, args.steps - 1), TF2: ("histograms", args.layers, args.steps - 1),
                 GPT2: (GH_PLUGIN, len(gpt2_names()), args.gpt2_steps - 1)}
+    expected = {run: expected[run] for run in runs}
     if manifest.exists() and json.loads(manifest.read_text()) == params:
         print(f"reusing the logdir {root} ({params})")
         return expected
@@ -136,16 +140,19 @@ def build_logdir(root: pathlib.Path, args) -> Dict[str, tuple]:
         shutil.rmtree(root / run, ignore_errors=True)
     rng = np.random.default_rng(0)
     for run, names, steps in ((GH, layer_names, args.steps), (GPT2, gpt2_names(), args.gpt2_steps)):
+        if run not in runs:
+            continue
         t0 = time.perf_counter()
         n = write_gradhealth_run(root / run, names, steps, rng)
         size = sum(p.stat().st_size for p in (root / run).iterdir())
         print(f"wrote run {run}: {n:,} gradhealth summaries, {size / 1e6:,.0f} MB in {time.perf_counter() - t0:.0f} s")
-    t0 = time.perf_counter()
-    series = [s for s in scale._tf2_series(args.layers, args.steps, rng) if s.role == "gradient"]
-    writer = scale.RunWriter(root / TF2, series, "tf2", 30)
-    n = writer.write_steps(0, args.steps, first_ever=True)
-    print(f"wrote run {TF2}: {n:,} TF2 histograms, {writer.path.stat().st_size / 1e6:,.0f} MB "
-          f"in {time.perf_counter() - t0:.0f} s")
+    if TF2 in runs:
+        t0 = time.perf_counter()
+        series = [s for s in scale._tf2_series(args.layers, args.steps, rng) if s.role == "gradient"]
+        writer = scale.RunWriter(root / TF2, series, "tf2", 30)
+        n = writer.write_steps(0, args.steps, first_ever=True)
+        print(f"wrote run {TF2}: {n:,} TF2 histograms, {writer.path.stat().st_size / 1e6:,.0f} MB "
+              f"in {time.perf_counter() - t0:.0f} s")
     manifest.write_text(json.dumps(params))
     return expected
 
@@ -407,6 +414,9 @@ def main(argv=None) -> int:
     parser.add_argument("--gpt2-steps", type=int, default=2500)
     parser.add_argument("--columns", type=int, default=2000)
     parser.add_argument("--zoom-columns", type=int, default=768, help="the budget of the zoom answers timed")
+    parser.add_argument("--runs", default=f"{GH},{TF2},{GPT2}",
+                        help="the runs to write and measure, comma separated (a 1,000 x 10,000 run of all three "
+                             "does not fit in 24 GB with every step kept)")
     parser.add_argument("--loaders", default="false,true", help="--load_fast values to measure, comma separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-browser", dest="browser", action="store_false")

@@ -17,7 +17,7 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from tests.test_browser import CHROMIUM, Tab, _serve, browser  # noqa: F401  (the browser fixture)
+from tests.test_browser import CHROMIUM, Tab, _serve, browser, server, server_logdir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
 pytest.importorskip("playwright.sync_api")
@@ -265,3 +265,47 @@ def test_the_summary_describes_the_steps_of_a_zoom_the_loaded_columns_hold(open_
     tab.frame.wait_for_function(f"document.querySelector('.gh-summary').textContent.includes('last {STEPS[-1]}')",
                                 timeout=5_000)
     assert tab.errors == []
+
+
+def _detail_title(tab):
+    title = tab.ui.locator(".gh-detail .gh-detail-title")
+    title.wait_for(timeout=10_000)
+    return title
+
+
+def test_a_finding_click_moves_an_open_panel_to_the_findings_layer_and_step(open_tab):
+    tab = open_tab()
+    # The panel is open on a healthy layer the finding does not cover.
+    x, y = tab.cell_point("embed.weight", 30)
+    tab.page.mouse.click(x, y)
+    assert _detail_title(tab).text_content() == "embed.weight"
+    tab.ui.locator("li.gh-finding", has_text="Exploding gradients").first.click()
+    # It shows the member the finding is about, inside its folded block, at the first step it covers.
+    tab.frame.wait_for_function(f"window.__gradhealth.viewState.layer === {json.dumps(SICK)}", timeout=10_000)
+    tab.ui.locator(".gh-detail .gh-detail-title", has_text=SICK).wait_for(timeout=10_000)
+    assert _detail_title(tab).text_content() == SICK
+    assert tab.frame.evaluate("String(window.__gradhealth.viewState.step)") == str(BREAK_STEP)
+    assert SICK_BLOCK in _rows(tab)
+    assert tab.errors == []
+
+
+def test_a_finding_about_another_role_opens_its_layer_in_that_roles_panel(server, browser):  # noqa: F811
+    from tests.test_browser import BROKEN, HEALTHY, RUN as TRAIN
+
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        tab = Tab(page, server)
+        tab.open(f"gradhealth&p.gradhealth.run={TRAIN}&p.gradhealth.role=weight")
+        tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'weight'", timeout=10_000)
+        x, y = tab.cell_point(HEALTHY, 100)
+        page.mouse.click(x, y)
+        assert _detail_title(tab).text_content() == HEALTHY
+        # The finding is about the gradients of another layer: the role switches and the panel follows.
+        tab.ui.locator("li.gh-finding", has_text="Exploding gradients").first.click()
+        tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'gradient'", timeout=10_000)
+        tab.ui.locator(".gh-detail .gh-detail-title", has_text=BROKEN).wait_for(timeout=10_000)
+        state = tab.frame.evaluate("[window.__gradhealth.viewState.layer, String(window.__gradhealth.viewState.step)]")
+        assert state[0] == BROKEN and int(state[1]) >= 60, state
+        assert tab.errors == []
+    finally:
+        page.close()

@@ -309,3 +309,24 @@ def test_a_finding_about_another_role_opens_its_layer_in_that_roles_panel(server
         assert tab.errors == []
     finally:
         page.close()
+
+
+def test_the_fold_link_stays_short_however_many_blocks_open_and_old_links_still_open(open_tab):
+    tab = open_tab()
+    opened = [f"blocks.{i}" for i in range(11)]
+    for block in opened:
+        _click_label(tab, block)
+    rows = _rows(tab)
+    assert not any(b in rows for b in opened) and "blocks.11" in rows
+    # 11 of 20 blocks open: the link lists the 9 still folded, as one range.
+    fold = urllib.parse.parse_qs(urllib.parse.urlparse(tab.page.url).fragment)["p.gradhealth.fold"][0]
+    assert fold == "none|blocks.11~19", fold
+    again = open_tab(tab.page.url.split("#", 1)[1])
+    assert _rows(again) == rows
+    # A link listing blocks one by one, as links did before, opens those blocks.
+    old = open_tab(f"gradhealth&p.gradhealth.run={RUN}&p.gradhealth.fold="
+                   + urllib.parse.quote("all|blocks.3|blocks.4"))
+    shown = _rows(old)
+    assert "blocks.3" not in shown and "blocks.4" not in shown and "blocks.5" in shown
+    assert f"{OPENED}.mlp.fc1.weight" in shown
+    assert tab.errors == [] and again.errors == [] and old.errors == []

@@ -584,7 +584,9 @@ export class App {
 
   /** A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. */
   private toggleBlock(block: string): void {
-    this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds());
+    const h = this.store.heatmaps[0];
+    const blocks = h ? [...new Set(h.blocks.filter((b): b is string => b !== null))] : undefined;
+    this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds(), blocks);
     this.drawHeatmaps();
     this.applyHighlight(false);
     this.persist();

@@ -9,7 +9,7 @@ import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingCell, findingId, findingSpans } from "./findings";
-import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
+import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
@@ -609,9 +609,11 @@ export class App {
     this.views[1].root.hidden = b === null;
     this.views[0].setCaption(b ? a.run : "");
     // Layout reads the container width, so the compare view is shown first.
+    this.views[0].setRunLabels(this.runLabels(rawA));
     this.views[0].setData(a, shared, this.order(a), zoom);
-    if (b) {
+    if (b && rawB) {
       this.views[1].setCaption(b.run);
+      this.views[1].setRunLabels(this.runLabels(rawB));
       this.views[1].setData(b, shared, this.order(b), zoom);
     } else {
       this.views[1].clear();
@@ -622,6 +624,12 @@ export class App {
     this.showSummary();
     this.scheduleRowFetch();
     return true;
+  }
+
+  /** Every label the rows of a heatmap's run can have: its label column is sized for them. */
+  private runLabels(h: Heatmap): string[] {
+    const layers = this.store.runs.find((r) => r.run === h.run)?.layers.map((l) => l.name) ?? [];
+    return runRowLabels(layers, h);
   }
 
   /** The summary line for the main heatmap under the filter and zoom shown, and a note when the filter keeps no layer. */

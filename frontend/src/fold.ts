@@ -303,3 +303,14 @@ export function foldedTooltipLines(h: Heatmap, row: number, col: number, lines: 
 export function sourceLayers(h: Heatmap): string[] {
   return foldOf(h)?.source.layers ?? h.layers;
 }
+
+/**
+ * Every label a run's rows can have, whichever role is shown and whichever blocks are folded: the
+ * run's layers (of every role) as an open block's member marked guessed, the longest they get, and
+ * the heatmap's blocks folded. The label column is sized for these, so it keeps its width for the run.
+ */
+export function runRowLabels(layers: readonly string[], h: Heatmap): string[] {
+  const sizes = new Map<string, number>();
+  for (const b of h.blocks) if (b) sizes.set(b, (sizes.get(b) ?? 0) + 1);
+  return [...layers.map((name) => `\u25be ${name} ?`), ...[...sizes].map(([b, n]) => `\u25b8 ${b} (${n})`)];
+}

@@ -14,11 +14,12 @@ import {
   layerAt,
   layerToOpen,
   rowMembers,
+  runRowLabels,
   sourceLayers,
   toggleBlock,
   worstRows,
 } from "../src/fold";
-import { ROW_MIN_H } from "../src/layout";
+import { LABEL_ROW_H, ROW_MIN_H, rowHeight, rowLabelWidth } from "../src/layout";
 import { orderRows } from "../src/rows";
 
 const NAMES = ["no_data", "ok", "warn", "critical"];
@@ -229,5 +230,24 @@ describe("foldHeatmap", () => {
     const f = foldHeatmap(h, () => true, (l) => l.includes("attn"));
     expect(Array.from(f.rowWorst?.worst ?? [])).toEqual([1, 2, 1]);
     expect(Array.from(f.loaded ?? [])).toEqual([1, 0, 0]);
+  });
+});
+
+describe("the label column of a run", () => {
+  it("is sized for every label the run's rows can have: it keeps its width whatever folds or which role shows", () => {
+    const measure = (t: string): number => 7 * t.length;
+    const h = heatmap();
+    const run = [...h.layers, "a.much.longer.weight.only.logged"];
+    const labels = runRowLabels(run, h);
+    const width = (shown: Heatmap): number => rowLabelWidth([...labels, ...shown.layers.map((l, i) => labelParts(shown, i).join(l))], measure);
+    const folded = foldHeatmap(h, () => true);
+    expect(width(folded)).toBe(width(h));
+    expect(width(heatmap({ layers: ["embed", "x", "y", "z", "w"] }))).toBe(width(h));
+    expect(labels).toContain("\u25b8 h.0 (2)");
+  });
+
+  it("gives rows no lower than a label, however many there are", () => {
+    expect(ROW_MIN_H).toBeGreaterThanOrEqual(LABEL_ROW_H);
+    expect(rowHeight(10_000, 500)).toBe(ROW_MIN_H);
   });
 });

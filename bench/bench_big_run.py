@@ -60,10 +60,10 @@ MAX_PAINT_S = 1.5
 MAX_ZOOM_S = 0.3
 MAX_MEMORY = 1.2
 # The tab at 1600 x 1000: TensorBoard's bar leaves its frame about 936 pixels high, the heatmap 62% of
-# that (heatmap.ts maxViewHeight) in rows of 4 pixels (layout.ts ROW_MIN_H) once they do not fit; its
+# that (heatmap.ts maxViewHeight) in rows of 13 pixels (layout.ts ROW_MIN_H) once they do not fit; its
 # first request asks for those rows and a quarter more below (app.ts rowMargin), as rows and as blocks.
 TAB_FRAME_HEIGHT = 936
-VIEW_ROWS = int(0.62 * TAB_FRAME_HEIGHT) // 4
+VIEW_ROWS = int(0.62 * TAB_FRAME_HEIGHT) // 13
 MARGIN_ROWS = max(8, -(-VIEW_ROWS // 4))
 # A metric whose every cell is noise at 4 significant digits, as real gradient norms are: the most bytes a cell.
 NOISY_METRIC = "l2"

@@ -60,10 +60,10 @@ MAX_PAINT_S = 1.5
 MAX_ZOOM_S = 0.3
 MAX_MEMORY = 1.2
 # The tab at 1600 x 1000: TensorBoard's bar leaves its frame about 936 pixels high, the heatmap 62% of
-# that (heatmap.ts maxViewHeight) in rows of 4 pixels (layout.ts ROW_MIN_H) once they do not fit; its
+# that (heatmap.ts maxViewHeight) in rows of 13 pixels (layout.ts ROW_MIN_H) once they do not fit; its
 # first request asks for those rows and a quarter more below (app.ts rowMargin), as rows and as blocks.
 TAB_FRAME_HEIGHT = 936
-VIEW_ROWS = int(0.62 * TAB_FRAME_HEIGHT) // 4
+VIEW_ROWS = int(0.62 * TAB_FRAME_HEIGHT) // 13
 MARGIN_ROWS = max(8, -(-VIEW_ROWS // 4))
 # A metric whose every cell is noise at 4 significant digits, as real gradient norms are: the most bytes a
 # cell in the rows layout (the compact one sends 3 bytes a value whatever its digits).
@@ -241,9 +241,11 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tup
         r["mem_with"] = server.memory()
         for run, (plugin, _, _) in expected.items():
             m = r["runs"][run]
-            # 64 tags per read, as gradhealth reads them, and every tag in one read where that passes
+            # Up to 64 tags per read, as gradhealth reads them, and every tag in one read where that passes
             # (the Rust data server refuses an answer over 256 MB); the faster is the floor.
-            floors = [server.json(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin, chunk=64)]
+            # Fewer tags per read on long runs: one answer of 64 tags x 10,000 steps passes gRPC's 256 MB.
+            chunk = int(np.clip(200_000 // (expected[run][2] + 1), 1, 64))
+            floors = [server.json(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin, chunk=chunk)]
             status, body, _ = server.get(f"/data/plugin/{scale.PROBE}/floor", run=run, plugin=plugin)
             if status == 200:
                 floors.append(json.loads(body))

@@ -17,7 +17,7 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from tests.test_browser import CHROMIUM, Tab, _serve, browser  # noqa: F401  (the browser fixture)
+from tests.test_browser import CHROMIUM, Tab, _serve, browser, server, server_logdir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
 pytest.importorskip("playwright.sync_api")
@@ -264,4 +264,197 @@ def test_the_summary_describes_the_steps_of_a_zoom_the_loaded_columns_hold(open_
     tab.frame.evaluate("window.__gradhealth.zoomTo(null)")
     tab.frame.wait_for_function(f"document.querySelector('.gh-summary').textContent.includes('last {STEPS[-1]}')",
                                 timeout=5_000)
+    assert tab.errors == []
+
+
+def _wait_rows_in_sight(tab):
+    tab.frame.wait_for_function("(() => { const w = window.__gradhealth.wantedRows(0, true);"
+                                " return w.rows.length + w.blocks.length === 0; })()", timeout=20_000)
+
+
+def _detail_title(tab):
+    title = tab.ui.locator(".gh-detail .gh-detail-title")
+    title.wait_for(timeout=10_000)
+    return title
+
+
+def test_a_finding_click_moves_an_open_panel_to_the_findings_layer_and_step(open_tab):
+    tab = open_tab()
+    # The panel is open on a healthy layer the finding does not cover.
+    # A row still loading opens nothing: the rows in sight are here first.
+    _wait_rows_in_sight(tab)
+    x, y = tab.cell_point("embed.weight", 30)
+    tab.page.mouse.click(x, y)
+    assert _detail_title(tab).text_content() == "embed.weight"
+    tab.ui.locator("li.gh-finding", has_text="Exploding gradients").first.click()
+    # It shows the member the finding is about, inside its folded block, at the first step it covers.
+    tab.frame.wait_for_function(f"window.__gradhealth.viewState.layer === {json.dumps(SICK)}", timeout=10_000)
+    tab.ui.locator(".gh-detail .gh-detail-title", has_text=SICK).wait_for(timeout=10_000)
+    assert _detail_title(tab).text_content() == SICK
+    assert tab.frame.evaluate("String(window.__gradhealth.viewState.step)") == str(BREAK_STEP)
+    assert SICK_BLOCK in _rows(tab)
+    assert tab.errors == []
+
+
+def test_a_finding_about_another_role_opens_its_layer_in_that_roles_panel(server, browser):  # noqa: F811
+    from tests.test_browser import BROKEN, HEALTHY, RUN as TRAIN
+
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        tab = Tab(page, server)
+        tab.open(f"gradhealth&p.gradhealth.run={TRAIN}&p.gradhealth.role=weight")
+        tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'weight'", timeout=10_000)
+        x, y = tab.cell_point(HEALTHY, 100)
+        page.mouse.click(x, y)
+        assert _detail_title(tab).text_content() == HEALTHY
+        # The finding is about the gradients of another layer: the role switches and the panel follows.
+        tab.ui.locator("li.gh-finding", has_text="Exploding gradients").first.click()
+        tab.frame.wait_for_function("window.__gradhealth.viewState.role === 'gradient'", timeout=10_000)
+        tab.ui.locator(".gh-detail .gh-detail-title", has_text=BROKEN).wait_for(timeout=10_000)
+        state = tab.frame.evaluate("[window.__gradhealth.viewState.layer, String(window.__gradhealth.viewState.step)]")
+        assert state[0] == BROKEN and int(state[1]) >= 60, state
+        assert tab.errors == []
+    finally:
+        page.close()
+
+
+def test_the_fold_link_stays_short_however_many_blocks_open_and_old_links_still_open(open_tab):
+    tab = open_tab()
+    opened = [f"blocks.{i}" for i in range(11)]
+    for block in opened:
+        _click_label(tab, block)
+    rows = _rows(tab)
+    assert not any(b in rows for b in opened) and "blocks.11" in rows
+    # 11 of 20 blocks open: the link lists the 9 still folded, as one range.
+    fold = urllib.parse.parse_qs(urllib.parse.urlparse(tab.page.url).fragment)["p.gradhealth.fold"][0]
+    assert fold == "none|blocks.11~19", fold
+    again = open_tab(tab.page.url.split("#", 1)[1])
+    assert _rows(again) == rows
+    # A link listing blocks one by one, as links did before, opens those blocks.
+    old = open_tab(f"gradhealth&p.gradhealth.run={RUN}&p.gradhealth.fold="
+                   + urllib.parse.quote("all|blocks.3|blocks.4"))
+    shown = _rows(old)
+    assert "blocks.3" not in shown and "blocks.4" not in shown and "blocks.5" in shown
+    assert f"{OPENED}.mlp.fc1.weight" in shown
+    assert tab.errors == [] and again.errors == [] and old.errors == []
+
+
+# ----------------------------------------------------------------- a 24-layer GPT-2
+
+GPT2 = "gpt2"
+GPT2_BLOCK = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+              "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+              "mlp.c_proj.weight", "mlp.c_proj.bias"]
+GPT2_LAYERS = (["transformer.wte.weight", "transformer.wpe.weight"]
+               + [f"transformer.h.{i}.{p}" for i in range(24) for p in GPT2_BLOCK]
+               + ["transformer.ln_f.weight", "transformer.ln_f.bias"])
+SHOTS = os.environ.get("GRADHEALTH_SCREENSHOTS_DIR")
+
+# Per row in sight: its name, and how many pixels of ink its label left in the label column
+# (left of the loading marks), read from the heatmap's canvas in the middle of the row.
+LABEL_INK = """() => {
+    const v = window.__gradhealth.views[0];
+    const s = v.scene, g = s.geo, h = s.h;
+    const c = document.querySelector('.gh-hm-body');
+    const ctx = c.getContext('2d');
+    const out = [];
+    const first = Math.ceil(s.scrollTop / g.cellH), last = Math.floor((s.scrollTop + g.viewH) / g.cellH) - 1;
+    for (let pos = first; pos <= Math.min(last, s.order.length - 1); pos++) {
+        const y = Math.round((pos * g.cellH - s.scrollTop + g.cellH / 2 - 2) * g.scale);
+        const d = ctx.getImageData(0, y, Math.floor((g.labelW - 8) * g.scale), Math.max(1, Math.round(4 * g.scale))).data;
+        let ink = 0;
+        for (let k = 3; k < d.length; k += 4) if (d[k] > 100) ink++;
+        out.push([h.layers[s.order[pos]], ink]);
+    }
+    return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def gpt2_server(tmp_path_factory):
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    logdir = tmp_path_factory.mktemp("gpt2_logdir")
+    rng = np.random.default_rng(5)
+    write_run(logdir / GPT2, [event(step, *[hist_value(f"{kind}/{name}", normal_buckets(rng, scale=1e-2))
+                                            for name in GPT2_LAYERS for kind in ("gradients", "weights")])
+                              for step in STEPS])
+    yield from _serve(logdir, lambda runs: runs.get(GPT2, {}).get("steps_kept") == len(STEPS))
+
+
+@pytest.fixture
+def gpt2_tab(gpt2_server, browser):  # noqa: F811
+    """A page on the GPT-2 run in a browser that draws scrollbars as a desktop one does."""
+    from tests.test_browser import CHROMIUM_ARGS
+
+    b = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, ignore_default_args=["--hide-scrollbars"])
+    try:
+        page = b.new_page(viewport=VIEWPORT)
+        tab = Tab(page, gpt2_server)
+        tab.open(f"gradhealth&p.gradhealth.run={GPT2}&p.gradhealth.role=gradient")
+        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(GPT2)}")
+        yield tab
+    finally:
+        b.close()
+
+
+def _geo(tab):
+    return tab.frame.evaluate("(() => { const g = window.__gradhealth.views[0].scene.geo;"
+                              " return {labelW: g.labelW, cellH: g.cellH, viewH: g.viewH, totalH: g.totalH}; })()")
+
+
+def _shot(tab, name):
+    if SHOTS:
+        tab.page.screenshot(path=os.path.join(SHOTS, f"{name}.png"))
+
+
+def test_unfolded_blocks_keep_readable_labelled_rows_and_the_heatmap_scrolls(gpt2_tab):
+    tab = gpt2_tab
+    blocks = [f"transformer.h.{i}" for i in range(24)]
+    assert all(b in _rows(tab) for b in blocks)
+    # Every block open but one in the middle of them.
+    for block in blocks[:8] + blocks[9:12]:
+        _click_label(tab, block)
+    rows = _rows(tab)
+    assert "transformer.h.8" in rows and "transformer.h.9.ln_1.weight" in rows
+    # The rows in sight are asked for and drawn, at this row height as at any.
+    _wait_rows_in_sight(tab)
+    _shot(tab, "gpt2-unfolded")
+    geo = _geo(tab)
+    # Rows as tall as a label needs: more of them than fit, so the heatmap scrolls.
+    assert geo["cellH"] >= 12 and geo["totalH"] > geo["viewH"], geo
+    scroller = tab.frame.evaluate("""(() => { const s = document.querySelector('.gh-hm-scroll');
+        const c = document.querySelector('.gh-hm-body');
+        return {scrollbar: s.offsetWidth - s.clientWidth, room: s.scrollHeight - s.clientHeight,
+                canvasRight: c.getBoundingClientRect().right,
+                clientRight: s.getBoundingClientRect().left + s.clientLeft + s.clientWidth}; })()""")
+    # A scrollbar takes its room beside the cells, and no cell is drawn under it.
+    assert scroller["scrollbar"] >= 6 and scroller["room"] > 0, scroller
+    assert scroller["canvasRight"] <= scroller["clientRight"] + 0.5, scroller
+    # Every row in sight is named, the folded block among open ones too, at every scroll position.
+    tab.frame.evaluate("window.__gradhealth.cellCenter('transformer.h.8', 0)")
+    for top in (None, 0, 10**6):
+        if top is not None:
+            tab.frame.evaluate(f"window.__gradhealth.views[0].scrollTop = {top}")
+            tab.page.wait_for_timeout(200)
+        ink = tab.frame.evaluate(LABEL_INK)
+        assert len(ink) > 20 and all(n > 0 for _, n in ink), [name for name, n in ink if n == 0]
+        if top is None:
+            assert "transformer.h.8" in [name for name, _ in ink]
+    assert tab.errors == []
+
+
+def test_the_label_column_keeps_its_width_through_folds_and_role_switches(gpt2_tab):
+    tab = gpt2_tab
+    widths = [_geo(tab)["labelW"]]
+    _click_label(tab, "transformer.h.3")
+    widths.append(_geo(tab)["labelW"])
+    _click_label(tab, "transformer.h.3.attn.c_attn.weight")
+    widths.append(_geo(tab)["labelW"])
+    before = tab.drawn()
+    tab.ui.locator("select").nth(0).select_option("weight")
+    tab.wait_redraw(before)
+    widths.append(_geo(tab)["labelW"])
+    _shot(tab, "gpt2-weights")
+    assert len(set(widths)) == 1, widths
     assert tab.errors == []

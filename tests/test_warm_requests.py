@@ -1,6 +1,7 @@
 """A repeated request for unchanged data: what it asks of the data provider, under both loaders.
 
-Every request lists the run's tags to learn whether its data changed; a warm request
+Every request lists the run's tags to learn whether its data changed (under the Python
+loader only when its multiplexer says the run changed: test_versions.py); a warm request
 reads no tensor, asks each plugin's listing once and all of them at once, and a
 rank of a training lists its training's runs once. New data on the provider is seen
 by the next request.
@@ -83,6 +84,10 @@ def test_a_warm_request_reads_nothing_and_lists_each_plugin_once(logdir, loader_
     recorder = _record(client)
     assert client.raw("/heatmap", **params).get_data() == first
     assert recorder.named("read_") == [], "a warm request read tensors"
+    if loader_client.loader == "python":
+        # The multiplexer tells the run is unchanged (test_versions.py): nothing is listed.
+        assert recorder.named("list_") == []
+        return
     # The run alone, each plugin once: what the data version is known from.
     assert sorted(recorder.named("list_")) == [("list_scalars", "scalars", ("run",)),
                                                ("list_tensors", "gradhealth", ("run",)),
@@ -158,9 +163,11 @@ def test_a_rank_lists_its_training_once(tmp_path, loader_client):
     listed = recorder.named("list_")
     # Per request: the runs TensorBoard names (no tag listed), then one listing of the training's runs.
     training = ("rank0", "rank1", "rank2")
-    assert sorted(listed, key=repr) == sorted(2 * [("list_runs", None, None), ("list_scalars", "scalars", training),
-                                                   ("list_tensors", "gradhealth", training),
-                                                   ("list_tensors", "histograms", training)], key=repr)
+    # Under the Python loader the training's runs are not listed while unchanged (test_versions.py).
+    tags = [] if loader_client.loader == "python" else [("list_scalars", "scalars", training),
+                                                        ("list_tensors", "gradhealth", training),
+                                                        ("list_tensors", "histograms", training)]
+    assert sorted(listed, key=repr) == sorted(2 * ([("list_runs", None, None)] + tags), key=repr)
     assert recorder.named("read_") == []
 
 

@@ -8,8 +8,8 @@ import type { Domain } from "./colors";
 import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
-import { findingId, findingSpans } from "./findings";
-import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, sourceLayers, toggleBlock } from "./fold";
+import { findingCell, findingId, findingSpans } from "./findings";
+import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
@@ -584,7 +584,9 @@ export class App {
 
   /** A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. */
   private toggleBlock(block: string): void {
-    this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds());
+    const h = this.store.heatmaps[0];
+    const blocks = h ? [...new Set(h.blocks.filter((b): b is string => b !== null))] : undefined;
+    this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds(), blocks);
     this.drawHeatmaps();
     this.applyHighlight(false);
     this.persist();
@@ -607,9 +609,11 @@ export class App {
     this.views[1].root.hidden = b === null;
     this.views[0].setCaption(b ? a.run : "");
     // Layout reads the container width, so the compare view is shown first.
+    this.views[0].setRunLabels(this.runLabels(rawA));
     this.views[0].setData(a, shared, this.order(a), zoom);
-    if (b) {
+    if (b && rawB) {
       this.views[1].setCaption(b.run);
+      this.views[1].setRunLabels(this.runLabels(rawB));
       this.views[1].setData(b, shared, this.order(b), zoom);
     } else {
       this.views[1].clear();
@@ -620,6 +624,12 @@ export class App {
     this.showSummary();
     this.scheduleRowFetch();
     return true;
+  }
+
+  /** Every label the rows of a heatmap's run can have: its label column is sized for them. */
+  private runLabels(h: Heatmap): string[] {
+    const layers = this.store.runs.find((r) => r.run === h.run)?.layers.map((l) => l.name) ?? [];
+    return runRowLabels(layers, h);
   }
 
   /** The summary line for the main heatmap under the filter and zoom shown, and a note when the filter keeps no layer. */
@@ -904,15 +914,47 @@ export class App {
     this.findingsList.set(this.store.findings, this.state.finding);
     this.findingsList.reveal();
     this.views[0].setSelectedFinding(this.state.finding);
-    if (f && f.role && f.role !== this.state.role && this.currentRun()?.roles.includes(f.role)) {
-      // The finding is about another role: show that role's heatmap, then outline it.
-      this.state.role = f.role;
-      this.toolbar.roleSelect.value = f.role;
+    const switchRole = f !== null && f.role !== null && f.role !== this.state.role && this.currentRun()?.roles.includes(f.role) === true;
+    const role = switchRole && f?.role ? f.role : this.state.role;
+    // An open panel follows the finding: its layer and step, or it closes when no cell is the finding's.
+    const moved = f !== null && this.detail.isOpen ? this.moveDetailTo(f, role) : false;
+    if (switchRole) {
+      // The finding is about another role: show that role's heatmap (the panel opens there with
+      // it), then outline it.
+      this.state.role = role;
+      this.toolbar.roleSelect.value = role;
       void this.loadHeatmaps();
       return;
     }
+    if (moved) this.showSelection();
     this.applyHighlight(true);
     this.persist();
+  }
+
+  /**
+   * Points the selection at the cell of `f` an open panel should show in `role`'s heatmap;
+   * closes the panel when there is none. True when the selection moved to a cell.
+   */
+  private moveDetailTo(f: Finding, role: string): boolean {
+    const layers = [...(this.currentRun()?.layers ?? [])].filter((l) => role in l.roles).sort((a, b) => a.order - b.order).map((l) => l.name);
+    const { layer, step } = this.state;
+    const cell = findingCell(f, role, layers, layer && step !== null ? { layer, step } : null);
+    if (!cell) {
+      this.closeDetail(false);
+      return false;
+    }
+    this.state.layer = cell.layer;
+    this.state.step = cell.step;
+    return true;
+  }
+
+  /** Shows the selected cell in the heatmaps and the panel (its row fetched if not here yet). */
+  private showSelection(): void {
+    const { layer, step } = this.state;
+    if (!layer || step === null) return;
+    for (const v of this.views) v.setSelection({ layer, step });
+    this.openDetail();
+    this.scheduleRowFetch();
   }
 
   /** Outlines the selected finding's cells; with `reveal`, makes sure they are on screen. */

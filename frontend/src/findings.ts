@@ -47,6 +47,28 @@ export function findingSpans(f: Finding, role?: string): Map<string, StepSpan[]>
   return out;
 }
 
+/** A layer and a step of it: what the detail panel shows. */
+export interface CellRef {
+  layer: string;
+  step: Step;
+}
+
+/**
+ * The cell a finding click shows in the detail panel, given the layers of the role it is shown
+ * in (model order) and the cell shown now: that layer when the finding covers it, else the first
+ * layer it covers; the step shown when the finding covers it there, else the layer's first covered
+ * step. Null when the finding covers no layer of the role (a run-level scalar's): no cell is its.
+ */
+export function findingCell(f: Finding, role: string, layers: readonly string[], current: CellRef | null): CellRef | null {
+  const spans = findingSpans(f, role);
+  const covered = layers.filter((l) => (spans.get(l)?.length ?? 0) > 0);
+  if (covered.length === 0) return null;
+  const layer = current && covered.includes(current.layer) ? current.layer : covered[0];
+  const own = spans.get(layer) as StepSpan[];
+  const step = current && current.layer === layer && own.some(([a, b]) => a <= current.step && current.step <= b) ? current.step : own[0][0];
+  return { layer, step };
+}
+
 /** "steps 7 to 8, 15, 17 and 30": a layer's covered spans in words. */
 export function spansText(spans: readonly StepSpan[], max = 6): string {
   if (spans.length === 0) return "no step";

@@ -23,18 +23,61 @@ export const AUTO_FOLD: FoldState = Object.freeze({ mode: "auto", except: Object
 
 // Between the mode and the block names in the URL ("all|transformer.h.3"): not in layer names.
 const SEP = "|";
+// "transformer.h.3~9" in the URL: transformer.h.3 to transformer.h.9 (no module or scope name holds a "~").
+const RANGE = "~";
+// A range in a hand-edited URL names at most this many blocks.
+const MAX_RANGE = 100_000;
 
-/** The fold state as one URL parameter ("all", "none|head", ...); undefined for "auto". */
-export function encodeFold(f: FoldState): string | undefined {
-  if (f.mode === "auto") return undefined;
-  return [f.mode, ...f.except].join(SEP);
+/** A name as a prefix and a number it ends in, when written without leading zeros ("h.10" -> ["h.", 10]). */
+function numbered(name: string): [string, number] | null {
+  const m = /^(.*?)(0|[1-9][0-9]{0,8})$/.exec(name);
+  return m ? [m[1], Number(m[2])] : null;
 }
 
-/** Reads the URL parameter back; anything malformed is "auto". */
+/** Block names with runs of consecutive numbers after one prefix written as one range ("h.0~23"). */
+function compressNames(names: readonly string[]): string[] {
+  const out: string[] = [];
+  const runs = new Map<string, number[]>();
+  for (const name of names) {
+    const n = numbered(name);
+    if (n) runs.set(n[0], [...(runs.get(n[0]) ?? []), n[1]]);
+    else out.push(name);
+  }
+  for (const [prefix, numbers] of runs) {
+    const sorted = [...new Set(numbers)].sort((a, b) => a - b);
+    for (let i = 0; i < sorted.length; ) {
+      let j = i;
+      while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+      out.push(j > i ? `${prefix}${sorted[i]}${RANGE}${sorted[j]}` : `${prefix}${sorted[i]}`);
+      i = j + 1;
+    }
+  }
+  return out;
+}
+
+/** The block names an item of the URL names: itself, or every name of its range. */
+function expandName(item: string): string[] {
+  const at = item.lastIndexOf(RANGE);
+  const first = at > 0 ? numbered(item.slice(0, at)) : null;
+  const last = /^(0|[1-9][0-9]{0,8})$/.test(item.slice(at + 1)) ? Number(item.slice(at + 1)) : -1;
+  if (!first || last <= first[1] || last - first[1] > MAX_RANGE) return [item];
+  return Array.from({ length: last - first[1] + 1 }, (_, k) => `${first[0]}${first[1] + k}`);
+}
+
+/**
+ * The fold state as one URL parameter ("all", "none|head", "all|transformer.h.0~11"); undefined
+ * for "auto". Numbered blocks go as ranges, so a link stays short however many are listed.
+ */
+export function encodeFold(f: FoldState): string | undefined {
+  if (f.mode === "auto") return undefined;
+  return [f.mode, ...compressNames(f.except)].join(SEP);
+}
+
+/** Reads the URL parameter back (block names one by one, as older links list them, or as ranges); anything malformed is "auto". */
 export function decodeFold(text: string | undefined): FoldState {
   const [mode, ...names] = (text ?? "").split(SEP);
   if (mode !== "all" && mode !== "none") return AUTO_FOLD;
-  return { mode, except: [...new Set(names.filter(Boolean))] };
+  return { mode, except: [...new Set(names.filter(Boolean).flatMap(expandName))] };
 }
 
 /** Whether blocks fold by themselves: more rows than the heatmap's height holds at the smallest row height. */
@@ -48,12 +91,18 @@ export function isFolded(f: FoldState, block: string, auto: boolean): boolean {
   return f.except.includes(block) ? !all : all;
 }
 
-/** The state after a click on `block`'s row: "auto" becomes what it showed, with that block changed. */
-export function toggleBlock(f: FoldState, block: string, auto: boolean): FoldState {
+/**
+ * The state after a click on `block`'s row: "auto" becomes what it showed, with that block changed.
+ * Given the run's blocks, the exceptions never list more than half of them: past that, the mode
+ * flips and the other blocks are listed, so the state (and its link) stays short.
+ */
+export function toggleBlock(f: FoldState, block: string, auto: boolean, blocks?: readonly string[]): FoldState {
   const mode = f.mode === "auto" ? (auto ? "all" : "none") : f.mode;
   const except = f.mode === "auto" ? [] : f.except.filter((b) => b !== block);
   if (f.mode === "auto" || except.length === f.except.length) except.push(block);
-  return { mode, except };
+  if (!blocks || except.length * 2 <= blocks.length) return { mode, except };
+  const listed = new Set(except);
+  return { mode: mode === "all" ? "none" : "all", except: blocks.filter((b) => !listed.has(b)) };
 }
 
 /** What the rows of a folded heatmap stand for. */
@@ -253,4 +302,15 @@ export function foldedTooltipLines(h: Heatmap, row: number, col: number, lines: 
 /** The layers of a heatmap in model order, folded or not: what a finding's spans are looked up in. */
 export function sourceLayers(h: Heatmap): string[] {
   return foldOf(h)?.source.layers ?? h.layers;
+}
+
+/**
+ * Every label a run's rows can have, whichever role is shown and whichever blocks are folded: the
+ * run's layers (of every role) as an open block's member marked guessed, the longest they get, and
+ * the heatmap's blocks folded. The label column is sized for these, so it keeps its width for the run.
+ */
+export function runRowLabels(layers: readonly string[], h: Heatmap): string[] {
+  const sizes = new Map<string, number>();
+  for (const b of h.blocks) if (b) sizes.set(b, (sizes.get(b) ?? 0) + 1);
+  return [...layers.map((name) => `\u25be ${name} ?`), ...[...sizes].map(([b, n]) => `\u25b8 ${b} (${n})`)];
 }

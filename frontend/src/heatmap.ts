@@ -89,6 +89,8 @@ export class HeatmapView {
   /** The run's loss, gradient norm and learning rate, above the heatmap on its step axis. */
   readonly track: RunTrack;
   private domain: Domain | null = null;
+  /** Every label the run's rows can have: the label column's width is sized for them all. */
+  private runLabels: readonly string[] = [];
   private pending = 0;
   private rasterDirty = true;
   private readonly pointer: HeatmapPointer;
@@ -122,6 +124,11 @@ export class HeatmapView {
 
   get colorDomain(): Domain | null {
     return this.domain;
+  }
+
+  /** The labels the run's rows can have (`runRowLabels`), applied at the next layout. */
+  setRunLabels(labels: readonly string[]): void {
+    this.runLabels = labels;
   }
 
   /** New data, colour domain, row order and zoom window; keeps selection and highlight. */
@@ -242,11 +249,14 @@ export class HeatmapView {
     const s = this.scene;
     const h = s.h;
     if (!h) return;
-    // The track's names share the label column, so its plot and the heatmap's line up.
-    const names = [...s.order.map((i) => labelParts(h, i).join(h.layers[i])), ...this.track.labels()];
+    // The track's names share the label column, so its plot and the heatmap's line up. Sized for
+    // every label the run's rows can have, the column keeps its width as blocks fold and roles switch.
+    const names = [...this.runLabels, ...s.order.map((i) => labelParts(h, i).join(h.layers[i])), ...this.track.labels()];
     // Names never take more than a third of the width from the cells (two runs side by side).
     const labelW = Math.min(rowLabelWidth(names, measurer(ROW_FONT)), Math.max(80, Math.floor(this.root.clientWidth / 3)));
-    const plotW = Math.max(120, Math.floor(this.root.clientWidth - labelW - 4));
+    // The scroll box's inner width: its scrollbar's room (kept whether the rows scroll or not) is not the cells'.
+    const inner = this.scroller.clientWidth || this.root.clientWidth;
+    const plotW = Math.max(120, Math.floor(inner - labelW - 4));
     const maxViewH = maxViewHeight();
     const cellH = rowHeight(s.order.length, maxViewH);
     const totalH = Math.max(cellH, s.order.length * cellH);

@@ -19,7 +19,7 @@ import { rasterize } from "./model";
 import { indexOfStep, offset } from "./steps";
 import type { Step } from "./steps";
 import type { Heatmap, StepSpan } from "./api";
-import { labelParts } from "./fold";
+import { isFoldedRow, labelParts } from "./fold";
 import { isGuessed } from "./role_guess";
 import type { CellModel } from "./model";
 
@@ -129,7 +129,10 @@ function paintGutters(ctx: CanvasRenderingContext2D, s: Scene, g: Geometry, rows
   }
 }
 
-/** Row labels of positions first..last: every layer when rows are tall enough, every k-th otherwise. */
+/**
+ * Row labels of positions first..last: every layer when rows are tall enough, every k-th otherwise;
+ * a folded block always, as its name is what tells it from the layers around it.
+ */
 function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: Geometry, rows: [number, number]): void {
   const [first, last] = rows;
   ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
@@ -141,8 +144,8 @@ function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: 
   ctx.fillStyle = cssVar("--gh-fg", "#212121");
   const measure = measurer(font);
   const textW = rowLabelTextWidth(g.labelW);
-  for (let p = first - (first % stride); p <= last; p += stride) {
-    if (p < first) continue;
+  for (let p = first; p <= last; p++) {
+    if (p % stride !== 0 && !isFoldedRow(h, s.order[p])) continue;
     const name = h.layers[s.order[p]];
     let text = s.labels.get(name);
     if (text === undefined) {

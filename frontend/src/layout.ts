@@ -8,10 +8,12 @@ import type { Step } from "./steps";
 
 export type Measure = (text: string) => number;
 
-// Rows shrink to fit the viewport down to this; labels are thinned below LABEL_ROW_H.
-export const ROW_MIN_H = 4;
-export const ROW_MAX_H = 28;
+// A row label's height: labels are thinned on rows lower than this.
 export const LABEL_ROW_H = 13;
+// Rows shrink to fit the viewport down to this, the height at which every row keeps its label;
+// more rows than fit scroll (and a long model folds its blocks by itself).
+export const ROW_MIN_H = LABEL_ROW_H;
+export const ROW_MAX_H = 28;
 export const AXIS_HEIGHT = 26;
 export const LABEL_GAP = 12;
 // Browsers refuse or silently blank canvases beyond these sizes.

@@ -204,7 +204,13 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-track-cursor { stroke: var(--gh-fg); stroke-width: 1; stroke-dasharray: 2 2; }
 .gh-track-note { color: var(--gh-muted); font-size: 12px; margin: 2px 0; }
 .gh-track-note[hidden] { display: none; }
-.gh-hm-scroll { position: relative; overflow-x: hidden; overflow-y: auto; overscroll-behavior: contain; }
+.gh-hm-scroll { position: relative; overflow-x: hidden; overflow-y: auto; overscroll-behavior: contain; scrollbar-gutter: stable; }
+/* A scrollbar that shows while the rows do not fit, also where the system hides idle ones; its room is
+   kept when they do fit, so the cells keep their width. */
+.gh-hm-scroll::-webkit-scrollbar { width: 10px; }
+.gh-hm-scroll::-webkit-scrollbar-track { background: var(--gh-panel); }
+.gh-hm-scroll::-webkit-scrollbar-thumb { background: var(--gh-muted); border-radius: 5px; border: 2px solid transparent; background-clip: padding-box; }
+@supports not selector(::-webkit-scrollbar) { .gh-hm-scroll { scrollbar-width: thin; scrollbar-color: var(--gh-muted) var(--gh-panel); } }
 .gh-hm-axis { display: block; position: sticky; top: 0; z-index: 1; cursor: col-resize; }
 .gh-hm-space { position: relative; }
 .gh-hm-port { position: sticky; left: 0; cursor: crosshair; outline: none; }

@@ -6,6 +6,7 @@ import {
   csvCell,
   CSV_COLUMNS,
   findingId,
+  findingCell,
   findingsCsv,
   findingsFor,
   findingsJson,
@@ -189,5 +190,28 @@ describe("findingSpans by role", () => {
     // A role the finding has no rows in, or none given: the layer's union.
     expect(findingSpans(f).get("fc1.weight")).toEqual([[5n, 9n]]);
     expect(findingSpans(f, "activation").get("fc1.weight")).toEqual([[5n, 9n]]);
+  });
+});
+
+describe("findingCell", () => {
+  const layers = ["a", "b", "c"];
+  const f = finding({
+    kind: "exploding_gradients", layers: ["c", "b"], first_step: 20n, last_step: 60n,
+    covers: new Map([["b", [[40n, 60n]]], ["c", [[20n, 30n], [50n, 50n]]]]) as Finding["covers"],
+  });
+
+  it("moves a panel on a layer the finding leaves out to its first covered layer and step, in model order", () => {
+    expect(findingCell(f, "gradient", layers, { layer: "a", step: 40n })).toEqual({ layer: "b", step: 40n });
+    expect(findingCell(f, "gradient", layers, null)).toEqual({ layer: "b", step: 40n });
+  });
+
+  it("keeps a covered layer, and its step when the finding covers it there", () => {
+    expect(findingCell(f, "gradient", layers, { layer: "c", step: 50n })).toEqual({ layer: "c", step: 50n });
+    expect(findingCell(f, "gradient", layers, { layer: "c", step: 40n })).toEqual({ layer: "c", step: 20n });
+  });
+
+  it("is null when the finding covers no layer of the role", () => {
+    const loss = finding({ kind: "loss_spike", layers: ["loss"], role: null, covers: new Map([["loss", [[5n, 5n]]]]) as Finding["covers"] });
+    expect(findingCell(loss, "gradient", layers, { layer: "a", step: 0n })).toBeNull();
   });
 });

@@ -14,11 +14,12 @@ import {
   layerAt,
   layerToOpen,
   rowMembers,
+  runRowLabels,
   sourceLayers,
   toggleBlock,
   worstRows,
 } from "../src/fold";
-import { ROW_MIN_H } from "../src/layout";
+import { LABEL_ROW_H, ROW_MIN_H, rowHeight, rowLabelWidth } from "../src/layout";
 import { orderRows } from "../src/rows";
 
 const NAMES = ["no_data", "ok", "warn", "critical"];
@@ -73,6 +74,19 @@ describe("fold state in the URL", () => {
     expect(encodeFold(AUTO_FOLD)).toBeUndefined();
   });
 
+  it("writes numbered blocks as ranges, so a deep model's link stays short; older links still open", () => {
+    const gpt2 = Array.from({ length: 24 }, (_, i) => `transformer.h.${i}`);
+    const some = { mode: "all" as const, except: [...gpt2.slice(0, 12), "head", "layer4.1", "layer4.2", "b.07"] };
+    expect(encodeFold(some)).toBe("all|head|transformer.h.0~11|layer4.1~2|b.07");
+    expect(new Set(decodeFold(encodeFold(some)).except)).toEqual(new Set(some.except));
+    const hundreds = Array.from({ length: 1000 }, (_, i) => `model.layers.${i}`);
+    expect(encodeFold({ mode: "none", except: hundreds.filter((_, i) => i !== 500) })).toBe("none|model.layers.0~499|model.layers.501~999");
+    // As links listed blocks before: one by one.
+    expect(decodeFold("all|transformer.h.3|transformer.h.4")).toEqual({ mode: "all", except: ["transformer.h.3", "transformer.h.4"] });
+    // Not a range: kept as a name.
+    expect(decodeFold("all|a~b|h.5~2|h.1~99999999").except).toEqual(["a~b", "h.5~2", "h.1~99999999"]);
+  });
+
   it("reads anything malformed as automatic", () => {
     expect(decodeFold(undefined)).toEqual(AUTO_FOLD);
     expect(decodeFold("sideways|a")).toEqual(AUTO_FOLD);
@@ -103,6 +117,17 @@ describe("which blocks fold", () => {
     expect(isFolded(once, "h.1", true)).toBe(true);
     expect(toggleBlock(once, "h.0", true)).toEqual({ mode: "all", except: [] });
     expect(toggleBlock(AUTO_FOLD, "h.1", false)).toEqual({ mode: "none", except: ["h.1"] });
+  });
+
+  it("never lists more than half of the run's blocks: past that, the mode flips", () => {
+    const blocks = ["h.0", "h.1", "h.2", "h.3"];
+    let f = toggleBlock(AUTO_FOLD, "h.0", true, blocks);
+    f = toggleBlock(f, "h.1", true, blocks);
+    expect(f).toEqual({ mode: "all", except: ["h.0", "h.1"] });
+    f = toggleBlock(f, "h.2", true, blocks);
+    expect(f).toEqual({ mode: "none", except: ["h.3"] });
+    expect(blocks.map((b) => isFolded(f, b, true))).toEqual([false, false, false, true]);
+    expect(toggleBlock(f, "h.3", true, blocks)).toEqual({ mode: "none", except: [] });
     expect(AUTO_FOLD.except).toEqual([]);
   });
 });
@@ -205,5 +230,24 @@ describe("foldHeatmap", () => {
     const f = foldHeatmap(h, () => true, (l) => l.includes("attn"));
     expect(Array.from(f.rowWorst?.worst ?? [])).toEqual([1, 2, 1]);
     expect(Array.from(f.loaded ?? [])).toEqual([1, 0, 0]);
+  });
+});
+
+describe("the label column of a run", () => {
+  it("is sized for every label the run's rows can have: it keeps its width whatever folds or which role shows", () => {
+    const measure = (t: string): number => 7 * t.length;
+    const h = heatmap();
+    const run = [...h.layers, "a.much.longer.weight.only.logged"];
+    const labels = runRowLabels(run, h);
+    const width = (shown: Heatmap): number => rowLabelWidth([...labels, ...shown.layers.map((l, i) => labelParts(shown, i).join(l))], measure);
+    const folded = foldHeatmap(h, () => true);
+    expect(width(folded)).toBe(width(h));
+    expect(width(heatmap({ layers: ["embed", "x", "y", "z", "w"] }))).toBe(width(h));
+    expect(labels).toContain("\u25b8 h.0 (2)");
+  });
+
+  it("gives rows no lower than a label, however many there are", () => {
+    expect(ROW_MIN_H).toBeGreaterThanOrEqual(LABEL_ROW_H);
+    expect(rowHeight(10_000, 500)).toBe(ROW_MIN_H);
   });
 });

@@ -65,7 +65,8 @@ MAX_MEMORY = 1.2
 TAB_FRAME_HEIGHT = 936
 VIEW_ROWS = int(0.62 * TAB_FRAME_HEIGHT) // 13
 MARGIN_ROWS = max(8, -(-VIEW_ROWS // 4))
-# A metric whose every cell is noise at 4 significant digits, as real gradient norms are: the most bytes a cell.
+# A metric whose every cell is noise at 4 significant digits, as real gradient norms are: the most bytes a
+# cell in the rows layout (the compact one sends 3 bytes a value whatever its digits).
 NOISY_METRIC = "l2"
 
 
@@ -159,8 +160,8 @@ def build_logdir(root: pathlib.Path, args) -> Dict[str, tuple]:
 
 # --------------------------------------------------------------------------- requests
 
-def get(server: "scale.Server", path: str, **params) -> tuple:
-    """(seconds, body bytes as sent with gzip accepted, JSON bytes)."""
+def fetch(server: "scale.Server", path: str, **params) -> tuple:
+    """(seconds, body bytes as sent with gzip accepted, the JSON as bytes)."""
     url = f"http://{scale.HOST}:{server.port}{path}?" + urllib.parse.urlencode(params)
     request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
     t0 = time.perf_counter()
@@ -168,7 +169,19 @@ def get(server: "scale.Server", path: str, **params) -> tuple:
         body = response.read()
         gzipped = response.headers.get("Content-Encoding") == "gzip"
     seconds = time.perf_counter() - t0
-    return seconds, len(body), len(gzip.decompress(body) if gzipped else body)
+    return seconds, len(body), gzip.decompress(body) if gzipped else body
+
+
+def get(server: "scale.Server", path: str, **params) -> tuple:
+    """(seconds, body bytes as sent with gzip accepted, JSON bytes)."""
+    seconds, sent, raw = fetch(server, path, **params)
+    return seconds, sent, len(raw)
+
+
+def answer_cells(answer: dict) -> int:
+    """How many cells a heatmap answer holds: its rows (or the rows and blocks a row window sent) x columns."""
+    rows = len(answer["rows_sent"]) + len(answer["blocks_sent"]) if "rows_sent" in answer else len(answer["layers"])
+    return rows * len(answer["steps"])
 
 
 def wait_loaded(server: "scale.Server", expected: Dict[str, tuple], timeout: float) -> float:
@@ -248,7 +261,8 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tup
 def measure_rows(server: "scale.Server", run: str, args) -> List[dict]:
     """The tab's answers with rows (compact, at the column budget): the rows in view at 1600 x 1000, its
     first request (those and a margin), a scroll's (the next screenful), and the whole run, for health
-    and a noisy metric: bytes sent and before gzip, and the seconds of each (built anew: a new key)."""
+    and a noisy metric: bytes sent and before gzip (and per cell), and the seconds of each (built anew:
+    a new key)."""
     gh = "/data/plugin/gradhealth/heatmap"
     view, first = VIEW_ROWS, VIEW_ROWS + MARGIN_ROWS
     asks = [("rows in view", f"0:{view - 1}"), ("first request (+ margin)", f"0:{first - 1}"),
@@ -259,8 +273,9 @@ def measure_rows(server: "scale.Server", run: str, args) -> List[dict]:
             params = dict(run=run, role="gradient", metric=metric, columns=args.columns, layout="compact")
             if rows is not None:
                 params.update(rows=rows, blocks=rows)
-            seconds, sent, raw = get(server, gh, **params)
-            out.append({"metric": metric, "ask": name, "rows": rows, "s": seconds, "sent": sent, "json": raw})
+            seconds, sent, raw = fetch(server, gh, **params)
+            out.append({"metric": metric, "ask": name, "rows": rows, "s": seconds, "sent": sent, "json": len(raw),
+                        "cells": answer_cells(json.loads(raw))})
     return out
 
 
@@ -390,6 +405,8 @@ def report(results: List[dict], expected: Dict[str, tuple], args) -> None:
                 label = f"[{run}] {x['metric']}: {x['ask']} ({x['rows'] or 'every row'}), {x['s']:.2f} s"
                 print(_line(f"{label}: sent MB", x["sent"] / 2 ** 20, MAX_BYTES / 2 ** 20))
                 print(_line(f"{' ' * len(label)}  JSON MB", x["json"] / 2 ** 20, MAX_BYTES / 2 ** 20))
+                print(f"  {' ' * len(label)}  JSON bytes a cell ({x['cells']:,} cells) "
+                      f"{x['json'] / max(1, x['cells']):9.2f}")
         print(_line("peak memory with / without the plugin", tb_with / tb_without, MAX_MEMORY))
         b = r.get("browser")
         if b:

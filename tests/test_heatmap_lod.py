@@ -106,20 +106,67 @@ def test_within_the_budget_every_step_is_sent_as_without_one(long_run, loader_cl
     assert 2 < _column_of(zoomed, BAD_STEP) < len(zoomed["steps"])
 
 
+# The compact layout's code of a cell without a value (docs/http_api.md).
+NULL_CODE = 0xFFFFFF
+# How far apart a value rounded to 4 significant digits and one through the compact layout's 13
+# significant bits may be: 5e-4 and 2**-13 of the value.
+VALUE_TOLERANCE = 6.5e-4
+
+
+def decode_values(text: str) -> list:
+    """The compact layout's `values` (f64top24): per cell 3 bytes, a double's top 24 bits, big-endian;
+    None for `NULL_CODE`. Written from the documented format, not from the server's code."""
+    raw = np.frombuffer(base64.b64decode(text), dtype=np.uint8).reshape(-1, 3).astype(np.uint64)
+    codes = (raw[:, 0] << np.uint64(16)) | (raw[:, 1] << np.uint64(8)) | raw[:, 2]
+    doubles = (codes << np.uint64(40)).view(np.float64)
+    return [None if c == NULL_CODE else v for c, v in zip(codes.tolist(), doubles.tolist())]
+
+
+def decode_offsets(text: str, width: int) -> list:
+    """The compact layout's `step_offsets`: unsigned little-endian integers of `width` bytes."""
+    return np.frombuffer(base64.b64decode(text), dtype=f"<u{width}").tolist()
+
+
 def _from_compact(hm: dict) -> dict:
-    """The compact layout read back into the matrices of the default one."""
+    """The compact layout read back into the matrices of the default one (its values not rounded)."""
     rows, cols = len(hm["layers"]), len(hm["steps"])
     raw = base64.b64decode(hm["cells"])
     codes = np.frombuffer(raw, dtype=np.uint8 if hm["cell_bytes"] == 1 else "<u2").reshape(rows, cols)
     kinds = hm["cell_kinds"]
-    out = {key: value for key, value in hm.items() if key not in ("cells", "cell_kinds", "cell_bytes")}
+    assert hm["value_encoding"] == "f64top24" and len(hm["values"]) == 4 * rows * cols
+    drop = ("cells", "cell_kinds", "cell_bytes", "value_encoding", "step_offset_bytes")
+    out = {key: value for key, value in hm.items() if key not in drop}
     out["status"] = [[kinds[c][0] for c in row] for row in codes.tolist()]
     out["quality_cells"] = [[kinds[c][1] for c in row] for row in codes.tolist()]
     out["rules"] = [[kinds[c][2] for c in row] for row in codes.tolist()]
-    out["values"] = [hm["values"][i * cols:(i + 1) * cols] for i in range(rows)]
+    values = decode_values(hm["values"])
+    out["values"] = [values[i * cols:(i + 1) * cols] for i in range(rows)]
     if "step_offsets" in hm:
-        out["step_offsets"] = [hm["step_offsets"][i * cols:(i + 1) * cols] for i in range(rows)]
+        offsets = decode_offsets(hm["step_offsets"], hm["step_offset_bytes"])
+        out["step_offsets"] = [offsets[i * cols:(i + 1) * cols] for i in range(rows)]
     return out
+
+
+def close_values(got, want) -> bool:
+    """Whether `got` (compact, decoded) is `want` (rows layout) within 4 significant digits, None where it is."""
+    if want is None or got is None:
+        return got is None and want is None
+    return abs(got - want) <= VALUE_TOLERANCE * abs(want)
+
+
+def assert_same_cells(compact: dict, plain: dict, note=None) -> None:
+    """A decoded compact answer holds the rows layout's cells: every field equal, the values within
+    4 significant digits (a null exactly where the rows layout has one)."""
+    assert set(compact) == set(plain), note
+    for key in plain:
+        if key in ("values", "value_range"):
+            continue
+        assert compact[key] == plain[key], (key, note)
+    assert len(compact["values"]) == len(plain["values"]), note
+    for i, (got_row, want_row) in enumerate(zip(compact["values"], plain["values"])):
+        assert len(got_row) == len(want_row), (i, note)
+        bad = [(j, g, w) for j, (g, w) in enumerate(zip(got_row, want_row)) if not close_values(g, w)]
+        assert not bad, (i, bad[:5], note)
 
 
 def test_the_compact_layout_holds_the_same_cells(long_run, loader_client):
@@ -129,8 +176,9 @@ def test_the_compact_layout_holds_the_same_cells(long_run, loader_client):
         plain = client.ok("/heatmap", run="long", role="gradient", metric=metric, **params)
         assert client.ok("/heatmap", run="long", role="gradient", metric=metric, layout="rows", **params) == plain
         compact = client.ok("/heatmap", run="long", role="gradient", metric=metric, layout="compact", **params)
-        assert isinstance(compact["cells"], str) and len(compact["values"]) == len(plain["layers"]) * len(plain["steps"])
-        assert _from_compact(compact) == plain, (metric, params)
+        cells = len(plain["layers"]) * len(plain["steps"])
+        assert isinstance(compact["cells"], str) and len(compact["values"]) == 4 * cells
+        assert_same_cells(_from_compact(compact), plain, (metric, params))
     # The bad step's cell: one kind of its own, named by the finding kind.
     compact = client.ok("/heatmap", run="long", role="gradient", layout="compact")
     assert [CRITICAL, 2, "nonfinite"] in compact["cell_kinds"]
@@ -346,7 +394,11 @@ def test_a_row_window_sends_the_same_cells_as_the_whole_answer(blocks_run, loade
         _check_window(win, full, [2, 3, 4, 5, 13], [2, 3])
         compact = client.ok("/heatmap", run="blocks", role="gradient", metric=metric, rows="13,2:5",
                             blocks="3,2", layout="compact", **params)
-        _check_window(_from_compact_window(compact), full, [2, 3, 4, 5, 13], [2, 3])
+        # Folded as the tab folds them: from the values the compact layout sends.
+        full_compact = _from_compact(client.ok("/heatmap", run="blocks", role="gradient", metric=metric,
+                                               layout="compact", **params))
+        assert_same_cells(full_compact, full, (metric, params))
+        _check_window(_from_compact_window(compact), full_compact, [2, 3, 4, 5, 13], [2, 3])
     # A block sent folded stands for its rows: rows 3:5 (block_1) and 6:8 (block_2) go as their blocks only.
     win = client.ok("/heatmap", run="blocks", role="gradient", rows="0:9", blocks="1:2")
     assert win["rows_sent"] == [0, 1, 2, 9] and win["blocks_sent"] == [1, 2] and len(win["values"]) == 6

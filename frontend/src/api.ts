@@ -2,6 +2,7 @@
 // <base href="plugin/gradhealth/"> resolves them under /data/plugin/gradhealth/.
 
 import { ApiError, isRecord, malformed } from "./json";
+import { base64Bytes, top24Rows, uintRows, VALUE_ENCODING } from "./packed";
 import { parseTraining } from "./ranks";
 import type { Training } from "./ranks";
 import { indexOfStep, parseStep, stepField, stepListField } from "./steps";
@@ -512,7 +513,7 @@ export function parseHeatmap(body: unknown): Heatmap {
   const stepOffsets = !binned
     ? null
     : compact
-      ? rowsOf("step_offsets", body.step_offsets, rows, cols, isOffset)
+      ? compactOffsets(body, rows, cols)
       : grid("step_offsets", body.step_offsets, isOffset);
   const win = isRecord(body.window) ? body.window : {};
   const count = (x: unknown, fallback: number): number => (typeof x === "number" && Number.isFinite(x) ? x : fallback);
@@ -667,7 +668,8 @@ interface CompactCells {
 
 /**
  * Reads the compact layout: `cells` (base64, `cell_bytes` per cell, little-endian) names each
- * cell's [status, quality, rule] in `cell_kinds`; `values` is one flat list, rows one after the other.
+ * cell's [status, quality, rule] in `cell_kinds`; `values` is base64 of 3 bytes a cell (`top24Rows`),
+ * rows one after the other.
  */
 function compactCells(body: Record<string, unknown>, rows: number, cols: number): CompactCells {
   const kinds = body.cell_kinds;
@@ -705,7 +707,37 @@ function compactCells(body: Record<string, unknown>, rows: number, cols: number)
     quality[i] = q;
     rules[i] = r;
   }
-  return { values: rowsOf("values", body.values, rows, cols, isCell), status, rules, quality };
+  return { values: compactValues(body, rows, cols), status, rules, quality };
+}
+
+/** Base64 `field` of the body as bytes, or the answer is malformed. */
+function packedField(body: Record<string, unknown>, field: string): Uint8Array {
+  const text = body[field];
+  if (typeof text === "string") {
+    try {
+      return base64Bytes(text);
+    } catch {
+      // Reported below.
+    }
+  }
+  throw malformed(`heatmap.${field} must be base64`);
+}
+
+/** The compact layout's values (`value_encoding` f64top24); NaN and infinities none, as in the rows layout. */
+function compactValues(body: Record<string, unknown>, rows: number, cols: number): (number | null)[][] {
+  if (body.value_encoding !== VALUE_ENCODING) throw malformed(`heatmap.value_encoding must be ${VALUE_ENCODING}`);
+  const bytes = packedField(body, "values");
+  if (bytes.length !== rows * cols * 3) throw malformed(`heatmap.values must hold ${rows * cols} cells`);
+  return top24Rows(bytes, rows, cols, true);
+}
+
+/** The compact layout's step offsets: `step_offset_bytes` bytes a cell, unsigned, little-endian. */
+function compactOffsets(body: Record<string, unknown>, rows: number, cols: number): (number | string)[][] {
+  const width = body.step_offset_bytes;
+  if (width !== 1 && width !== 2 && width !== 4 && width !== 8) throw malformed("heatmap.step_offset_bytes must be 1, 2, 4 or 8");
+  const bytes = packedField(body, "step_offsets");
+  if (bytes.length !== rows * cols * width) throw malformed(`heatmap.step_offsets must hold ${rows * cols} cells`);
+  return uintRows(bytes, width, rows, cols);
 }
 
 /** A flat list of rows x cols entries, rows one after the other, as one list per row. */

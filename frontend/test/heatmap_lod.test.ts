@@ -43,19 +43,23 @@ describe("a binned heatmap", () => {
   });
 
   it("reads the compact layout as the same cells", () => {
-    // BINNED's cells: one byte each naming its [status, quality, rule]; values and offsets flat, row after row.
+    // BINNED's cells: one byte each naming its [status, quality, rule]; values 3 bytes each (a double's
+    // top 3: 0.1, 0.5, 0.9 and 0.8 rounded to 13 significant bits), offsets a byte each, row after row.
     const compact = {
       ...BINNED, status: undefined, rules: undefined,
       cell_kinds: [[3, 2, "nonfinite"], [2, 2, "spike"], [1, 2, ""]],
       cells: btoa(String.fromCharCode(0, 1, 2, 2)), cell_bytes: 1,
-      values: [0.1, 0.5, 0.9, 0.8], step_offsets: [7, 0, 0, "9"],
+      values: btoa(String.fromCharCode(0x3f, 0xb9, 0x9a, 0x3f, 0xe0, 0x00, 0x3f, 0xec, 0xcd, 0x3f, 0xe9, 0x9a)),
+      value_encoding: "f64top24",
+      step_offsets: btoa(String.fromCharCode(7, 0, 0, 9)), step_offset_bytes: 1,
     };
     const rowsOf = parseHeatmap(BINNED);
     const h = parseHeatmap(compact);
     expect(h.status).toEqual(rowsOf.status);
     expect(h.rules).toEqual(rowsOf.rules);
-    expect(h.values).toEqual(rowsOf.values);
-    expect(h.stepOffsets).toEqual(rowsOf.stepOffsets);
+    h.values.forEach((row, i) => row.forEach((v, j) => expect(v).toBeCloseTo(rowsOf.values[i][j] as number, 3)));
+    expect(h.values[0][1]).toBe(0.5);
+    expect(h.stepOffsets).toEqual([[7, 0], [0, 9]]);
     expect(h.quality_cells).toEqual([[2, 2], [2, 2]]);
     expect(cellStep(h, 1, 1)).toBe(19n);
     // Two bytes a cell, little-endian.
@@ -64,8 +68,14 @@ describe("a binned heatmap", () => {
     expect(() => parseHeatmap({ ...compact, cells: btoa(String.fromCharCode(0, 1, 2)) })).toThrow(/cells must hold 4/);
     expect(() => parseHeatmap({ ...compact, cells: btoa(String.fromCharCode(0, 1, 2, 3)) })).toThrow(/kind 3/);
     expect(() => parseHeatmap({ ...compact, cells: "!!" })).toThrow(/base64/);
-    expect(() => parseHeatmap({ ...compact, values: [0.1, 0.5, 0.9] })).toThrow(/values must hold 4/);
-    expect(() => parseHeatmap({ ...compact, step_offsets: [7, 0, 0] })).toThrow(/step_offsets must hold 4/);
+    expect(() => parseHeatmap({ ...compact, values: btoa("abcdefghi") })).toThrow(/values must hold 4/);
+    expect(() => parseHeatmap({ ...compact, values: [0.1, 0.5, 0.9, 0.8] })).toThrow(/values must be base64/);
+    expect(() => parseHeatmap({ ...compact, value_encoding: "f32" })).toThrow(/value_encoding/);
+    expect(() => parseHeatmap({ ...compact, step_offsets: btoa("abc") })).toThrow(/step_offsets must hold 4/);
+    expect(() => parseHeatmap({ ...compact, step_offset_bytes: 3 })).toThrow(/step_offset_bytes/);
+    // Offsets of two bytes, little-endian.
+    const wideSteps = parseHeatmap({ ...compact, step_offset_bytes: 2, step_offsets: btoa(String.fromCharCode(7, 0, 0, 0, 0, 0, 9, 1)) });
+    expect(wideSteps.stepOffsets).toEqual([[7, 0], [0, 265]]);
     expect(() => parseHeatmap({ ...compact, cell_kinds: [[3, 2]] })).toThrow(/cell_kinds/);
   });
 

@@ -58,3 +58,79 @@ def test_the_report_says_the_same_over_a_sampled_loss_and_healthy_when_every_poi
     assert run["verdict"] == "no warnings in the 1,000 loss points read of 3,000"
     (every,) = _report(sampled_loss_only_logdir, "--all-steps")["runs"]
     assert every["scalars_sampling"] is None and every["verdict"] == "healthy"
+
+
+# --- a single spike's severity ---------------------------------------------------------------------------
+
+def _mlp_run(run_dir, scale_at: dict, steps: int = 60, lr_at: dict = None) -> None:
+    """A small torch MLP trained with SGD, logged at every step. `scale_at`: step -> factor its loss is
+    multiplied by (its learning rate divided by the same, so the weights move as on any step: the
+    gradients alone jump); `lr_at`: step -> the learning rate from that step on."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    lr = 0.05
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    handle = watch(model, str(run_dir), optimizer=opt, every_n_steps=1, activations=False)
+    writer = SummaryWriter(str(run_dir))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(steps):
+        lr = (lr_at or {}).get(step, lr)
+        factor = scale_at.get(step, 1.0)
+        for group in opt.param_groups:
+            group["lr"] = lr / factor
+        # The whole data set at each step: the gradient norm moves smoothly but for the scaled steps.
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        (loss * factor).backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+        writer.add_scalar("learning_rate", lr, step)
+    writer.close()
+    unwatch(handle)
+
+
+@pytest.fixture(scope="session")
+def spike_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spikes")
+    _mlp_run(root / "large", {40: 150.0})
+    _mlp_run(root / "small", {40: 4.0})
+    return root
+
+
+def _spikes(client, run):
+    return [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "spike"]
+
+
+def test_a_one_step_jump_of_150x_in_the_gradient_norm_is_a_warning_and_its_cells_say_so(spike_logdir,
+                                                                                       plugin_client):
+    client = plugin_client(spike_logdir)
+    (spike,) = _spikes(client, "large")
+    assert spike["severity"] == "warn" and spike["first_step"] == spike["last_step"] == 40, spike
+    assert spike["evidence"]["jump_threshold"] == 10
+    jumps = [layer["jump"] for layer in spike["evidence"]["layers"].values()]
+    assert min(jumps) > 50, jumps
+    assert "above the median of their neighbours" in spike["message"], spike["message"]
+    hm = client.ok("/heatmap", run="large", role="gradient", metric="l2")
+    col = hm["steps"].index(40)
+    for layer in spike["layers"]:
+        row = hm["layers"].index(layer)
+        # Warn (2) at the spike's step only; ok (1) at every other step.
+        assert hm["status"][row][col] == 2 and hm["rules"][row][col] == "spike", layer
+        assert {s for j, s in enumerate(hm["status"][row]) if j != col} == {1}, layer
+
+
+def test_a_one_step_jump_of_4x_stays_a_note(spike_logdir, plugin_client):
+    client = plugin_client(spike_logdir)
+    (spike,) = _spikes(client, "small")
+    assert spike["severity"] == "info" and spike["first_step"] == 40, spike
+    assert max(layer["jump"] for layer in spike["evidence"]["layers"].values()) < 10
+    hm = client.ok("/heatmap", run="small", role="gradient", metric="l2")
+    col = hm["steps"].index(40)
+    assert [row[col] for row in hm["status"]] == [1] * len(hm["layers"])

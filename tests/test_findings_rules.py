@@ -134,3 +134,28 @@ def test_a_one_step_jump_of_4x_stays_a_note(spike_logdir, plugin_client):
     hm = client.ok("/heatmap", run="small", role="gradient", metric="l2")
     col = hm["steps"].index(40)
     assert [row[col] for row in hm["status"]] == [1] * len(hm["layers"])
+
+
+# --- a learning-rate jump named as the cause of a blow-up -------------------------------------------------
+
+@pytest.fixture(scope="session")
+def lr_jump_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lr_jump")
+    _mlp_run(root / "lr_jump", {}, lr_at={40: 5.0})  # 100x the learning rate from step 40 on
+    return root
+
+
+def test_a_learning_rate_jump_just_before_an_explosion_is_named_as_its_cause(lr_jump_logdir, plugin_client):
+    found = plugin_client(lr_jump_logdir).ok("/findings", run="lr_jump")["findings"]
+    blow_ups = [f for f in found if f["kind"] in ("exploding_gradients", "nonfinite") and f["severity"] != "info"]
+    assert blow_ups, [(f["kind"], f["first_step"]) for f in found]
+    assert min(f["first_step"] for f in blow_ups) in (40, 41, 42), blow_ups
+    for f in blow_ups:
+        assert f["cause"] == "learning_rate_jump", f
+        assert "the learning rate (learning_rate) rose 100x at step 40 (from 0.05 to 5)" in f["message"], f["message"]
+        assert f["evidence"]["learning_rate_jump"]["step"] == 40
+
+
+def test_a_spike_under_a_steady_learning_rate_names_no_learning_rate_cause(spike_logdir, plugin_client):
+    (spike,) = _spikes(plugin_client(spike_logdir), "large")
+    assert spike.get("cause") is None and "learning rate" not in spike["message"], spike

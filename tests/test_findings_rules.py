@@ -159,3 +159,79 @@ def test_a_learning_rate_jump_just_before_an_explosion_is_named_as_its_cause(lr_
 def test_a_spike_under_a_steady_learning_rate_names_no_learning_rate_cause(spike_logdir, plugin_client):
     (spike,) = _spikes(plugin_client(spike_logdir), "large")
     assert spike.get("cause") is None and "learning rate" not in spike["message"], spike
+
+
+# --- a real GPT-2 under Adam: its start and its residual projections ----------------------------------------
+
+def _gpt2_run(run_dir, lr: float, steps: int = 40) -> None:
+    """A transformers GPT-2 of 12 blocks (residual projections at 0.02 / sqrt(24)) trained with Adam on a
+    learnable sequence, logged at each of its first 30 steps and every 5th after."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=12, n_embd=32, n_head=2, n_positions=16, vocab_size=50)
+    model = transformers.GPT2LMHeadModel(config)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    handle = watch(model, str(run_dir), optimizer=opt, activations=False, every_n_steps=5)
+    writer = SummaryWriter(str(run_dir))
+    g = torch.Generator().manual_seed(0)
+    for step in range(steps):
+        x = (torch.arange(16) * 3 + torch.randint(0, 50, (4, 1), generator=g)) % 50
+        loss = model(x, labels=x).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+
+
+@pytest.fixture(scope="session")
+def gpt2_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpt2_adam")
+    for lr in ("1e-3", "3e-3", "3e-2"):
+        _gpt2_run(root / f"lr_{lr}", float(lr))
+    return root
+
+
+def _residual_projections() -> list:
+    return [f"transformer.h.{i}.{part}.c_proj.weight" for i in range(12) for part in ("attn", "mlp")]
+
+
+@pytest.mark.parametrize("run", ["lr_1e-3", "lr_3e-3"])
+def test_adams_first_large_updates_on_small_weights_are_a_note(gpt2_logdir, plugin_client, run):
+    found = plugin_client(gpt2_logdir).ok("/findings", run=run)["findings"]
+    ratios = [f for f in found if f["kind"] == "update_ratio"]
+    assert [f["severity"] for f in ratios] == ["info"], [(f["severity"], f["message"]) for f in ratios]
+    (start,) = ratios
+    assert start["evidence"]["settled_start"] is True and start["first_step"] == 0
+    assert sorted(start["layers"]) == sorted(_residual_projections()), start["layers"]
+    assert "only at the start of training" in start["message"]
+
+
+def test_residual_projections_growing_towards_their_peers_are_no_weight_growth(gpt2_logdir, plugin_client):
+    # At 3e-3 the residual projections grow from 0.0041 to about 0.019 in 40 steps, 4.7x their own start:
+    # towards the 0.02 their peers start at, not past it.
+    client = plugin_client(gpt2_logdir)
+    grown = [f for f in client.ok("/findings", run="lr_3e-3")["findings"] if f["kind"] == "weight_growth"]
+    assert grown == [], [f["message"] for f in grown]
+    layer = "transformer.h.11.mlp.c_proj.weight"
+    series = client.ok("/series", run="lr_3e-3", layer=layer, metric="std_rel_first", role="weight")
+    rel = [v for v in series["series"]["weight"]["values"] if v is not None]
+    assert max(rel) > 3, rel  # past the rule measured from its own start
+
+
+def test_a_learning_rate_too_high_still_warns_on_a_gpt2(gpt2_logdir, plugin_client):
+    found = plugin_client(gpt2_logdir).ok("/findings", run="lr_3e-2")["findings"]
+    warned = {f["kind"]: f for f in found if f["severity"] == "warn"}
+    assert {"update_ratio", "weight_growth"} <= set(warned), [(f["kind"], f["severity"]) for f in found]
+    assert warned["update_ratio"].get("evidence", {}).get("settled_start") is None
+    # The residual projections grow past 3x the 0.02 their growth is measured from.
+    grown = warned["weight_growth"]
+    assert set(_residual_projections()) & set(grown["layers"]), grown["layers"]
+    scaled = [v for k, v in grown["evidence"]["layers"].items() if k in _residual_projections()]
+    assert all(v["reference_std"] == 0.02 for v in scaled)

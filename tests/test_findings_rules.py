@@ -235,3 +235,4 @@ def test_a_learning_rate_too_high_still_warns_on_a_gpt2(gpt2_logdir, plugin_clie
     assert set(_residual_projections()) & set(grown["layers"]), grown["layers"]
     scaled = [v for k, v in grown["evidence"]["layers"].items() if k in _residual_projections()]
     assert all(v["reference_std"] == 0.02 for v in scaled)
+    assert "started scaled down among peers at 0.02: their std is measured from 0.02" in grown["message"]

@@ -21,7 +21,7 @@ from .. import health
 from .. import series as series_lib
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group_sustained, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group_sustained, layers_text, span_hits
 from . import init_scale
 
 KIND = "weight_growth"
@@ -49,9 +49,15 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     scaled = reference_stds(rd)
     hits = [h for h in span_hits(rd, tags_lib.WEIGHT, tests, 3, PARAM_SHAPE_KINDS) if h.layer not in scaled]
     hits += _scaled_hits(rd, scaled, growth, abs_mean)
-    return group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
-                           f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
-                           ADVICE, 3)
+    found = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
+                            f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
+                            ADVICE, 3)
+    for f in found:
+        small = [name for name in f.layers if name in scaled]
+        if small:
+            f.message += (f"; {layers_text(small)} started scaled down among peers at "
+                          f"{init_scale.TRANSFORMER_STD:g}: their std is measured from {init_scale.TRANSFORMER_STD:g}")
+    return found
 
 
 def _first_std(table) -> float:

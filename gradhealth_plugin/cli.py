@@ -275,7 +275,8 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
     from .serving import responses
 
     for summary, (_, mine) in zip(summaries, analyses):
-        verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"])
+        verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"],
+                                    summary["scalars_sampling"])
         out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
                   f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")

@@ -4,8 +4,12 @@ dropped, and co-occurring symptoms name their likely cause (seed 004).
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
+from ..reading import tags as tags_lib
+from ..reading.runs import RunData
 from .finding import INFO, Finding
 
 _POINTWISE = ("exploding_gradients", "nonfinite")
@@ -90,6 +94,93 @@ def name_causes(findings: List[Finding]) -> None:
 def _overshoot(f: Finding) -> bool:
     # Updates too small, or none at all, are the opposite of an overshoot.
     return f.kind in _OVERSHOOT and f.evidence.get("direction") in (None, "too_high")
+# What a learning rate that jumps makes blow up: gradients, non-finite values, a one-off spike.
+_BLOW_UPS = ("exploding_gradients", "nonfinite", "spike")
+
+
+def name_learning_rate_jumps(rd: RunData, findings: List[Finding], factor: float, window: int) -> None:
+    """Names a learning-rate jump as the cause of the blow-ups it came just before.
+
+    Where a logged learning rate is `factor` times or more its earlier value at
+    some point from `window` logged steps of the blow-up's own series before its
+    first step up to that step (the steps its running median judges it against:
+    the rise came while the series was calm), the rise is named: "the learning
+    rate rose 100x at step 40, 2 steps before it began". A blow-up at its
+    series' first logged step has no calm before it and is not judged. The
+    symptoms `name_causes` laid on a learning rate too high, from the jump on,
+    share the cause.
+    """
+    rates = [(tag, rd.scalar_steps(tag), np.asarray(rd.scalar_series[tag][1], dtype=np.float64))
+             for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == tags_lib.SCALAR_LR]
+    if not rates:
+        return
+    jumps = []
+    for f in findings:
+        if f.kind not in _BLOW_UPS:
+            continue
+        since = _logged_before(rd, f, window)
+        if since is None:
+            continue
+        for tag, steps, values in rates:
+            rise = _rise(steps, values, since, f.first_step, factor)
+            if rise is not None:
+                _name_jump(f, tag, rise, factor)
+                jumps.append((tag, rise))
+                break
+    if not jumps:
+        return
+    tag, rise = min(jumps, key=lambda j: j[1][0])
+    for f in findings:
+        if f.cause == "learning_rate_too_high" and f.first_step >= rise[0]:
+            _name_jump(f, tag, rise, factor)
+
+
+def _name_jump(f: Finding, tag: str, rise: tuple, factor: float) -> None:
+    step, ratio, old, new = rise
+    gap = f.first_step - step
+    where = "as it began" if gap == 0 else f"{gap} step{'s' if gap != 1 else ''} before it began"
+    f.cause = "learning_rate_jump"
+    f.message += (f"; the learning rate ({tag}) rose {ratio:.3g}x at step {step} (from {old:.3g} to {new:.3g}), "
+                  f"{where}: that jump is the likely cause")
+    f.evidence["learning_rate_jump"] = {"tag": tag, "step": step, "factor": ratio, "from": old, "to": new,
+                                        "threshold": factor}
+
+
+def _logged_before(rd: RunData, f: Finding, window: int) -> Optional[int]:
+    """The step `window` logged steps before `f`'s first one in the series it names (rows in its role, or
+    any role where it gathers several; scalars), the earliest of them, or their first step where fewer
+    were logged; None when none was logged before it."""
+    found = []
+    for name in f.layers:
+        if name in rd.scalar_series:
+            series = [np.asarray(rd.scalar_steps(name))]
+        else:
+            layer = rd.layer(name)
+            if layer is None:
+                continue
+            series = [r.table.steps for role, r in layer.roles.items() if f.role is None or role == f.role]
+        for steps in series:
+            i = int(np.searchsorted(steps, f.first_step))
+            if i > 0:
+                found.append(int(steps[max(0, i - window)]))
+    return min(found, default=None)
+
+
+def _rise(steps: np.ndarray, values: np.ndarray, since: int, until: int, factor: float) -> Optional[tuple]:
+    """(step, ratio, before, after) of the first learning-rate point in (since, until] that is `factor` times
+    or more its value at `since` (its latest point at or before it, which must be positive); None if none is."""
+    i = int(np.searchsorted(steps, since, side="right")) - 1
+    if i < 0 or not np.isfinite(values[i]) or values[i] <= 0:
+        return None
+    j = int(np.searchsorted(steps, until, side="right"))
+    with np.errstate(invalid="ignore"):
+        up = np.flatnonzero(values[i + 1:j] >= factor * values[i])
+    if not len(up):
+        return None
+    k = i + 1 + int(up[0])
+    return int(steps[k]), float(values[k] / values[i]), float(values[i]), float(values[k])
+
+
 def fold_after_nonfinite(findings: List[Finding]) -> List[Finding]:
     """Folds the findings that begin once the run turned non-finite for good into the earliest nonfinite finding.
 

@@ -32,6 +32,7 @@ def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = No
     found = combine.drop_explained_spikes(found)
     found = combine.fold_after_nonfinite(found)
     combine.name_causes(found)
+    combine.name_learning_rate_jumps(rd, found, limits["lr_jump"], int(limits["spike_window"]))
     return ordered(found)
 
 

@@ -205,6 +205,17 @@ def spike_mask(values: np.ndarray, z_threshold: float, window: int, min_ratio: f
         return ok & np.isfinite(z) & (z > z_threshold) & (resid > np.log10(min_ratio))
 
 
+def spike_jump(values: np.ndarray, window: int) -> np.ndarray:
+    """Each point of a positive series over the median of its `window` neighbours (itself left out), as
+    `spike_mask` compares them; NaN where that median is unknown. Along the last axis."""
+    values = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(values) & (values > 0)
+    logv = np.where(ok, np.log10(np.where(ok, values, 1.0)), np.nan)
+    med, _ = _centered_median(logv, max(1, int(window) // 2))
+    with np.errstate(invalid="ignore", over="ignore"):
+        return 10.0 ** (logv - med)
+
+
 def spike_window_points(window: int) -> int:
     """Window values `spike_mask` builds per point of a series (for `stacked`)."""
     half = max(1, int(window) // 2)

@@ -76,12 +76,13 @@ def _scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
         # The first logged value has no past to compare with, and early training is loud.
         idx = idx[idx > 0]
         if len(idx):
-            _sort(out, rd.histogram_interval, epoch, name, role, steps, values, idx,
+            _sort(out, rd.histogram_interval, epoch, name, role, steps, values, idx, window,
                   periodic=not (role is None and rd.scalar_other_axis(name)))
     return out
 
 
-def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx, periodic: bool = True) -> None:
+def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx, window: int,
+          periodic: bool = True) -> None:
     """Files one series' spikes as unjudged, periodic or single. `periodic` False: single only, for a
     series whose steps were placed on the layers' axis by wall time (a period there would be only
     as exact as those times)."""
@@ -97,9 +98,12 @@ def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx, perio
         out.periodic.setdefault((period, artefact, role), []).append(
             Hit(*first, {"spike_steps": spike_steps.tolist()[:50], "why": why}, spike_steps))
     else:
+        # How far each spike jumps above its neighbours: a large one-off jump is a warning (`spike`).
+        jump = series_lib.spike_jump(values, window)
         for i in idx:
             out.single.setdefault((int(steps[i]), role), []).append(
-                Hit(name, int(steps[i]), int(steps[i]), float(values[i]), int(steps[i]), {}, steps[i:i + 1]))
+                Hit(name, int(steps[i]), int(steps[i]), float(values[i]), int(steps[i]),
+                    {"jump": float(jump[i])}, steps[i:i + 1]))
 
 
 def is_artefact(period: int, own_interval: Optional[float], hist_interval: Optional[float],

@@ -95,21 +95,30 @@ _GRADIENT_KINDS = {d.KIND for d in detectors.DETECTORS if tags_lib.GRADIENT in d
 
 
 def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,
-            sampling: Optional[Mapping] = None) -> str:
+            sampling: Optional[Mapping] = None, scalars_sampling: Optional[Mapping] = None) -> str:
     """The verdict on one run's findings (the CLI's line, the ``runs`` route's ``verdict``).
 
     A run is called healthy only where its gradients could be judged and every logged
     step was read: without gradients, or where TensorBoard's sampling dropped steps
-    (``sampling``, `RunData.sampling`), "no warnings" is all the logs read can say.
+    (``sampling``, `RunData.sampling`) or points of the loss and other run-level scalars
+    (``scalars_sampling``, `RunData.scalars_sampling`), "no warnings" is all the logs read can say.
     """
     worst = worst_severity(found)
+    notes = " (notes only)" if worst else ""
     if worst in (None, finding.INFO) and not gradients_judged:
         return "no warnings (no gradients logged: exploding and vanishing gradients not judged)"
     if worst in (None, finding.INFO) and sampling is not None:
         lo, hi = sampling["kept_min"], sampling["kept_max"]
         kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
-        return f"no warnings in the {kept} steps read of {logged}" + (" (notes only)" if worst else "")
+        return f"no warnings in the {kept} steps read of {logged}" + notes
+    if worst in (None, finding.INFO) and scalars_sampling is not None:
+        # The rows are whole, a scalar is not: a loss spike or NaN may lie in the points not kept.
+        cut = scalars_sampling["series"]
+        first = cut[0]
+        more = f" (and {len(cut) - 1} more series sampled)" if len(cut) > 1 else ""
+        logged = f"{'at least ' if first['logged_at_least'] else ''}{first['logged']:,}"
+        return f"no warnings in the {first['kept']:,} {first['tag']} points read of {logged}{more}" + notes
     return _VERDICTS[worst]
 
 
@@ -182,7 +191,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
         "coverage_note": coverage_note(unjudged),
         # The run in words: "healthy" only where gradients were judged and every logged step was read.
-        "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling) if has_data else "no data",
+        "verdict": (verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling, rd.scalars_sampling)
+                    if has_data else "no data"),
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
         "training": training(training_of, rd.run),

@@ -63,13 +63,13 @@ _NAMES = {"he": "He", "glorot": "Glorot", "lecun": "LeCun", "pytorch_default": "
 # Fixed-std schemes that are a model's deliberate default, not a mistake: a weight matching one is not judged.
 _DEFAULTS = {"transformer_default", "gpt2_residual"}
 # Within this factor of a scheme's std, the std is said to match it.
-_MATCH = 1.25
+MATCH = 1.25
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     factor, max_step = limits["init_scale_factor"], limits["init_scale_max_step"]
     bias_counts = _bias_counts(rd)
-    n_blocks = _depth(rd)
+    n_blocks = depth(rd)
     hits = [h for h in (_hit(layer, factor, bias_counts.get(layer.group), n_blocks) for layer in rd.layers)
             if h is not None and h.step <= max_step]
     f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, factor,
@@ -129,10 +129,10 @@ def matches(std: float, fan_in: int, fan_out: int, n_blocks: int = 0) -> Optiona
     with np.errstate(invalid="ignore"):
         off = [(abs(np.log(std / ref(fan_in, fan_out, n_blocks))), name) for name, ref in _SCHEMES]
     distance, name = min((d, n) for d, n in off if np.isfinite(d))
-    return name if distance <= np.log(_MATCH) else None
+    return name if distance <= np.log(MATCH) else None
 
 
-def _depth(rd: RunData) -> int:
+def depth(rd: RunData) -> int:
     """The model's repeated blocks: the most numbered blocks sharing one stem (transformer.h.0 ... h.11: 12)."""
     found = {b for b in blocks_lib.blocks([layer.name for layer in rd.layers], [layer.group for layer in rd.layers])
              if b and b[-1].isdigit()}

@@ -114,6 +114,10 @@ def one_hit_per_series(groups: Iterable[List[Hit]]) -> List[Hit]:
     for name, hits in by_name.items():
         steps = sorted(h.step for h in hits)
         worst = max(hits, key=lambda h: h.value)
-        out.append(Hit(name, steps[0], steps[-1], worst.value, worst.step, {"spike_steps": steps[:50]},
+        detail = {"spike_steps": steps[:50]}
+        jumps = [h.detail["jump"] for h in hits if np.isfinite(h.detail.get("jump", np.nan))]
+        if jumps:
+            detail["jump"] = max(jumps)  # the largest jump above its neighbours' median
+        out.append(Hit(name, steps[0], steps[-1], worst.value, worst.step, detail,
                        np.array(steps, dtype=np.int64)))
     return out

@@ -1,5 +1,11 @@
 """A one-off outlier in a layer's norm series or the loss: a robust z-score
 against a rolling median (seed 004).
+
+A spike is a note, but a norm's spike that jumps `exploding_jump` (10x) or
+more above the median of its neighbours is a warning: the jump that is an
+explosion when it lasts (seeds 002, 004), held for one logged step. A loss
+is left at info whatever its jump: near its floor it moves by factors
+without harm.
 """
 
 from __future__ import annotations
@@ -8,8 +14,9 @@ from typing import List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from ..finding import INFO, Finding
+from ..finding import INFO, WARN, Finding
 from ..spans import Hit, group
 from ..spikes import scan
 from . import periodic_spikes
@@ -17,6 +24,7 @@ from . import periodic_spikes
 KIND = "spike"
 ORDER = 90
 SEVERITY = INFO
+MAX_SEVERITY = WARN  # a norm's one-off jump of `exploding_jump` or more
 LABEL = "Spike"
 METRIC = "l2"
 NEEDS = ()
@@ -28,7 +36,7 @@ THRESHOLDS = ()
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     """One finding per episode: spikes of one role at adjacent logged steps are one event (a loss
     diverging over steps 9 to 12), and spikes on a periodic pattern's grid belong to that pattern."""
-    z = limits["spike_z"]
+    z, jump = limits["spike_z"], limits["exploding_jump"]
     found = scan(rd, limits)
     folded = periodic_spikes.members(found)
     singles = sorted((key for key in found.single if key not in folded), key=lambda k: k[0])
@@ -36,10 +44,29 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     for role in dict.fromkeys(r for _, r in singles):
         for episode in _episodes(rd, [(step, found.single[(step, r)]) for step, r in singles if r == role], role):
             hits = periodic_spikes.one_hit_per_series(episode)
-            plural = "s" if len(hits) == 1 and role is None else ""
-            out.append(group(rd, KIND, SEVERITY, role, hits, z,
-                             f"spike{plural} (robust z-score above {z:g} against the rolling median)", ADVICE))
+            large = [h for h in hits if _large(rd, h, role, jump)]
+            for severity, part in ((WARN, large), (SEVERITY, [h for h in hits if h not in large])):
+                if not part:
+                    continue
+                plural = "s" if len(part) == 1 and role is None else ""
+                what = f"spike{plural} (robust z-score above {z:g} against the rolling median)"
+                if severity == WARN:
+                    top = max(h.detail["jump"] for h in part)
+                    what = (f"spike{plural} {top:.0f}x above the median of their neighbours (at least {jump:g}x: "
+                            f"an explosion, had it lasted)")
+                f = group(rd, KIND, severity, role, part, z, what, ADVICE)
+                if severity == WARN:
+                    f.evidence["jump_threshold"] = jump
+                out.append(f)
     return out
+
+
+def _large(rd: RunData, h: Hit, role: Optional[str], jump: float) -> bool:
+    """Whether a series' spike is a warning: a norm (a row's, or a gradient-norm scalar) jumping `jump`
+    times or more above its neighbours' median."""
+    if role is None and rd.scalar_kinds.get(h.layer) != tags_lib.SCALAR_GRAD_NORM:
+        return False
+    return h.detail.get("jump", 0.0) >= jump
 
 
 def _episodes(rd: RunData, spikes: List[Tuple[int, List[Hit]]], role: Optional[str]) -> List[List[List[Hit]]]:

@@ -6,6 +6,17 @@ between logged steps, proven from the buckets, per step. A lower bound above
 the ceiling proves the updates too large; below the floor it proves nothing,
 so only measured ratios judge "too small". Weights whose every statistic is
 identical at every logged step never moved at all.
+
+Too fast only at the start is a note, not a warning: a ratio past the ceiling
+from the start of training (a first logged step at or before
+`init_scale_max_step`) that falls back under it for good before the last
+logged step, never rising above its first value, while the weight's std
+stays within `weight_std_growth` of its first value (of its peers' scale for a
+weight initialised scaled down, as `weight_growth` measures it). Adam's first updates
+are about the learning rate per element whatever the gradient, so a small
+weight (GPT-2's residual projections at 1e-3) starts with a large ratio
+that settles by itself as its moments fill; a learning rate too high keeps
+the ratio up, or grows the weights, and stays a warning.
 """
 
 from __future__ import annotations
@@ -18,9 +29,10 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health, metrics
 from .. import series as series_lib
-from ..finding import WARN, Finding
+from ..finding import INFO, WARN, Finding
 from ..limits import Line
 from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group, group_sustained, role_tables, span_hits, stack
+from . import weight_growth
 
 KIND = "update_ratio"
 ORDER = 80
@@ -67,9 +79,20 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     for h in at_least:
         h.detail["quality"] = "lower_bound"
     frozen = _frozen_hits(rd, int(limits["frozen_steps"]), limits["vanishing_abs"])
-    fast = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in too_high if h.layer not in bounded], high,
+    measured = [h for h in too_high if h.layer not in bounded]
+    references = weight_growth.reference_stds(rd)
+    early = [h for h in measured if _settled_start(rd, h, high, limits, references.get(h.layer))]
+    fast = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in measured if h not in early], high,
                            f"update too fast (update/weight ratio above {high:g}; about 1e-3 is healthy)", ADVICE,
                            steps_needed)
+    start = group(rd, KIND, INFO, tags_lib.WEIGHT, early, high,
+                  f"update fast only at the start of training (update/weight ratio above {high:g}, then back "
+                  f"under it for good, the weights not growing)", ADVICE)
+    if start is not None:
+        start.message += (": an adaptive optimizer's first updates (Adam's are about the learning rate per "
+                          "element, whatever the gradient) are large for small weights and settle by themselves")
+        start.evidence["settled_start"] = True
+        fast.append(start)
     bound = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, at_least, high,
                   f"update too fast: the change of their norm alone proves a mean update/weight ratio per step "
                   f"above {high:g} (a lower bound; about 1e-3 is healthy)", ADVICE)
@@ -93,6 +116,25 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                 f.evidence["direction"] = direction
                 out.append(f)
     return out
+
+
+def _settled_start(rd: RunData, h: Hit, high: float, limits: Mapping[str, float],
+                   reference: Optional[float] = None) -> bool:
+    """Whether a too-fast hit is only the start of training settling (see the module's docstring); the
+    weight's growth measured as `weight_growth` measures it (from `reference`, where it has one)."""
+    table = rd.layer(h.layer).roles[tags_lib.WEIGHT].table
+    steps, ratio = table.steps, table.get("update_ratio")
+    if not len(steps) or steps[0] > limits["init_scale_max_step"] or h.first != steps[0]:
+        return False
+    over = np.nan_to_num(ratio, nan=-np.inf) > high
+    runs = series_lib.true_runs(over)
+    if len(runs) != 1 or runs[0][1] >= len(steps) - 1:
+        return False  # it comes back, or still holds at the last logged step
+    end = runs[0][1]
+    growth = table.get("std_rel_first") if reference is None else table.get("std") / reference
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(ratio[1:end + 1] <= ratio[0]) and np.isfinite(ratio[:end + 1]).all()
+                    and not (np.nan_to_num(growth, nan=np.inf) > limits["weight_std_growth"]).any())
 
 
 def _frozen_hits(rd: RunData, min_steps: int, vanished: float) -> List[Hit]:

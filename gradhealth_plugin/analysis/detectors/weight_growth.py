@@ -1,15 +1,28 @@
-"""Weights that grow: std far above its first logged value, or |mean| above a limit (seed 004)."""
+"""Weights that grow: std far above its first logged value, or |mean| above a limit (seed 004).
+
+A weight initialised deliberately smaller than its peers is measured from its
+peers' scale, not its own start: GPT-2 scales its residual projections to
+0.02 / sqrt(2 x blocks) while its other kernels start at 0.02
+(`init_scale`), and in early training they grow towards 0.02 - four to five
+times their start in a 12-block model - as they learn. Where a kernel starts
+within 25% of that scaled std and the run's other kernels start, by their
+median, within 25% of 0.02, its growth is its std over 0.02.
+"""
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import Dict, List, Mapping
+
+import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health
+from .. import series as series_lib
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Test, group_sustained, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group_sustained, layers_text, span_hits
+from . import init_scale
 
 KIND = "weight_growth"
 ORDER = 50
@@ -33,7 +46,66 @@ THRESHOLDS = (
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     growth, abs_mean = limits["weight_std_growth"], limits["weight_abs_mean"]
     tests = (Test("std_rel_first", growth), Test("mean", abs_mean, use_abs=True))
-    hits = span_hits(rd, tags_lib.WEIGHT, tests, 3, PARAM_SHAPE_KINDS)
-    return group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
-                           f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
-                           ADVICE, 3)
+    scaled = reference_stds(rd)
+    hits = [h for h in span_hits(rd, tags_lib.WEIGHT, tests, 3, PARAM_SHAPE_KINDS) if h.layer not in scaled]
+    hits += _scaled_hits(rd, scaled, growth, abs_mean)
+    found = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
+                            f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
+                            ADVICE, 3)
+    for f in found:
+        small = [name for name in f.layers if name in scaled]
+        if small:
+            f.message += (f"; {layers_text(small)} started scaled down among peers at "
+                          f"{init_scale.TRANSFORMER_STD:g}: their std is measured from {init_scale.TRANSFORMER_STD:g}")
+    return found
+
+
+def _first_std(table) -> float:
+    std = table.get("std")
+    ok = np.isfinite(std) & (std > 0)
+    return float(std[np.argmax(ok)]) if ok.any() else np.nan
+
+
+def reference_stds(rd: RunData) -> Dict[str, float]:
+    """Kernel -> the std its growth is measured from, for kernels starting at GPT-2's scaled-down
+    residual std among peers starting at 0.02 (see the module's docstring)."""
+    blocks = init_scale.depth(rd)
+    if not blocks:
+        return {}
+    scaled_std = init_scale.TRANSFORMER_STD / np.sqrt(2.0 * blocks)
+    first = {layer.name: _first_std(table) for layer, table in rd.role_rows(tags_lib.WEIGHT, (tags_lib.KIND_KERNEL,))}
+    near = lambda s, ref: bool(np.isfinite(s) and abs(np.log(s / ref)) <= np.log(init_scale.MATCH))  # noqa: E731
+    scaled = [name for name, s in first.items() if near(s, scaled_std)]
+    peers = [s for name, s in first.items() if name not in scaled and np.isfinite(s)]
+    if not scaled or not peers or not near(float(np.median(peers)), init_scale.TRANSFORMER_STD):
+        return {}
+    return {name: init_scale.TRANSFORMER_STD for name in scaled}
+
+
+def _scaled_hits(rd: RunData, scaled: Dict[str, float], growth: float, abs_mean: float) -> List[Hit]:
+    """The growth rule on the kernels of `scaled`, their std measured from the std given."""
+    hits = []
+    for layer, table in rd.role_rows(tags_lib.WEIGHT, PARAM_SHAPE_KINDS):
+        if layer.name not in scaled:
+            continue
+        reference = scaled[layer.name]
+        rel, mean = table.get("std") / reference, np.abs(table.get("mean"))
+        fired = (np.nan_to_num(rel, nan=-np.inf) > growth) | (np.nan_to_num(mean, nan=-np.inf) > abs_mean)
+        spans = series_lib.sustained(fired, 3)
+        if not spans:
+            continue
+        inside = np.zeros(len(fired), dtype=bool)
+        for a, b in spans:
+            inside[a:b + 1] = True
+        a, b = spans[0][0], spans[-1][1]
+        by_std = bool(np.nan_to_num(rel[a], nan=-np.inf) > growth)
+        values = np.where(inside, rel if by_std else mean, -np.inf)
+        j = int(np.argmax(values))
+        steps = table.steps
+        hits.append(Hit(layer.name, int(steps[a]), int(steps[b]), float(values[j]), int(steps[j]),
+                        {"metric": "std / reference std" if by_std else "|mean|", "reference_std": reference,
+                         "first_std": _first_std(table),
+                         "why": "initialised scaled down (GPT-2's residual projections): growth is measured "
+                                "from the std its peers start at"},
+                        steps[inside], threshold=growth if by_std else abs_mean))
+    return hits

@@ -1,0 +1,238 @@
+"""Finding rules that keep findings right on real trainings: the verdict over a sampled loss, a single
+spike large enough to warn, and a learning-rate jump named as the cause of a blow-up."""
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+from gradhealth_plugin import cli
+
+
+def _report(*argv) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["report", "--format", "json", *map(str, argv)])
+    assert code == 0
+    return json.loads(out.getvalue())
+
+
+def _text_report(*argv) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["report", *map(str, argv)])
+    assert code == 0
+    return out.getvalue()
+
+
+# --- the verdict when only the loss is sampled ---------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def sampled_loss_only_logdir(tmp_path_factory):
+    """A loss at each of 3,000 steps (more than TensorBoard keeps by default) beside gradients every 100
+    steps (all kept): the rows are whole, the loss is not."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    root = tmp_path_factory.mktemp("sampled_loss_only")
+    base = normal_buckets(np.random.default_rng(4))
+    write_run(root / "run", [event(s, scalar_value("loss", 2.0 / (1 + s / 300)),
+                                   *([hist_value("gradients/dense/kernel", base)] if s % 100 == 0 else []))
+                             for s in range(3000)])
+    return root
+
+
+def test_a_run_whose_loss_was_sampled_is_not_called_healthy(sampled_loss_only_logdir, loader_client):
+    run = loader_client(sampled_loss_only_logdir).ok("/runs")["runs"][0]
+    assert run["sampling"] is None and run["worst_status"] == "ok"
+    (kept,) = [series["kept"] for series in run["scalars_sampling"]["series"]]
+    assert run["verdict"] == f"no warnings in the {kept:,} loss points read of 3,000", run["verdict"]
+
+
+def test_the_report_says_the_same_over_a_sampled_loss_and_healthy_when_every_point_is_read(
+        sampled_loss_only_logdir):
+    assert "run run: no warnings in the 1,000 loss points read of 3,000 - " in _text_report(
+        sampled_loss_only_logdir)
+    (run,) = _report(sampled_loss_only_logdir)["runs"]
+    assert run["verdict"] == "no warnings in the 1,000 loss points read of 3,000"
+    (every,) = _report(sampled_loss_only_logdir, "--all-steps")["runs"]
+    assert every["scalars_sampling"] is None and every["verdict"] == "healthy"
+
+
+# --- a single spike's severity ---------------------------------------------------------------------------
+
+def _mlp_run(run_dir, scale_at: dict, steps: int = 60, lr_at: dict = None) -> None:
+    """A small torch MLP trained with SGD, logged at every step. `scale_at`: step -> factor its loss is
+    multiplied by (its learning rate divided by the same, so the weights move as on any step: the
+    gradients alone jump); `lr_at`: step -> the learning rate from that step on."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    lr = 0.05
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    handle = watch(model, str(run_dir), optimizer=opt, every_n_steps=1, activations=False)
+    writer = SummaryWriter(str(run_dir))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(steps):
+        lr = (lr_at or {}).get(step, lr)
+        factor = scale_at.get(step, 1.0)
+        for group in opt.param_groups:
+            group["lr"] = lr / factor
+        # The whole data set at each step: the gradient norm moves smoothly but for the scaled steps.
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        (loss * factor).backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+        writer.add_scalar("learning_rate", lr, step)
+    writer.close()
+    unwatch(handle)
+
+
+@pytest.fixture(scope="session")
+def spike_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spikes")
+    _mlp_run(root / "large", {40: 150.0})
+    _mlp_run(root / "small", {40: 4.0})
+    return root
+
+
+def _spikes(client, run):
+    return [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "spike"]
+
+
+def test_a_one_step_jump_of_150x_in_the_gradient_norm_is_a_warning_and_its_cells_say_so(spike_logdir,
+                                                                                       plugin_client):
+    client = plugin_client(spike_logdir)
+    (spike,) = _spikes(client, "large")
+    assert spike["severity"] == "warn" and spike["first_step"] == spike["last_step"] == 40, spike
+    assert spike["evidence"]["jump_threshold"] == 10
+    jumps = [layer["jump"] for layer in spike["evidence"]["layers"].values()]
+    assert min(jumps) > 50, jumps
+    assert "above the median of their neighbours" in spike["message"], spike["message"]
+    hm = client.ok("/heatmap", run="large", role="gradient", metric="l2")
+    col = hm["steps"].index(40)
+    for layer in spike["layers"]:
+        row = hm["layers"].index(layer)
+        # Warn (2) at the spike's step only; ok (1) at every other step.
+        assert hm["status"][row][col] == 2 and hm["rules"][row][col] == "spike", layer
+        assert {s for j, s in enumerate(hm["status"][row]) if j != col} == {1}, layer
+
+
+def test_a_one_step_jump_of_4x_stays_a_note(spike_logdir, plugin_client):
+    client = plugin_client(spike_logdir)
+    (spike,) = _spikes(client, "small")
+    assert spike["severity"] == "info" and spike["first_step"] == 40, spike
+    assert max(layer["jump"] for layer in spike["evidence"]["layers"].values()) < 10
+    hm = client.ok("/heatmap", run="small", role="gradient", metric="l2")
+    col = hm["steps"].index(40)
+    assert [row[col] for row in hm["status"]] == [1] * len(hm["layers"])
+
+
+# --- a learning-rate jump named as the cause of a blow-up -------------------------------------------------
+
+@pytest.fixture(scope="session")
+def lr_jump_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lr_jump")
+    _mlp_run(root / "lr_jump", {}, lr_at={40: 5.0})  # 100x the learning rate from step 40 on
+    return root
+
+
+def test_a_learning_rate_jump_just_before_an_explosion_is_named_as_its_cause(lr_jump_logdir, plugin_client):
+    found = plugin_client(lr_jump_logdir).ok("/findings", run="lr_jump")["findings"]
+    blow_ups = [f for f in found if f["kind"] in ("exploding_gradients", "nonfinite") and f["severity"] != "info"]
+    assert blow_ups, [(f["kind"], f["first_step"]) for f in found]
+    assert min(f["first_step"] for f in blow_ups) in (40, 41, 42), blow_ups
+    for f in blow_ups:
+        assert f["cause"] == "learning_rate_jump", f
+        assert "the learning rate (learning_rate) rose 100x at step 40 (from 0.05 to 5)" in f["message"], f["message"]
+        assert f["evidence"]["learning_rate_jump"]["step"] == 40
+
+
+def test_a_spike_under_a_steady_learning_rate_names_no_learning_rate_cause(spike_logdir, plugin_client):
+    (spike,) = _spikes(plugin_client(spike_logdir), "large")
+    assert spike.get("cause") is None and "learning rate" not in spike["message"], spike
+
+
+# --- a real GPT-2 under Adam: its start and its residual projections ----------------------------------------
+
+def _gpt2_run(run_dir, lr: float, steps: int = 40) -> None:
+    """A transformers GPT-2 of 12 blocks (residual projections at 0.02 / sqrt(24)) trained with Adam on a
+    learnable sequence, logged at each of its first 30 steps and every 5th after."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=12, n_embd=32, n_head=2, n_positions=16, vocab_size=50)
+    model = transformers.GPT2LMHeadModel(config)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    handle = watch(model, str(run_dir), optimizer=opt, activations=False, every_n_steps=5)
+    writer = SummaryWriter(str(run_dir))
+    g = torch.Generator().manual_seed(0)
+    for step in range(steps):
+        x = (torch.arange(16) * 3 + torch.randint(0, 50, (4, 1), generator=g)) % 50
+        loss = model(x, labels=x).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+
+
+@pytest.fixture(scope="session")
+def gpt2_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpt2_adam")
+    for lr in ("1e-3", "3e-3", "3e-2"):
+        _gpt2_run(root / f"lr_{lr}", float(lr))
+    return root
+
+
+def _residual_projections() -> list:
+    return [f"transformer.h.{i}.{part}.c_proj.weight" for i in range(12) for part in ("attn", "mlp")]
+
+
+@pytest.mark.parametrize("run", ["lr_1e-3", "lr_3e-3"])
+def test_adams_first_large_updates_on_small_weights_are_a_note(gpt2_logdir, plugin_client, run):
+    found = plugin_client(gpt2_logdir).ok("/findings", run=run)["findings"]
+    ratios = [f for f in found if f["kind"] == "update_ratio"]
+    assert [f["severity"] for f in ratios] == ["info"], [(f["severity"], f["message"]) for f in ratios]
+    (start,) = ratios
+    assert start["evidence"]["settled_start"] is True and start["first_step"] == 0
+    assert sorted(start["layers"]) == sorted(_residual_projections()), start["layers"]
+    assert "only at the start of training" in start["message"]
+
+
+def test_residual_projections_growing_towards_their_peers_are_no_weight_growth(gpt2_logdir, plugin_client):
+    # At 3e-3 the residual projections grow from 0.0041 to about 0.019 in 40 steps, 4.7x their own start:
+    # towards the 0.02 their peers start at, not past it.
+    client = plugin_client(gpt2_logdir)
+    grown = [f for f in client.ok("/findings", run="lr_3e-3")["findings"] if f["kind"] == "weight_growth"]
+    assert grown == [], [f["message"] for f in grown]
+    layer = "transformer.h.11.mlp.c_proj.weight"
+    series = client.ok("/series", run="lr_3e-3", layer=layer, metric="std_rel_first", role="weight")
+    rel = [v for v in series["series"]["weight"]["values"] if v is not None]
+    assert max(rel) > 3, rel  # past the rule measured from its own start
+
+
+def test_a_learning_rate_too_high_still_warns_on_a_gpt2(gpt2_logdir, plugin_client):
+    found = plugin_client(gpt2_logdir).ok("/findings", run="lr_3e-2")["findings"]
+    warned = {f["kind"]: f for f in found if f["severity"] == "warn"}
+    assert {"update_ratio", "weight_growth"} <= set(warned), [(f["kind"], f["severity"]) for f in found]
+    assert warned["update_ratio"].get("evidence", {}).get("settled_start") is None
+    # The residual projections grow past 3x the 0.02 their growth is measured from.
+    grown = warned["weight_growth"]
+    assert set(_residual_projections()) & set(grown["layers"]), grown["layers"]
+    scaled = [v for k, v in grown["evidence"]["layers"].items() if k in _residual_projections()]
+    assert all(v["reference_std"] == 0.02 for v in scaled)
+    assert "started scaled down among peers at 0.02: their std is measured from 0.02" in grown["message"]

@@ -335,9 +335,9 @@ def test_corrupted_batch_is_a_spike_not_an_explosion(proven, framework):
     found = p.findings["corrupted_batch"]
     assert not [f for f in found if f["kind"] == "exploding_gradients"]
     (spike,) = [f for f in found if f["kind"] == "spike" and f["role"] == "gradient"]
-    # A jump past exploding_jump (10x) for one logged step: a spike, at warn, and the only warning.
-    assert spike["first_step"] == spike["last_step"] == at and spike["severity"] == "warn"
-    assert [f["kind"] for f in _loud(found)] == ["spike"]
+    # A jump of tens of times for one logged step, under spike_warn_jump: a note, and nothing louder.
+    assert spike["first_step"] == spike["last_step"] == at and spike["severity"] == "info"
+    assert _loud(found) == []
     assert set(_kernels(truth)) <= set(spike["layers"])
 
 

@@ -99,8 +99,8 @@ def _mlp_run(run_dir, scale_at: dict, steps: int = 60, lr_at: dict = None) -> No
 @pytest.fixture(scope="session")
 def spike_logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("spikes")
-    _mlp_run(root / "large", {40: 150.0})
-    _mlp_run(root / "small", {40: 4.0})
+    _mlp_run(root / "large", {40: 1000.0})
+    _mlp_run(root / "small", {40: 30.0})
     return root
 
 
@@ -108,14 +108,14 @@ def _spikes(client, run):
     return [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "spike"]
 
 
-def test_a_one_step_jump_of_150x_in_the_gradient_norm_is_a_warning_and_its_cells_say_so(spike_logdir,
+def test_a_one_step_jump_of_1000x_in_the_gradient_norm_is_a_warning_and_its_cells_say_so(spike_logdir,
                                                                                        plugin_client):
     client = plugin_client(spike_logdir)
     (spike,) = _spikes(client, "large")
     assert spike["severity"] == "warn" and spike["first_step"] == spike["last_step"] == 40, spike
-    assert spike["evidence"]["jump_threshold"] == 10
+    assert spike["evidence"]["jump_threshold"] == 100
     jumps = [layer["jump"] for layer in spike["evidence"]["layers"].values()]
-    assert min(jumps) > 50, jumps
+    assert min(jumps) > 100, jumps
     assert "above the median of their neighbours" in spike["message"], spike["message"]
     hm = client.ok("/heatmap", run="large", role="gradient", metric="l2")
     col = hm["steps"].index(40)
@@ -126,11 +126,12 @@ def test_a_one_step_jump_of_150x_in_the_gradient_norm_is_a_warning_and_its_cells
         assert {s for j, s in enumerate(hm["status"][row]) if j != col} == {1}, layer
 
 
-def test_a_one_step_jump_of_4x_stays_a_note(spike_logdir, plugin_client):
+def test_a_one_step_jump_of_30x_stays_a_note(spike_logdir, plugin_client):
     client = plugin_client(spike_logdir)
     (spike,) = _spikes(client, "small")
     assert spike["severity"] == "info" and spike["first_step"] == 40, spike
-    assert max(layer["jump"] for layer in spike["evidence"]["layers"].values()) < 10
+    # Past exploding_jump (10x), as a corrupted batch's, but a one-off under spike_warn_jump (100x).
+    assert 10 < max(layer["jump"] for layer in spike["evidence"]["layers"].values()) < 100
     hm = client.ok("/heatmap", run="small", role="gradient", metric="l2")
     col = hm["steps"].index(40)
     assert [row[col] for row in hm["status"]] == [1] * len(hm["layers"])

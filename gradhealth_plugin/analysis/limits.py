@@ -74,6 +74,9 @@ DEFAULTS: Dict[str, Threshold] = {
                                      "same step that makes a rank diverge"),
     "rank_divergence_steps": Threshold(2, "a one-off is not yet a pattern", "logged steps (not necessarily in a "
                                        "row) a rank's layer must diverge at before it is reported"),
+    "spike_warn_jump": Threshold(100.0, "seed 004 (a spike); healthy gradient norms swing several-fold between "
+                                 "batches (DESIGN), so a warning takes two orders of magnitude",
+                                 "a norm's one-off spike this many times the median of its neighbours is a warning"),
     "lr_jump": Threshold(10.0, "seed 004 (a learning rate too high makes gradients explode); an order of "
                          "magnitude, as exploding_jump", "a logged learning rate rising this many times within the "
                          "spike_window logged steps up to a blow-up's first step is named as its cause"),
@@ -153,6 +156,7 @@ ALLOWED: Dict[str, Range] = {
     "no_progress_improvement": _FRACTION,
     "rank_divergence_rel": _POSITIVE,
     "rank_divergence_steps": Range(1, 1_000_000, integer=True),
+    "spike_warn_jump": _FACTOR,
     "lr_jump": _FACTOR,
 }
 

@@ -1,11 +1,10 @@
 """A one-off outlier in a layer's norm series or the loss: a robust z-score
 against a rolling median (seed 004).
 
-A spike is a note, but a norm's spike that jumps `exploding_jump` (10x) or
-more above the median of its neighbours is a warning: the jump that is an
-explosion when it lasts (seeds 002, 004), held for one logged step. A loss
-is left at info whatever its jump: near its floor it moves by factors
-without harm.
+A spike is a note, but a norm's spike that jumps `spike_warn_jump` (100x) or
+more above the median of its neighbours is a warning: far past the several-fold
+swings of healthy gradient norms between batches. A loss is left at info
+whatever its jump: near its floor it moves by factors without harm.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from . import periodic_spikes
 KIND = "spike"
 ORDER = 90
 SEVERITY = INFO
-MAX_SEVERITY = WARN  # a norm's one-off jump of `exploding_jump` or more
+MAX_SEVERITY = WARN  # a norm's one-off jump of `spike_warn_jump` or more
 LABEL = "Spike"
 METRIC = "l2"
 NEEDS = ()
@@ -36,7 +35,7 @@ THRESHOLDS = ()
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     """One finding per episode: spikes of one role at adjacent logged steps are one event (a loss
     diverging over steps 9 to 12), and spikes on a periodic pattern's grid belong to that pattern."""
-    z, jump = limits["spike_z"], limits["exploding_jump"]
+    z, jump = limits["spike_z"], limits["spike_warn_jump"]
     found = scan(rd, limits)
     folded = periodic_spikes.members(found)
     singles = sorted((key for key in found.single if key not in folded), key=lambda k: k[0])
@@ -52,8 +51,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                 what = f"spike{plural} (robust z-score above {z:g} against the rolling median)"
                 if severity == WARN:
                     top = max(h.detail["jump"] for h in part)
-                    what = (f"spike{plural} {top:.0f}x above the median of their neighbours (at least {jump:g}x: "
-                            f"an explosion, had it lasted)")
+                    what = (f"spike{plural} {top:.0f}x above the median of their neighbours (at least {jump:g}x)")
                 f = group(rd, KIND, severity, role, part, z, what, ADVICE)
                 if severity == WARN:
                     f.evidence["jump_threshold"] = jump

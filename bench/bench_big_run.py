@@ -4,7 +4,7 @@
     python bench/bench_big_run.py --full          # 1,000 layers x 10,000 steps (hours to write and load)
     python bench/bench_big_run.py --no-browser    # without headless Chromium
 
-Three runs, every step kept (``--samples_per_plugin=gradhealth=0,histograms=0``):
+Three runs (``--runs``), every step kept unless ``--samples`` says how many TensorBoard keeps:
 ``gh``, gradhealth summaries written with gradhealth's own writer
 (`SummaryFileWriter`), one layer exploding, one vanishing and one NaN at a single
 step; ``tf2``, the same layers' gradients as TF2 histograms (the records
@@ -51,7 +51,9 @@ GH_PLUGIN = "gradhealth"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-SAMPLES = ["--samples_per_plugin=gradhealth=0,histograms=0"]
+def samples_flag(kept: int) -> List[str]:
+    """TensorBoard's flag keeping `kept` samples per tag (0: every one) of both plugins' tags."""
+    return [f"--samples_per_plugin=gradhealth={kept},histograms={kept}"]
 # Targets of issue 15.
 MAX_BYTES = 2 * 2 ** 20
 MAX_WARM = 0.02
@@ -208,13 +210,14 @@ def wait_loaded(server: "scale.Server", expected: Dict[str, tuple], timeout: flo
 def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tuple], args,
                    logs: pathlib.Path) -> dict:
     r: dict = {"load_fast": load_fast, "runs": {}}
-    server = scale.Server(logdir, load_fast, False, logs / f"tb_{load_fast}_without.log", SAMPLES)
+    server = scale.Server(logdir, load_fast, False, logs / f"tb_{load_fast}_without.log",
+                          samples_flag(args.samples))
     try:
         r["load_s_without"] = wait_loaded(server, expected, args.ready_timeout)
         r["mem_without"] = server.memory()
     finally:
         server.stop()
-    server = scale.Server(logdir, load_fast, True, logs / f"tb_{load_fast}_with.log", SAMPLES)
+    server = scale.Server(logdir, load_fast, True, logs / f"tb_{load_fast}_with.log", samples_flag(args.samples))
     gh = "/data/plugin/gradhealth/heatmap"
     try:
         r["load_s_with"] = wait_loaded(server, expected, args.ready_timeout)
@@ -436,6 +439,9 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", default=f"{GH},{TF2},{GPT2}",
                         help="the runs to write and measure, comma separated (a 1,000 x 10,000 run of all three "
                              "does not fit in 24 GB with every step kept)")
+    parser.add_argument("--samples", type=int, default=0,
+                        help="samples TensorBoard keeps per tag (0: every step); 1,000 x 10,000 with every step "
+                             "kept needs about 20 GB under the Rust data server")
     parser.add_argument("--loaders", default="false,true", help="--load_fast values to measure, comma separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-browser", dest="browser", action="store_false")

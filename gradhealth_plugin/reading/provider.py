@@ -142,9 +142,9 @@ class _Grpc:
                         provider.TensorDatum(step=step, wall_time=wall, numpy=tensor_util.make_ndarray(value))
                         for step, wall, value in zip(data.step, data.wall_time, data.value)]
                 else:
-                    out[tag_entry.tag_name] = tables.Samples(
-                        steps=np.array(data.step, dtype=np.int64), wall_times=np.array(data.wall_time, dtype=np.float64),
-                        values=values)
+                    out[tag_entry.tag_name] = tables.Samples(steps=np.array(data.step, dtype=np.int64),
+                                                             wall_times=np.array(data.wall_time, dtype=np.float64),
+                                                             values=values)
         return out
 
 
@@ -280,7 +280,8 @@ class Reader:
         is_its_own = (isinstance(data_provider, multiplexer_provider.MultiplexerDataProvider)
                       and getattr(data_provider, "_multiplexer", None) is multiplexer)
         self._multiplexer = _Multiplexer(multiplexer) if multiplexer is not None and is_its_own else None
-        stub = getattr(data_provider, "_stub", None) if isinstance(data_provider, grpc_provider.GrpcDataProvider) else None
+        is_grpc = isinstance(data_provider, grpc_provider.GrpcDataProvider)
+        stub = getattr(data_provider, "_stub", None) if is_grpc else None
         self._grpc = _Grpc(stub) if stub is not None else None
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()

@@ -3,10 +3,12 @@
 This is the only module that talks to TensorBoard's data. It goes through
 ``context.data_provider``, so it works the same under the Python loader, the
 Rust data server and a remote gRPC data server, and the CLI uses it unchanged
-on a ``MultiplexerDataProvider``. One exception, for speed only: under the
-Python loader, tensors are read from its ``EventMultiplexer`` (which TensorBoard
-hands plugins beside the provider) and a tag's samples decoded together
-(`_decoded`), giving what the provider's ``read_tensors`` would.
+on a ``MultiplexerDataProvider``. Two exceptions, for speed only, each giving
+what the provider's ``read_tensors`` would: under the Python loader, tensors are
+read from its ``EventMultiplexer`` (which TensorBoard hands plugins beside the
+provider) and a tag's samples decoded together (`_decoded`); through a gRPC
+provider (the Rust data server), its own request is sent through its stub and
+the answer's samples decoded a tag at a time (`_Grpc`).
 
 Results are cached per run, keyed by what the provider lists for each tag
 (last step and wall time), so an unchanged run is never recomputed and a run

@@ -63,6 +63,9 @@ _MAX_READ_TAGS = 4096
 # on, so the end of its answer waits for the client's delayed acknowledgement): asked one after
 # another, a run with histograms, scalars and gradhealth summaries paid it three times a request.
 _LISTING_THREADS = 6
+# Threads reading the next chunk of a run's tags from a gRPC data provider (`Reader._chunks`): one
+# per run being read at once.
+_READ_THREADS = 4
 
 
 # The dtypes a histogram is written in, as `tensor_util.make_ndarray` reads them from `tensor_content`.
@@ -236,6 +239,22 @@ def run_names(listings: Mapping[str, Mapping]) -> List[str]:
     return sorted(seen, key=sweep_lib.run_key)
 
 
+def _bucket_values(result: Mapping[str, Sequence]) -> int:
+    """How many numbers a read of histogram tags holds (the last sample's size for each sample of a list)."""
+    count = 0
+    for datums in result.values():
+        if isinstance(datums, tables.Samples):
+            count += int(datums.values.size)
+        elif datums:
+            count += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+    return count
+
+
+def _vector_values(result: Mapping[str, Sequence]) -> int:
+    """How many numbers a read of gradhealth summaries holds, at a whole vector per sample."""
+    return sum(len(datums) for datums in result.values()) * metadata.VECTOR_WIDTH
+
+
 def _by_step(datums: Sequence) -> List:
     return tables.last_per_step(datums)
 
@@ -285,6 +304,7 @@ class Reader:
         is_grpc = isinstance(data_provider, grpc_provider.GrpcDataProvider)
         stub = getattr(data_provider, "_stub", None) if is_grpc else None
         self._grpc = _Grpc(stub) if stub is not None else None
+        self._read_pool = concurrent.futures.ThreadPoolExecutor(_READ_THREADS, "gradhealth-read")
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
                          if count is not None}
@@ -484,33 +504,51 @@ class Reader:
             else:
                 out[info.tag] = hit.table
                 walls[("histograms", info.tag)] = hit.wall_times
-        size = _FIRST_READ_TAGS
-        while stale:
-            chunk, stale = stale[:size], stale[size:]
-            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, walls,
-                                                     unreadable)
-            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
+        infos_by_tag = {info.tag: info for info in stale}
+        for tags, result in self._chunks(ctx, experiment_id, "histograms", run, list(infos_by_tag), _bucket_values):
+            self._histogram_chunk(experiment_id, run, [infos_by_tag[tag] for tag in tags], result, listing, out, walls,
+                                  unreadable)
+            del result
         return out
 
-    def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
-                              listing: Mapping, out: Dict[str, metrics.MetricTable],
-                              walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> int:
-        """Reads one chunk of tags into `out` (or `unreadable`) and the tag cache; returns how many
-        bucket values it read.
+    def _chunks(self, ctx, experiment_id: str, plugin: str, run: str, tags: List[str], values_of):
+        """Yields (tags, what `_read_tensors` read of them), chunk after chunk of `tags`.
+
+        The first chunk is _FIRST_READ_TAGS tags (their size is unknown until then); each
+        next one as many as _READ_VALUES allows at the bucket values per tag of the last
+        (`values_of` counts them in a read). Through a gRPC provider, the next chunk is asked
+        for while the caller works on this one: the data server answers on its own core
+        and, while this process waits for it, the wait holds no lock the caller needs.
+        """
+        size, pending, ahead = _FIRST_READ_TAGS, list(tags), None
+        while pending or ahead is not None:
+            if ahead is None:
+                chunk, pending = pending[:size], pending[size:]
+                result = self._read_tensors(ctx, experiment_id, plugin, run, chunk)
+            else:
+                (chunk, future), ahead = ahead, None
+                result = future.result()
+            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_of(result), 1), 8, _MAX_READ_TAGS))
+            if pending and self._grpc is not None:
+                following, pending = pending[:size], pending[size:]
+                ahead = (following, self._read_pool.submit(self._read_tensors, ctx, experiment_id, plugin, run,
+                                                           following))
+            yield chunk, result
+            del result  # one chunk held here at a time, besides the one being read
+
+    def _histogram_chunk(self, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
+                         result: Dict[str, Sequence], listing: Mapping, out: Dict[str, metrics.MetricTable],
+                         walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> None:
+        """One chunk of tags read (`result`, emptied) into `out` (or `unreadable`) and the tag cache.
 
         The decoded samples are dropped as soon as their metrics are computed,
         so that one chunk's worth is the most held at a time.
         """
-        result = self._read_tensors(ctx, experiment_id, "histograms", run, [i.tag for i in chunk])
-        reads, values_read = [], 0
+        reads = []
         for info in chunk:
             key = (experiment_id, run, "histograms", info.tag)
             ts = listing[info.tag]
             datums = result.pop(info.tag, [])
-            if isinstance(datums, tables.Samples):  # never empty, nor its tensors
-                values_read += int(datums.values.size)
-            elif datums:
-                values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
             why = runs.not_numbers(datums)
             if why is not None:
                 unreadable[info.tag] = why
@@ -527,7 +565,6 @@ class Reader:
             self.tag_cache.put(read.key, read.version, entry, entry.nbytes)
             out[read.key[-1]] = entry.table
             walls[("histograms", read.key[-1])] = entry.wall_times
-        return values_read
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
         """The ``[k, 3]`` buckets of one histogram at one step (None if the tag has no such step).
@@ -595,14 +632,10 @@ class Reader:
         out: Dict[str, tuple] = {}
         # In chunks, as histograms are read: the Rust data server answers one read in one gRPC
         # message, refused past 256 MB (1,000 tags of 2,500 steps each are 1.2 GB).
-        pending = [i.tag for i in infos]
-        size = _FIRST_READ_TAGS
-        while pending:
-            chunk, pending = pending[:size], pending[size:]
-            result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, chunk)
-            values_read = sum(len(datums) for datums in result.values()) * metadata.VECTOR_WIDTH
+        for _, result in self._chunks(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos],
+                                      _vector_values):
             self._own_tables(result, out, walls, unreadable)
-            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
+            del result
         return out
 
     def _own_tables(self, result: Mapping[str, list], out: Dict[str, tuple], walls: Dict[tuple, np.ndarray],

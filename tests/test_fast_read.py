@@ -265,3 +265,120 @@ def test_the_collector_is_paused_while_a_run_is_analysed_and_resumed_after(odd_l
     assert gc.isenabled()
     PluginClient(odd_logdir).ok("/findings", run=RUN)
     assert seen == [False] and gc.isenabled()
+
+
+# Under the Rust data server, the plugin sends the gRPC provider's own request through its stub and
+# decodes each tag's samples together (`provider._Grpc`): the same datums, the same answers.
+
+class _ProviderOnly:
+    """The plugin's routes on a Rust client's data provider, every read through ``read_tensors``."""
+
+    def __init__(self, rust) -> None:
+        from tensorboard.plugins import base_plugin
+        from werkzeug import test as werkzeug_test
+        from werkzeug import wrappers
+
+        from gradhealth_plugin import plugin
+
+        dp = rust.plugin._analyzer._reader._provider
+        self.plugin = plugin.GradHealthPlugin(base_plugin.TBContext(logdir="", data_provider=dp), None)
+        self.plugin._analyzer._reader._grpc = None
+        apps = self.plugin.get_plugin_apps()
+        self.raw = lambda route, **params: werkzeug_test.Client(apps[route], wrappers.Response).get(
+            route, query_string=params)
+
+
+def _assert_same_answers_rust(logdir, samples=None, max_layers=None):
+    from tests.conftest import RustPluginClient
+
+    fast = RustPluginClient(logdir, samples=samples)
+    try:
+        assert fast.plugin._analyzer._reader._grpc is not None
+        a, b = _answers(fast, max_layers), _answers(_ProviderOnly(fast), max_layers)
+    finally:
+        fast.close()
+    assert a.keys() == b.keys()
+    differ = [key for key in a if a[key] != b[key]]
+    assert not differ, differ[:5]
+    return a
+
+
+def test_grpc_reads_hold_what_the_grpc_providers_read_tensors_gives(odd_logdir):
+    from tensorboard import context as tb_context
+    from tensorboard.data import provider as tb_provider
+
+    from gradhealth_plugin.reading import provider, tables
+    from tests.conftest import RustPluginClient
+
+    client = RustPluginClient(odd_logdir)
+    try:
+        reader = client.plugin._analyzer._reader
+        dp = reader._provider
+        ctx = tb_context.RequestContext()
+        listed = list(dp.list_tensors(ctx, experiment_id="", plugin_name="histograms")[RUN])
+        assert set(DECODED) | set(PROVIDED) <= set(listed)
+        asked = listed + ["loss", "no/such/tag"]
+        fast = reader._read_tensors(ctx, "", "histograms", RUN, asked)
+        slow = dp.read_tensors(ctx, experiment_id="", plugin_name="histograms", downsample=provider._ALL_SAMPLES,
+                               run_tag_filter=tb_provider.RunTagFilter(runs=[RUN], tags=asked))[RUN]
+        assert list(fast) == list(slow)  # the same tags, in the provider's order
+        for tag in slow:
+            _same_datums(fast[tag], slow[tag])
+        # Decoded together wherever the data server hands a float tensor's bytes: at least the tags the
+        # multiplexer's are decoded for (it writes legacy histograms as float64 tensors, float16 too).
+        together = {tag for tag, datums in fast.items() if isinstance(datums, tables.Samples)}
+        assert set(DECODED) <= together and "text/kernel" not in together, together
+        assert not together & {"ragged/kernel", "mixed/kernel", "empty/kernel", "legacy_ragged/kernel"}
+        assert reader._read_tensors(ctx, "", "histograms", "no such run", listed) == {}
+        assert reader._read_tensors(ctx, "", "scalars", RUN, asked) == {}
+    finally:
+        client.close()
+
+
+def test_odd_histograms_answer_the_same_read_either_way_from_the_rust_data_server(odd_logdir):
+    answers = _assert_same_answers_rust(odd_logdir)
+    summary = json.loads(answers[("/runs", ())][1])["runs"][0]
+    assert [u["tag"] for u in summary["unreadable"]] == ["text/kernel"]
+
+
+def test_demo_runs_answer_the_same_read_either_way_from_the_rust_data_server():
+    runs = REPO / "demo" / "runs"
+    if not any(runs.rglob("*tfevents*")):
+        pytest.skip(f"no demo runs in {runs}")
+    _assert_same_answers_rust(runs, max_layers=6)
+
+
+@pytest.mark.skipif(not WILD.is_dir(), reason=f"real-world event-file corpus not found at {WILD}")
+@pytest.mark.parametrize("samples", [None, {"histograms": 7, "scalars": 7}])
+def test_wild_runs_answer_the_same_read_either_way_from_the_rust_data_server(samples):
+    _assert_same_answers_rust(WILD, samples=samples, max_layers=6)
+
+
+def test_a_failed_grpc_read_is_told_as_the_providers_error():
+    # The data server gone or refusing: the plugin says what TensorBoard's provider says of it.
+    import grpc
+    from tensorboard import context as tb_context
+    from tensorboard import errors
+    from tensorboard.data import grpc_provider
+
+    from gradhealth_plugin.reading import provider
+
+    class Refused(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.NOT_FOUND
+
+        def details(self):
+            return "no such experiment"
+
+    class Stub:
+        asked = 0
+
+        def ReadTensors(self, request):
+            Stub.asked += 1
+            raise Refused()
+
+    reader = provider.Reader(grpc_provider.GrpcDataProvider("nowhere", Stub()))
+    assert reader._grpc is not None
+    with pytest.raises(errors.NotFoundError):
+        reader._read_tensors(tb_context.RequestContext(), "", "histograms", RUN, ["f64/kernel"])
+    assert Stub.asked == 2  # once through the stub, once by the provider

@@ -3,10 +3,12 @@
 This is the only module that talks to TensorBoard's data. It goes through
 ``context.data_provider``, so it works the same under the Python loader, the
 Rust data server and a remote gRPC data server, and the CLI uses it unchanged
-on a ``MultiplexerDataProvider``. One exception, for speed only: under the
-Python loader, tensors are read from its ``EventMultiplexer`` (which TensorBoard
-hands plugins beside the provider) and a tag's samples decoded together
-(`_decoded`), giving what the provider's ``read_tensors`` would.
+on a ``MultiplexerDataProvider``. Two exceptions, for speed only, each giving
+what the provider's ``read_tensors`` would: under the Python loader, tensors are
+read from its ``EventMultiplexer`` (which TensorBoard hands plugins beside the
+provider) and a tag's samples decoded together (`_decoded`); through a gRPC
+provider (the Rust data server), its own request is sent through its stub and
+the answer's samples decoded a tag at a time (`_Grpc`).
 
 Results are cached per run, keyed by what the provider lists for each tag
 (last step and wall time), so an unchanged run is never recomputed and a run
@@ -24,10 +26,13 @@ import threading
 import weakref
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+import grpc
 import numpy as np
 from tensorboard.backend.event_processing import data_provider as multiplexer_provider
 from tensorboard.compat.proto import summary_pb2, types_pb2
-from tensorboard.data import provider
+from tensorboard.data import grpc_provider, provider
+from tensorboard.data.proto import data_provider_pb2
+from tensorboard.util import tensor_util
 
 from ..analysis import metrics
 from ..analysis import sweep as sweep_lib
@@ -60,23 +65,25 @@ _MAX_READ_TAGS = 4096
 # on, so the end of its answer waits for the client's delayed acknowledgement): asked one after
 # another, a run with histograms, scalars and gradhealth summaries paid it three times a request.
 _LISTING_THREADS = 6
+# Threads reading the next chunk of a run's tags from a gRPC data provider (`Reader._chunks`): one
+# per run being read at once.
+_READ_THREADS = 4
 
 
 # The dtypes a histogram is written in, as `tensor_util.make_ndarray` reads them from `tensor_content`.
 _FLOAT_DTYPES = {types_pb2.DT_HALF: np.float16, types_pb2.DT_FLOAT: np.float32, types_pb2.DT_DOUBLE: np.float64}
 
 
-def _decoded(events: Sequence) -> Optional[tables.Samples]:
-    """A tag's `TensorEvent`s decoded in one numpy call: what ``make_ndarray`` gives for each, stacked.
+def _decoded_values(protos: Sequence) -> Optional[np.ndarray]:
+    """One tag's ``TensorProto``s decoded in one numpy call: what ``make_ndarray`` gives for each, stacked.
 
-    Only where every event holds a float tensor of one dtype and one shape, all of
-    its values in ``tensor_content``, and there are no more events than the provider
-    would return undownsampled; None otherwise, for the provider to decode. Decoding
-    400,000 histograms one ``make_ndarray`` at a time costs about 3 s of CPU; this, about a fifth.
+    Only where every proto holds a float tensor of one dtype and one shape, all of
+    its values in ``tensor_content``; None otherwise, for ``make_ndarray`` to decode
+    one by one. Decoding 400,000 histograms one ``make_ndarray`` at a time costs
+    about 3 s of CPU; this, about a fifth.
     """
-    if not events or len(events) > _ALL_SAMPLES:
+    if not len(protos):
         return None
-    protos = [e.tensor_proto for e in events]
     first = protos[0]
     dtype = _FLOAT_DTYPES.get(first.dtype)
     if dtype is None:
@@ -90,11 +97,62 @@ def _decoded(events: Sequence) -> Optional[tables.Samples]:
     if not all(p.dtype == code and p.tensor_shape == dims for p in protos):
         return None
     # A copy, as make_ndarray's: the arrays are writable and hold no event's bytes alive.
-    values = np.frombuffer(b"".join(contents), dtype=dtype).reshape((len(protos),) + shape).copy()
+    return np.frombuffer(b"".join(contents), dtype=dtype).reshape((len(protos),) + shape).copy()
+
+
+def _decoded(events: Sequence) -> Optional[tables.Samples]:
+    """A tag's `TensorEvent`s decoded together (`_decoded_values`), where there are no more
+    of them than the provider would return undownsampled; None otherwise."""
+    if not events or len(events) > _ALL_SAMPLES:
+        return None
+    values = _decoded_values([e.tensor_proto for e in events])
+    if values is None:
+        return None
     return tables.Samples(steps=np.fromiter((e.step for e in events), dtype=np.int64, count=len(events)),
                           wall_times=np.fromiter((e.wall_time for e in events), dtype=np.float64,
                                                  count=len(events)),
                           values=values)
+
+
+class _Grpc:
+    """What a gRPC data provider's (the Rust data server's) ``read_tensors`` gives, decoded faster.
+
+    TensorBoard's `GrpcDataProvider` turns every sample of the answer into an
+    array with a ``make_ndarray`` call of its own, in this process, while the data
+    server waits: about as long as the server takes to answer. Here the same
+    request is sent through the provider's stub and each tag's samples are decoded
+    together (`_decoded_values`) where they can be, the rest one by one as the
+    provider does. The answers are the provider's: the same tags, in its order.
+    """
+
+    def __init__(self, stub) -> None:
+        self._stub = stub
+
+    def tensors(self, experiment_id: str, plugin: str, run: str, tags: Sequence[str]) -> Dict[str, Sequence]:
+        request = data_provider_pb2.ReadTensorsRequest()
+        request.experiment_id = experiment_id
+        request.plugin_filter.plugin_name = plugin
+        request.run_tag_filter.runs.names[:] = [run]
+        request.run_tag_filter.tags.names[:] = sorted(set(tags))
+        request.downsample.num_points = _ALL_SAMPLES
+        answer = self._stub.ReadTensors(request)
+        out: Dict[str, Sequence] = {}
+        for run_entry in answer.runs:
+            if run_entry.run_name != run:
+                continue
+            out = {}
+            for tag_entry in run_entry.tags:
+                data = tag_entry.data
+                values = _decoded_values(data.value)
+                if values is None:
+                    out[tag_entry.tag_name] = [
+                        provider.TensorDatum(step=step, wall_time=wall, numpy=tensor_util.make_ndarray(value))
+                        for step, wall, value in zip(data.step, data.wall_time, data.value)]
+                else:
+                    out[tag_entry.tag_name] = tables.Samples(steps=np.array(data.step, dtype=np.int64),
+                                                             wall_times=np.array(data.wall_time, dtype=np.float64),
+                                                             values=values)
+        return out
 
 
 class _Multiplexer:
@@ -181,6 +239,22 @@ def run_names(listings: Mapping[str, Mapping]) -> List[str]:
     for listing in listings.values():
         seen.update(listing)
     return sorted(seen, key=sweep_lib.run_key)
+
+
+def _bucket_values(result: Mapping[str, Sequence]) -> int:
+    """How many numbers a read of histogram tags holds (the last sample's size for each sample of a list)."""
+    count = 0
+    for datums in result.values():
+        if isinstance(datums, tables.Samples):
+            count += int(datums.values.size)
+        elif datums:
+            count += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
+    return count
+
+
+def _vector_values(result: Mapping[str, Sequence]) -> int:
+    """How many numbers a read of gradhealth summaries holds, at a whole vector per sample."""
+    return sum(len(datums) for datums in result.values()) * metadata.VECTOR_WIDTH
 
 
 def _by_step(datums: Sequence) -> List:
@@ -294,6 +368,10 @@ class Reader:
         self._held_in = multiplexer if self._multiplexer is not None else None
         # (experiment, runs or None) -> (`_Held` when listed, the listing).
         self._kept_listings: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        is_grpc = isinstance(data_provider, grpc_provider.GrpcDataProvider)
+        stub = getattr(data_provider, "_stub", None) if is_grpc else None
+        self._grpc = _Grpc(stub) if stub is not None else None
+        self._read_pool = concurrent.futures.ThreadPoolExecutor(_READ_THREADS, "gradhealth-read")
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
                          if count is not None}
@@ -478,8 +556,15 @@ class Reader:
         Under the Python loader, the tags whose samples `_decoded` can decode together
         are read from the multiplexer, as the provider's ``read_tensors`` reads them:
         only tags of this plugin holding tensors, in the provider's order, each
-        sample kept. The provider reads the rest, and everything under other loaders.
+        sample kept. The provider reads the rest. Through a gRPC data provider (the Rust
+        data server), its request is sent as it would send it and answered as it would
+        answer (`_Grpc`). Any other provider is read through.
         """
+        if self._grpc is not None:
+            try:
+                return self._grpc.tensors(experiment_id, plugin, run, tags)
+            except grpc.RpcError:  # the provider asks again, and says what went wrong as TensorBoard's errors
+                return self._provider_tensors(ctx, experiment_id, plugin, run, tags)
         if self._multiplexer is None:
             return self._provider_tensors(ctx, experiment_id, plugin, run, tags)
         listed, decoded = self._multiplexer.tensors(plugin, run, tags)
@@ -513,33 +598,51 @@ class Reader:
             else:
                 out[info.tag] = hit.table
                 walls[("histograms", info.tag)] = hit.wall_times
-        size = _FIRST_READ_TAGS
-        while stale:
-            chunk, stale = stale[:size], stale[size:]
-            values_read = self._read_histogram_chunk(ctx, experiment_id, run, chunk, listing, out, walls,
-                                                     unreadable)
-            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
+        infos_by_tag = {info.tag: info for info in stale}
+        for tags, result in self._chunks(ctx, experiment_id, "histograms", run, list(infos_by_tag), _bucket_values):
+            self._histogram_chunk(experiment_id, run, [infos_by_tag[tag] for tag in tags], result, listing, out, walls,
+                                  unreadable)
+            del result
         return out
 
-    def _read_histogram_chunk(self, ctx, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
-                              listing: Mapping, out: Dict[str, metrics.MetricTable],
-                              walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> int:
-        """Reads one chunk of tags into `out` (or `unreadable`) and the tag cache; returns how many
-        bucket values it read.
+    def _chunks(self, ctx, experiment_id: str, plugin: str, run: str, tags: List[str], values_of):
+        """Yields (tags, what `_read_tensors` read of them), chunk after chunk of `tags`.
+
+        The first chunk is _FIRST_READ_TAGS tags (their size is unknown until then); each
+        next one as many as _READ_VALUES allows at the bucket values per tag of the last
+        (`values_of` counts them in a read). Through a gRPC provider, the next chunk is asked
+        for while the caller works on this one: the data server answers on its own core
+        and, while this process waits for it, the wait holds no lock the caller needs.
+        """
+        size, pending, ahead = _FIRST_READ_TAGS, list(tags), None
+        while pending or ahead is not None:
+            if ahead is None:
+                chunk, pending = pending[:size], pending[size:]
+                result = self._read_tensors(ctx, experiment_id, plugin, run, chunk)
+            else:
+                (chunk, future), ahead = ahead, None
+                result = future.result()
+            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_of(result), 1), 8, _MAX_READ_TAGS))
+            if pending and self._grpc is not None:
+                following, pending = pending[:size], pending[size:]
+                ahead = (following, self._read_pool.submit(self._read_tensors, ctx, experiment_id, plugin, run,
+                                                           following))
+            yield chunk, result
+            del result  # one chunk held here at a time, besides the one being read
+
+    def _histogram_chunk(self, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
+                         result: Dict[str, Sequence], listing: Mapping, out: Dict[str, metrics.MetricTable],
+                         walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> None:
+        """One chunk of tags read (`result`, emptied) into `out` (or `unreadable`) and the tag cache.
 
         The decoded samples are dropped as soon as their metrics are computed,
         so that one chunk's worth is the most held at a time.
         """
-        result = self._read_tensors(ctx, experiment_id, "histograms", run, [i.tag for i in chunk])
-        reads, values_read = [], 0
+        reads = []
         for info in chunk:
             key = (experiment_id, run, "histograms", info.tag)
             ts = listing[info.tag]
             datums = result.pop(info.tag, [])
-            if isinstance(datums, tables.Samples):  # never empty, nor its tensors
-                values_read += int(datums.values.size)
-            elif datums:
-                values_read += len(datums) * max(int(np.size(datums[-1].numpy)), 1)
             why = runs.not_numbers(datums)
             if why is not None:
                 unreadable[info.tag] = why
@@ -556,7 +659,6 @@ class Reader:
             self.tag_cache.put(read.key, read.version, entry, entry.nbytes)
             out[read.key[-1]] = entry.table
             walls[("histograms", read.key[-1])] = entry.wall_times
-        return values_read
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
         """The ``[k, 3]`` buckets of one histogram at one step (None if the tag has no such step).
@@ -624,14 +726,10 @@ class Reader:
         out: Dict[str, tuple] = {}
         # In chunks, as histograms are read: the Rust data server answers one read in one gRPC
         # message, refused past 256 MB (1,000 tags of 2,500 steps each are 1.2 GB).
-        pending = [i.tag for i in infos]
-        size = _FIRST_READ_TAGS
-        while pending:
-            chunk, pending = pending[:size], pending[size:]
-            result = self._read_tensors(ctx, experiment_id, metadata.PLUGIN_NAME, run, chunk)
-            values_read = sum(len(datums) for datums in result.values()) * metadata.VECTOR_WIDTH
+        for _, result in self._chunks(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos],
+                                      _vector_values):
             self._own_tables(result, out, walls, unreadable)
-            size = int(np.clip(_READ_VALUES * len(chunk) / max(values_read, 1), 8, _MAX_READ_TAGS))
+            del result
         return out
 
     def _own_tables(self, result: Mapping[str, list], out: Dict[str, tuple], walls: Dict[tuple, np.ndarray],

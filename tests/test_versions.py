@@ -74,7 +74,9 @@ def _change(loader_client, client, logdir, tmp_path_factory, change):
     shutil.copytree(logdir, changed, dirs_exist_ok=True)
     change(changed)
     fresh = loader_client(changed)
-    client.plugin._analyzer._reader._provider = fresh.plugin._analyzer._reader._provider
+    # The provider and the direct gRPC reads made from it: both point at the changed data server.
+    reader, other = client.plugin._analyzer._reader, fresh.plugin._analyzer._reader
+    reader._provider, reader._grpc = other._provider, other._grpc
     return fresh
 
 

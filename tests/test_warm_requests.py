@@ -56,11 +56,33 @@ class Recorder:
         return [c for c in self.calls if c[0].startswith(prefix)]
 
 
+class _Direct:
+    """A reader around the provider (the Python loader's multiplexer, the Rust data server's gRPC stub)
+    whose reads a Recorder counts as the provider's ``read_tensors``."""
+
+    def __init__(self, inner, recorder: Recorder):
+        self.inner, self._recorder = inner, recorder
+
+    def tensors(self, *args):
+        plugin, run = args[-3], args[-2]
+        self._recorder._record("read_tensors", {"plugin_name": plugin, "run_tag_filter": _Runs((run,))})
+        return self.inner.tensors(*args)
+
+
+class _Runs:
+    def __init__(self, runs):
+        self.runs = runs
+
+
 def _record(client) -> Recorder:
-    """The client's plugin asks its provider through a Recorder from now on (its caches are kept)."""
+    """The client's plugin asks its provider through a Recorder from now on (its caches are kept),
+    and the reads around the provider are recorded as its reads."""
     reader = client.plugin._analyzer._reader
     recorder = Recorder(reader._provider)
     reader._provider = recorder
+    for name in ("_grpc", "_multiplexer"):
+        if getattr(reader, name) is not None:
+            setattr(reader, name, _Direct(getattr(reader, name), recorder))
     return recorder
 
 
@@ -143,6 +165,8 @@ def test_a_warm_request_sees_new_steps(logdir, loader_client, tmp_path_factory):
         fresh = loader_client(grown)
         recorder = _record(client)
         recorder._inner = fresh.plugin._analyzer._reader._provider
+        if fresh.plugin._analyzer._reader._grpc is not None:
+            client.plugin._analyzer._reader._grpc.inner = fresh.plugin._analyzer._reader._grpc
     after = client.ok("/heatmap", run="run", role="gradient", metric="std")
     assert after["steps"][-1] == 12
     assert after["values"][0][:-1] == before["values"][0]
@@ -188,7 +212,8 @@ def test_a_rank_sees_another_rank_change(tmp_path, loader_client, tmp_path_facto
         for name in ("rank0", "rank1"):
             shutil.copytree(tmp_path / name, grown / name)
         append_events(next((grown / "rank0").iterdir()), steps)
-        client.plugin._analyzer._reader._provider = loader_client(grown).plugin._analyzer._reader._provider
+        reader, other = client.plugin._analyzer._reader, loader_client(grown).plugin._analyzer._reader
+        reader._provider, reader._grpc = other._provider, other._grpc
     recorder = _record(client)
     after = client.ok("/findings", run="rank1")
     assert after["run"] == before["run"] == "rank1"

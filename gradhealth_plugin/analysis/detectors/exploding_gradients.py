@@ -11,7 +11,7 @@ is a new one, with its own onset and finding.
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import Dict, List, Mapping
 
 import numpy as np
 
@@ -51,20 +51,20 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
 
 
 def _separate(rd: RunData, hits: List[Hit], window: int) -> List[List[Hit]]:
-    """Hits cut into explosions: a hit beginning more than `window` logged steps (of its own series)
-    after every hit so far has ended starts a new explosion, which is its own finding."""
-    out: List[List[Hit]] = []
+    """Hits cut into explosions, each its own finding: a hit starts a new one when at least `window`
+    logged steps (of its own series) passed since every hit so far ended, or when its series already
+    has a hit in the current one (its own later explosion, whatever other series did in between)."""
+    out: List[Dict[str, Hit]] = []
     end = None
     for h in sorted(hits, key=lambda h: (h.first, h.last)):
         steps = _series_steps(rd, h.layer)
         calm = int(np.count_nonzero((steps > end) & (steps < h.first))) if end is not None else 0
-        if end is None or (h.first > end and calm >= window):
-            out.append([h])
+        if end is None or h.layer in out[-1] or (h.first > end and calm >= window):
+            out.append({})
             end = h.last
-        else:
-            out[-1].append(h)
-            end = max(end, h.last)
-    return out
+        out[-1][h.layer] = h
+        end = max(end, h.last)
+    return [list(part.values()) for part in out]
 
 
 def _series_steps(rd: RunData, name: str) -> np.ndarray:
@@ -147,10 +147,9 @@ def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: 
     return out
 
 
-def _mask(n: int, spans: List[tuple]) -> np.ndarray:
+def _mask(n: int, span: tuple) -> np.ndarray:
     keep = np.zeros(n, dtype=bool)
-    for a, b in spans:
-        keep[a:b + 1] = True
+    keep[span[0]:span[1] + 1] = True
     return keep
 
 
@@ -169,7 +168,7 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> L
             table = tables[r]
             finite = np.isfinite(max_abs[r]) & ~gt(table.get("nonfinite"), 0)
             for span in _lasting(over[r] | jumped[r], max_abs[r], finite, min_steps, jump, window):
-                keep = _mask(len(finite), [span])
+                keep = _mask(len(finite), span)
                 found.setdefault(int(rows[r]), []).append(
                     _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
                                over[r] & keep, jumped[r] & keep, limit, jump))
@@ -197,7 +196,7 @@ def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> 
         jumps = gt(ratio, jump)
         over_all, jumped_all = gt(values, limit), jumps & _above_calm(values, jumps)
         for span in _lasting(over_all | jumped_all, values, np.isfinite(values), min_steps, jump, window):
-            keep = _mask(len(values), [span])
+            keep = _mask(len(values), span)
             over, jumped = over_all & keep, jumped_all & keep
             idx = np.nonzero(over | jumped)[0]
             j, value, threshold = _evidence(values, ratio, over, jumped, limit, jump)

@@ -270,16 +270,30 @@ def _write_sweep(sweep: dict, out: TextIO) -> None:
         out.write(f"  {split['sentence']}\n")
 
 
+def _last_steps(rd) -> str:
+    """'last layer step 2,990; loss to 2,999': the last step of the layers' rows (the tab's "last") and,
+    where run-level scalars were logged later, which ones and how far, so neither reads as the other."""
+    ends = [int(r.table.steps[-1]) for layer in rd.layers for r in layer.roles.values() if len(r.table.steps)]
+    if not ends:
+        return "no layer steps" + (f", scalars to {rd.last_step:,}" if rd.last_step is not None else "")
+    text = f"last layer step {max(ends):,}"
+    if rd.last_step is not None and rd.last_step > max(ends):
+        tags = sorted(tag for tag, (steps, _) in rd.scalar_series.items()
+                      if len(steps) and int(max(steps)) == rd.last_step)
+        text += f"; {', '.join(tags) if tags else 'scalars'} to {rd.last_step:,}"
+    return text
+
+
 def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
     """The report for a person: per run its verdict, sampling note, unclassified tags and findings."""
     from .serving import responses
 
-    for summary, (_, mine) in zip(summaries, analyses):
+    for summary, (rd, mine) in zip(summaries, analyses):
         verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"],
                                     summary["scalars_sampling"])
         out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
                   f"({', '.join(summary['roles']) or 'no roles'}), "
-                  f"{summary['steps_kept']} steps kept, last step {summary['last_step']}\n")
+                  f"{summary['steps_kept']} steps kept, {_last_steps(rd)}\n")
         for sampling in (responses.cli_sampling(summary["sampling"]),
                          responses.cli_scalars_sampling(summary["scalars_sampling"])):
             if sampling is not None:

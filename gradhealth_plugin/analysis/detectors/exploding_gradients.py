@@ -1,14 +1,17 @@
 """Gradients that explode: max |g| past an absolute limit, or a norm jumping
 far above its running median (seeds 002, 004; the median before the jump is held
-while the norm stays that far above it), for consecutive logged steps or
-not back to normal at the next logged step (still up, vanished, NaN, or the log
-ends). A one-off outlier that comes back at the next logged step (a corrupted
-batch) is a `spike`.
+while the norm stays that far above it) to above every norm the series had at its
+calm steps before, for consecutive logged steps or not back to normal at the next
+logged step (still up, vanished, NaN, or the log ends). A one-off outlier that
+comes back at the next logged step (a corrupted batch) is a `spike`, and so is a
+jump of a gradient that was once larger: noise at a tiny scale, not an explosion.
+An explosion after a calm span of a median window (`spike_window` logged steps)
+is a new one, with its own onset and finding.
 """
 
 from __future__ import annotations
 
-from typing import List, Mapping
+from typing import Dict, List, Mapping
 
 import numpy as np
 
@@ -40,9 +43,35 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     scalars = _scalar_hits(rd, limit, jump, window, lasting)
     # A gradient-norm scalar is held to the limit itself: say so where one is in the finding.
     over = f"max |g| or the gradient norm above {limit:g}," if scalars else f"max |g| above {limit:g}"
-    f = group(rd, KIND, SEVERITY, tags_lib.GRADIENT, _layer_hits(rd, limit, jump, window, lasting) + scalars, limit,
-              f"explode ({over} or the norm jumps {jump:g}x its running median)", ADVICE)
-    return [f] if f is not None else []
+    what = (f"explode ({over} or the norm jumps {jump:g}x its running median to above its earlier "
+            "calm levels)")
+    hits = _layer_hits(rd, limit, jump, window, lasting) + scalars
+    return [group(rd, KIND, SEVERITY, tags_lib.GRADIENT, part, limit, what, ADVICE)
+            for part in _separate(rd, hits, window)]
+
+
+def _separate(rd: RunData, hits: List[Hit], window: int) -> List[List[Hit]]:
+    """Hits cut into explosions, each its own finding: a hit starts a new one when at least `window`
+    logged steps (of its own series) passed since every hit so far ended, or when its series already
+    has a hit in the current one (its own later explosion, whatever other series did in between)."""
+    out: List[Dict[str, Hit]] = []
+    end = None
+    for h in sorted(hits, key=lambda h: (h.first, h.last)):
+        steps = _series_steps(rd, h.layer)
+        calm = int(np.count_nonzero((steps > end) & (steps < h.first))) if end is not None else 0
+        if end is None or h.layer in out[-1] or (h.first > end and calm >= window):
+            out.append({})
+            end = h.last
+        out[-1][h.layer] = h
+        end = max(end, h.last)
+    return [list(part.values()) for part in out]
+
+
+def _series_steps(rd: RunData, name: str) -> np.ndarray:
+    layer = rd.layer(name)
+    if layer is not None and tags_lib.GRADIENT in layer.roles:
+        return layer.roles[tags_lib.GRADIENT].table.steps
+    return np.asarray(rd.scalar_steps(name))
 
 
 def _jumps(values: np.ndarray, window: int, jump: float) -> tuple:
@@ -83,22 +112,44 @@ def _held(values: np.ndarray, baseline: np.ndarray, window: int, jump: float) ->
             start = end
 
 
+def _above_calm(values: np.ndarray, jumped: np.ndarray) -> np.ndarray:
+    """Where a value (of a series, or rows of) is above every finite value of its series at the earlier
+    steps that did not jump: the series' own scale, which a jump must pass to be an explosion."""
+    calm = np.where(~jumped & np.isfinite(values), values, -np.inf)
+    before = np.maximum.accumulate(calm, axis=-1)
+    before = np.concatenate([np.full(before.shape[:-1] + (1,), -np.inf), before[..., :-1]], axis=-1)
+    return np.nan_to_num(values, nan=-np.inf) > before
+
+
 def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: int, jump: float,
-             window: int) -> np.ndarray:
-    """The hits of an explosion: from the first run of at least `min_steps` consecutive logged steps
-    past a limit, or the first run not followed by a logged step back to normal (finite, and `level`
-    within `jump` of its running median before the run; none at the end of the log). Every later hit
-    of the series belongs to the same explosion. A run that comes back is a spike, not an explosion.
+             window: int) -> List[tuple]:
+    """(first, last) indices of each explosion: from a run of at least `min_steps` consecutive logged
+    steps past a limit, or a run not followed by a logged step back to normal (finite, and `level`
+    within `jump` of its running median before the run; none at the end of the log). Later hits belong
+    to it until `window` calm logged steps pass; after those a new explosion must qualify on its own.
+    A run that comes back is a spike, not an explosion.
     """
     baseline = series_lib.trailing_median(level, window)
-    keep = np.zeros(len(hit), dtype=bool)
-    for a, b in series_lib.true_runs(hit, 1):
+    runs = series_lib.true_runs(hit, 1)
+    out, i = [], 0
+    while i < len(runs):
+        a, b = runs[i]
+        i += 1
         nxt = b + 1
         back = nxt < len(hit) and bool(finite[nxt]) and not (
             np.isfinite(baseline[a]) and level[nxt] < baseline[a] / jump)
-        if b - a + 1 >= min_steps or not back:
-            keep[a:] = hit[a:]
-            break
+        if b - a + 1 < min_steps and back:
+            continue
+        while i < len(runs) and runs[i][0] - b - 1 < window:
+            b = runs[i][1]
+            i += 1
+        out.append((a, b))
+    return out
+
+
+def _mask(n: int, span: tuple) -> np.ndarray:
+    keep = np.zeros(n, dtype=bool)
+    keep[span[0]:span[1] + 1] = True
     return keep
 
 
@@ -111,15 +162,17 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> L
         tables = [layers[i][1] for i in rows]
         l2, max_abs = stack(tables, lambda t: t.get("l2")), stack(tables, lambda t: t.get("max_abs"))
         baseline, ratio = _jumps(l2, window, jump)
-        over, jumped = gt(max_abs, limit), gt(ratio, jump)
+        jumps = gt(ratio, jump)
+        over, jumped = gt(max_abs, limit), jumps & _above_calm(l2, jumps)
         for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
             table = tables[r]
             finite = np.isfinite(max_abs[r]) & ~gt(table.get("nonfinite"), 0)
-            keep = _lasting(over[r] | jumped[r], max_abs[r], finite, min_steps, jump, window)
-            if keep.any():
-                found[int(rows[r])] = _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
-                                                 over[r] & keep, jumped[r] & keep, limit, jump)
-    return [found[i] for i in sorted(found)]
+            for span in _lasting(over[r] | jumped[r], max_abs[r], finite, min_steps, jump, window):
+                keep = _mask(len(finite), span)
+                found.setdefault(int(rows[r]), []).append(
+                    _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
+                               over[r] & keep, jumped[r] & keep, limit, jump))
+    return [h for i in sorted(found) for h in found[i]]
 
 
 def _layer_hit(layer_table, max_abs, l2, baseline, ratio, over, jumped, limit: float, jump: float) -> Hit:
@@ -140,11 +193,12 @@ def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> 
             continue
         steps = rd.scalar_steps(tag)  # on the layers' axis, also for a norm logged per epoch
         baseline, ratio = _jumps(values, window, jump)
-        over, jumped = gt(values, limit), gt(ratio, jump)
-        keep = _lasting(over | jumped, values, np.isfinite(values), min_steps, jump, window)
-        over, jumped = over & keep, jumped & keep
-        idx = np.nonzero(over | jumped)[0]
-        if len(idx):
+        jumps = gt(ratio, jump)
+        over_all, jumped_all = gt(values, limit), jumps & _above_calm(values, jumps)
+        for span in _lasting(over_all | jumped_all, values, np.isfinite(values), min_steps, jump, window):
+            keep = _mask(len(values), span)
+            over, jumped = over_all & keep, jumped_all & keep
+            idx = np.nonzero(over | jumped)[0]
             j, value, threshold = _evidence(values, ratio, over, jumped, limit, jump)
             hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), value, int(steps[j]),
                             {"source": "scalar", "norm": float(values[j]), "running_median": float(baseline[j])},

@@ -1,15 +1,23 @@
-"""Gradients that vanish for several consecutive logged steps (seeds 002, 003, 004)."""
+"""Gradients that vanish for several consecutive logged steps (seeds 002, 003, 004).
+
+A step whose gradient holds NaN or Inf is not judged: whatever is left of its
+values after an overflow (NaN, zeros) is the `nonfinite` finding's, not vanishing.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Mapping
+
+import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health
 from ..finding import CRITICAL, WARN, Finding
 from ..limits import Line
-from ..spans import Test, group_sustained, role_tables, span_hits
+from ..metrics import MetricTable
+from ..spans import Test, group_sustained, gt, role_tables, span_hits
 
 KIND = "vanishing_gradients"
 ORDER = 30
@@ -33,7 +41,7 @@ THRESHOLDS = (
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     small, fraction = limits["vanishing_abs"], limits["vanishing_fraction"]
     steps_needed = int(limits["vanishing_steps"])
-    tests = (Test("small_fraction", fraction, inclusive=True), Test("mean_abs", small, above=False))
+    tests = (_Finite("small_fraction", fraction, inclusive=True), _Finite("mean_abs", small, above=False))
     hits = span_hits(rd, tags_lib.GRADIENT, tests, steps_needed)
     what = f"(>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g}"
     out = group_sustained(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, small, f"vanish {what})", ADVICE,
@@ -43,3 +51,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         for f in out:  # every gradient vanishes: a level up, whether or not long enough to be sure
             f.severity = CRITICAL if f.severity == WARN else WARN
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Finite(Test):
+    """A test that never holds at a step whose gradient has non-finite values."""
+
+    def values(self, table: MetricTable) -> np.ndarray:
+        return np.where(gt(table.get("nonfinite"), 0), np.nan, super().values(table))

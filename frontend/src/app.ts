@@ -886,6 +886,7 @@ export class App {
       role: h.role,
       step,
       steps: rowSteps(h, layer),
+      loading: !rowLoaded(h, row),
       metric: h.metric,
       rule: col >= 0 && cellStep(h, row, col) === step ? h.rules[row][col] : null,
       findings: this.store.findingsRun === h.run ? this.store.findings : [],

@@ -234,9 +234,18 @@ export class DistributionView {
   }
 
   /** Shows a layer's distribution in one role, marking `step`; fetches only what changed. */
-  show(run: string, layer: string, role: string, step: Step, steps: readonly Step[]): void {
+  show(run: string, layer: string, role: string, step: Step, steps: readonly Step[], loading = false): void {
     this.selected = step;
     this.role = role;
+    if (loading) {
+      // The row's steps arrive with its cells and are part of the key: asking now would ask again then.
+      this.key = "";
+      this.data = null;
+      this.box.replaceChildren();
+      this.note.textContent = "Loading\u2026";
+      this.note.className = "gh-note";
+      return;
+    }
     const key = [run, layer, role, steps.length, String(steps[steps.length - 1] ?? "")].join("\u0000");
     if (key === this.key) {
       this.draw();

@@ -30,3 +30,58 @@ def test_a_click_on_a_folded_cell_asks_for_the_layers_distribution_once(open_tab
     tab.page.wait_for_timeout(1_000)
     assert len(asked) == 1, asked
     assert tab.errors == []
+
+
+
+def _label_point(tab, row):
+    """Page coordinates of a row's label (scrolling it into sight if it is not)."""
+    point = tab.frame.evaluate(
+        """(row) => {
+            const c = window.__gradhealth.cellCenter(row, 0);
+            const port = document.querySelector('.gh-hm-port').getBoundingClientRect();
+            return c && {x: port.left + 12, y: c.y};
+        }""", row)
+    assert point is not None, row
+    box = tab.page.locator("iframe[src*='plugin_entry.html']").bounding_box()
+    return box["x"] + point["x"], box["y"] + point["y"]
+
+
+def _row_at(tab, y):
+    """The row under a page y, and the rows' height, as drawn (nothing scrolls)."""
+    box = tab.page.locator("iframe[src*='plugin_entry.html']").bounding_box()
+    at = tab.frame.evaluate("(y) => window.__gradhealth.rowAt(y)", y - box["y"])
+    assert at is not None, y
+    return at["layer"], at["cellH"]
+
+
+def _click_at(tab, x, y):
+    """Clicks there; returns the row then under the pointer and the rows' height."""
+    before = tab.drawn()
+    tab.page.mouse.click(x, y)
+    tab.wait_redraw(before)
+    return _row_at(tab, y)
+
+
+def test_the_clicked_block_stays_under_the_pointer_as_blocks_fold_and_unfold(open_tab):
+    tab = open_tab()
+    # Unfolding blocks one after another, each clicked where it is: its first layer takes the clicked
+    # row's place, and the rows keep their height, so the next block's name is where it was seen.
+    x, y = _label_point(tab, "blocks.3")
+    height = _row_at(tab, y)[1]
+    for i in (3, 9, 14, 18):
+        block = f"blocks.{i}"
+        x, y = _label_point(tab, block)
+        assert _row_at(tab, y)[0] == block
+        row, cell_h = _click_at(tab, x, y)
+        assert row.startswith(block + "."), (block, row)
+        assert cell_h == height
+    # Scrolled down: a click on a member's name folds its block into the row under the pointer
+    # (rows enough below it to scroll that far: at the very bottom the scroll can only go so far).
+    tab.frame.evaluate(f"document.querySelector('.gh-hm-scroll').scrollTop = {6 * height}")
+    tab.page.wait_for_timeout(200)
+    for block in ("blocks.9",):
+        x, y = _label_point(tab, [r for r in _rows(tab) if r.startswith(block + ".")][6])
+        assert tab.frame.evaluate("document.querySelector('.gh-hm-scroll').scrollTop") > 0
+        row, _ = _click_at(tab, x, y)
+        assert row == block
+    assert tab.errors == []

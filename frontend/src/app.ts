@@ -183,7 +183,7 @@ export class App {
       {
         // A folded block's cell opens its worst layer at that step.
         select: (layer, step) => this.selectCell(layerToOpen(this.views[index].data, layer, step), step, index),
-        toggleBlock: (block) => this.toggleBlock(block),
+        toggleBlock: (block, offset) => this.toggleBlock(block, index, offset),
         zoom: (zoom) => this.setZoom(zoom),
         scrolled: (top) => {
           this.syncScroll(index, top);
@@ -582,12 +582,21 @@ export class App {
     return foldHeatmap(h, (block) => isFolded(this.state.fold, block, auto), filter ? (layer) => matchesFilter(layer, filter) : undefined);
   }
 
-  /** A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. */
-  private toggleBlock(block: string): void {
+  /**
+   * A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. The rows keep
+   * their height and the block's row stays where the clicked row was, under the pointer: clicking one
+   * block's name after another never hits a row that slid there.
+   */
+  private toggleBlock(block: string, from: 0 | 1 = 0, offset: number | null = null): void {
     const h = this.store.heatmaps[0];
     const blocks = h ? [...new Set(h.blocks.filter((b): b is string => b !== null))] : undefined;
     this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds(), blocks);
+    for (const v of this.views) v.holdRowHeight();
     this.drawHeatmaps();
+    if (offset !== null) {
+      this.views[from].placeBlock(block, offset);
+      this.syncScroll(from, this.views[from].scrollTop);
+    }
     this.applyHighlight(false);
     this.persist();
   }
@@ -1079,6 +1088,10 @@ export class App {
   }
 
   /** The names of the rows a view draws, top to bottom (a folded block by its name). */
+  rowAt(clientY: number, view: 0 | 1 = 0): { layer: string; cellH: number } | null {
+    return this.views[view].rowAtY(clientY);
+  }
+
   rowNames(view: 0 | 1 = 0): string[] {
     const v = this.views[view];
     const h = v.data;

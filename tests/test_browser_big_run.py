@@ -85,3 +85,27 @@ def test_the_clicked_block_stays_under_the_pointer_as_blocks_fold_and_unfold(ope
         row, _ = _click_at(tab, x, y)
         assert row == block
     assert tab.errors == []
+
+
+def test_one_control_unfolds_every_block_and_folds_them_again_and_the_link_keeps_it(open_tab):
+    tab = open_tab()
+    folded = _rows(tab)
+    assert len(folded) == N_BLOCKS + 2
+    control = tab.ui.locator("button.gh-fold-all")
+    assert control.is_visible() and control.text_content() == "Unfold all"
+    before = tab.drawn()
+    control.click()
+    tab.wait_redraw(before)
+    rows = _rows(tab)
+    assert len(rows) == 2 + N_BLOCKS * 10 and SICK in rows
+    assert "p.gradhealth.fold=none" in urllib.parse.unquote(tab.page.url)
+    assert control.text_content() == "Fold all"
+    # The link opens with every block unfolded, though the rows do not fit the screen.
+    again = open_tab(tab.page.url.split("#", 1)[1])
+    assert _rows(again) == rows
+    before = tab.drawn()
+    control.click()
+    tab.wait_redraw(before)
+    assert _rows(tab) == folded
+    assert "p.gradhealth.fold=all" in urllib.parse.unquote(tab.page.url)
+    assert tab.errors == [] and again.errors == []

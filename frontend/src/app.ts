@@ -9,7 +9,7 @@ import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingCell, findingId, findingSpans } from "./findings";
-import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
+import { foldAll, foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
@@ -149,6 +149,7 @@ export class App {
       reload: () => void this.refresh(true),
       png: () => exportPng(this.views, this.state),
       sweep: () => this.setView(this.state.view === "sweep" ? "heatmap" : "sweep"),
+      foldAll: () => this.foldAll(),
     });
     this.sweepView = new SweepView({
       open: (run, role) => this.openFromSweep(run, role),
@@ -601,6 +602,20 @@ export class App {
     this.persist();
   }
 
+  /** The main run's blocks, in model order. */
+  private runBlocks(): string[] {
+    const h = this.store.heatmaps[0];
+    return h ? [...new Set(h.blocks.filter((b): b is string => b !== null))] : [];
+  }
+
+  /** The fold button: every block unfolds when any was folded, else all fold; the URL remembers it. */
+  private foldAll(): void {
+    this.state.fold = foldAll(this.state.fold, this.runBlocks(), this.autoFolds());
+    this.drawHeatmaps();
+    this.applyHighlight(false);
+    this.persist();
+  }
+
   private drawHeatmaps(): void {
     if (this.paintHeatmaps()) countOnPage("ghDrawn");
   }
@@ -610,6 +625,9 @@ export class App {
     const [rawA, rawB] = this.store.heatmaps;
     if (!rawA) return false;
     const a = this.folded(rawA);
+    const blocks = this.runBlocks();
+    const auto = this.autoFolds();
+    this.toolbar.setFold(blocks.length, blocks.filter((b) => isFolded(this.state.fold, b, auto)).length);
     const b = rawB ? this.folded(rawB) : null;
     const da = heatmapDomain(a);
     const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;

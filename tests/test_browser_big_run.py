@@ -109,3 +109,52 @@ def test_one_control_unfolds_every_block_and_folds_them_again_and_the_link_keeps
     assert _rows(tab) == folded
     assert "p.gradhealth.fold=all" in urllib.parse.unquote(tab.page.url)
     assert tab.errors == [] and again.errors == []
+
+
+BODY_PIXELS = """([name, xs]) => {
+    const v = window.__gradhealth.views[0];
+    const pos = v.scene.order.findIndex((r) => v.data.layers[r] === name);
+    const g = v.scene.geo;
+    const canvas = document.querySelector('.gh-hm-body');
+    const k = canvas.width / canvas.getBoundingClientRect().width;
+    const y = Math.floor((pos * g.cellH - v.scrollTop + g.cellH / 2) * k);
+    return xs.map((x) => Array.from(canvas.getContext("2d").getImageData(Math.floor((x < 0 ? g.labelW + x : g.labelW + x * g.plotW) * k), y, 1, 1).data.slice(0, 3)));
+}"""
+CRITICAL_RGB = [0xD7, 0x26, 0x3D]  # colors.ts STATUS_COLORS.critical
+
+
+def test_a_row_still_loading_is_striped_with_no_status_bar_until_its_cells_arrive(open_tab):
+    tab = open_tab()
+    tab.frame.wait_for_function("(() => { const w = window.__gradhealth.wantedRows(0, true);"
+                                " return w.rows.length + w.blocks.length === 0; })()", timeout=20_000)
+    held = []
+    tab.page.route("**/data/plugin/gradhealth/heatmap?**", lambda route: held.append(route))
+    # The sick block unfolds; its members' cells are held back: the critical member is still loading.
+    x, y = _label_point(tab, SICK_BLOCK)
+    _click_at(tab, x, y)
+    tab.page.wait_for_timeout(300)
+    assert held
+    assert tab.frame.evaluate(f"window.__gradhealth.rowNames().includes({json.dumps(SICK)})")
+    # Across its cells, stripes: two colours in turn, neither the grey of "no data" (#9e9e9e).
+    xs = [i / 200 for i in range(20, 60)]
+    cells = tab.frame.evaluate(BODY_PIXELS, [SICK, xs])
+    colours = {tuple(c) for c in cells}
+    assert len(colours) >= 2 and (0x9E, 0x9E, 0x9E) not in colours, colours
+    # No bar of the status the server counted beside its label.
+    beside = tab.frame.evaluate(BODY_PIXELS, [SICK, [-5, -4, -3]])
+    assert all(max(abs(a - b) for a, b in zip(c, CRITICAL_RGB)) > 40 for c in beside), beside
+    # Its tooltip says it is loading.
+    cx, cy = tab.cell_point(SICK, 80)
+    tab.page.mouse.move(cx, cy)
+    assert "loading" in tab.ui.locator(".gh-tooltip").text_content()
+    # Its cells arrive: drawn as they are, critical where the layer exploded.
+    for route in held:
+        route.continue_()
+    tab.page.unroute("**/data/plugin/gradhealth/heatmap?**")
+    tab.frame.wait_for_function(f"""(() => {{ const h = window.__gradhealth.views[0].data;
+        const i = h.layers.indexOf({json.dumps(SICK)}); return i >= 0 && (!h.loaded || h.loaded[i] === 1); }})()""",
+                                timeout=20_000)
+    tab.page.wait_for_timeout(300)
+    r, g, b = tab.pixel(".gh-hm-body", SICK, 80)[:3]
+    assert r > 120 and g < 80 and b < 80, (r, g, b)
+    assert tab.errors == []

@@ -9,7 +9,7 @@ import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingCell, findingId, findingSpans } from "./findings";
-import { foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
+import { foldAll, foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
@@ -149,6 +149,7 @@ export class App {
       reload: () => void this.refresh(true),
       png: () => exportPng(this.views, this.state),
       sweep: () => this.setView(this.state.view === "sweep" ? "heatmap" : "sweep"),
+      foldAll: () => this.foldAll(),
     });
     this.sweepView = new SweepView({
       open: (run, role) => this.openFromSweep(run, role),
@@ -183,7 +184,7 @@ export class App {
       {
         // A folded block's cell opens its worst layer at that step.
         select: (layer, step) => this.selectCell(layerToOpen(this.views[index].data, layer, step), step, index),
-        toggleBlock: (block) => this.toggleBlock(block),
+        toggleBlock: (block, offset) => this.toggleBlock(block, index, offset),
         zoom: (zoom) => this.setZoom(zoom),
         scrolled: (top) => {
           this.syncScroll(index, top);
@@ -582,11 +583,34 @@ export class App {
     return foldHeatmap(h, (block) => isFolded(this.state.fold, block, auto), filter ? (layer) => matchesFilter(layer, filter) : undefined);
   }
 
-  /** A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. */
-  private toggleBlock(block: string): void {
+  /**
+   * A block's label was clicked: it folds or unfolds in both views, and the URL remembers it. The rows keep
+   * their height and the block's row stays where the clicked row was, under the pointer: clicking one
+   * block's name after another never hits a row that slid there.
+   */
+  private toggleBlock(block: string, from: 0 | 1 = 0, offset: number | null = null): void {
     const h = this.store.heatmaps[0];
     const blocks = h ? [...new Set(h.blocks.filter((b): b is string => b !== null))] : undefined;
     this.state.fold = toggleBlock(this.state.fold, block, this.autoFolds(), blocks);
+    for (const v of this.views) v.holdRowHeight();
+    this.drawHeatmaps();
+    if (offset !== null) {
+      this.views[from].placeBlock(block, offset);
+      this.syncScroll(from, this.views[from].scrollTop);
+    }
+    this.applyHighlight(false);
+    this.persist();
+  }
+
+  /** The main run's blocks, in model order. */
+  private runBlocks(): string[] {
+    const h = this.store.heatmaps[0];
+    return h ? [...new Set(h.blocks.filter((b): b is string => b !== null))] : [];
+  }
+
+  /** The fold button: every block unfolds when any was folded, else all fold; the URL remembers it. */
+  private foldAll(): void {
+    this.state.fold = foldAll(this.state.fold, this.runBlocks(), this.autoFolds());
     this.drawHeatmaps();
     this.applyHighlight(false);
     this.persist();
@@ -601,6 +625,9 @@ export class App {
     const [rawA, rawB] = this.store.heatmaps;
     if (!rawA) return false;
     const a = this.folded(rawA);
+    const blocks = this.runBlocks();
+    const auto = this.autoFolds();
+    this.toolbar.setFold(blocks.length, blocks.filter((b) => isFolded(this.state.fold, b, auto)).length);
     const b = rawB ? this.folded(rawB) : null;
     const da = heatmapDomain(a);
     const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;
@@ -886,6 +913,7 @@ export class App {
       role: h.role,
       step,
       steps: rowSteps(h, layer),
+      loading: !rowLoaded(h, row),
       metric: h.metric,
       rule: col >= 0 && cellStep(h, row, col) === step ? h.rules[row][col] : null,
       findings: this.store.findingsRun === h.run ? this.store.findings : [],
@@ -1078,6 +1106,10 @@ export class App {
   }
 
   /** The names of the rows a view draws, top to bottom (a folded block by its name). */
+  rowAt(clientY: number, view: 0 | 1 = 0): { layer: string; cellH: number } | null {
+    return this.views[view].rowAtY(clientY);
+  }
+
   rowNames(view: 0 | 1 = 0): string[] {
     const v = this.views[view];
     const h = v.data;

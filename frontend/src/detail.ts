@@ -26,6 +26,8 @@ export interface DetailTarget {
   step: Step;
   /** Steps at which this layer has data in the heatmap, ascending. */
   steps: Step[];
+  /** The row's cells have not arrived yet: its steps are unknown, so what depends on them waits. */
+  loading?: boolean;
   /** The heatmap's metric; health picks a metric that fits the cell's rule. */
   metric: string;
   rule: string | null;
@@ -152,7 +154,7 @@ export class DetailPanel {
     this.seriesSelect.value = this.seriesMetric;
     this.drawFindings();
     this.updateButtons();
-    this.distribution.show(t.run, t.layer, t.role, t.step, t.steps);
+    this.distribution.show(t.run, t.layer, t.role, t.step, t.steps, t.loading === true);
     void this.loadCell();
     if (!same || !this.lastSeries) void this.loadSeries();
     else this.drawSeries();

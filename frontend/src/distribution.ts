@@ -87,6 +87,59 @@ export function valueRange(d: RoleDistribution): [number, number] | null {
   return Number.isFinite(lo) && Number.isFinite(hi) ? [lo, hi] : null;
 }
 
+/**
+ * The value axis of a distribution chart: linear, or symmetric log (linear within +-`linear`, log
+ * beyond) when the extremes reach far past the bulk: a linear axis sized by a gradient's +-2,000 at one
+ * step draws its usual 1e-6 as one flat line.
+ */
+export interface ValueAxis {
+  kind: "linear" | "symlog";
+  /** symlog: the half-width of the linear part around zero. */
+  linear: number;
+}
+
+// The extremes (or the bulk itself over the run) spanning more than this factor of the bulk's
+// small values make the axis symmetric log.
+const SYMLOG_SPREAD = 1000;
+
+/** The axis that shows the bulk of `d`: its inner bands (every percentile but min and max). */
+export function valueAxis(d: RoleDistribution): ValueAxis {
+  const inner: number[] = [];
+  let full = 0;
+  for (const row of d.values) {
+    row.forEach((v, k) => {
+      if (v === null) return;
+      full = Math.max(full, Math.abs(v));
+      if (k > 0 && k < row.length - 1 && v !== 0) inner.push(Math.abs(v));
+    });
+  }
+  if (!inner.length) return { kind: "linear", linear: 0 };
+  inner.sort((a, b) => a - b);
+  // A small value of the bulk, not its very smallest: one near-zero percentile would stretch the axis.
+  const small = inner[Math.floor(inner.length * 0.1)];
+  return full > SYMLOG_SPREAD * small ? { kind: "symlog", linear: small } : { kind: "linear", linear: 0 };
+}
+
+/** The symmetric log transform: sign(v) log10(1 + |v| / c). */
+export function symlog(v: number, c: number): number {
+  return Math.sign(v) * Math.log10(1 + Math.abs(v) / c);
+}
+
+/** Round ticks of a symmetric log axis over [lo, hi]: 0 and powers of ten past `c`, at most `perSide` a side. */
+export function symlogTicks(lo: number, hi: number, c: number, perSide = 3): number[] {
+  const side = (top: number): number[] => {
+    if (!(top > c)) return [];
+    const k0 = Math.ceil(Math.log10(c));
+    const k1 = Math.floor(Math.log10(top));
+    const stride = Math.max(1, Math.ceil((k1 - k0 + 1) / perSide));
+    const out: number[] = [];
+    for (let k = k1; k >= k0; k -= stride) out.push(10 ** k);
+    return out;
+  };
+  const ticks = [...side(-lo).map((v) => -v), ...(lo <= 0 && hi >= 0 ? [0] : []), ...side(hi).reverse()];
+  return ticks.filter((t) => t >= lo && t <= hi);
+}
+
 const MARGIN = { top: 10, right: 14, bottom: 26, left: 58 };
 // Outermost band palest, as TensorBoard shades them.
 const BAND_OPACITY = [0.14, 0.24, 0.36, 0.5];
@@ -110,10 +163,27 @@ export function distributionChart(
   // Steps as offsets from the first, exact whatever their size; the axis ends at the first and last step.
   const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
   const range = valueRange(d) ?? [0, 1];
-  const ys = scaleLinear(range[0] === range[1] ? [range[0] - 1, range[1] + 1] : range, [y1, y0]);
+  const axis = valueAxis(d);
+  let ys: Axis;
+  let ticks: number[];
+  if (axis.kind === "symlog") {
+    const c = axis.linear;
+    const inner = scaleLinear([symlog(range[0], c), symlog(range[1], c)], [y1, y0], false);
+    ys = (v) => inner(symlog(v, c));
+    ticks = symlogTicks(range[0], range[1], c);
+  } else {
+    const linear = scaleLinear(range[0] === range[1] ? [range[0] - 1, range[1] + 1] : range, [y1, y0]);
+    ys = linear;
+    ticks = linear.ticks(5);
+  }
   const g = svg("g");
   root.append(g);
-  for (const t of ys.ticks(5)) {
+  if (axis.kind === "symlog") {
+    // Said on the chart: the gaps between ticks are decades, not equal steps.
+    g.append(svg("text", { x: x1, y: y0 + 10, "text-anchor": "end", class: "gh-axis-text gh-symlog-note" },
+      `symmetric log axis, linear within \u00b1${formatValue(axis.linear, 2)}`));
+  }
+  for (const t of ticks) {
     const y = Math.round(ys(t)) + 0.5;
     g.append(svg("line", { x1: x0, x2: x1, y1: y, y2: y, class: "gh-grid-line" }));
     g.append(svg("text", { x: x0 - 5, y: y + 4, "text-anchor": "end", class: "gh-axis-text" }, formatValue(t, 3)));
@@ -234,9 +304,18 @@ export class DistributionView {
   }
 
   /** Shows a layer's distribution in one role, marking `step`; fetches only what changed. */
-  show(run: string, layer: string, role: string, step: Step, steps: readonly Step[]): void {
+  show(run: string, layer: string, role: string, step: Step, steps: readonly Step[], loading = false): void {
     this.selected = step;
     this.role = role;
+    if (loading) {
+      // The row's steps arrive with its cells and are part of the key: asking now would ask again then.
+      this.key = "";
+      this.data = null;
+      this.box.replaceChildren();
+      this.note.textContent = "Loading\u2026";
+      this.note.className = "gh-note";
+      return;
+    }
     const key = [run, layer, role, steps.length, String(steps[steps.length - 1] ?? "")].join("\u0000");
     if (key === this.key) {
       this.draw();
@@ -283,6 +362,8 @@ export class DistributionView {
     );
     const from = d.source === "gradhealth" ? "gradhealth's histograms (up to 4,096 values a step)" : "the logged histograms";
     const axis = d.axis === "other" ? " Its histograms count steps otherwise than this row (per epoch): no step is marked." : "";
-    this.note.textContent = `Bands: min-max, 7-93%, 16-84%, 31-69% of the values; line: median. From ${from}.${axis}`;
+    const scale = valueAxis(d).kind === "symlog"
+      ? " The extremes reach far beyond the bulk: values on a symmetric log axis, so both show." : "";
+    this.note.textContent = `Bands: min-max, 7-93%, 16-84%, 31-69% of the values; line: median. From ${from}.${axis}${scale}`;
   }
 }

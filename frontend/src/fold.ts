@@ -105,6 +105,16 @@ export function toggleBlock(f: FoldState, block: string, auto: boolean, blocks?:
   return { mode: mode === "all" ? "none" : "all", except: blocks.filter((b) => !listed.has(b)) };
 }
 
+/** Whether any of `blocks` is folded now: the fold-all control then unfolds them all. */
+export function anyFolded(f: FoldState, blocks: readonly string[], auto: boolean): boolean {
+  return blocks.some((b) => isFolded(f, b, auto));
+}
+
+/** The fold-all control's state: every block open when any was folded, else every block folded. */
+export function foldAll(f: FoldState, blocks: readonly string[], auto: boolean): FoldState {
+  return { mode: anyFolded(f, blocks, auto) ? "none" : "all", except: [] };
+}
+
 /** What the rows of a folded heatmap stand for. */
 export interface Folding {
   /** The heatmap as the server sent it. */

@@ -93,6 +93,7 @@ export class HeatmapView {
   private runLabels: readonly string[] = [];
   private pending = 0;
   private rasterDirty = true;
+  private heldRowH: { key: string; cellH: number } | null = null;
   private readonly pointer: HeatmapPointer;
 
   constructor(
@@ -258,7 +259,9 @@ export class HeatmapView {
     const inner = this.scroller.clientWidth || this.root.clientWidth;
     const plotW = Math.max(120, Math.floor(inner - labelW - 4));
     const maxViewH = maxViewHeight();
-    const cellH = rowHeight(s.order.length, maxViewH);
+    const held = this.heldRowH !== null && this.heldRowH.key === this.rowHeightKey() ? this.heldRowH.cellH : null;
+    if (held === null) this.heldRowH = null;
+    const cellH = held ?? rowHeight(s.order.length, maxViewH);
     const totalH = Math.max(cellH, s.order.length * cellH);
     const viewH = Math.min(totalH, maxViewH);
     const width = labelW + plotW;
@@ -312,6 +315,40 @@ export class HeatmapView {
     paintOverlay(this.scene, this.overlay);
   }
 
+  /** Where the row `layer` sits in sight: CSS pixels from the top of the rows shown, or null. */
+  rowOffset(layer: string): number | null {
+    const g = this.scene.geo;
+    const pos = this.scene.position.get(layer);
+    return g && pos !== undefined ? pos * g.cellH - this.scroller.scrollTop : null;
+  }
+
+  /**
+   * The next layouts keep this row height until the run, role or window height changes: a fold
+   * or an unfold neither shrinks nor grows the rows, so the rows around the clicked one stay put.
+   */
+  holdRowHeight(): void {
+    const g = this.scene.geo;
+    if (g) this.heldRowH = { key: this.rowHeightKey(), cellH: g.cellH };
+  }
+
+  private rowHeightKey(): string {
+    const h = this.scene.h;
+    return h ? [h.run, h.role, maxViewHeight()].join("\u0000") : "";
+  }
+
+  /** Scrolls so the first row of `block` (its folded row or its first member) sits `offset` px down the rows in sight. */
+  placeBlock(block: string, offset: number): void {
+    const s = this.scene;
+    const h = s.h;
+    const g = s.geo;
+    if (!h || !g) return;
+    const pos = s.order.findIndex((row) => h.blocks[row] === block);
+    if (pos < 0) return;
+    this.scroller.scrollTop = Math.max(0, pos * g.cellH - offset);
+    paintBody(s, this.body);
+    this.paintOverlay();
+  }
+
   /** Scrolls the rows so `layer` is visible; centred unless `center` is false and it already shows. */
   scrollToLayer(layer: string, center = true): void {
     const g = this.scene.geo;
@@ -352,6 +389,15 @@ export class HeatmapView {
       }
     }
     return out;
+  }
+
+  /** The row under a client y, and the rows' height, without scrolling (for the browser tests). */
+  rowAtY(clientY: number): { layer: string; cellH: number } | null {
+    const s = this.scene;
+    const g = s.geo;
+    if (!s.h || !g) return null;
+    const pos = Math.floor((clientY - this.port.getBoundingClientRect().top + this.scroller.scrollTop) / g.cellH);
+    return pos >= 0 && pos < s.order.length ? { layer: s.h.layers[s.order[pos]], cellH: g.cellH } : null;
   }
 
   /**

@@ -2,7 +2,6 @@
 // labels and gutters, the step axis, and the overlay (finding veil, selection,
 // hover, zoom brush). Pure functions of a Scene, so the view keeps only state.
 
-import { statusColor, statusName } from "./colors";
 import { cssVar, measurer } from "./dom";
 import {
   AXIS_HEIGHT,
@@ -185,24 +184,37 @@ export function paintBody(s: Scene, canvas: HTMLCanvasElement): void {
   ctx.drawImage(s.offscreen, 0, first, w, count, Math.round(g.labelW * g.scale), Math.round(y0), w, Math.round(count * g.cellH * g.scale));
   paintGutters(ctx, s, g, [first, last], canvas.height);
   paintRowLabels(ctx, s, h, g, [first, last]);
-  paintLoadingMarks(ctx, s, h, g, [first, last]);
+  paintLoadingRows(ctx, s, h, g, [first, last]);
 }
 
-/**
- * A row still loading whose worst status in the window (the server's) is warn or critical
- * gets a bar of that colour beside its label, so a bad row shows before its cells arrive.
- */
-function paintLoadingMarks(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: Geometry, rows: [number, number]): void {
-  const { loaded, rowWorst } = h;
-  if (!loaded || !rowWorst) return;
+// The stripes across a row still loading: its cells are not here, so no status (not even "no data")
+// is drawn, nor the worst status the server counted (a red bar read as a critical layer).
+const LOADING_STRIPE = "rgba(255, 255, 255, 0.75)";
+const LOADING_STRIPE_GAP = 6;
+
+/** Rows still loading: diagonal stripes over their cells, set apart from the grey of "no data". */
+function paintLoadingRows(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: Geometry, rows: [number, number]): void {
+  const { loaded } = h;
+  if (!loaded) return;
   ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
+  ctx.strokeStyle = LOADING_STRIPE;
+  ctx.lineWidth = 2;
   for (let p = rows[0]; p <= rows[1]; p++) {
-    const row = s.order[p];
-    if (loaded[row]) continue;
-    const name = statusName(rowWorst.worst[row], h.status_names);
-    if (name === "ok" || name === "no_data") continue;
-    ctx.fillStyle = statusColor(name);
-    ctx.fillRect(g.labelW - 5, p * g.cellH - s.scrollTop, 3, g.cellH);
+    if (loaded[s.order[p]]) continue;
+    const y = p * g.cellH - s.scrollTop;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(g.labelW, y, g.plotW, g.cellH);
+    ctx.clip();
+    ctx.beginPath();
+    // Anchored to the rows' top, so the stripes of neighbouring loading rows line up as one band.
+    const phase = (p * g.cellH) % LOADING_STRIPE_GAP;
+    for (let x = g.labelW - g.cellH - phase; x < g.labelW + g.plotW; x += LOADING_STRIPE_GAP) {
+      ctx.moveTo(x, y + g.cellH);
+      ctx.lineTo(x + g.cellH, y);
+    }
+    ctx.stroke();
+    ctx.restore();
   }
 }
 

@@ -26,8 +26,11 @@ export interface HeatmapEvents {
   scrolled?(top: number): void;
   /** A mark of a finding on the run track was clicked. */
   finding?(id: string): void;
-  /** The label of a row of a block was clicked: fold or unfold that block. */
-  toggleBlock?(block: string): void;
+  /**
+   * The label of a row of a block was clicked: fold or unfold that block. `offset` is where the clicked
+   * row sat (CSS pixels from the rows' top in sight), where the block's row goes after, under the pointer.
+   */
+  toggleBlock?(block: string, offset: number | null): void;
 }
 
 /** What the pointer needs from its view besides the scene. */
@@ -39,6 +42,7 @@ export interface PointerHost {
   runLabel(): string;
   paintOverlay(): void;
   scrollToLayer(layer: string, center: boolean): void;
+  rowOffset(layer: string): number | null;
 }
 
 export class HeatmapPointer {
@@ -141,7 +145,7 @@ export class HeatmapPointer {
     const h = this.view.scene.h;
     const row = this.labelRowAt(e.clientX, e.clientY);
     const block = h && row >= 0 ? blockOfRow(h, row) : null;
-    if (block) this.view.events.toggleBlock?.(block);
+    if (h && block) this.view.events.toggleBlock?.(block, this.view.rowOffset(h.layers[row]));
   }
 
   /** Hovering a (possibly shortened) row label shows the full layer name. */
@@ -229,7 +233,7 @@ export class HeatmapPointer {
       const block = pos === undefined ? null : blockOfRow(h, s.order[pos]);
       if (block) {
         e.preventDefault();
-        this.view.events.toggleBlock?.(block);
+        this.view.events.toggleBlock?.(block, this.view.rowOffset(sel.layer));
       }
       return;
     }

@@ -19,6 +19,8 @@ export interface ToolbarEvents {
   png(): void;
   /** The sweep button: shows the sweep, or back to the heatmap. */
   sweep(): void;
+  /** The fold button: unfolds every block when any is folded, else folds them all. */
+  foldAll(): void;
 }
 
 // Typing in the filter redraws once the user pauses.
@@ -41,6 +43,7 @@ export class Toolbar {
   private readonly reloadButton: HTMLButtonElement;
   private readonly pngButton: HTMLButtonElement;
   private readonly sweepButton: HTMLButtonElement;
+  private readonly foldButton: HTMLButtonElement;
   // Everything but Reload is about a run; hidden while there is none.
   private readonly controls = el("div", "gh-controls");
 
@@ -55,6 +58,8 @@ export class Toolbar {
     this.pngButton = button("PNG", () => events.png(), "gh-button", "Download the heatmap as a PNG image");
     this.sweepButton = button("Sweep", () => events.sweep(), "gh-button gh-sweep-button");
     this.sweepButton.hidden = true;
+    this.foldButton = button("Unfold all", () => events.foldAll(), "gh-button gh-fold-all");
+    this.foldButton.hidden = true;
     this.controls.append(
       picker("Role", this.roleSelect),
       picker("Metric", this.metricSelect),
@@ -62,6 +67,7 @@ export class Toolbar {
       picker("Sort", this.sortSelect),
       picker("Compare", this.compareSelect),
       this.resetZoom,
+      this.foldButton,
       el("span", "gh-spacer"),
       this.pngButton,
     );
@@ -122,6 +128,15 @@ export class Toolbar {
     this.sweepButton.setAttribute("aria-pressed", String(showing));
     this.sweepButton.textContent = showing ? "\u2190 Heatmap" : "Sweep";
     this.sweepButton.title = showing ? "Back to the heatmap of the open run" : "Every run in one table: its hyperparameters and what it found";
+  }
+
+  /** The fold button for a run of `blocks` blocks, `folded` of them folded now (none: no button). */
+  setFold(blocks: number, folded: number): void {
+    this.foldButton.hidden = blocks === 0;
+    this.foldButton.textContent = folded > 0 ? "Unfold all" : "Fold all";
+    this.foldButton.title = folded > 0
+      ? `Show every layer of the ${folded} folded block${folded === 1 ? "" : "s"} (the link keeps it)`
+      : `Fold each of the ${blocks} blocks into one row of its worst layer (the link keeps it)`;
   }
 
   setZoomed(zoomed: boolean): void {

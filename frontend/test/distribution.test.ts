@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { bandPairs, bandPath, fetchDistribution, medianIndex, parseDistribution, valueRange } from "../src/distribution";
+import { bandPairs, bandPath, fetchDistribution, medianIndex, parseDistribution, symlog, symlogTicks, valueAxis, valueRange } from "../src/distribution";
+import type { RoleDistribution } from "../src/distribution";
 
 const PERCENTILES = [0, 6.68, 15.87, 30.85, 50, 69.15, 84.13, 93.32, 100];
 
@@ -88,5 +89,37 @@ describe("bands", () => {
     expect(path.match(/Z/g)?.length).toBe(2);
     expect(path.startsWith("M0.0,99.0L10.0,99.0L10.0,100.0L0.0,100.0Z")).toBe(true);
     expect(path).toContain("M29.0,99.0L31.0,99.0L31.0,100.0L29.0,100.0Z");
+  });
+});
+
+describe("valueAxis", () => {
+  const role = (values: (number | null)[][]): RoleDistribution => ({ source: "gradhealth", axis: "row", steps: values.map((_, i) => BigInt(i)), values });
+  // Percentiles 0, 7, 16, 31, 50, 69, 84, 93, 100 of a gradient around 1e-6, its extremes +-2,000 at one step.
+  const bulk = (s: number, lo = -3 * s, hi = 3 * s): number[] => [lo, -1.5 * s, -s, -0.5 * s, 0, 0.5 * s, s, 1.5 * s, hi];
+
+  it("is symmetric log when the extremes dwarf the bulk, linear around the bulk's small values", () => {
+    const d = role([bulk(1e-6), bulk(2e-6, -2000, 2000), bulk(1e-6)]);
+    const axis = valueAxis(d);
+    expect(axis.kind).toBe("symlog");
+    expect(axis.linear).toBeGreaterThan(1e-7);
+    expect(axis.linear).toBeLessThan(1e-5);
+    // The bulk's 16-84% band takes a share of the height one can see (a linear axis gives it 5e-10).
+    const c = axis.linear;
+    const share = (symlog(1e-6, c) - symlog(-1e-6, c)) / (symlog(2000, c) - symlog(-2000, c));
+    expect(share).toBeGreaterThan(0.04);
+  });
+
+  it("stays linear when the extremes are of the bulk's size", () => {
+    expect(valueAxis(role([bulk(0.1), bulk(0.12)])).kind).toBe("linear");
+    expect(valueAxis(role([[null, null, null, null, null, null, null, null, null]])).kind).toBe("linear");
+  });
+
+  it("ticks 0 and powers of ten, a few a side, inside the range", () => {
+    const ticks = symlogTicks(-2000, 2000, 1e-6);
+    expect(ticks).toContain(0);
+    expect(ticks.length).toBeLessThanOrEqual(7);
+    expect(ticks.every((t) => t === 0 || Math.abs(Math.log10(Math.abs(t)) % 1) < 1e-9)).toBe(true);
+    expect(ticks).toEqual([...ticks].sort((a, b) => a - b));
+    expect(symlogTicks(0, 5, 1e-3).every((t) => t >= 0 && t <= 5)).toBe(true);
   });
 });

@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { BlockRow, Heatmap } from "../src/api";
 import {
   AUTO_FOLD,
+  anyFolded,
+  foldAll,
   blockOfRow,
   decodeFold,
   encodeFold,
@@ -249,5 +251,20 @@ describe("the label column of a run", () => {
   it("gives rows no lower than a label, however many there are", () => {
     expect(ROW_MIN_H).toBeGreaterThanOrEqual(LABEL_ROW_H);
     expect(rowHeight(10_000, 500)).toBe(ROW_MIN_H);
+  });
+});
+
+describe("foldAll", () => {
+  const blocks = ["layer1.0", "layer1.1", "layer2.0"];
+  it("unfolds every block when any is folded, and folds them all when none is", () => {
+    expect(foldAll(AUTO_FOLD, blocks, true)).toEqual({ mode: "none", except: [] });
+    expect(foldAll({ mode: "none", except: ["layer1.1"] }, blocks, false)).toEqual({ mode: "none", except: [] });
+    expect(foldAll({ mode: "none", except: [] }, blocks, true)).toEqual({ mode: "all", except: [] });
+    expect(foldAll(AUTO_FOLD, blocks, false)).toEqual({ mode: "all", except: [] });
+    expect(anyFolded({ mode: "all", except: blocks }, blocks, true)).toBe(false);
+  });
+  it("is kept in the link", () => {
+    expect(encodeFold(foldAll(AUTO_FOLD, blocks, true))).toBe("none");
+    expect(decodeFold("all")).toEqual({ mode: "all", except: [] });
   });
 });

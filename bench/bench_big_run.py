@@ -239,7 +239,10 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, expected: Dict[str, tup
             m["row_lod"] = measure_rows(server, run, args)
             r["runs"][run] = m
         if args.browser and load_fast == args.browser_loader:
-            r["browser"] = measure_browser(server, args)
+            try:
+                r["browser"] = measure_browser(server, args)
+            except Exception as e:  # noqa: BLE001 - the figures measured so far are still printed
+                r["browser_error"] = f"{type(e).__name__}: {e}"
         # Before the floor: the probe's own reads of every tag would count as the plugin's.
         r["mem_with"] = server.memory()
         for run, (plugin, _, _) in expected.items():
@@ -314,6 +317,8 @@ def measure_browser(server: "scale.Server", args) -> dict:
             while frame is None and time.monotonic() < deadline:
                 frame = next((f for f in page.frames if "plugin_entry.html" in f.url), None)
                 time.sleep(0.2)
+            if frame is None:
+                raise RuntimeError(f"the tab's frame did not appear; frames: {[f.url for f in page.frames]}")
             frame.wait_for_function("window.__ghTimes && window.__ghTimes.drawn.length > 0", timeout=600_000)
             first = frame.evaluate("""() => {
                 const e = performance.getEntriesByType("resource").filter((x) => x.name.includes("/heatmap?"));
@@ -411,6 +416,8 @@ def report(results: List[dict], expected: Dict[str, tuple], args) -> None:
                 print(f"  {' ' * len(label)}  JSON bytes a cell ({x['cells']:,} cells) "
                       f"{x['json'] / max(1, x['cells']):9.2f}")
         print(_line("peak memory with / without the plugin", tb_with / tb_without, MAX_MEMORY))
+        if "browser_error" in r:
+            print(f"  Chromium: not measured ({r['browser_error'][:300]})")
         b = r.get("browser")
         if b:
             s = b["shown"]

@@ -1381,3 +1381,23 @@ def test_no_progress_is_not_read_into_a_few_bouncing_values():
     assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, hump)})), "no_progress") == []
     flat = 0.693 + 0.001 * np.sin(np.arange(15))
     assert one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")
+
+
+def _swinging_norm(seed):
+    """A gradient norm that swings about 100-fold between batches (0.5 decades of log-normal noise):
+    a small or noisy layer's, healthy."""
+    return np.exp(np.random.default_rng(seed).normal(0.0, 1.3, N))
+
+
+def test_a_norm_that_swings_100_fold_between_batches_does_not_explode():
+    # Judged as a spike is: a 10x jump over the running median is within such a norm's own swings.
+    for seed in range(40):
+        found = find(run(*three_kernels(g={0: grad(0, l2=_swinging_norm(seed))})))
+        assert of_kind(found, "exploding_gradients") == [], seed
+
+
+def test_a_swinging_norm_that_jumps_far_past_its_swings_and_stays_up_explodes():
+    l2 = _swinging_norm(8)
+    l2[30:] *= 1e5
+    f = one(find(run(*three_kernels(g={0: grad(0, l2=l2)}))), "exploding_gradients")
+    assert f.layers == ["dense_0/kernel"] and f.first_step == STEPS[30] and f.severity == findings.CRITICAL

@@ -4,13 +4,16 @@ while the norm stays that far above it) to above every norm the series had at it
 calm steps before, for consecutive logged steps or not back to normal at the next
 logged step (still up, vanished, NaN, or the log ends). A one-off outlier that
 comes back at the next logged step (a corrupted batch) is a `spike`, and so is a
-jump of a gradient that was once larger: noise at a tiny scale, not an explosion.
+jump of a gradient that was once larger: noise at a tiny scale, not an explosion, and so
+is a jump within the series' own batch-to-batch swings (under `spike_z` times their
+robust spread in decades, as a spike is judged).
 An explosion after a calm span of a median window (`spike_window` logged steps)
 is a new one, with its own onset and finding.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, List, Mapping
 
 import numpy as np
@@ -45,7 +48,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     over = f"max |g| or the gradient norm above {limit:g}," if scalars else f"max |g| above {limit:g}"
     what = (f"explode ({over} or the norm jumps {jump:g}x its running median to above its earlier "
             "calm levels)")
-    hits = _layer_hits(rd, limit, jump, window, lasting) + scalars
+    hits = _layer_hits(rd, limit, jump, window, lasting, limits["spike_z"]) + scalars
     return [group(rd, KIND, SEVERITY, tags_lib.GRADIENT, part, limit, what, ADVICE)
             for part in _separate(rd, hits, window)]
 
@@ -153,7 +156,7 @@ def _mask(n: int, span: tuple) -> np.ndarray:
     return keep
 
 
-def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> List[Hit]:
+def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: float) -> List[Hit]:
     layers = list(role_tables(rd, tags_lib.GRADIENT))
     found = {}
     # Layers of equal length are screened together, a row each; only the rows past a limit are
@@ -163,6 +166,7 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> L
         l2, max_abs = stack(tables, lambda t: t.get("l2")), stack(tables, lambda t: t.get("max_abs"))
         baseline, ratio = _jumps(l2, window, jump)
         jumps = gt(ratio, jump)
+        jumps &= _past_noise(ratio, jumps, z)
         over, jumped = gt(max_abs, limit), jumps & _above_calm(l2, jumps)
         for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
             table = tables[r]
@@ -173,6 +177,23 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> L
                     _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
                                over[r] & keep, jumped[r] & keep, limit, jump))
     return [h for i in sorted(found) for h in found[i]]
+
+
+def _past_noise(ratio: np.ndarray, jumps: np.ndarray, z: float) -> np.ndarray:
+    """Where a norm's jump over its running median stands out of the series' own batch-to-batch swings
+    as a spike must: `z` (`spike_z`) times the robust spread, in decades, of the series' other steps
+    over their running median (at least 0.03 decades, as for spikes). A norm that swings 100-fold
+    between batches does not explode by jumping 10x; a smooth one does."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        decades = np.log10(ratio)
+    calm = np.where(jumps | ~np.isfinite(decades), np.nan, decades)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        centre = series_lib.nanmedian_rows(calm)
+        spread = 1.4826 * series_lib.nanmedian_rows(np.abs(calm - centre[..., None]))
+    noise = np.maximum(np.nan_to_num(spread, nan=0.0), 1.4826 * 0.02)
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(decades / noise[..., None], nan=-np.inf) > z
 
 
 def _layer_hit(layer_table, max_abs, l2, baseline, ratio, over, jumped, limit: float, jump: float) -> Hit:

@@ -1401,3 +1401,14 @@ def test_a_swinging_norm_that_jumps_far_past_its_swings_and_stays_up_explodes():
     l2[30:] *= 1e5
     f = one(find(run(*three_kernels(g={0: grad(0, l2=l2)}))), "exploding_gradients")
     assert f.layers == ["dense_0/kernel"] and f.first_step == STEPS[30] and f.severity == findings.CRITICAL
+
+
+def test_a_blow_up_after_the_gradients_vanished_in_an_explosion_is_the_same_explosion():
+    # Vanished gradients after an explosion are its saturation, not calm: a later excursion past the
+    # limit, however far on, belongs to it (and its cells are critical), not to a spike.
+    noise = _noise(3)
+    level = np.where(np.arange(N) < 10, 1.0, 1e-12) * noise
+    level[[10, 11, 30]] = 1e5
+    g = grad(0, l2=level, max_abs=0.1 * level)
+    f = one(find(run(*three_kernels(g={0: g}))), "exploding_gradients")
+    assert f.first_step == STEPS[10] and STEPS[30] in f.points["dense_0/kernel"], f.points

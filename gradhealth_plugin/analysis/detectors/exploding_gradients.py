@@ -129,7 +129,8 @@ def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: 
     """(first, last) indices of each explosion: from a run of at least `min_steps` consecutive logged
     steps past a limit, or a run not followed by a logged step back to normal (finite, and `level`
     within `jump` of its running median before the run; none at the end of the log). Later hits belong
-    to it until `window` calm logged steps pass; after those a new explosion must qualify on its own.
+    to it until `window` calm logged steps pass (finite, not vanished below a `jump`th of the level
+    before it); after those a new explosion must qualify on its own.
     A run that comes back is a spike, not an explosion.
     """
     baseline = series_lib.trailing_median(level, window)
@@ -143,7 +144,11 @@ def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: 
             np.isfinite(baseline[a]) and level[nxt] < baseline[a] / jump)
         if b - a + 1 < min_steps and back:
             continue
-        while i < len(runs) and runs[i][0] - b - 1 < window:
+        # Calm: finite and not fallen below a `jump`th of the level before the explosion (vanished
+        # gradients after one are its saturation, not a recovery).
+        pre = baseline[a]
+        calm = finite & ~(np.isfinite(pre) & (np.nan_to_num(level, nan=np.inf) < pre / jump))
+        while i < len(runs) and np.count_nonzero(calm[b + 1:runs[i][0]]) < window:
             b = runs[i][1]
             i += 1
         out.append((a, b))

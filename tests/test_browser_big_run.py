@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 
 from tests.test_browser import CHROMIUM, browser  # noqa: F401  (fixture)
-from tests.test_browser_fold import N_BLOCKS, RUN, SICK, SICK_BLOCK, _click_label, _rows, fold_server, open_tab  # noqa: F401
+from tests.test_browser_fold import N_BLOCKS, RUN, SICK, SICK_BLOCK, _click_label, _rows, label_point, fold_server, open_tab  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
 pytest.importorskip("playwright.sync_api")
@@ -31,19 +31,6 @@ def test_a_click_on_a_folded_cell_asks_for_the_layers_distribution_once(open_tab
     assert len(asked) == 1, asked
     assert tab.errors == []
 
-
-
-def _label_point(tab, row):
-    """Page coordinates of a row's label (scrolling it into sight if it is not)."""
-    point = tab.frame.evaluate(
-        """(row) => {
-            const c = window.__gradhealth.cellCenter(row, 0);
-            const port = document.querySelector('.gh-hm-port').getBoundingClientRect();
-            return c && {x: port.left + 12, y: c.y};
-        }""", row)
-    assert point is not None, row
-    box = tab.page.locator("iframe[src*='plugin_entry.html']").bounding_box()
-    return box["x"] + point["x"], box["y"] + point["y"]
 
 
 def _row_at(tab, y):
@@ -66,11 +53,11 @@ def test_the_clicked_block_stays_under_the_pointer_as_blocks_fold_and_unfold(ope
     tab = open_tab()
     # Unfolding blocks one after another, each clicked where it is: its first layer takes the clicked
     # row's place, and the rows keep their height, so the next block's name is where it was seen.
-    x, y = _label_point(tab, "blocks.3")
+    x, y = label_point(tab, "blocks.3")
     height = _row_at(tab, y)[1]
     for i in (3, 9, 14, 18):
         block = f"blocks.{i}"
-        x, y = _label_point(tab, block)
+        x, y = label_point(tab, block)
         assert _row_at(tab, y)[0] == block
         row, cell_h = _click_at(tab, x, y)
         assert row.startswith(block + "."), (block, row)
@@ -80,7 +67,7 @@ def test_the_clicked_block_stays_under_the_pointer_as_blocks_fold_and_unfold(ope
     tab.frame.evaluate(f"document.querySelector('.gh-hm-scroll').scrollTop = {6 * height}")
     tab.page.wait_for_timeout(200)
     for block in ("blocks.9",):
-        x, y = _label_point(tab, [r for r in _rows(tab) if r.startswith(block + ".")][6])
+        x, y = label_point(tab, [r for r in _rows(tab) if r.startswith(block + ".")][6])
         assert tab.frame.evaluate("document.querySelector('.gh-hm-scroll').scrollTop") > 0
         row, _ = _click_at(tab, x, y)
         assert row == block
@@ -130,7 +117,7 @@ def test_a_row_still_loading_is_striped_with_no_status_bar_until_its_cells_arriv
     held = []
     tab.page.route("**/data/plugin/gradhealth/heatmap?**", lambda route: held.append(route))
     # The sick block unfolds; its members' cells are held back: the critical member is still loading.
-    x, y = _label_point(tab, SICK_BLOCK)
+    x, y = label_point(tab, SICK_BLOCK)
     _click_at(tab, x, y)
     tab.page.wait_for_timeout(300)
     assert held

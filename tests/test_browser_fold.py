@@ -87,8 +87,8 @@ def _rows(tab):
     return tab.frame.evaluate("window.__gradhealth.rowNames()")
 
 
-def _click_label(tab, row):
-    """Clicks the label of the row named `row` (a block or a layer)."""
+def label_point(tab, row):
+    """Page coordinates of the label of the row named `row` (a block or a layer)."""
     point = tab.frame.evaluate(
         """(row) => {
             const c = window.__gradhealth.cellCenter(row, 0);
@@ -97,8 +97,13 @@ def _click_label(tab, row):
         }""", row)
     assert point is not None, row
     box = tab.page.locator("iframe[src*='plugin_entry.html']").bounding_box()
+    return box["x"] + point["x"], box["y"] + point["y"]
+
+
+def _click_label(tab, row):
+    """Clicks the label of the row named `row` (a block or a layer)."""
     before = tab.drawn()
-    tab.page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
+    tab.page.mouse.click(*label_point(tab, row))
     tab.wait_redraw(before)
 
 

@@ -178,15 +178,19 @@ def _answers(client, max_layers=None) -> dict:
     return out
 
 
+def _assert_equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    differ = [key for key in a if a[key] != b[key]]
+    assert not differ, differ[:5]
+
+
 def _assert_same_answers(logdir, samples=None, max_layers=None):
     fast = PluginClient(logdir, samples=samples)
     slow = PluginClient(logdir, samples=samples, multiplexer=False)
     assert fast.plugin._analyzer._reader._multiplexer is not None
     assert slow.plugin._analyzer._reader._multiplexer is None
     a, b = _answers(fast, max_layers), _answers(slow, max_layers)
-    assert a.keys() == b.keys()
-    differ = [key for key in a if a[key] != b[key]]
-    assert not differ, differ[:5]
+    _assert_equal(a, b)
     return a
 
 
@@ -297,9 +301,7 @@ def _assert_same_answers_rust(logdir, samples=None, max_layers=None):
         a, b = _answers(fast, max_layers), _answers(_ProviderOnly(fast), max_layers)
     finally:
         fast.close()
-    assert a.keys() == b.keys()
-    differ = [key for key in a if a[key] != b[key]]
-    assert not differ, differ[:5]
+    _assert_equal(a, b)
     return a
 
 

@@ -295,6 +295,14 @@ _LISTED_CLASSES = {"histograms": summary_pb2.DATA_CLASS_TENSOR, "scalars": summa
 _KEPT_LISTINGS = 64
 
 
+def _keep(cache: "collections.OrderedDict", key, value, limit: int) -> None:
+    """Stores `value` as the newest entry of an LRU `cache` of at most `limit` entries."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > limit:
+        cache.popitem(last=False)
+
+
 class _Held:
     """What the Python loader's multiplexer holds of some runs' listed tags, told without listing them.
 
@@ -431,10 +439,7 @@ class Reader:
         with collector_paused:
             data = self._build(ctx, experiment_id, run, listings)
         with self._lock:
-            self._cache[key] = (fingerprint, data)
-            self._cache.move_to_end(key)
-            while len(self._cache) > _CACHE_RUNS:
-                self._cache.popitem(last=False)
+            _keep(self._cache, key, (fingerprint, data), _CACHE_RUNS)
         return data
 
     def versions(self, ctx, experiment_id: str) -> Dict[str, tuple]:
@@ -468,10 +473,7 @@ class Reader:
         # Kept only if nothing changed while it was listed: it is then what `held` holds.
         if _Held(self._held_in, runs) == held:
             with self._lock:
-                self._kept_listings[key] = (held, listed)
-                self._kept_listings.move_to_end(key)
-                while len(self._kept_listings) > _KEPT_LISTINGS:
-                    self._kept_listings.popitem(last=False)
+                _keep(self._kept_listings, key, (held, listed), _KEPT_LISTINGS)
         return listed
 
     def _list(self, ctx, experiment_id: str, runs: Optional[Sequence[str]]) -> Dict[str, Mapping]:
@@ -522,10 +524,7 @@ class Reader:
                 return cached[1]
         run_tags = runs.classify_run_tags(hist_tags, scalar_tags, own_contents, self._tag_rules)
         with self._lock:
-            self._classified[(experiment_id, run)] = (key, run_tags)
-            self._classified.move_to_end((experiment_id, run))
-            while len(self._classified) > _CACHE_RUNS:
-                self._classified.popitem(last=False)
+            _keep(self._classified, (experiment_id, run), (key, run_tags), _CACHE_RUNS)
         return run_tags
 
     def _read(self, ctx, experiment_id: str, run: str, run_tags: runs.RunTags,

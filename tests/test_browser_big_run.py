@@ -11,7 +11,8 @@ import urllib.parse
 import pytest
 
 from tests.test_browser import CHROMIUM, browser  # noqa: F401  (fixture)
-from tests.test_browser_fold import N_BLOCKS, RUN, SICK, SICK_BLOCK, _click_label, _rows, label_point, fold_server, open_tab  # noqa: F401
+from tests.test_browser_fold import (  # noqa: F401  (fixtures)
+    N_BLOCKS, RUN, SICK, SICK_BLOCK, _click_label, _rows, fold_server, label_point, open_tab)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
 pytest.importorskip("playwright.sync_api")

@@ -190,7 +190,20 @@ class Tab:
         self.page.goto(f"{self.base}/#{hash_}")
         self.page.wait_for_selector(FRAME, timeout=30_000)
         self._wait_for_frame(timeout_s=30.0)
-        self.frame.wait_for_function("Number(document.documentElement.dataset.ghDrawn || 0) > 0", timeout=30_000)
+        # Generous: on a shared machine a first paint took more than 30 s once in a full CI run.
+        try:
+            self.frame.wait_for_function("Number(document.documentElement.dataset.ghDrawn || 0) > 0", timeout=60_000)
+        except sync_api.Error as e:
+            raise AssertionError(f"the tab drew nothing: {self.state()}") from e
+
+    def state(self) -> dict:
+        """What the page shows instead of a heatmap: its messages, summary, frames and console errors."""
+        shown = self.frame.evaluate("""() => ({
+            messages: [...document.querySelectorAll('.gh-message')].map((m) => m.textContent).filter((t) => t),
+            summary: document.querySelector('.gh-summary')?.textContent ?? null,
+            hash: location.hash, parentHash: parent.location.hash,
+        })""")
+        return dict(shown, frames=[f.url for f in self.page.frames], errors=self.errors)
 
     def _wait_for_frame(self, timeout_s: float) -> None:
         """The iframe element exists before its document navigates to plugin_entry.html: wait for the document."""

@@ -465,6 +465,9 @@ def merge_exact(base: MetricTable, steps: np.ndarray, exact: Mapping[str, np.nda
     Steps present in either side appear in the result; where both have a value,
     the exact one wins.
     """
+    steps = np.asarray(steps, dtype=np.int64)
+    if len(base.steps) == 0 and np.all(steps[1:] > steps[:-1]):
+        return _exact_table(steps, exact)
     all_steps = np.union1d(base.steps, steps).astype(np.int64)
     n = len(all_steps)
     ib = np.searchsorted(all_steps, base.steps)
@@ -487,6 +490,22 @@ def merge_exact(base: MetricTable, steps: np.ndarray, exact: Mapping[str, np.nda
     if "std" in exact:
         add_std_rel_first(values, quality)
     return MetricTable(steps=all_steps, values=values, quality=quality)
+
+
+def _exact_table(steps: np.ndarray, exact: Mapping[str, np.ndarray]) -> MetricTable:
+    """`merge_exact` onto no rows, for steps already ascending and unique: the values are kept as they
+    are rather than copied (a long run's own summaries would otherwise be held twice while its tables
+    are built), as read-only views, so that no table can write into what another holds."""
+    values: Dict[str, np.ndarray] = {}
+    quality: Dict[str, np.ndarray] = {}
+    for name, ex in exact.items():
+        v = np.asarray(ex, dtype=np.float64).view()
+        v.flags.writeable = False
+        values[name] = v
+        quality[name] = np.where(np.isnan(v), NO_DATA, EXACT).astype(np.uint8)
+    if "std" in exact:
+        add_std_rel_first(values, quality)
+    return MetricTable(steps=steps, values=values, quality=quality)
 
 
 def empty_table() -> MetricTable:

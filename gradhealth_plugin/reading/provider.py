@@ -262,15 +262,15 @@ def _by_step(datums: Sequence) -> List:
 
 
 def _stacked_vectors(datums: Sequence, width: int) -> Optional[np.ndarray]:
-    """The datums' tensors as one (steps x width) float64 array, in one numpy call, when each is
-    a vector of at least `width` numbers (what gradhealth writes); None otherwise."""
+    """The datums' tensors as one (steps x width) array, in one numpy call, when each is a vector of
+    at least `width` numbers (what gradhealth writes); None otherwise."""
     try:
         stacked = datums.values if isinstance(datums, tables.Samples) else np.asarray([d.numpy for d in datums])
     except ValueError:  # tensors of different shapes
         return None
     if stacked.ndim != 2 or stacked.shape[1] < width or stacked.dtype.kind not in "biuf":
         return None
-    return stacked[:, :width].astype(np.float64)
+    return stacked[:, :width]
 
 
 class _Unreadable:

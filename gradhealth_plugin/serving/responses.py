@@ -437,14 +437,89 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
     whole = len(steps) == len(all_steps)
     layers = [layer for layer in rd.layers if role in layer.roles]
     n_rows, n_cols = len(layers), len(steps)
+    binned = columns is not None and n_cols > columns
+    which = bin_columns(steps, columns) if binned else None
+    first = bin_starts(which) if binned else None
+    # Binned, rows are laid out and binned a chunk at a time: a long run's whole grid of cells
+    # (1,000 rows x 5,000 steps: 40 MB an array, several arrays) is never held at once.
+    chunk = max(1, _GRID_CELLS // max(1, n_cols)) if binned else max(1, n_rows)
+    parts = []
+    for lo_row in range(0, max(n_rows, 1), chunk):  # one chunk, of no rows, for a role without any
+        grid = _grid([layer.roles[role] for layer in layers[lo_row:lo_row + chunk]], metric, steps, whole)
+        if binned:
+            score = -grid.values if metric == "health" else _extremeness(grid.values, metric)
+            _, pick = worst_per_bin(grid.status, score, which)
+            at = (np.arange(len(pick))[:, None], pick)
+            grid = _Grid(grid.values[at], grid.status[at], grid.rules[at], grid.quality[at], grid.has_data[at],
+                         grid.codes, pick)
+        parts.append(grid)
+    values, status, rules, cell_quality, has_data = (
+        np.concatenate([getattr(g, name) for g in parts]) for name in ("values", "status", "rules", "quality", "has_data"))
+    quality_codes = [codes for g in parts for codes in g.codes]
+    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
+    out = {
+        "run": rd.run, "role": role, "metric": metric,
+        "layers": [layer.name for layer in layers],
+        # Per row, how its role was decided: the tab marks guesses (name, fallback).
+        "decided_by": [layer.roles[role].decided_by for layer in layers],
+        # Per row, the block the tab folds it into (transformer.h.3, layer4.1, dense_3), or None.
+        "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
+        "status_names": list(health.STATUS_NAMES),
+        "quality": quality,
+        "quality_names": list(metrics.QUALITY_NAMES),
+        "scale": "log" if metric in metrics.LOG_METRICS else "linear",
+        # The window asked for (null: open) and how many steps it and the whole run hold.
+        "window": {"start_text": step_text(start), "end_text": step_text(end),
+                   "steps": int(n_cols), "steps_total": int(len(all_steps))},
+    }
+    if binned:
+        last = np.append(first[1:], n_cols) - 1
+        out.update({
+            "binned": True,
+            "steps": steps[first].tolist(), "steps_text": step_texts(steps[first]),
+            # The last step of each bin: a column stands for every step from its step to this one.
+            "steps_last_text": step_texts(steps[last]),
+        })
+        # Per cell, the step its value and status came from, as an offset from its column's step.
+        offsets: Optional[np.ndarray] = _step_offsets(steps, first, np.concatenate([g.pick for g in parts]))
+    else:
+        out.update({"binned": False, "steps": steps.tolist(), "steps_text": step_texts(steps)})
+        offsets = None
+    # Only at full resolution where the window reaches the run's last step: a window's own end is no writer's.
+    out["incomplete"] = (incomplete_last_step(has_data, steps) if not binned and hi >= len(all_steps)
+                         else None)
+    return HeatmapCells(out, values, status, rules, cell_quality, offsets)
+
+
+# Cells of one chunk of rows laid out at once by a binned `heatmap_cells`.
+_GRID_CELLS = 1 << 20
+
+
+@dataclasses.dataclass
+class _Grid:
+    """Rows' cells at a window's steps: value, status, rule, quality code and whether logged; the
+    quality codes present in each block of rows laid out together; `pick`, once binned, each cell's column."""
+
+    values: np.ndarray
+    status: np.ndarray
+    rules: np.ndarray
+    quality: np.ndarray
+    has_data: np.ndarray
+    codes: List[np.ndarray]
+    pick: Optional[np.ndarray] = None
+
+
+def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool) -> _Grid:
+    """The cells of `rows` at `steps` (every step of theirs when `whole`, else the window they span)."""
+    n_rows, n_cols = len(rows), len(steps)
     values = np.full((n_rows, n_cols), np.nan)
     status = np.zeros((n_rows, n_cols), dtype=np.uint8)
     rules = np.full((n_rows, n_cols), None, dtype=object)
-    quality_codes: List[np.ndarray] = []
+    codes_of: List[np.ndarray] = []
     cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
     has_data = np.zeros((n_rows, n_cols), dtype=bool)
     # Rows logged at the same steps (most of a run's) are laid out together, a block of rows at once.
-    for idx, rdatas in _same_steps([layer.roles[role] for layer in layers]):
+    for idx, rdatas in _same_steps(rows):
         own = rdatas[0].table.steps
         # The rows' steps inside the window (a row's steps are ascending, and among the window's union):
         # a slice, so a zoom's answer looks at the window's steps of each row, not at all of them.
@@ -464,47 +539,9 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         rules[at] = _object_rows([r.health.rule[keep] for r in rdatas], len(cols))
         codes = (np.array([r.table.quality_of(metric)[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
                  if metric != "health" else _health_quality(rdatas, keep))
-        quality_codes.append(codes.ravel())
+        codes_of.append(np.unique(codes))
         cell_quality[at] = codes
-    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
-    out = {
-        "run": rd.run, "role": role, "metric": metric,
-        "layers": [layer.name for layer in layers],
-        # Per row, how its role was decided: the tab marks guesses (name, fallback).
-        "decided_by": [layer.roles[role].decided_by for layer in layers],
-        # Per row, the block the tab folds it into (transformer.h.3, layer4.1, dense_3), or None.
-        "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
-        "status_names": list(health.STATUS_NAMES),
-        "quality": quality,
-        "quality_names": list(metrics.QUALITY_NAMES),
-        "scale": "log" if metric in metrics.LOG_METRICS else "linear",
-        # The window asked for (null: open) and how many steps it and the whole run hold.
-        "window": {"start_text": step_text(start), "end_text": step_text(end),
-                   "steps": int(n_cols), "steps_total": int(len(all_steps))},
-    }
-    binned = columns is not None and n_cols > columns
-    if binned:
-        which = bin_columns(steps, columns)
-        score = -values if metric == "health" else _extremeness(values, metric)
-        first, pick = worst_per_bin(status, score, which)
-        at = (np.arange(n_rows)[:, None], pick)
-        last = np.append(first[1:], n_cols) - 1
-        out.update({
-            "binned": True,
-            "steps": steps[first].tolist(), "steps_text": step_texts(steps[first]),
-            # The last step of each bin: a column stands for every step from its step to this one.
-            "steps_last_text": step_texts(steps[last]),
-        })
-        # Per cell, the step its value and status came from, as an offset from its column's step.
-        values, status, rules, cell_quality = values[at], status[at], rules[at], cell_quality[at]
-        offsets: Optional[np.ndarray] = _step_offsets(steps, first, pick)
-    else:
-        out.update({"binned": False, "steps": steps.tolist(), "steps_text": step_texts(steps)})
-        offsets = None
-    # Only at full resolution where the window reaches the run's last step: a window's own end is no writer's.
-    out["incomplete"] = (incomplete_last_step(has_data, steps) if not binned and hi >= len(all_steps)
-                         else None)
-    return HeatmapCells(out, values, status, rules, cell_quality, offsets)
+    return _Grid(values, status, rules, cell_quality, has_data, codes_of)
 
 
 def _span_indices(spans: Spans, n: int) -> np.ndarray:
@@ -620,6 +657,11 @@ def bin_columns(steps: np.ndarray, columns: int) -> np.ndarray:
     return np.minimum((offset / span * columns).astype(np.int64), columns - 1)
 
 
+def bin_starts(which: np.ndarray) -> np.ndarray:
+    """The first column of each bin, `which` (ascending) naming each column's bin."""
+    return np.flatnonzero(np.concatenate(([True], np.diff(which) > 0)))
+
+
 def worst_per_bin(status: np.ndarray, score: np.ndarray, which: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Per bin of columns, its first column, and per row the column of its worst cell.
 
@@ -628,7 +670,7 @@ def worst_per_bin(status: np.ndarray, score: np.ndarray, which: np.ndarray) -> T
     Over whole arrays: one key per cell, its maximum per bin by `reduceat`, and the
     first column reaching it by a second `reduceat` of column indices.
     """
-    first = np.flatnonzero(np.concatenate(([True], np.diff(which) > 0)))
+    first = bin_starts(which)
     counts = np.diff(np.append(first, len(which)))
     # Status dominates: the score is squashed into [0, 1) first, NaN (no value) to 0.
     squashed = np.nan_to_num(np.arctan(score) / np.pi + 0.5, nan=0.0)

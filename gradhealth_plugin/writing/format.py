@@ -172,18 +172,33 @@ def tensor_summary(tag: str, vector: np.ndarray, meta: "Optional[SummaryMetadata
     return summary_pb2.Summary(value=[value])
 
 
+# The statistics a metric table takes from a vector, in `metrics.METRICS`' names; ``nonfinite`` is
+# computed from nan_count and inf_count.
+TABLE_FIELDS = ("count", "mean", "std", "min", "max", "l2", "zero_fraction", "small_fraction", "skewness",
+                "kurtosis", "mean_abs", "max_abs", "update_ratio")
+
+
 def vectors_to_table_values(vectors: np.ndarray, fields: Sequence[str] = FIELDS) -> Mapping[str, np.ndarray]:
-    """Stacked statistics vectors (N, F) to metric arrays named as `metrics.METRICS`."""
-    vectors = np.asarray(vectors, dtype=np.float64)
+    """Stacked statistics vectors (N, F) to metric arrays named as `metrics.METRICS`.
+
+    The arrays are the rows of one float64 block of what a table keeps, each contiguous: the vectors
+    themselves (any numeric dtype, wider than the statistics) are not held on to.
+    """
+    vectors = np.asarray(vectors)
     if vectors.ndim != 2:
         vectors = vectors.reshape(len(vectors), -1)
-    col = {name: vectors[:, i] if i < vectors.shape[1] else np.full(len(vectors), np.nan)
-           for i, name in enumerate(fields)}
-    nan = np.full(len(vectors), np.nan)
-    values = {name: col.get(name, nan) for name in (
-        "count", "mean", "std", "min", "max", "l2", "zero_fraction", "small_fraction", "skewness", "kurtosis",
-        "mean_abs", "max_abs", "update_ratio")}
-    values["nonfinite"] = np.nan_to_num(col.get("nan_count", nan)) + np.nan_to_num(col.get("inf_count", nan))
+    at = {name: i for i, name in enumerate(fields) if i < vectors.shape[1]}
+    block = np.full((len(TABLE_FIELDS) + 1, len(vectors)), np.nan)
+    for row, name in zip(block, TABLE_FIELDS):
+        if name in at:
+            row[:] = vectors[:, at[name]]
+    nonfinite = block[-1]
+    nonfinite[:] = 0.0
+    for name in ("nan_count", "inf_count"):
+        if name in at:
+            nonfinite += np.nan_to_num(vectors[:, at[name]].astype(np.float64))
+    values = dict(zip(TABLE_FIELDS, block))
+    values["nonfinite"] = nonfinite
     return values
 
 

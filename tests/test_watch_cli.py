@@ -119,18 +119,18 @@ def _assert_alerted_once_in_time(plain, first, result, env_file, run, onset):
     # One alert (one of those), then exit 1, after running --exec with it in the environment.
     lines = [line for _, line in first.out]
     assert len(lines) == 1, lines
-    said = [e["finding"] for _, e in alerted
-            if lines[0].startswith(f"{run}: [critical] nonfinite from step {e['finding']['first_step']} (")
-            and lines[0].endswith("): " + e["finding"]["message"])]
-    assert len(said) == 1, (lines, alerted)
-    said = said[0]
     env, = [json.loads(line) for line in env_file.read_text().splitlines()]
+    said = json.loads(env["GRADHEALTH_FINDING"])
+    # A finding the other watcher alerted too; the two read the run a poll apart, so a finding still
+    # growing may count more steps in one's message than in the other's.
+    assert _key({"finding": said}) in keys, (said, keys)
+    assert lines[0].startswith(f"{run}: [critical] nonfinite from step {said['first_step']} (")
+    assert lines[0].endswith("): " + said["message"]), (lines, said)
     assert env["GRADHEALTH_EVENT"] == "alert" and env["GRADHEALTH_RUN"] == run
     assert env["GRADHEALTH_KIND"] == "nonfinite" and env["GRADHEALTH_SEVERITY"] == "critical"
     assert env["GRADHEALTH_FIRST_STEP"] == str(said["first_step"])
     assert f"({env['GRADHEALTH_CONSECUTIVE_STEPS']} consecutive logged step" in lines[0]
     assert env["GRADHEALTH_LAYERS"] == ",".join(said["layers"]) and env["GRADHEALTH_MESSAGE"] == said["message"]
-    assert json.loads(env["GRADHEALTH_FINDING"])["first_step"] == said["first_step"]
     assert pathlib.Path(env["GRADHEALTH_LOGDIR"]).resolve() == pathlib.Path(plain.proc.args[4]).resolve()
 
 

@@ -495,14 +495,17 @@ def merge_exact(base: MetricTable, steps: np.ndarray, exact: Mapping[str, np.nda
 def _exact_table(steps: np.ndarray, exact: Mapping[str, np.ndarray]) -> MetricTable:
     """`merge_exact` onto no rows, for steps already ascending and unique: the values are kept as they
     are rather than copied (a long run's own summaries would otherwise be held twice while its tables
-    are built), as read-only views, so that no table can write into what another holds."""
+    are built), as read-only views, so that no table can write into what another holds. A column
+    with no gap, or nothing but gaps, has one quality code, held once."""
     values: Dict[str, np.ndarray] = {}
     quality: Dict[str, np.ndarray] = {}
     for name, ex in exact.items():
         v = np.asarray(ex, dtype=np.float64).view()
         v.flags.writeable = False
         values[name] = v
-        quality[name] = np.where(np.isnan(v), NO_DATA, EXACT).astype(np.uint8)
+        gaps = np.isnan(v)
+        quality[name] = (np.where(gaps, NO_DATA, EXACT).astype(np.uint8) if 0 < gaps.sum() < len(v)
+                         else np.broadcast_to(np.uint8(NO_DATA if len(v) and gaps[0] else EXACT), v.shape))
     if "std" in exact:
         add_std_rel_first(values, quality)
     return MetricTable(steps=steps, values=values, quality=quality)

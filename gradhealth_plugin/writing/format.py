@@ -178,27 +178,35 @@ TABLE_FIELDS = ("count", "mean", "std", "min", "max", "l2", "zero_fraction", "sm
                 "kurtosis", "mean_abs", "max_abs", "update_ratio")
 
 
-def vectors_to_table_values(vectors: np.ndarray, fields: Sequence[str] = FIELDS) -> Mapping[str, np.ndarray]:
-    """Stacked statistics vectors (N, F) to metric arrays named as `metrics.METRICS`.
+def _held(column: np.ndarray) -> np.ndarray:
+    """A float64 copy of `column`, read-only; one value repeated (every value the same bits: NaN and
+    -0.0 included) is held once, as a broadcast of it. A long run's tables hold many such columns (a
+    tensor's count, a gradient's update ratio, nothing non-finite), each otherwise eight bytes a step."""
+    column = np.array(column, dtype=np.float64)
+    bits = column.view(np.uint64)
+    if len(column) > 1 and np.all(bits == bits[0]):
+        return np.broadcast_to(column[0], column.shape)
+    column.flags.writeable = False
+    return column
 
-    The arrays are the rows of one float64 block of what a table keeps, each contiguous: the vectors
-    themselves (any numeric dtype, wider than the statistics) are not held on to.
+
+def vectors_to_table_values(vectors: np.ndarray, fields: Sequence[str] = FIELDS) -> Mapping[str, np.ndarray]:
+    """Stacked statistics vectors (N, F) to metric arrays named as `metrics.METRICS`, read-only.
+
+    Each array is its own copy (or one value broadcast, see `_held`): the vectors themselves (any
+    numeric dtype, wider than the statistics) are not held on to.
     """
     vectors = np.asarray(vectors)
     if vectors.ndim != 2:
         vectors = vectors.reshape(len(vectors), -1)
     at = {name: i for i, name in enumerate(fields) if i < vectors.shape[1]}
-    block = np.full((len(TABLE_FIELDS) + 1, len(vectors)), np.nan)
-    for row, name in zip(block, TABLE_FIELDS):
-        if name in at:
-            row[:] = vectors[:, at[name]]
-    nonfinite = block[-1]
-    nonfinite[:] = 0.0
+    nan = np.broadcast_to(np.nan, (len(vectors),))
+    values = {name: _held(vectors[:, at[name]]) if name in at else nan for name in TABLE_FIELDS}
+    nonfinite = np.zeros(len(vectors))
     for name in ("nan_count", "inf_count"):
         if name in at:
             nonfinite += np.nan_to_num(vectors[:, at[name]].astype(np.float64))
-    values = dict(zip(TABLE_FIELDS, block))
-    values["nonfinite"] = nonfinite
+    values["nonfinite"] = _held(nonfinite)
     return values
 
 

@@ -152,16 +152,16 @@ def _above_calm(values: np.ndarray, jumped: np.ndarray) -> np.ndarray:
     return np.nan_to_num(values, nan=-np.inf) > before
 
 
-def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: int, jump: float,
-             window: int) -> List[tuple]:
+def _lasting(hit: np.ndarray, level: np.ndarray, baseline: np.ndarray, finite: np.ndarray, min_steps: int,
+             jump: float, window: int) -> List[tuple]:
     """(first, last) indices of each explosion: from a run of at least `min_steps` consecutive logged
     steps past a limit, or a run not followed by a logged step back to normal (finite, and `level`
     within `jump` of its running median before the run; none at the end of the log). Later hits belong
     to it until `window` calm logged steps pass (finite, not vanished below a `jump`th of the level
     before it); after those a new explosion must qualify on its own.
-    A run that comes back is a spike, not an explosion.
+    A run that comes back is a spike, not an explosion. `baseline`: the running median of `level`
+    (`window` logged steps), computed by the caller for many rows at once.
     """
-    baseline = series_lib.trailing_median(level, window)
     runs = series_lib.true_runs(hit, 1)
     out, i = [], 0
     while i < len(runs):
@@ -201,10 +201,13 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: f
         jumps = gt(ratio, jump)
         jumps &= _past_noise(ratio, jumps, z)
         over, jumped = gt(max_abs, limit), jumps & _above_calm(l2, jumps)
-        for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
+        hit = np.nonzero((over | jumped).any(axis=1))[0]
+        peak_median = np.zeros_like(max_abs)
+        peak_median[hit] = series_lib.trailing_median(max_abs[hit], window)
+        for r in hit.tolist():
             table = tables[r]
             finite = np.isfinite(max_abs[r]) & ~gt(table.get("nonfinite"), 0)
-            for span in _lasting(over[r] | jumped[r], max_abs[r], finite, min_steps, jump, window):
+            for span in _lasting(over[r] | jumped[r], max_abs[r], peak_median[r], finite, min_steps, jump, window):
                 keep = _mask(len(finite), span)
                 found.setdefault(int(rows[r]), []).append(
                     _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
@@ -249,7 +252,9 @@ def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> 
         baseline, ratio = _jumps(values, window, jump)
         jumps = gt(ratio, jump)
         over_all, jumped_all = gt(values, limit), jumps & _above_calm(values, jumps)
-        for span in _lasting(over_all | jumped_all, values, np.isfinite(values), min_steps, jump, window):
+        level_median = series_lib.trailing_median(values, window)
+        for span in _lasting(over_all | jumped_all, values, level_median, np.isfinite(values), min_steps, jump,
+                             window):
             keep = _mask(len(values), span)
             over, jumped = over_all & keep, jumped_all & keep
             idx = np.nonzero(over | jumped)[0]

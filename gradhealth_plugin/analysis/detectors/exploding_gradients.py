@@ -89,30 +89,58 @@ def _jumps(values: np.ndarray, window: int, jump: float) -> tuple:
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = values / baseline
     rows_b, rows_r, rows_v = (a.reshape(-1, a.shape[-1]) for a in (baseline, ratio, values))
-    for r in np.nonzero(gt(rows_r, jump).any(axis=-1))[0].tolist():  # only the rows that jump at all
-        rows_b[r], rows_r[r] = _held(rows_v[r], rows_b[r], window, jump)
+    jumping = np.nonzero(gt(rows_r, jump).any(axis=-1))[0]  # only the rows that jump at all
+    if len(jumping):
+        rows_b[jumping], rows_r[jumping] = held_rows(rows_v[jumping], rows_b[jumping], window, jump)
     return baseline, ratio
 
 
-def _held(values: np.ndarray, baseline: np.ndarray, window: int, jump: float) -> tuple:
-    """One series' baseline and ratio with each jump's pre-onset baseline held until the norm comes back
-    down (a finite value within `jump` of it); after that the running median resumes over the values
-    outside explosions, the held baseline standing in where too few remain."""
-    baseline, normal, start = baseline.copy(), values.copy(), 0
+def held_rows(values: np.ndarray, baseline: np.ndarray, window: int, jump: float) -> tuple:
+    """Baseline and ratio of rows of norm series (2-D, `baseline` their trailing median) with each
+    jump's pre-onset baseline held until the norm comes back down (a finite value within `jump` of
+    it); after that the running median resumes over the values outside explosions, the held
+    baseline standing in where too few remain.
+
+    A row's explosions depend on each other (one's values leave the median that judges the next),
+    so they are taken in order: each round finds the next explosion of every row at once, as many
+    rounds as the most explosions in one row.
+    """
+    first = baseline
+    baseline, normal = baseline.copy(), values.copy()
+    n = values.shape[-1]
+    idx = np.arange(n)
+    start = np.zeros(len(values), dtype=np.int64)
+    live = np.arange(len(values))
+    # Offsets of the `window` positions after an explosion, and of each one's trailing window.
+    ahead, behind = np.arange(window), np.arange(window) - window
     with np.errstate(invalid="ignore", divide="ignore"):
-        while True:
-            onsets = np.nonzero(gt(values[start:] / baseline[start:], jump))[0]
-            if not len(onsets):
-                return baseline, values / baseline
-            a = start + int(onsets[0])
-            held = baseline[a]
-            down = np.nonzero(values[a + 1:] <= held * jump)[0]
-            end = a + 1 + int(down[0]) if len(down) else len(values)
-            baseline[a:end] = held
-            normal[a:end] = np.nan  # the explosion is no part of the normal level after it
-            after = series_lib.trailing_median(normal, window)[end:]
-            baseline[end:] = np.where(np.isfinite(after), after, held)
-            start = end
+        while len(live):
+            onsets = gt(values[live] / baseline[live], jump) & (idx >= start[live, None])
+            keep = onsets.any(axis=-1)
+            live, onsets = live[keep], onsets[keep]
+            if not len(live):
+                break
+            a = onsets.argmax(axis=-1)
+            held = baseline[live, a][:, None]
+            down = (values[live] <= held * jump) & (idx > a[:, None])
+            end = np.where(down.any(axis=-1), down.argmax(axis=-1), n)
+            span = (idx >= a[:, None]) & (idx < end[:, None])
+            normal[live] = np.where(span, np.nan, normal[live])  # the explosion is no part of the normal level
+            # After the explosion the running median of the normal values differs from the plain one
+            # only where its window reaches back into an explosion: the `window` positions after it.
+            later = np.where(np.isfinite(first[live]), first[live], held)
+            rows = np.where(idx[None, :] < a[:, None], baseline[live], np.where(span, held, later))
+            near = end[:, None] + ahead
+            back = near[..., None] + behind
+            win = np.where(back >= 0, normal[live[:, None, None], np.clip(back, 0, n - 1)], np.nan)
+            enough = np.count_nonzero(~np.isnan(win), axis=-1) >= 3  # as `trailing_median`'s min_points
+            med = np.where(enough, series_lib.nanmedian_rows(win), np.nan)
+            inside = near < n
+            which = np.broadcast_to(np.arange(len(live))[:, None], near.shape)[inside]
+            rows[which, near[inside]] = np.where(np.isfinite(med), med, held)[inside]
+            baseline[live] = rows
+            start[live] = end
+        return baseline, values / baseline
 
 
 def _above_calm(values: np.ndarray, jumped: np.ndarray) -> np.ndarray:
@@ -124,16 +152,16 @@ def _above_calm(values: np.ndarray, jumped: np.ndarray) -> np.ndarray:
     return np.nan_to_num(values, nan=-np.inf) > before
 
 
-def _lasting(hit: np.ndarray, level: np.ndarray, finite: np.ndarray, min_steps: int, jump: float,
-             window: int) -> List[tuple]:
+def _lasting(hit: np.ndarray, level: np.ndarray, baseline: np.ndarray, finite: np.ndarray, min_steps: int,
+             jump: float, window: int) -> List[tuple]:
     """(first, last) indices of each explosion: from a run of at least `min_steps` consecutive logged
     steps past a limit, or a run not followed by a logged step back to normal (finite, and `level`
     within `jump` of its running median before the run; none at the end of the log). Later hits belong
     to it until `window` calm logged steps pass (finite, not vanished below a `jump`th of the level
     before it); after those a new explosion must qualify on its own.
-    A run that comes back is a spike, not an explosion.
+    A run that comes back is a spike, not an explosion. `baseline`: the running median of `level`
+    (`window` logged steps), computed by the caller for many rows at once.
     """
-    baseline = series_lib.trailing_median(level, window)
     runs = series_lib.true_runs(hit, 1)
     out, i = [], 0
     while i < len(runs):
@@ -173,10 +201,13 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: f
         jumps = gt(ratio, jump)
         jumps &= _past_noise(ratio, jumps, z)
         over, jumped = gt(max_abs, limit), jumps & _above_calm(l2, jumps)
-        for r in np.nonzero((over | jumped).any(axis=1))[0].tolist():
+        hit = np.nonzero((over | jumped).any(axis=1))[0]
+        peak_median = np.zeros_like(max_abs)
+        peak_median[hit] = series_lib.trailing_median(max_abs[hit], window)
+        for r in hit.tolist():
             table = tables[r]
             finite = np.isfinite(max_abs[r]) & ~gt(table.get("nonfinite"), 0)
-            for span in _lasting(over[r] | jumped[r], max_abs[r], finite, min_steps, jump, window):
+            for span in _lasting(over[r] | jumped[r], max_abs[r], peak_median[r], finite, min_steps, jump, window):
                 keep = _mask(len(finite), span)
                 found.setdefault(int(rows[r]), []).append(
                     _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
@@ -221,7 +252,9 @@ def _scalar_hits(rd, limit: float, jump: float, window: int, min_steps: int) -> 
         baseline, ratio = _jumps(values, window, jump)
         jumps = gt(ratio, jump)
         over_all, jumped_all = gt(values, limit), jumps & _above_calm(values, jumps)
-        for span in _lasting(over_all | jumped_all, values, np.isfinite(values), min_steps, jump, window):
+        level_median = series_lib.trailing_median(values, window)
+        for span in _lasting(over_all | jumped_all, values, level_median, np.isfinite(values), min_steps, jump,
+                             window):
             keep = _mask(len(values), span)
             over, jumped = over_all & keep, jumped_all & keep
             idx = np.nonzero(over | jumped)[0]

@@ -5,13 +5,15 @@ Run ``deep`` is a transformer-like model's gradients: ``embed.weight``, then
 `N_BLOCKS` blocks, then ``head.weight``: more rows than the heatmap holds at
 its smallest row height, so the tab opens with every block folded. One member,
 ``SICK``, explodes from `BREAK_STEP` on: a finding on one member of block
-``SICK_BLOCK``.
+``SICK_BLOCK``. Another, ``FADING``, far below the first screenful, vanishes from
+`BREAK_STEP` on: its cells' rule charts mean |g|, not the default max |g|.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 
 import numpy as np
@@ -30,6 +32,8 @@ BREAK_STEP = 50
 SICK_BLOCK = "blocks.7"
 SICK = f"{SICK_BLOCK}.mlp.fc2.weight"
 OPENED = "blocks.3"
+FADING_BLOCK = "blocks.17"
+FADING = f"{FADING_BLOCK}.mlp.fc1.weight"
 # A small model beside it: 6 rows in 3 blocks, which fit the screen and never fold by themselves.
 SMALL = "small"
 SMALL_LAYERS = [f"{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")]
@@ -49,8 +53,8 @@ def _write_logdir(root):
     rng = np.random.default_rng(3)
     events = []
     for step in STEPS:
-        values = [hist_value(f"gradients/{name}",
-                             normal_buckets(rng, scale=5e3 if name == SICK and step >= BREAK_STEP else 1e-2))
+        scales = {SICK: 5e3, FADING: 1e-9} if step >= BREAK_STEP else {}
+        values = [hist_value(f"gradients/{name}", normal_buckets(rng, scale=scales.get(name, 1e-2)))
                   for name in _layers()]
         events.append(event(step, *values))
     write_run(root / RUN, events)
@@ -281,6 +285,44 @@ def _detail_title(tab):
     title = tab.ui.locator(".gh-detail .gh-detail-title")
     title.wait_for(timeout=10_000)
     return title
+
+
+def _series_chart(tab):
+    """The metric the panel's chart over steps shows, once drawn: the picker's value and the chart's title."""
+    detail = tab.ui.locator(".gh-detail")
+    # The line chart's title, not the distribution's beside it.
+    title = detail.locator("svg.gh-chart > title", has_text=re.compile(r"^(?!distribution ).* over steps$"))
+    title.wait_for(state="attached", timeout=20_000)
+    picker = detail.locator("select[aria-label='Metric to chart over steps']")
+    return picker.input_value(), title.text_content()
+
+
+def _link(**params):
+    return f"gradhealth&p.gradhealth.run={RUN}" + "".join(
+        f"&p.gradhealth.{k}={urllib.parse.quote(str(v))}" for k, v in params.items())
+
+
+def test_a_link_to_a_cell_whose_row_is_not_loaded_charts_what_a_click_on_it_charts(open_tab):
+    # The link's layer is far below the first screenful: its row arrives after the panel opens.
+    linked = open_tab(_link(layer=FADING, step=70))
+    assert _detail_title(linked).text_content() == FADING
+    linked.frame.wait_for_function(
+        f"(() => {{ const h = window.__gradhealth.store.heatmaps[0];"
+        f" return h.loaded === null || h.loaded[h.layers.indexOf({json.dumps(FADING)})] === 1; }})()", timeout=20_000)
+    from_link = _series_chart(linked)
+
+    # The same cell clicked in a tab opened without a link: its row loaded, the cell's rule picks the chart.
+    clicked = open_tab()
+    _click_label(clicked, FADING_BLOCK)
+    clicked.cell_point(FADING, 70)
+    _wait_rows_in_sight(clicked)
+    x, y = clicked.cell_point(FADING, 70)
+    clicked.page.mouse.click(x, y)
+    assert _detail_title(clicked).text_content() == FADING
+    from_click = _series_chart(clicked)
+    assert from_click[0] == "mean_abs", from_click
+    assert from_link == from_click
+    assert linked.errors == [] and clicked.errors == []
 
 
 def test_a_finding_click_moves_an_open_panel_to_the_findings_layer_and_step(open_tab):

@@ -5,13 +5,15 @@ Run ``deep`` is a transformer-like model's gradients: ``embed.weight``, then
 `N_BLOCKS` blocks, then ``head.weight``: more rows than the heatmap holds at
 its smallest row height, so the tab opens with every block folded. One member,
 ``SICK``, explodes from `BREAK_STEP` on: a finding on one member of block
-``SICK_BLOCK``.
+``SICK_BLOCK``. Another, ``FADING``, far below the first screenful, vanishes from
+`BREAK_STEP` on: its cells' rule charts mean |g|, not the default max |g|.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 
 import numpy as np
@@ -30,6 +32,8 @@ BREAK_STEP = 50
 SICK_BLOCK = "blocks.7"
 SICK = f"{SICK_BLOCK}.mlp.fc2.weight"
 OPENED = "blocks.3"
+FADING_BLOCK = "blocks.17"
+FADING = f"{FADING_BLOCK}.mlp.fc1.weight"
 # A small model beside it: 6 rows in 3 blocks, which fit the screen and never fold by themselves.
 SMALL = "small"
 SMALL_LAYERS = [f"{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")]
@@ -49,8 +53,8 @@ def _write_logdir(root):
     rng = np.random.default_rng(3)
     events = []
     for step in STEPS:
-        values = [hist_value(f"gradients/{name}",
-                             normal_buckets(rng, scale=5e3 if name == SICK and step >= BREAK_STEP else 1e-2))
+        scales = {SICK: 5e3, FADING: 1e-9} if step >= BREAK_STEP else {}
+        values = [hist_value(f"gradients/{name}", normal_buckets(rng, scale=scales.get(name, 1e-2)))
                   for name in _layers()]
         events.append(event(step, *values))
     write_run(root / RUN, events)
@@ -283,6 +287,92 @@ def _detail_title(tab):
     return title
 
 
+# Where a row sits in the rows in sight (without scrolling, as cellCenter would), and the alpha the
+# overlay paints on its label and on the label of the row above: the selected row's is tinted.
+ROW_SHOWN = """(layer) => {
+    const v = window.__gradhealth.views[0];
+    const g = v.scene.geo;
+    const top = v.rowOffset(layer);
+    const c = document.querySelector('.gh-hm-overlay');
+    const k = c.width / c.getBoundingClientRect().width;
+    const alpha = (y) => c.getContext('2d').getImageData(Math.floor(g.labelW / 2 * k), Math.floor(y * k), 1, 1).data[3];
+    return {top, cellH: g.cellH, viewH: g.viewH,
+            tint: alpha(top + g.cellH / 2), above: top >= g.cellH ? alpha(top - g.cellH / 2) : null};
+}"""
+
+
+def _assert_row_shown_selected(tab, layer):
+    """`layer`'s own row is wholly in sight in the main heatmap, and marked as the selected one."""
+    shown = tab.frame.evaluate(ROW_SHOWN, layer)
+    assert shown["top"] is not None and 0 <= shown["top"] <= shown["viewH"] - shown["cellH"], shown
+    assert shown["tint"] > 0 and shown["above"] in (0, None), shown
+
+
+def _series_chart(tab):
+    """The metric the panel's chart over steps shows, once drawn: the picker's value and the chart's title."""
+    detail = tab.ui.locator(".gh-detail")
+    # The line chart's title, not the distribution's beside it.
+    title = detail.locator("svg.gh-chart > title", has_text=re.compile(r"^(?!distribution ).* over steps$"))
+    title.wait_for(state="attached", timeout=20_000)
+    picker = detail.locator("select[aria-label='Metric to chart over steps']")
+    return picker.input_value(), title.text_content()
+
+
+def _link(**params):
+    return f"gradhealth&p.gradhealth.run={RUN}" + "".join(
+        f"&p.gradhealth.{k}={urllib.parse.quote(str(v))}" for k, v in params.items())
+
+
+def test_a_link_to_a_cell_whose_row_is_not_loaded_charts_what_a_click_on_it_charts(open_tab):
+    # The link's layer is far below the first screenful: its row arrives after the panel opens.
+    linked = open_tab(_link(layer=FADING, step=70))
+    assert _detail_title(linked).text_content() == FADING
+    linked.frame.wait_for_function(
+        f"(() => {{ const h = window.__gradhealth.store.heatmaps[0];"
+        f" return h.loaded === null || h.loaded[h.layers.indexOf({json.dumps(FADING)})] === 1; }})()", timeout=20_000)
+    from_link = _series_chart(linked)
+
+    # The same cell clicked in a tab opened without a link: its row loaded, the cell's rule picks the chart.
+    clicked = open_tab()
+    _click_label(clicked, FADING_BLOCK)
+    clicked.cell_point(FADING, 70)
+    _wait_rows_in_sight(clicked)
+    x, y = clicked.cell_point(FADING, 70)
+    clicked.page.mouse.click(x, y)
+    assert _detail_title(clicked).text_content() == FADING
+    from_click = _series_chart(clicked)
+    assert from_click[0] == "mean_abs", from_click
+    assert from_link == from_click
+    assert linked.errors == [] and clicked.errors == []
+
+
+def test_a_link_to_a_layer_inside_a_folded_block_opens_the_block_and_shows_its_row(open_tab):
+    tab = open_tab(_link(layer=FADING, step=70))
+    assert _detail_title(tab).text_content() == FADING
+    rows = _rows(tab)
+    # Only the layer's block opens: every other stays folded, as the link (automatic folding) had it.
+    assert FADING in rows and FADING_BLOCK not in rows
+    assert [r for r in rows if r.startswith("blocks.") and r.count(".") == 1] == \
+        [f"blocks.{i}" for i in range(N_BLOCKS) if i != 17]
+    assert f"p.gradhealth.fold=all|{FADING_BLOCK}" in urllib.parse.unquote(tab.page.url)
+    _assert_row_shown_selected(tab, FADING)
+    assert tab.errors == []
+
+
+def test_a_link_to_a_layer_below_the_first_screenful_scrolls_the_heatmap_to_its_row(open_tab):
+    # Every block open, as the link says: 202 rows, the layer's about the 178th.
+    tab = open_tab(_link(fold="none", layer=FADING, step=70))
+    assert _detail_title(tab).text_content() == FADING
+    rows = _rows(tab)
+    assert len(rows) == len(_layers()) and rows.index(FADING) > 150
+    _assert_row_shown_selected(tab, FADING)
+    # The link's fold state is kept as it was.
+    assert tab.frame.evaluate("window.__gradhealth.viewState.fold") == {"mode": "none", "except": []}
+    # The rows brought into sight are fetched and drawn.
+    _wait_rows_in_sight(tab)
+    assert tab.errors == []
+
+
 def test_a_finding_click_moves_an_open_panel_to_the_findings_layer_and_step(open_tab):
     tab = open_tab()
     # The panel is open on a healthy layer the finding does not cover.
@@ -297,7 +387,10 @@ def test_a_finding_click_moves_an_open_panel_to_the_findings_layer_and_step(open
     tab.ui.locator(".gh-detail .gh-detail-title", has_text=SICK).wait_for(timeout=10_000)
     assert _detail_title(tab).text_content() == SICK
     assert tab.frame.evaluate("String(window.__gradhealth.viewState.step)") == str(BREAK_STEP)
-    assert SICK_BLOCK in _rows(tab)
+    # Its block opens (the others stay folded), and its own row is in sight, marked selected.
+    rows = _rows(tab)
+    assert SICK in rows and SICK_BLOCK not in rows and OPENED in rows
+    _assert_row_shown_selected(tab, SICK)
     assert tab.errors == []
 
 

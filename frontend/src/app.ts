@@ -9,7 +9,7 @@ import { DetailPanel } from "./detail";
 import { button, el } from "./dom";
 import { exportFindings, exportPng } from "./export";
 import { findingCell, findingId, findingSpans } from "./findings";
-import { foldAll, foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock } from "./fold";
+import { foldAll, foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, rowMembers, runRowLabels, sourceLayers, toggleBlock, unfoldBlock } from "./fold";
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
@@ -132,6 +132,11 @@ export class App {
   private lastRefresh = 0;
   /** A cell was clicked: its panel is brought into view once drawn. */
   private revealPending = false;
+  /**
+   * The selected layer's row is shown with the next heatmaps drawn: unfolded, scrolled to. A link naming a
+   * layer sets it, as does a finding that moves the panel to another role's heatmap.
+   */
+  private revealRow = this.state.layer !== "";
   /** The run tracks of the heatmaps shown (null: none, or not loaded). */
   private tracks: [Track | null, Track | null] = [null, null];
   /** The whole runs' tracks, as loaded with the run (`tracks` may hold a zoom window's instead). */
@@ -270,6 +275,7 @@ export class App {
     if (sameState(next, this.state)) return;
     const runChanged = next.run !== this.state.run;
     const viewChanged = next.view !== this.state.view;
+    this.revealRow = next.layer !== "";
     this.state = next;
     if (this.showView()) {
       this.sweepView.restore(next.sweep);
@@ -547,10 +553,34 @@ export class App {
     this.drawHeatmaps();
     if (this.state.layer && this.state.step !== null && primary.layers.includes(this.state.layer)) {
       this.openDetail();
+      if (this.revealRow) this.showRow();
     } else {
       this.closeDetail(false);
     }
+    this.revealRow = false;
     this.applyHighlight(false);
+  }
+
+  /**
+   * Shows the selected layer's own row in the main heatmap: its block unfolded when folded (every
+   * other block as it was), the row scrolled into sight; the selection marks its cell there.
+   */
+  private showRow(): void {
+    const h = this.store.heatmaps[0];
+    const layer = this.state.layer;
+    const row = h ? h.layers.indexOf(layer) : -1;
+    if (!h || row < 0) return;
+    const block = h.blocks[row];
+    const fold = block ? unfoldBlock(this.state.fold, block, this.autoFolds(), this.runBlocks()) : this.state.fold;
+    if (fold !== this.state.fold) {
+      this.state.fold = fold;
+      this.drawHeatmaps();
+      this.persist();
+    }
+    this.views[0].revealLayer(layer);
+    this.syncScroll(0, this.views[0].scrollTop);
+    // The rows now in sight, the selected one among them, may not be here yet.
+    this.scheduleRowFetch();
   }
 
   private showHeatmaps(visible: boolean): void {
@@ -804,7 +834,7 @@ export class App {
         // The selected layer's own row (its panel lists its steps), asked apart: asked with its
         // block folded, the server would send it as the block only.
         const selected = index === 0 ? held.layers.indexOf(this.state.layer) : -1;
-        if (selected >= 0 && !rowLoaded(held, selected)) asks.push({ rows: [selected], blocks: [] });
+        if (selected >= 0 && !rowLoaded(held, selected) && !want.rows.includes(selected)) asks.push({ rows: [selected], blocks: [] });
         const answers = await Promise.all(asks.map((w) => fetchOne(index, held, w)));
         let changed = false;
         for (const more of answers) {
@@ -948,7 +978,8 @@ export class App {
     const moved = f !== null && this.detail.isOpen ? this.moveDetailTo(f, role) : false;
     if (switchRole) {
       // The finding is about another role: show that role's heatmap (the panel opens there with
-      // it), then outline it.
+      // it, on its row), then outline it.
+      this.revealRow = moved;
       this.state.role = role;
       this.toolbar.roleSelect.value = role;
       void this.loadHeatmaps();
@@ -956,6 +987,8 @@ export class App {
     }
     if (moved) this.showSelection();
     this.applyHighlight(true);
+    // After the outlines' scroll: the row the panel is about shows, on its own (outside its folded block).
+    if (moved) this.showRow();
     this.persist();
   }
 

@@ -80,6 +80,8 @@ export class DetailPanel {
   private readonly distribution = new DistributionView((step) => this.events.step(step), () => this.drawHistogram());
   private target: DetailTarget | null = null;
   private seriesMetric = "";
+  /** `seriesMetric` was picked before the cell's rule was known (its row loading): the rule picks it when it arrives. */
+  private metricUnknown = false;
   private token = 0;
   private lastSeries: Series | null = null;
   private lastCell: Cell | null = null;
@@ -111,6 +113,7 @@ export class DetailPanel {
     setOptions(this.seriesSelect, METRICS.map((m) => ({ value: m, text: humanize(m) })), ["max_abs"]);
     this.seriesSelect.addEventListener("change", () => {
       this.seriesMetric = this.seriesSelect.value;
+      this.metricUnknown = false;
       void this.loadSeries();
     });
     const seriesHead = el("div", "gh-section-head");
@@ -143,8 +146,12 @@ export class DetailPanel {
 
   open(t: DetailTarget): void {
     const same = this.target && this.target.run === t.run && this.target.layer === t.layer && this.target.role === t.role;
-    if (!same || !this.seriesMetric) {
+    const before = this.seriesMetric;
+    // A panel opened on a row still loading (a link's) picks again once the row and its rules are here,
+    // so it charts what a click on the loaded cell does.
+    if (!same || !this.seriesMetric || (this.metricUnknown && t.loading !== true)) {
       this.seriesMetric = t.metric !== "health" ? t.metric : kindMetric(t.rule, t.role);
+      this.metricUnknown = t.metric === "health" && t.loading === true;
     }
     this.target = t;
     this.root.hidden = false;
@@ -156,8 +163,17 @@ export class DetailPanel {
     this.updateButtons();
     this.distribution.show(t.run, t.layer, t.role, t.step, t.steps, t.loading === true);
     void this.loadCell();
-    if (!same || !this.lastSeries) void this.loadSeries();
+    if (this.metricUnknown) this.waitForRule();
+    else if (!same || !this.lastSeries || this.seriesMetric !== before) void this.loadSeries();
     else this.drawSeries();
+  }
+
+  /** Under the health metric the chart shows the metric of the cell's rule: nothing is charted before it is known. */
+  private waitForRule(): void {
+    this.lastSeries = null;
+    this.seriesBox.replaceChildren();
+    this.seriesNote.textContent = "Loading\u2026";
+    this.seriesNote.className = "gh-note";
   }
 
   /** Redraws charts for a new width. */

@@ -105,6 +105,14 @@ export function toggleBlock(f: FoldState, block: string, auto: boolean, blocks?:
   return { mode: mode === "all" ? "none" : "all", except: blocks.filter((b) => !listed.has(b)) };
 }
 
+/**
+ * The state with `block` open, so a row shown on its own (a link's or a finding's layer) is not hidden in it;
+ * `f` itself when the block is open already. Every other block stays as `f` has it (see `toggleBlock`).
+ */
+export function unfoldBlock(f: FoldState, block: string, auto: boolean, blocks?: readonly string[]): FoldState {
+  return isFolded(f, block, auto) ? toggleBlock(f, block, auto, blocks) : f;
+}
+
 /** Whether any of `blocks` is folded now: the fold-all control then unfolds them all. */
 export function anyFolded(f: FoldState, blocks: readonly string[], auto: boolean): boolean {
   return blocks.some((b) => isFolded(f, b, auto));

@@ -13,7 +13,7 @@ import { metricDomain, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { el, measurer } from "./dom";
 import { labelParts, rowMembers } from "./fold";
-import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, rowHeight, rowLabelWidth, xOfStep } from "./layout";
+import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, revealTop, rowHeight, rowLabelWidth, xOfStep } from "./layout";
 import type { StepRange } from "./layout";
 import { buildCells } from "./model";
 import { offset, offsets } from "./steps";
@@ -360,6 +360,19 @@ export class HeatmapView {
     this.scroller.scrollTop = Math.max(0, y - (center ? g.viewH / 2 - g.cellH / 2 : 0));
     paintBody(this.scene, this.body);
     this.paintOverlay();
+  }
+
+  /** Scrolls the rows so all of `layer`'s row shows, centred when it did not (`revealTop`). */
+  revealLayer(layer: string): void {
+    const g = this.scene.geo;
+    const pos = this.scene.position.get(layer);
+    if (!g || pos === undefined) return;
+    const top = revealTop(pos, g.cellH, g.viewH, this.scroller.scrollTop);
+    if (top !== this.scroller.scrollTop) {
+      this.scroller.scrollTop = top;
+      paintBody(this.scene, this.body);
+      this.paintOverlay();
+    }
   }
 
   /** The steps the axis names, exact (for the browser tests). */

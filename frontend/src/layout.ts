@@ -30,6 +30,16 @@ export function rowHeight(rows: number, availableHeight: number): number {
   return clamp(Math.floor(availableHeight / rows), ROW_MIN_H, ROW_MAX_H);
 }
 
+/**
+ * The scroll offset that shows row `pos` (rows `cellH` tall, `viewH` of them in sight from `top`):
+ * `top` when the row is wholly in sight already, else the row centred, so the rows around it show too.
+ */
+export function revealTop(pos: number, cellH: number, viewH: number, top: number): number {
+  const y = pos * cellH;
+  if (y >= top && y + cellH <= top + viewH) return top;
+  return Math.max(0, y - (viewH - cellH) / 2);
+}
+
 /** Label every k-th row so labels never overlap: 1 when rows are tall enough for text. */
 export function rowLabelStride(cellH: number, labelH = LABEL_ROW_H): number {
   return cellH >= labelH ? 1 : Math.ceil(labelH / Math.max(1, cellH));

@@ -19,6 +19,7 @@ import {
   runRowLabels,
   sourceLayers,
   toggleBlock,
+  unfoldBlock,
   worstRows,
 } from "../src/fold";
 import { LABEL_ROW_H, ROW_MIN_H, rowHeight, rowLabelWidth } from "../src/layout";
@@ -131,6 +132,25 @@ describe("which blocks fold", () => {
     expect(blocks.map((b) => isFolded(f, b, true))).toEqual([false, false, false, true]);
     expect(toggleBlock(f, "h.3", true, blocks)).toEqual({ mode: "none", except: [] });
     expect(AUTO_FOLD.except).toEqual([]);
+  });
+});
+
+describe("unfoldBlock", () => {
+  it("opens a folded block and keeps every other block as it was", () => {
+    const blocks = ["h.0", "h.1", "h.2", "h.3"];
+    const open = unfoldBlock(AUTO_FOLD, "h.2", true, blocks);
+    expect(open).toEqual({ mode: "all", except: ["h.2"] });
+    expect(blocks.map((b) => isFolded(open, b, true))).toEqual([true, true, false, true]);
+    // A link's own choice stays: "none" with two blocks folded loses only the one opened.
+    const link = { mode: "none" as const, except: ["h.1", "h.3"] };
+    expect(unfoldBlock(link, "h.3", true, blocks)).toEqual({ mode: "none", except: ["h.1"] });
+  });
+
+  it("leaves an open block's state as it is, the same object", () => {
+    const link = { mode: "all" as const, except: ["h.1"] };
+    expect(unfoldBlock(link, "h.1", true)).toBe(link);
+    expect(unfoldBlock(AUTO_FOLD, "h.0", false)).toBe(AUTO_FOLD);
+    expect(unfoldBlock({ mode: "none", except: [] }, "h.0", true)).toEqual({ mode: "none", except: [] });
   });
 });
 

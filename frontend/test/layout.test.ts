@@ -11,6 +11,7 @@ import {
   MAX_CANVAS_AREA,
   MAX_CANVAS_SIDE,
   pixelColumns,
+  revealTop,
   ROW_LABEL_MAX_W,
   ROW_LABEL_MIN_W,
   ROW_MAX_H,
@@ -242,6 +243,18 @@ describe("rows", () => {
     expect(rowHeight(30, 600)).toBe(20);
     expect(rowHeight(500, 600)).toBe(ROW_MIN_H);
     expect(rowHeight(0, 600)).toBe(ROW_MAX_H);
+  });
+
+  it("scroll a row into sight only when it is not wholly there, and then centre it", () => {
+    // Rows 13 px, 260 px in sight (20 rows) from 130 (rows 10..29).
+    expect(revealTop(10, 13, 260, 130)).toBe(130);
+    expect(revealTop(29, 13, 260, 130)).toBe(130);
+    // Far below, just below and half above: centred.
+    expect(revealTop(177, 13, 260, 130)).toBe(177 * 13 - (260 - 13) / 2);
+    expect(revealTop(30, 13, 260, 130)).toBe(30 * 13 - (260 - 13) / 2);
+    expect(revealTop(12, 13, 260, 160)).toBe(12 * 13 - (260 - 13) / 2);
+    // A row near the top centres to no scroll, not a negative one.
+    expect(revealTop(2, 13, 260, 400)).toBe(0);
   });
 
   it("thin labels on short rows so they never overlap", () => {

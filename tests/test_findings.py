@@ -864,6 +864,17 @@ def test_vanishing_with_dead_units_points_to_dying_relus():
     assert one(found, "dead_units", findings.WARN).cause == "dead_relu"
 
 
+def test_gradients_that_vanished_before_the_units_died_are_not_blamed_on_them():
+    g = grad(0, mean_abs=1e-8)  # vanished from the first logged step
+    dying = act(0, zero_fraction=at(np.full(N, 0.1), slice(20, None), 0.9))  # dead from step 200
+    found = find(run(*three_kernels(g={0: g}), layer("relu_0", kind=T.KIND_OUTPUT, activation=dying)))
+    vanishing, dead = one(found, "vanishing_gradients"), one(found, "dead_units", findings.WARN)
+    assert vanishing.first_step == 0 and dead.first_step == STEPS[20]
+    assert vanishing.cause is None and "dying ReLUs" not in vanishing.message
+    # The units died with nothing left for them to stop: no cause on them either.
+    assert dead.cause is None and "dying ReLUs" not in dead.message
+
+
 # --- thresholds are overridable --------------------------------------------------------------------
 
 def test_threshold_override_moves_the_boundary():

@@ -237,3 +237,17 @@ def test_a_learning_rate_too_high_still_warns_on_a_gpt2(gpt2_logdir, plugin_clie
     scaled = [v for k, v in grown["evidence"]["layers"].items() if k in _residual_projections()]
     assert all(v["reference_std"] == 0.02 for v in scaled)
     assert "started scaled down among peers at 0.02: their std is measured from 0.02" in grown["message"]
+
+
+def test_a_cause_is_not_named_on_a_finding_that_began_before_the_learning_rate_jump(lr_jump_logdir,
+                                                                                     loader_client):
+    """The weights update too fast from step 0, long before the learning rate rose 100x at step 40: the
+    blow-ups after the jump are its, the early finding is nobody's."""
+    found = loader_client(lr_jump_logdir).ok("/findings", run="lr_jump")["findings"]
+    early = [f for f in found if f["severity"] != "info" and f["first_step"] < 40]
+    assert [f["kind"] for f in early] == ["update_ratio"], [(f["kind"], f["first_step"]) for f in found]
+    assert early[0].get("cause") is None and "learning rate" not in early[0]["message"], early[0]["message"]
+    named = [f for f in found if f.get("cause")]
+    assert {f["kind"] for f in named} >= {"exploding_gradients", "nonfinite"}, named
+    assert all(f["cause"] == "learning_rate_jump" and f["first_step"] >= 40 for f in named), named
+

@@ -251,3 +251,54 @@ def test_a_cause_is_not_named_on_a_finding_that_began_before_the_learning_rate_j
     assert {f["kind"] for f in named} >= {"exploding_gradients", "nonfinite"}, named
     assert all(f["cause"] == "learning_rate_jump" and f["first_step"] >= 40 for f in named), named
 
+
+# --- a model that fits its data ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def converged_logdir(tmp_path_factory):
+    """A linear model fitted exactly to linear targets: the loss falls from about 8 to 1e-12 within 10
+    steps and its gradients with it. Run `fits` logs its loss, run `no_loss` (the same training) does not."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("converged")
+    for run, log_loss in (("fits", True), ("no_loss", False)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        handle = watch(model, str(root / run), optimizer=opt, every_n_steps=1, activations=False)
+        writer = SummaryWriter(str(root / run))
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(1024, 8, generator=g)
+        y = x @ torch.randn(8, 1, generator=g) + 0.3
+        for step in range(40):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if log_loss:
+                writer.add_scalar("loss", loss.item(), step)
+        writer.close()
+        unwatch(handle)
+    return root
+
+
+def test_gradients_vanishing_where_the_loss_converged_are_a_note(converged_logdir, loader_client):
+    client = loader_client(converged_logdir)
+    (f,) = [f for f in client.ok("/findings", run="fits")["findings"] if f["kind"] == "vanishing_gradients"]
+    assert f["severity"] == "info", (f["severity"], f["message"])
+    converged = f["evidence"]["converged_loss"]
+    assert converged["tag"] == "loss" and converged["first_step"] == 0 and converged["first_value"] > 1
+    assert converged["value"] <= 1e-3 and converged["value"] * 1e4 <= converged["first_value"]
+    assert converged["step"] <= f["first_step"]
+    assert (f"the loss has converged (loss: to {converged['value']:.3g} at step {converged['step']}, from "
+            f"{converged['first_value']:.3g} at step 0)") in f["message"], f["message"]
+    # A note colours no cell.
+    hm = client.ok("/heatmap", run="fits", role="gradient", metric="mean_abs")
+    assert "vanishing_gradients" not in {r for row in hm["rules"] for r in row}
+    # The same training without its loss logged: nothing says it converged, and the rule stands.
+    (f,) = [f for f in client.ok("/findings", run="no_loss")["findings"] if f["kind"] == "vanishing_gradients"]
+    assert f["severity"] == "critical" and "converged" not in f["message"], f
+

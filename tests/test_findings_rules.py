@@ -302,3 +302,52 @@ def test_gradients_vanishing_where_the_loss_converged_are_a_note(converged_logdi
     (f,) = [f for f in client.ok("/findings", run="no_loss")["findings"] if f["kind"] == "vanishing_gradients"]
     assert f["severity"] == "critical" and "converged" not in f["message"], f
 
+
+# --- layer names that are numbers ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def numbered_layers_logdir(tmp_path_factory):
+    """An nn.Sequential, whose layers are named by their index: its ReLU (`1`) is dead from the start, as its
+    Linear's biases are -10."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("numbered")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        model[0].bias.fill_(-10.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(root / "seq"), optimizer=opt, every_n_steps=1)
+    writer = SummaryWriter(str(root / "seq"))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(20):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+    return root
+
+
+def test_numeric_layer_names_are_quoted_and_labelled_never_read_as_counts(numbered_layers_logdir,
+                                                                          loader_client):
+    import re
+
+    found = loader_client(numbered_layers_logdir).ok("/findings", run="seq")["findings"]
+    (dead,) = [f for f in found if f["kind"] == "dead_units" and f["severity"] == "warn"]
+    assert dead["layers"] == ["1"]
+    assert dead["message"].startswith("layer `1`: activations are mostly dead"), dead["message"]
+    assert any(re.match(r"\d", name) for f in found for name in f["layers"] if f is not dead), found
+    for f in found:
+        # Every message names its layers quoted after "layer(s)": "0.weight, 0.bias gradients" is no count.
+        assert not re.match(r"\d", f["message"]), f["message"]
+        for name in f["layers"][:3]:
+            assert f"`{name}`" in f["message"], (name, f["message"])
+        assert re.match(r"(layers? |scalars? |the loss )", f["message"]), f["message"]

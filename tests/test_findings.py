@@ -275,6 +275,18 @@ def test_exploding_text_names_the_norm_a_norm_scalar_is_held_to():
     assert "(max |g| above 1000 or" in f.message
 
 
+def test_a_scalar_judged_with_the_rows_is_named_a_scalar_not_a_layer():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(30, None), 5e4)
+    steps = np.arange(0, 400, 10)
+    norm = np.full(len(steps), 1.0)
+    norm[30:] = 5e3
+    found = find(run(*three_kernels(g={0: g}), scalar_series={"grad_norm_total": (steps, norm)}))
+    f = one(found, "exploding_gradients")
+    assert f.layers == ["grad_norm_total", "dense_0/kernel"]
+    assert f.message.startswith("scalar `grad_norm_total` and layer `dense_0/kernel`: gradients explode"), f.message
+
+
 def test_exploding_from_grad_norm_scalar():
     steps = np.arange(200, dtype=np.int64)
     values = _noise(3, 200)

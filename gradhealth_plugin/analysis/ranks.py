@@ -119,7 +119,8 @@ def find(training: str, members: Sequence[Tuple[str, RunData]],
         message = (f"{rank} of training {training}: the gradient norm of {labelled('layer', names)} differs from the "
                    f"other ranks' at the same step {by} (more than {tolerance * 100:g}% at "
                    f"{len(points[layers[longest]])} of {int(compared[r, longest].sum())} compared steps of "
-                   f"{labelled('layer', [layers[longest]])}, from step {first}), where all-reduce gives every rank the same gradient")
+                   f"{labelled('layer', [layers[longest]])}, from step {first}), where all-reduce gives every rank the "
+                   "same gradient")
         out[rd.run] = [Finding(run=rd.run, kind=kind.KIND, severity=kind.SEVERITY, layers=names, first_step=first,
                                last_step=last, evidence=evidence, message=message, advice=kind.ADVICE,
                                role=tags_lib.GRADIENT, spans={n: (int(p[0]), int(p[-1])) for n, p in points.items()},

@@ -81,8 +81,7 @@ def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List
                              **({"threshold": h.threshold} if h.threshold is not None else {}), **h.detail}
                    for h in hits},
     }
-    # Rows: "layer `3`: activations are mostly dead"; run-level scalars (role None): "scalar `loss` spikes".
-    subject = f"{labelled('layer', layers)}: {role}s" if role else labelled("scalar", layers)
+    subject = _named([name for name in layers if name in order], [name for name in layers if name not in order], role)
     if onset.after is not None and onset.first == first:
         evidence["onset_after"] = onset.after
     f = Finding(run=rd.run, kind=kind, severity=severity, layers=layers, first_step=first, last_step=last,
@@ -91,6 +90,15 @@ def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List
                 points={h.layer: h.points for h in hits if h.points is not None})
     f.message = f"{subject} {what} {when_text(f)}"
     return f
+
+
+def _named(rows: List[str], scalars: List[str], role: Optional[str]) -> str:
+    """A finding's subject: 'layer `3`: activations', 'scalar `loss`' (run-level scalars have no role),
+    'scalar `grad_norm` and layers `a`, `b`: gradients' (a scalar judged with the rows, listed first
+    as model order lists it)."""
+    parts = ([labelled("scalar", scalars)] if scalars else []) + ([labelled("layer", rows)] if rows else [])
+    names = " and ".join(parts)
+    return f"{names}: {role}s" if role else names
 
 
 def when_text(f: Finding) -> str:

@@ -109,5 +109,6 @@ def _scalar_hits(rd) -> List[Hit]:
 def _other_axis_text(h: Hit, rows: bool) -> str:
     """What a scalar on another step axis says in its own terms, and where that falls on the run's steps."""
     axis = "the layers" if rows else "the run's per-step scalars"
-    return (f"; {labelled('scalar', [h.layer])} counts steps on another axis: it is NaN or Inf from its step {h.detail['own_first_step']}, "
+    return (f"; {labelled('scalar', [h.layer])} counts steps on another axis: it is NaN or Inf from its step "
+            f"{h.detail['own_first_step']}, "
             f"written about step {h.first} of {axis} (from wall time)")

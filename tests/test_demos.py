@@ -253,7 +253,7 @@ def test_a_per_epoch_loss_is_read_in_its_own_terms(shipped):
     f = next(f for f in _findings(shipped, "sweep/lr_1_sgd/train") if f["kind"] == "nonfinite")
     loss = f["evidence"]["layers"]["epoch_loss"]
     assert loss["axis"] == "other" and loss["own_first_step"] == 0 and loss["first_step"] >= 20
-    assert "from step 20 to step 80" in f["message"] and "epoch_loss counts steps on another axis" in f["message"]
+    assert "from step 20 to step 80" in f["message"] and "scalar `epoch_loss` counts steps on another axis" in f["message"]
     assert f["evidence"]["collapse_step"] == 20
     assert all(a >= 20 for spans in f["covers"].values() for a, _ in spans), f["covers"]
     for run in ("sweep/lr_1_sgd/train", "sweep/lr_1_sgd/validation"):

@@ -275,6 +275,18 @@ def test_exploding_text_names_the_norm_a_norm_scalar_is_held_to():
     assert "(max |g| above 1000 or" in f.message
 
 
+def test_a_scalar_judged_with_the_rows_is_named_a_scalar_not_a_layer():
+    g = grad(0)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(30, None), 5e4)
+    steps = np.arange(0, 400, 10)
+    norm = np.full(len(steps), 1.0)
+    norm[30:] = 5e3
+    found = find(run(*three_kernels(g={0: g}), scalar_series={"grad_norm_total": (steps, norm)}))
+    f = one(found, "exploding_gradients")
+    assert f.layers == ["grad_norm_total", "dense_0/kernel"]
+    assert f.message.startswith("scalar `grad_norm_total` and layer `dense_0/kernel`: gradients explode"), f.message
+
+
 def test_exploding_from_grad_norm_scalar():
     steps = np.arange(200, dtype=np.int64)
     values = _noise(3, 200)
@@ -583,7 +595,7 @@ def test_depth_vanishing_first_vs_last_layer(ratio, fires):
 def test_depth_vanishing_says_zero_gradients_in_words():
     gs = {0: grad(0, mean_abs=0.0), 1: grad(1, mean_abs=1e-3), 2: grad(2, mean_abs=1e-2)}
     f = one(find(run(*three_kernels(g=gs))), "depth_vanishing")
-    assert "are zero, against a mean |g| of 1.0e-02 at dense_2/kernel from step" in f.message, f.message
+    assert "are zero, against a mean |g| of 1.0e-02 at layer `dense_2/kernel` from step" in f.message, f.message
     assert "e+00x" not in f.message
 
 
@@ -765,8 +777,8 @@ def test_spikes_on_a_periodic_grid_fold_into_the_periodic_finding():
     assert set(periodic.layers) == {"grad_norm_total", "dense_0/kernel", "dense_1/kernel", "dense_2/kernel"}
     assert periodic.evidence["layers"]["dense_0/kernel"]["spike_steps"] == [140, 280]
     # Only the pattern's own series is said to spike every 35 steps; the others where its grid met their steps.
-    assert periodic.message.startswith("grad_norm_total spike every 35 steps from step 35 to step")
-    assert "dense_0/kernel, dense_1/kernel, dense_2/kernel spike on the same grid, at steps 140 and 280" in \
+    assert periodic.message.startswith("scalar `grad_norm_total` spikes every 35 steps from step 35 to step")
+    assert "`dense_0/kernel`, `dense_1/kernel`, `dense_2/kernel` spike on the same grid, at steps 140 and 280" in \
         periodic.message
     spikes = of_kind(found, "spike")
     assert [(f.first_step, f.layers) for f in spikes] == [(20, ["dense_1/kernel"])]
@@ -797,7 +809,7 @@ def test_one_nonfinite_finding_per_run_covers_each_row_at_its_own_steps():
     assert layers["dense_1/kernel"]["roles"]["gradient"]["first_step"] == STEPS[30]
     assert layers["dense_1/kernel"]["roles"]["weight"]["first_step"] == STEPS[32]
     assert layers["loss"]["first_step"] == STEPS[31]
-    assert "(gradients, weights and activations)" in f.message and "scalar loss" in f.message
+    assert "(gradients, weights and activations)" in f.message and "scalar `loss`" in f.message
     findings.decide_cells(rd, found, LIMITS)
     lay = rd.layer("dense_1/kernel")
     # The weight row turns critical where its own values do (32), not where its gradient did (30).
@@ -862,6 +874,17 @@ def test_vanishing_with_dead_units_points_to_dying_relus():
                      layer("relu_0", kind=T.KIND_OUTPUT, activation=act(0, zero_fraction=0.9))))
     assert one(found, "vanishing_gradients").cause == "dead_relu"
     assert one(found, "dead_units", findings.WARN).cause == "dead_relu"
+
+
+def test_gradients_that_vanished_before_the_units_died_are_not_blamed_on_them():
+    g = grad(0, mean_abs=1e-8)  # vanished from the first logged step
+    dying = act(0, zero_fraction=at(np.full(N, 0.1), slice(20, None), 0.9))  # dead from step 200
+    found = find(run(*three_kernels(g={0: g}), layer("relu_0", kind=T.KIND_OUTPUT, activation=dying)))
+    vanishing, dead = one(found, "vanishing_gradients"), one(found, "dead_units", findings.WARN)
+    assert vanishing.first_step == 0 and dead.first_step == STEPS[20]
+    assert vanishing.cause is None and "dying ReLUs" not in vanishing.message
+    # The units died with nothing left for them to stop: no cause on them either.
+    assert dead.cause is None and "dying ReLUs" not in dead.message
 
 
 # --- thresholds are overridable --------------------------------------------------------------------
@@ -1319,11 +1342,11 @@ def test_a_loss_that_fell_and_rose_again_gets_worse_from_its_lowest_step():
     steps = np.arange(300, dtype=np.int64)
     loss = np.where(steps < 150, 2.0 * np.exp(-steps / 10) + 0.01, 0.9) * _noise(0, 300, 0.01)
     f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "no_progress")
-    assert f.message.startswith("the loss gets worse (loss): ")
+    assert f.message.startswith("the loss gets worse (`loss`): ")
     lowest = int(np.argmin(loss))
     assert 100 <= lowest < 150 and f.message.endswith(f"; it was lowest, {loss[lowest]:.4g}, at step {lowest}")
     stalled = one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0)})), "no_progress")
-    assert stalled.message.startswith("the loss does not improve (loss): ") and "lowest" not in stalled.message
+    assert stalled.message.startswith("the loss does not improve (`loss`): ") and "lowest" not in stalled.message
 
 
 def test_no_progress_needs_enough_points_and_every_loss_stuck():

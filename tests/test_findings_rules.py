@@ -237,3 +237,117 @@ def test_a_learning_rate_too_high_still_warns_on_a_gpt2(gpt2_logdir, plugin_clie
     scaled = [v for k, v in grown["evidence"]["layers"].items() if k in _residual_projections()]
     assert all(v["reference_std"] == 0.02 for v in scaled)
     assert "started scaled down among peers at 0.02: their std is measured from 0.02" in grown["message"]
+
+
+def test_a_cause_is_not_named_on_a_finding_that_began_before_the_learning_rate_jump(lr_jump_logdir,
+                                                                                     loader_client):
+    """The weights update too fast from step 0, long before the learning rate rose 100x at step 40: the
+    blow-ups after the jump are its, the early finding is nobody's."""
+    found = loader_client(lr_jump_logdir).ok("/findings", run="lr_jump")["findings"]
+    early = [f for f in found if f["severity"] != "info" and f["first_step"] < 40]
+    assert [f["kind"] for f in early] == ["update_ratio"], [(f["kind"], f["first_step"]) for f in found]
+    assert early[0].get("cause") is None and "learning rate" not in early[0]["message"], early[0]["message"]
+    named = [f for f in found if f.get("cause")]
+    assert {f["kind"] for f in named} >= {"exploding_gradients", "nonfinite"}, named
+    assert all(f["cause"] == "learning_rate_jump" and f["first_step"] >= 40 for f in named), named
+
+
+# --- a model that fits its data ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def converged_logdir(tmp_path_factory):
+    """A linear model fitted exactly to linear targets: the loss falls from about 8 to 1e-12 within 10
+    steps and its gradients with it. Run `fits` logs its loss, run `no_loss` (the same training) does not."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("converged")
+    for run, log_loss in (("fits", True), ("no_loss", False)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        handle = watch(model, str(root / run), optimizer=opt, every_n_steps=1, activations=False)
+        writer = SummaryWriter(str(root / run))
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(1024, 8, generator=g)
+        y = x @ torch.randn(8, 1, generator=g) + 0.3
+        for step in range(40):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if log_loss:
+                writer.add_scalar("loss", loss.item(), step)
+        writer.close()
+        unwatch(handle)
+    return root
+
+
+def test_gradients_vanishing_where_the_loss_converged_are_a_note(converged_logdir, loader_client):
+    client = loader_client(converged_logdir)
+    (f,) = [f for f in client.ok("/findings", run="fits")["findings"] if f["kind"] == "vanishing_gradients"]
+    assert f["severity"] == "info", (f["severity"], f["message"])
+    converged = f["evidence"]["converged_loss"]
+    assert converged["tag"] == "loss" and converged["first_step"] == 0 and converged["first_value"] > 1
+    assert converged["value"] <= 1e-3 and converged["value"] * 1e4 <= converged["first_value"]
+    assert converged["step"] <= f["first_step"]
+    assert (f"the loss has converged (loss: to {converged['value']:.3g} at step {converged['step']}, from "
+            f"{converged['first_value']:.3g} at step 0)") in f["message"], f["message"]
+    # A note colours no cell.
+    hm = client.ok("/heatmap", run="fits", role="gradient", metric="mean_abs")
+    assert "vanishing_gradients" not in {r for row in hm["rules"] for r in row}
+    # The same training without its loss logged: nothing says it converged, and the rule stands.
+    (f,) = [f for f in client.ok("/findings", run="no_loss")["findings"] if f["kind"] == "vanishing_gradients"]
+    assert f["severity"] == "critical" and "converged" not in f["message"], f
+
+
+# --- layer names that are numbers ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def numbered_layers_logdir(tmp_path_factory):
+    """An nn.Sequential, whose layers are named by their index: its ReLU (`1`) is dead from the start, as its
+    Linear's biases are -10."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("numbered")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        model[0].bias.fill_(-10.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(root / "seq"), optimizer=opt, every_n_steps=1)
+    writer = SummaryWriter(str(root / "seq"))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(20):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+    return root
+
+
+def test_numeric_layer_names_are_quoted_and_labelled_never_read_as_counts(numbered_layers_logdir,
+                                                                          loader_client):
+    import re
+
+    found = loader_client(numbered_layers_logdir).ok("/findings", run="seq")["findings"]
+    (dead,) = [f for f in found if f["kind"] == "dead_units" and f["severity"] == "warn"]
+    assert dead["layers"] == ["1"]
+    assert dead["message"].startswith("layer `1`: activations are mostly dead"), dead["message"]
+    assert any(re.match(r"\d", name) for f in found for name in f["layers"] if f is not dead), found
+    for f in found:
+        # Every message names its layers quoted after "layer(s)": "0.weight, 0.bias gradients" is no count.
+        assert not re.match(r"\d", f["message"]), f["message"]
+        for name in f["layers"][:3]:
+            assert f"`{name}`" in f["message"], (name, f["message"])
+        assert re.match(r"(layers? |scalars? |the loss )", f["message"]), f["message"]

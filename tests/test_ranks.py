@@ -124,7 +124,7 @@ def test_a_rank_diverging_at_two_steps_is_one_finding_on_its_run():
     assert f.evidence["max_relative_difference"] == pytest.approx(0.01)
     assert f.evidence["rank"] == "rank2" and f.evidence["training"] == "t/rank*"
     # The tolerance in the words a person reads the difference in: a percentage, like "by up to 1.0%".
-    assert "by up to 1.0% (more than 0.1% at 2 of 10 compared steps of b, from step 40)" in f.message, f.message
+    assert "by up to 1.0% (more than 0.1% at 2 of 10 compared steps of layer `b`, from step 40)" in f.message, f.message
 
 
 def test_one_step_apart_is_not_yet_a_finding_and_the_steps_needed_are_a_threshold():

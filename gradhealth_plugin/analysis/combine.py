@@ -63,32 +63,40 @@ def _spike_steps(f: Finding, layer: str) -> List[int]:
 _OVERSHOOT = ("weight_growth", "update_ratio", "skewed_distribution", "dead_units", "bimodal_weights")
 
 
-def name_causes(findings: List[Finding]) -> None:
+def name_causes(findings: List[Finding], since: Optional[int] = None) -> None:
     """Names a likely cause where symptoms co-occur: a learning rate too high, or dying ReLUs.
 
     A learning rate too high is named on the explosion and the non-finite
     values, and on every other warning of `_OVERSHOOT` that begins by the
-    first non-finite step: after it, NaN leaves nothing to judge.
+    first non-finite step: after it, NaN leaves nothing to judge. `since` is
+    the step a logged learning rate rose to its blow-up level
+    (`learning_rate_jumps`): a symptom that began before it began under the
+    earlier rate, which the run tolerated, and is not blamed on the new one.
+    Dying ReLUs are named on the dead units and on the vanishing gradients
+    that begin with them or later: gradients that vanished first were not
+    stopped by units that died after.
     """
-    kinds = {f.kind for f in findings if f.severity != INFO}
+    judged = [f for f in findings if f.severity != INFO]
+    kinds = {f.kind for f in judged}
     if "exploding_gradients" in kinds and "nonfinite" in kinds:
-        overflow = min(f.first_step for f in findings if f.kind == "nonfinite" and f.severity != INFO)
-        for f in findings:
-            if f.severity == INFO:
-                continue
+        overflow = min(f.first_step for f in judged if f.kind == "nonfinite")
+        for f in judged:
             if f.kind in _POINTWISE:
                 other = "exploding gradients" if f.kind != "exploding_gradients" else "non-finite values"
-            elif _overshoot(f) and f.first_step <= overflow:
+            elif _overshoot(f) and f.first_step <= overflow and (since is None or f.first_step >= since):
                 other = "exploding gradients and non-finite values"
             else:
                 continue
             f.cause = "learning_rate_too_high"
             f.message += f"; together with {other} this points to a learning rate that is too high"
     elif "vanishing_gradients" in kinds and "dead_units" in kinds:
-        for f in findings:
-            if f.severity != INFO and f.kind in ("vanishing_gradients", "dead_units"):
-                f.cause = "dead_relu"
-                f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
+        died = min(f.first_step for f in judged if f.kind == "dead_units")
+        stopped = [f for f in judged if f.kind == "vanishing_gradients" and f.first_step >= died]
+        if not stopped:
+            return
+        for f in stopped + [f for f in judged if f.kind == "dead_units"]:
+            f.cause = "dead_relu"
+            f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
 
 
 def _overshoot(f: Finding) -> bool:
@@ -98,22 +106,20 @@ def _overshoot(f: Finding) -> bool:
 _BLOW_UPS = ("exploding_gradients", "nonfinite", "spike")
 
 
-def name_learning_rate_jumps(rd: RunData, findings: List[Finding], factor: float, window: int) -> None:
-    """Names a learning-rate jump as the cause of the blow-ups it came just before.
+def learning_rate_jumps(rd: RunData, findings: List[Finding], factor: float, window: int) -> List[tuple]:
+    """(finding, tag, rise) for each blow-up a learning-rate jump came just before.
 
     Where a logged learning rate is `factor` times or more its earlier value at
     some point from `window` logged steps of the blow-up's own series before its
     first step up to that step (the steps its running median judges it against:
-    the rise came while the series was calm), the rise is named: "the learning
-    rate rose 100x at step 40, 2 steps before it began". A blow-up at its
-    series' first logged step has no calm before it and is not judged. The
-    symptoms `name_causes` laid on a learning rate too high, from the jump on,
-    share the cause.
+    the rise came while the series was calm), that is its rise: (step, ratio,
+    before, after). A blow-up at its series' first logged step has no calm
+    before it and is not judged.
     """
     rates = [(tag, rd.scalar_steps(tag), np.asarray(rd.scalar_series[tag][1], dtype=np.float64))
              for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == tags_lib.SCALAR_LR]
     if not rates:
-        return
+        return []
     jumps = []
     for f in findings:
         if f.kind not in _BLOW_UPS:
@@ -124,12 +130,25 @@ def name_learning_rate_jumps(rd: RunData, findings: List[Finding], factor: float
         for tag, steps, values in rates:
             rise = _rise(steps, values, since, f.first_step, factor)
             if rise is not None:
-                _name_jump(f, tag, rise, factor)
-                jumps.append((tag, rise))
+                jumps.append((f, tag, rise))
                 break
+    return jumps
+
+
+def first_jump(jumps: List[tuple]) -> Optional[int]:
+    """The step of the earliest learning-rate rise among `learning_rate_jumps`, None without one."""
+    return min((rise[0] for _, _, rise in jumps), default=None)
+
+
+def name_learning_rate_jumps(findings: List[Finding], jumps: List[tuple], factor: float) -> None:
+    """Names each learning-rate jump of `learning_rate_jumps` as the cause of its blow-up: "the learning
+    rate rose 100x at step 40, 2 steps before it began". The symptoms `name_causes` laid on a learning
+    rate too high, from the earliest jump on, share that jump as their cause."""
+    for f, tag, rise in jumps:
+        _name_jump(f, tag, rise, factor)
     if not jumps:
         return
-    tag, rise = min(jumps, key=lambda j: j[1][0])
+    _, tag, rise = min(jumps, key=lambda j: j[2][0])
     for f in findings:
         if f.cause == "learning_rate_too_high" and f.first_step >= rise[0]:
             _name_jump(f, tag, rise, factor)

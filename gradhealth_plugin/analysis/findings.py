@@ -31,8 +31,10 @@ def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = No
     found = [f for d in (detectors.DETECTORS if only is None else only) for f in d.detect(rd, limits)]
     found = combine.drop_explained_spikes(found)
     found = combine.fold_after_nonfinite(found)
-    combine.name_causes(found)
-    combine.name_learning_rate_jumps(rd, found, limits["lr_jump"], int(limits["spike_window"]))
+    # A cause is named only on findings that began at or after the event it names: the jumps first.
+    jumps = combine.learning_rate_jumps(rd, found, limits["lr_jump"], int(limits["spike_window"]))
+    combine.name_causes(found, since=combine.first_jump(jumps))
+    combine.name_learning_rate_jumps(found, jumps, limits["lr_jump"])
     return ordered(found)
 
 

@@ -25,7 +25,7 @@ from ..reading import tags as tags_lib
 from ..reading.runs import RunData
 from .detectors import rank_divergence as kind
 from .finding import Finding
-from .spans import layers_text, role_tables
+from .spans import labelled, role_tables
 
 # The gradient statistic compared: exact in gradhealth's summaries, estimated alike from equal histograms.
 METRIC = "l2"
@@ -116,10 +116,11 @@ def find(training: str, members: Sequence[Tuple[str, RunData]],
                                    "steps_compared": int(compared[r, j].sum()),
                                    "max_relative_difference": worst[layers[j]]} for j in flagged},
         }
-        message = (f"{rank} of training {training}: the gradient norm of {layers_text(names)} differs from the "
+        message = (f"{rank} of training {training}: the gradient norm of {labelled('layer', names)} differs from the "
                    f"other ranks' at the same step {by} (more than {tolerance * 100:g}% at "
                    f"{len(points[layers[longest]])} of {int(compared[r, longest].sum())} compared steps of "
-                   f"{layers[longest]}, from step {first}), where all-reduce gives every rank the same gradient")
+                   f"{labelled('layer', [layers[longest]])}, from step {first}), where all-reduce gives every rank the "
+                   "same gradient")
         out[rd.run] = [Finding(run=rd.run, kind=kind.KIND, severity=kind.SEVERITY, layers=names, first_step=first,
                                last_step=last, evidence=evidence, message=message, advice=kind.ADVICE,
                                role=tags_lib.GRADIENT, spans={n: (int(p[0]), int(p[-1])) for n, p in points.items()},

@@ -48,9 +48,16 @@ def kept_before(steps: np.ndarray, i: int) -> Optional[int]:
 
 
 def layers_text(layers: List[str]) -> str:
-    if len(layers) <= 3:
-        return ", ".join(layers)
-    return f"{', '.join(layers[:3])} and {len(layers) - 3} more"
+    """Names quoted, so that a numeric one (nn.Sequential's `3`) never reads as a count: '`a`, `b`, `c` and 2 more'."""
+    quoted = [f"`{name}`" for name in layers]
+    if len(quoted) <= 3:
+        return ", ".join(quoted)
+    return f"{', '.join(quoted[:3])} and {len(quoted) - 3} more"
+
+
+def labelled(word: str, names: List[str]) -> str:
+    """'layer `3`', 'layers `a`, `b`': quoted names after the word that says what they are."""
+    return f"{word}{'s' if len(names) > 1 else ''} {layers_text(names)}"
 
 
 def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List[Hit], threshold: float,
@@ -74,7 +81,7 @@ def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List
                              **({"threshold": h.threshold} if h.threshold is not None else {}), **h.detail}
                    for h in hits},
     }
-    subject = f"{layers_text(layers)} {role + 's' if role else ''}".strip()
+    subject = _named([name for name in layers if name in order], [name for name in layers if name not in order], role)
     if onset.after is not None and onset.first == first:
         evidence["onset_after"] = onset.after
     f = Finding(run=rd.run, kind=kind, severity=severity, layers=layers, first_step=first, last_step=last,
@@ -83,6 +90,15 @@ def group(rd: RunData, kind: str, severity: str, role: Optional[str], hits: List
                 points={h.layer: h.points for h in hits if h.points is not None})
     f.message = f"{subject} {what} {when_text(f)}"
     return f
+
+
+def _named(rows: List[str], scalars: List[str], role: Optional[str]) -> str:
+    """A finding's subject: 'layer `3`: activations', 'scalar `loss`' (run-level scalars have no role),
+    'scalar `grad_norm` and layers `a`, `b`: gradients' (a scalar judged with the rows, listed first
+    as model order lists it)."""
+    parts = ([labelled("scalar", scalars)] if scalars else []) + ([labelled("layer", rows)] if rows else [])
+    names = " and ".join(parts)
+    return f"{names}: {role}s" if role else names
 
 
 def when_text(f: Finding) -> str:
@@ -296,16 +312,16 @@ def gather(rd: RunData, kind: str, severity: str, parts: Sequence[Tuple[Optional
 
 
 def _subject(layers: List[str], by_role: Dict[Optional[str], Dict[str, Hit]]) -> str:
-    """'fc1.weight and fc2.weight (gradients and weights) and scalar loss': rows and scalars apart,
-    whichever comes first in `layers` first."""
+    """'layers `fc1.weight`, `fc2.weight` (gradients and weights) and scalar `loss`': rows and scalars
+    apart, whichever comes first in `layers` first."""
     scalars = set(by_role.get(None, {}))
     rows = [name for name in layers if name not in scalars]
     roles = [f"{r}s" for r in by_role if r is not None]
     parts = []
     if rows:
-        parts.append(f"{layers_text(rows)} {roles[0] if len(roles) == 1 else '(' + and_text(roles) + ')'}")
+        parts.append(f"{labelled('layer', rows)} ({and_text(roles)})")
     if scalars:
-        parts.append(f"scalar {layers_text([name for name in layers if name in scalars])}")
+        parts.append(labelled("scalar", [name for name in layers if name in scalars]))
     if rows and scalars and layers[0] in scalars:
         parts.reverse()
     return " and ".join(parts)

@@ -12,7 +12,7 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import series as series_lib
 from ..finding import WARN, Finding
-from ..spans import PARAM_SHAPE_KINDS, lower, lt, role_tables, short_tail, tail_text
+from ..spans import PARAM_SHAPE_KINDS, labelled, lower, lt, role_tables, short_tail, tail_text
 
 KIND = "depth_vanishing"
 ORDER = 110
@@ -52,7 +52,8 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         first_step=int(common[s]), last_step=int(common[e]),
         evidence={"threshold": ratio_limit, "value": float(ratio[s]), "step": int(common[s]),
                   "first_layer_mean_abs": float(a[s]), "last_layer_mean_abs": float(b[s])},
-        message=(f"gradients at {first_layer.name} are {_compared(ratio[s], b[s], last_layer.name)} "
+        message=(f"gradients at {labelled('layer', [first_layer.name])} are "
+                 f"{_compared(ratio[s], b[s], labelled('layer', [last_layer.name]))} "
                  f"from step {int(common[s])}, {held}: they vanish with depth"),
         advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))})
     if tail is not None:

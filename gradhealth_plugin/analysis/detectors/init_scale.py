@@ -24,7 +24,7 @@ from ...reading.runs import RunData
 from .. import blocks as blocks_lib
 from .. import metrics
 from ..finding import WARN, Finding
-from ..spans import Hit, group
+from ..spans import Hit, group, labelled
 
 KIND = "init_scale"
 ORDER = 120
@@ -78,7 +78,8 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         return []
     onset = f.evidence["layers"][f.layers[0]]
     scheme = onset["matches"]
-    f.message += (f"; {f.layers[0]} starts at std {onset['value']:.3g} (He {onset['he_std']:.3g}, Glorot "
+    f.message += (f"; {labelled('layer', f.layers[:1])} starts at std {onset['value']:.3g} "
+                  f"(He {onset['he_std']:.3g}, Glorot "
                   f"{onset['glorot_std']:.3g} for fan_in {onset['fan_in']}), "
                   + (f"as {_NAMES[scheme]} initialisation gives" if scheme else "matching no common initialisation"))
     return [f]

@@ -15,6 +15,7 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from ..finding import WARN, Finding
+from ..spans import layers_text
 
 KIND = "no_progress"
 ORDER = 130
@@ -56,7 +57,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     # Worse by more than the noise allows: the loss rose, which says more than "stalled".
     worse = onset["improvement"] + onset["noise_margin"] < 0
     first, last = min(v["first_step"] for v in judged.values()), max(v["last_step"] for v in judged.values())
-    subject = tags[0] if len(tags) == 1 else f"{', '.join(tags[:3])}{' and more' if len(tags) > 3 else ''}"
+    subject = layers_text(tags)
     return [Finding(
         run=rd.run, kind=KIND, severity=SEVERITY, layers=tags, first_step=first, last_step=last,
         evidence={"threshold": needed, "value": onset["improvement"], "step": onset["last_step"],

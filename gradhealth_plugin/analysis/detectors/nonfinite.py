@@ -19,7 +19,7 @@ from ...reading.runs import RunData
 from .. import health
 from ..finding import CRITICAL, Finding
 from .. import series as series_lib
-from ..spans import Hit, gather, gt, kept_before, role_tables, stack, when_text
+from ..spans import Hit, gather, gt, kept_before, labelled, role_tables, stack, when_text
 
 KIND = "nonfinite"
 ORDER = 10
@@ -40,7 +40,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     if f is None:
         return []
     if f.layers == [h.layer for h in parts[-1][1]] and len(f.layers) == 1:
-        f.message = f"scalar {f.layers[0]} is NaN or Inf {when_text(f)}"
+        f.message = f"{labelled('scalar', f.layers)} is NaN or Inf {when_text(f)}"
     f.message += "".join(_other_axis_text(h, bool(rd.layers)) for h in parts[-1][1] if h.detail.get("axis") == "other")
     f.evidence["collapse_step"] = _collapse_step(rd)
     return [f]
@@ -109,5 +109,6 @@ def _scalar_hits(rd) -> List[Hit]:
 def _other_axis_text(h: Hit, rows: bool) -> str:
     """What a scalar on another step axis says in its own terms, and where that falls on the run's steps."""
     axis = "the layers" if rows else "the run's per-step scalars"
-    return (f"; {h.layer} counts steps on another axis: it is NaN or Inf from its step {h.detail['own_first_step']}, "
+    return (f"; {labelled('scalar', [h.layer])} counts steps on another axis: it is NaN or Inf from its step "
+            f"{h.detail['own_first_step']}, "
             f"written about step {h.first} of {axis} (from wall time)")

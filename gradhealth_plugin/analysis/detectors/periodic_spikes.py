@@ -38,11 +38,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         # Single spikes of other series on this grid are occurrences of the same pattern.
         extra = [(r, one_hit_per_series(found.single[(step, r)] for step, r in steps))
                  for r, steps in _by_role([k for k, v in folded.items() if v == key]).items()]
-        f = gather(rd, KIND, INFO if artefact else SEVERITY, [(role, hits)] + extra, z,
-                   f"spike every {period} steps", ADVICE)
+        what = f"{_spike(role, hits)} every {period} steps"
+        f = gather(rd, KIND, INFO if artefact else SEVERITY, [(role, hits)] + extra, z, what, ADVICE)
         if extra:
             # The pattern's own series state the period; the others spiked only where its grid met their steps.
-            pattern = group(rd, KIND, f.severity, role, hits, z, f"spike every {period} steps", ADVICE)
+            pattern = group(rd, KIND, f.severity, role, hits, z, what, ADVICE)
             others = [h for _, member in extra for h in member]
             at = sorted({int(s) for h in others for s in h.points})
             f.message = (f"{pattern.message}; {layers_text([h.layer for h in others])} spike on the same grid, "
@@ -61,9 +61,14 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     return out
 
 
+def _spike(role: Optional[str], hits: list) -> str:
+    """The verb after the subject `group` writes: one scalar spikes, gradients (or scalars) spike."""
+    return "spikes" if role is None and len(hits) == 1 else "spike"
+
+
 def _unjudged(rd, role, hits, z: float) -> Finding:
     """Spikes that recur where the kept steps cannot tell their period: say what would."""
-    f = group(rd, KIND, INFO, role, hits, z, "spike repeatedly", ADVICE)
+    f = group(rd, KIND, INFO, role, hits, z, f"{_spike(role, hits)} repeatedly", ADVICE)
     flag = rd.sampling["flag"] if rd.sampling else None
     hint = f"TensorBoard kept too few of the logged steps; {flag} keeps every step" if flag else \
         "the logged steps are too irregular"

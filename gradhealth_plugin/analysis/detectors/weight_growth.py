@@ -21,7 +21,7 @@ from .. import health
 from .. import series as series_lib
 from ..finding import WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group_sustained, layers_text, span_hits
+from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group_sustained, labelled, span_hits
 from . import init_scale
 
 KIND = "weight_growth"
@@ -55,7 +55,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     for f in found:
         small = [name for name in f.layers if name in scaled]
         if small:
-            f.message += (f"; {layers_text(small)} started scaled down among peers at "
+            f.message += (f"; {labelled('layer', small)} started scaled down among peers at "
                           f"{init_scale.TRANSFORMER_STD:g}: their std is measured from {init_scale.TRANSFORMER_STD:g}")
     return found
 

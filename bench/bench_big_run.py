@@ -389,7 +389,8 @@ def report(results: List[dict], expected: Dict[str, tuple], args) -> None:
         mw, mo = r["mem_with"], r["mem_without"]
         tb_with, tb_without = mw["hwm"] + mw["child_hwm"], mo["hwm"] + mo["child_hwm"]
         print(f"  peak memory (VmHWM, TensorBoard + data server): {scale._mb(tb_without)} alone, "
-              f"{scale._mb(tb_with)} with the plugin")
+              f"{scale._mb(tb_with)} with the plugin (TensorBoard process {scale._mb(mo['hwm'])} / "
+              f"{scale._mb(mw['hwm'])}, data server {scale._mb(mo['child_hwm'])} / {scale._mb(mw['child_hwm'])})")
         print("  ratios:")
         print(f"  {'':<34} {'compact sent MB':>16} {'compact JSON MB':>16} {'JSON B/cell rows':>17} "
               f"{'compact':>8} {'zoom answer s rows':>19} {'compact':>8}")

@@ -939,7 +939,10 @@ def test_a_findings_outlines_hold_no_healthy_cell(demo_tab):
             rows = set(f["covers"]) & set(heatmap["layers"])
             if f["severity"] == "info" or (f["role"] or role) != role or not rows:
                 continue
-            item = tab.ui.locator("li.gh-finding").filter(has_text=f["message"][:60]).first
+            # The names the message quotes are shown as code, without their backticks.
+            item = tab.ui.locator("li.gh-finding").filter(has_text=f["message"].replace("`", "")[:60]).first
+            quoted = item.locator("p code").all_text_contents()
+            assert quoted and set(quoted) <= set(f["layers"]) | set(f["covers"]), (quoted, f["layers"])
             before = tab.frame.evaluate("window.__gradhealth.viewState.finding")
             item.click()
             tab.frame.wait_for_function(f"window.__gradhealth.viewState.finding !== {json.dumps(before)}")

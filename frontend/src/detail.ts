@@ -12,6 +12,7 @@ import { button, el, setOptions } from "./dom";
 import { causeText, findingsFor, findingSpans, spansText, spikeSteps } from "./findings";
 import { formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
+import { paragraph, quotedText } from "./messages";
 import { DistributionView } from "./distribution";
 import { roleGuessBox } from "./role_guess";
 import type { Step } from "./steps";
@@ -408,7 +409,7 @@ export class DetailPanel {
         const badge = el("span", `gh-badge gh-sev-${f.severity}`, f.severity);
         badge.style.borderColor = severityColor(f.severity);
         head.append(badge, el("strong", "", kindLabel(f.kind)), el("span", "gh-muted", ` ${formatStepRange(f.first_step, f.last_step)}`));
-        item.append(head, el("p", "", f.message));
+        item.append(head, paragraph(...quotedText(f.message)));
         // The message spans every layer of the finding; this layer's own steps may be fewer.
         if (f.layers.length > 1 || f.covers) {
           const own = findingSpans(f, t.role).get(t.layer);

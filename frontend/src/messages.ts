@@ -17,6 +17,22 @@ export function code(text: string): HTMLElement {
   return el("code", "", text);
 }
 
+/**
+ * A finding's text in pieces: the names the server quotes in backticks (layer `3`, scalar `loss`)
+ * apart from the words around them. An odd number of backticks quotes nothing for sure: the text is
+ * then one piece, as it is.
+ */
+export function quotedPieces(text: string): { text: string; quoted: boolean }[] {
+  const parts = text.split("`");
+  if (parts.length % 2 === 0) return [{ text, quoted: false }];
+  return parts.map((part, i) => ({ text: part, quoted: i % 2 === 1 })).filter((p) => p.quoted || p.text !== "");
+}
+
+/** A finding's text as nodes: its quoted names as code. */
+export function quotedText(text: string): (string | Node)[] {
+  return quotedPieces(text).map((p) => (p.quoted ? code(p.text) : p.text));
+}
+
 export function paragraph(...parts: (string | Node)[]): HTMLParagraphElement {
   const p = el("p");
   p.append(...parts);

@@ -5,6 +5,7 @@ import { button, el } from "./dom";
 import { causeText, findingId } from "./findings";
 import { formatStep, formatStepRange } from "./format";
 import { ranksButton } from "./ranks";
+import { paragraph, quotedText } from "./messages";
 import { compareRunNames } from "./run_names";
 import { matchesFilter } from "./rows";
 import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "./vocabulary";
@@ -223,7 +224,7 @@ export class FindingsList {
           el("strong", "", kindLabel(f.kind)),
           el("span", "gh-muted", formatStepRange(f.first_step, f.last_step)),
         );
-        li.append(head, el("p", "", f.message));
+        li.append(head, paragraph(...quotedText(f.message)));
         if (f.cause) li.append(el("p", "gh-cause", causeText(f.cause)));
         li.append(el("p", "gh-advice", f.advice));
         const pick = (): void => this.events.select(id === selectedId ? null : f);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseRuns } from "../src/api";
-import { unreadableNote } from "../src/messages";
+import { quotedPieces, unreadableNote } from "../src/messages";
 
 describe("unreadableNote", () => {
   it("is null when every tag was read", () => {
@@ -19,5 +19,28 @@ describe("unreadableNote", () => {
     const body = { runs: [{ run: "r", unreadable: [{ tag: "x", why: "metadata names role ''" }, 3, null] }] };
     expect(parseRuns(body).runs[0].unreadable).toEqual([{ tag: "x", why: "metadata names role ''" }]);
     expect(parseRuns({ runs: [{ run: "r" }] }).runs[0].unreadable).toEqual([]);
+  });
+});
+
+describe("quotedPieces", () => {
+  it("sets the names the server quotes apart from the words around them", () => {
+    expect(quotedPieces("layer `3`: activations are mostly dead")).toEqual([
+      { text: "layer ", quoted: false },
+      { text: "3", quoted: true },
+      { text: ": activations are mostly dead", quoted: false },
+    ]);
+    expect(quotedPieces("layers `a`, `b` and 2 more")).toEqual([
+      { text: "layers ", quoted: false },
+      { text: "a", quoted: true },
+      { text: ", ", quoted: false },
+      { text: "b", quoted: true },
+      { text: " and 2 more", quoted: false },
+    ]);
+    expect(quotedPieces("`loss` spikes")).toEqual([{ text: "loss", quoted: true }, { text: " spikes", quoted: false }]);
+  });
+
+  it("leaves a text without quotes, or with an odd backtick, as it is", () => {
+    expect(quotedPieces("gradients explode")).toEqual([{ text: "gradients explode", quoted: false }]);
+    expect(quotedPieces("a ` stray")).toEqual([{ text: "a ` stray", quoted: false }]);
   });
 });

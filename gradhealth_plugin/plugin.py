@@ -68,7 +68,10 @@ def _json_route(handler: Callable) -> Callable:
             return http_util.Respond(request, _json_text(answer), "application/json")
         except errors.PublicError as e:
             return http_util.Respond(request, {"error": _message(e)}, "application/json", code=e.http_code)
-        except Exception:  # noqa: BLE001 - a bug must not leak a trace to the client
+        except Exception as e:  # noqa: BLE001 - a bug must not leak a trace to the client
+            down = analyzer_lib.unavailable(e)
+            if down is not None:
+                return http_util.Respond(request, {"error": _message(down)}, "application/json", code=down.http_code)
             logger.exception("gradhealth: %s failed", request.path)
             return http_util.Respond(
                 request, {"error": "internal error in the gradhealth plugin; see the TensorBoard log"},

@@ -451,3 +451,22 @@ def test_answers_are_the_json_tensorboard_would_write(client):
         assert text == json.dumps(json_util.Cleanse(json.loads(text)), separators=separators), route
     nan = {"value": float("nan")}
     assert plugin._json_text(nan) is nan and plugin._json_text({"value": None}) == '{"value": null}'
+
+
+def test_a_data_server_that_stopped_answering_is_a_503_for_every_route(routes_logdir):
+    from tests.conftest import RustPluginClient
+
+    rust = RustPluginClient(routes_logdir)
+    try:
+        assert rust.raw("/runs").status_code == 200
+        rust.proc.kill()  # TensorBoard's data server gone: nothing wrong with the request or the run
+        rust.proc.wait(timeout=10)
+        for route, params in (("/runs", {}), ("/sweep", {}), ("/findings", {"run": "weights_only"}),
+                              ("/heatmap", {"run": "weights_only", "role": "weight"}),
+                              ("/cell", {"run": "weights_only", "layer": "w:0", "step": 1, "role": "weight"})):
+            response = rust.raw(route, **params)
+            body = json.loads(response.get_data())
+            assert response.status_code == 503 and response.mimetype == "application/json", (route, body)
+            assert body["error"].startswith("TensorBoard's data server is not answering (UNAVAILABLE"), body
+    finally:
+        rust.close()

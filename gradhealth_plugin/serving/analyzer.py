@@ -16,6 +16,7 @@ import threading
 import weakref
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import grpc
 import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
@@ -55,6 +56,30 @@ class RunFailed(errors.PublicError):
     def __init__(self, details: str) -> None:
         # Prefixed as TensorBoard prefixes its errors, which the routes strip.
         super().__init__(f"Run failed: {details}")
+
+
+class DataUnavailable(errors.PublicError):
+    """TensorBoard's data server not answering (stopped, restarting, overloaded): nothing is wrong with
+    the request or the run, and the same request may succeed later. HTTP 503."""
+
+    http_code = 503
+
+    def __init__(self, details: str) -> None:
+        super().__init__(f"Unavailable: TensorBoard's data server is not answering ({details}); "
+                         "the request may succeed once it is back")
+
+
+# What the data server answers when it is not there to answer (the gRPC status, not the run's data).
+_NOT_ANSWERING = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def unavailable(error: BaseException) -> Optional[DataUnavailable]:
+    """`DataUnavailable` for a gRPC error saying the data server is not answering; None for any other error."""
+    code = error.code() if isinstance(error, grpc.RpcError) and callable(getattr(error, "code", None)) else None
+    if code not in _NOT_ANSWERING:
+        return None
+    details = error.details() if callable(getattr(error, "details", None)) else ""
+    return DataUnavailable(f"{code.name}: {details}"[:_MESSAGE_CHARS])
 
 
 def failure(run: str, doing: str, error: BaseException) -> str:
@@ -266,6 +291,9 @@ class Analyzer:
         except NotFound as e:
             raise errors.NotFoundError(str(e)) from None
         except Exception as e:  # noqa: BLE001 - one run's failure must not take the others down
+            down = unavailable(e)
+            if down is not None:
+                raise down from None
             logger.exception("gradhealth: reading run %r failed", run)
             raise RunFailed(failure(run, "read", e)) from None
 

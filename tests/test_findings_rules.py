@@ -303,6 +303,21 @@ def test_gradients_vanishing_where_the_loss_converged_are_a_note(converged_logdi
     assert f["severity"] == "critical" and "converged" not in f["message"], f
 
 
+def test_updates_too_small_where_the_loss_converged_are_a_note(converged_logdir, loader_client):
+    client = loader_client(converged_logdir)
+    (f,) = [f for f in client.ok("/findings", run="fits")["findings"]
+            if f["kind"] == "update_ratio" and f["evidence"]["direction"] == "too_low"]
+    assert f["severity"] == "info" and "barely move" in f["message"], (f["severity"], f["message"])
+    converged = f["evidence"]["converged_loss"]
+    assert converged["tag"] == "loss" and converged["step"] <= f["first_step"]
+    assert converged["value"] <= 1e-3 and converged["value"] * 1e4 <= converged["first_value"]
+    assert "the loss has converged (loss: to" in f["message"] and "updates this small" in f["message"]
+    # Without the loss logged the same updates stay a warning.
+    (f,) = [f for f in client.ok("/findings", run="no_loss")["findings"]
+            if f["kind"] == "update_ratio" and f["evidence"]["direction"] == "too_low"]
+    assert f["severity"] == "warn" and "converged" not in f["message"], f
+
+
 # --- layer names that are numbers ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

@@ -40,10 +40,10 @@ DEFAULTS: Dict[str, Threshold] = {
     "vanishing_steps": Threshold(5, "seed 003", "consecutive logged steps before vanishing is reported"),
     "converged_loss_drop": Threshold(1e4, "cross-entropy's and squared error's gradients shrink with "
                                      "the loss (the residuals go to zero)", "a loss this many times below its first logged value at the onset "
-                                     "of vanishing gradients (and at most converged_loss) makes them a note: "
-                                     "the model fits its data"),
+                                     "of vanishing gradients or too small updates (and at most converged_loss) "
+                                     "makes them a note: the model fits its data"),
     "converged_loss": Threshold(1e-3, "as converged_loss_drop", "largest logged loss at the onset of vanishing "
-                                "gradients that counts as converged"),
+                                "gradients or too small updates that counts as converged"),
     "dead_zero_fraction": Threshold(0.7, "seed 004", "activation zero fraction in the danger zone"),
     "dead_info_zero_fraction": Threshold(0.3, "seed 004", "activation zero fraction above 'normal'; informational only"),
     "weight_std_growth": Threshold(3.0, "seed 004", "weight std this many times its first logged value is growth"),

@@ -17,6 +17,9 @@ are about the learning rate per element whatever the gradient, so a small
 weight (GPT-2's residual projections at 1e-3) starts with a large ratio
 that settles by itself as its moments fill; a learning rate too high keeps
 the ratio up, or grows the weights, and stays a warning.
+
+Too slow where the logged loss has converged is a note (`convergence`): a
+loss near zero gives gradients, and so updates, near zero.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from .. import health, metrics
+from .. import convergence, health, metrics
 from .. import series as series_lib
 from ..finding import INFO, WARN, Finding
 from ..limits import Line
@@ -99,6 +102,8 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     slow = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, too_low, low,
                            f"barely move (update/weight ratio below {low:g}; about 1e-3 is healthy)", ADVICE,
                            steps_needed)
+    for f in slow:
+        convergence.as_note_if_converged(rd, f, limits, "updates this small")
     still = [
         group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if h.detail["gradient_max_abs"]], 0,
               "never change although their gradients flow: their histogram is identical at every logged step",

@@ -370,6 +370,11 @@ def test_a_link_to_a_layer_below_the_first_screenful_scrolls_the_heatmap_to_its_
     assert tab.frame.evaluate("window.__gradhealth.viewState.fold") == {"mode": "none", "except": []}
     # The rows brought into sight are fetched and drawn.
     _wait_rows_in_sight(tab)
+    # The panel below the heatmap is brought into view as a click on the cell brings it: at least 320 px
+    # of it in the window (app.ts DETAIL_MIN_VISIBLE), once its charts are in.
+    tab.ui.locator(".gh-detail svg").first.wait_for(timeout=15_000)
+    tab.frame.wait_for_function("(() => { const r = document.querySelector('.gh-detail').getBoundingClientRect();"
+                                " return r.top >= 0 && r.top <= innerHeight - 320; })()", timeout=10_000)
     assert tab.errors == []
 
 

@@ -553,7 +553,12 @@ export class App {
     this.drawHeatmaps();
     if (this.state.layer && this.state.step !== null && primary.layers.includes(this.state.layer)) {
       this.openDetail();
-      if (this.revealRow) this.showRow();
+      if (this.revealRow) {
+        this.showRow();
+        // The panel too, as a click on the cell brings it into view: now, and once its charts are in.
+        this.revealPending = true;
+        this.revealDetail();
+      }
     } else {
       this.closeDetail(false);
     }

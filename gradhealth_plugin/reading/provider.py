@@ -37,6 +37,7 @@ from tensorboard.util import tensor_util
 from ..analysis import metrics
 from ..analysis import sweep as sweep_lib
 from ..writing import format as metadata
+from . import heap
 from . import hparams as hparams_lib
 from . import runs, tables
 from . import tags as tags_lib
@@ -626,8 +627,10 @@ class Reader:
                 following, pending = pending[:size], pending[size:]
                 ahead = (following, self._read_pool.submit(self._read_tensors, ctx, experiment_id, plugin, run,
                                                            following))
+            read = values_of(result)
             yield chunk, result
             del result  # one chunk held here at a time, besides the one being read
+            heap.freed(read * 8)  # its values at least, decoded
 
     def _histogram_chunk(self, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
                          result: Dict[str, Sequence], listing: Mapping, out: Dict[str, metrics.MetricTable],

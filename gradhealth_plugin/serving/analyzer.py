@@ -8,9 +8,7 @@ the ones the findings imply.
 from __future__ import annotations
 
 import collections
-import gzip
 import itertools
-import json
 import logging
 import threading
 import weakref
@@ -25,6 +23,7 @@ from tensorboard.data import provider
 from ..analysis import findings
 from ..analysis import ranks as ranks_lib
 from ..analysis import sweep as sweep_lib
+from ..reading import heap
 from ..reading import hparams as hparams_lib
 from ..reading import provider as provider_lib
 from ..reading.cache import TagCache
@@ -32,6 +31,7 @@ from ..reading.provider import Reader
 from ..reading.runs import NotFound, RunData
 from ..reading import tags as tags_lib
 from ..reading import trainings as trainings_lib
+from . import jsontext
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,9 @@ _MESSAGE_CHARS = 200
 _SWEEP_ROWS = 10_000
 # Serialised answers kept (gzipped): a repeated request for unchanged data is sent as it was.
 ANSWER_BYTES = 64 * 1024 * 1024
+# Bytes an answer was built from per byte of its JSON, counted as freed once it is written (`heap.freed`):
+# a heatmap cell's arrays take about 20 bytes, its JSON 5-13.
+_BUILT_PER_BYTE = 2
 
 
 class RunFailed(errors.PublicError):
@@ -141,9 +144,10 @@ class Analyzer:
         version = self.data_version(rd)
         cached = self._answers.get(key, version)
         if cached is None:
-            text = json.dumps(build(), allow_nan=False, separators=(",", ":")).encode("utf-8")
-            cached = gzip.compress(text, compresslevel=3, mtime=0)
+            cached, length = jsontext.gzipped(build(), level=3)
             self._answers.put(key, version, cached, len(cached))
+            # What it was built from is gone (its cells' arrays): released after the largest answers.
+            heap.freed(_BUILT_PER_BYTE * length)
         return cached
 
     def list_runs(self, ctx: tb_context.RequestContext, experiment_id: str) -> List[str]:

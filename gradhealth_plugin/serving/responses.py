@@ -21,6 +21,7 @@ from ..analysis import sweep as sweep_lib
 from ..reading.runs import Layer, RoleData, RunData, role_union_steps
 from ..reading import tags as tags_lib
 from ..reading import trainings as trainings_lib
+from . import jsontext
 
 HEATMAP_METRICS = ("health",) + metrics.METRICS
 
@@ -440,22 +441,29 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
     binned = columns is not None and n_cols > columns
     which = bin_columns(steps, columns) if binned else None
     first = bin_starts(which) if binned else None
-    # Binned, rows are laid out and binned a chunk at a time: a long run's whole grid of cells
-    # (1,000 rows x 5,000 steps: 40 MB an array, several arrays) is never held at once.
-    chunk = max(1, _GRID_CELLS // max(1, n_cols)) if binned else max(1, n_rows)
-    parts = []
-    for lo_row in range(0, max(n_rows, 1), chunk):  # one chunk, of no rows, for a role without any
+    # Rows are laid out (and binned) a chunk at a time into the answer's arrays: a long run's whole grid
+    # of cells (1,000 rows x 5,000 steps: 40 MB an array, several arrays) is never held twice.
+    width = len(first) if binned else n_cols
+    values, status = np.empty((n_rows, width)), np.empty((n_rows, width), dtype=np.uint8)
+    rules, cell_quality = np.empty((n_rows, width), dtype=object), np.empty((n_rows, width), dtype=np.uint8)
+    has_data = np.empty((n_rows, width), dtype=bool)
+    picks = np.empty((n_rows, width), dtype=np.int64) if binned else None
+    quality_codes: List[np.ndarray] = []
+    chunk = max(1, _GRID_CELLS // max(1, n_cols))
+    for lo_row in range(0, n_rows, chunk):
         grid = _grid([layer.roles[role] for layer in layers[lo_row:lo_row + chunk]], metric, steps, whole)
+        at = slice(lo_row, lo_row + len(grid.values))
         if binned:
             score = -grid.values if metric == "health" else _extremeness(grid.values, metric)
             _, pick = worst_per_bin(grid.status, score, which)
-            at = (np.arange(len(pick))[:, None], pick)
-            grid = _Grid(grid.values[at], grid.status[at], grid.rules[at], grid.quality[at], grid.has_data[at],
-                         grid.codes, pick)
-        parts.append(grid)
-    values, status, rules, cell_quality, has_data = (
-        np.concatenate([getattr(g, name) for g in parts]) for name in ("values", "status", "rules", "quality", "has_data"))
-    quality_codes = [codes for g in parts for codes in g.codes]
+            picks[at] = pick
+            cells = (np.arange(len(pick))[:, None], pick)
+            grid = _Grid(grid.values[cells], grid.status[cells], grid.rules[cells], grid.quality[cells],
+                         grid.has_data[cells], grid.codes)
+        values[at], status[at], rules[at], cell_quality[at], has_data[at] = (
+            grid.values, grid.status, grid.rules, grid.quality, grid.has_data)
+        quality_codes.extend(grid.codes)
+        del grid
     quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
     out = {
         "run": rd.run, "role": role, "metric": metric,
@@ -481,7 +489,7 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
             "steps_last_text": step_texts(steps[last]),
         })
         # Per cell, the step its value and status came from, as an offset from its column's step.
-        offsets: Optional[np.ndarray] = _step_offsets(steps, first, np.concatenate([g.pick for g in parts]))
+        offsets: Optional[np.ndarray] = _step_offsets(steps, first, picks)
     else:
         out.update({"binned": False, "steps": steps.tolist(), "steps_text": step_texts(steps)})
         offsets = None
@@ -491,14 +499,14 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
     return HeatmapCells(out, values, status, rules, cell_quality, offsets)
 
 
-# Cells of one chunk of rows laid out at once by a binned `heatmap_cells`.
+# Cells of one chunk of rows laid out at once by `heatmap_cells`.
 _GRID_CELLS = 1 << 20
 
 
 @dataclasses.dataclass
 class _Grid:
     """Rows' cells at a window's steps: value, status, rule, quality code and whether logged; the
-    quality codes present in each block of rows laid out together; `pick`, once binned, each cell's column."""
+    quality codes present in each block of rows laid out together."""
 
     values: np.ndarray
     status: np.ndarray
@@ -506,7 +514,6 @@ class _Grid:
     quality: np.ndarray
     has_data: np.ndarray
     codes: List[np.ndarray]
-    pick: Optional[np.ndarray] = None
 
 
 def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool) -> _Grid:
@@ -730,15 +737,16 @@ def _cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: n
     """The cells of a heatmap answer: matrices of lists, or in the compact layout `compact_cells`."""
     if layout == LAYOUT_COMPACT:
         return compact_cells(values, status, rules, quality, offsets)
+    # Written a row at a time (`jsontext.Rows`): a full-resolution heatmap's cells as lists take hundreds of MB.
     out = {
-        "values": [nullable(row) for row in rounded(values)],
-        "status": status.tolist(),
-        "rules": rules.tolist(),
+        "values": jsontext.Rows(nullable(rounded(row)) for row in values),
+        "status": jsontext.Rows(row.tolist() for row in status),
+        "rules": jsontext.Rows(row.tolist() for row in rules),
         # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
-        "quality_cells": quality.tolist(),
+        "quality_cells": jsontext.Rows(row.tolist() for row in quality),
     }
     if offsets is not None:
-        out["step_offsets"] = offsets.tolist()
+        out["step_offsets"] = jsontext.Rows(row.tolist() for row in offsets)
     return out
 
 
@@ -760,14 +768,18 @@ def compact_cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qua
     named = np.flatnonzero(~none & ~empty)
     names: List[Optional[str]] = [None, ""]
     index = {name: i for i, name in enumerate(names)}
-    rule_codes = np.where(none, 0, 1).astype(np.int64)
+    key = np.where(none, 0, 1).astype(np.int32)
     if named.size:
-        rule_codes[named] = [index.setdefault(r, len(index)) for r in flat_rules[named].tolist()]
+        key[named] = [index.setdefault(r, len(index)) for r in flat_rules[named].tolist()]
         names = list(index)
-    key = (rule_codes * 8 + quality.ravel().astype(np.int64)) * 8 + status.ravel().astype(np.int64)
-    kinds, which = np.unique(key, return_inverse=True)
+    key = (key * 8 + quality.ravel()) * 8 + status.ravel()
+    # The triples present, ascending, and each cell's place among them, as np.unique(key,
+    # return_inverse=True) gives them, by counting: no sorted copies of a million-cell key.
+    kinds = np.flatnonzero(np.bincount(key)) if key.size else key
     wide = len(kinds) > 256
-    codes = which.astype("<u2" if wide else np.uint8)
+    place = np.zeros(int(kinds[-1]) + 1 if len(kinds) else 0, dtype="<u2" if wide else np.uint8)
+    place[kinds] = np.arange(len(kinds))
+    codes = place[key]
     flat_values = np.asarray(values, dtype=np.float64).ravel()
     out = {
         "cell_kinds": [[int(k % 8), int(k // 8 % 8), names[int(k // 64)]] for k in kinds],

@@ -1,0 +1,97 @@
+"""The plugin's own memory on a long run: resident and peak memory of the process serving it, request by request.
+
+    python bench/bench_plugin_memory.py LOGDIR                        # this checkout
+    python bench/bench_plugin_memory.py LOGDIR --code /path/to/old    # and another, side by side
+
+LOGDIR is one `bench_big_run.py` wrote (its `logdir` folder, with run `gh`). Prints figures; it is not
+a test and asserts nothing. See bench/README.md ("Memory on a long run").
+
+Each checkout is measured in its own process (``PYTHONPATH`` set to it): the plugin on TensorBoard's
+``GrpcDataProvider`` and a Rust data server, as `tests/conftest.py`'s ``RustPluginClient`` starts them,
+with ``--samples`` gradhealth samples kept. The routes are called through a werkzeug test client
+asking for gzip, as a browser does, so the answers are never decoded in the process measured. After
+each request: the process's resident memory (VmRSS) and its peak so far (VmHWM), in MB. The data
+server is another process and not counted (`bench_big_run.py` counts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = "gh"
+# (label, route, params) in order: the run list reads and analyses the run; then heatmaps of its gradients.
+REQUESTS = (
+    ("/runs (read and analyse)", "/runs", {}),
+    ("/findings", "/findings", {"run": RUN}),
+    ("heatmap l2, 2,000 columns, compact", "/heatmap", {"metric": "l2", "columns": 2000, "layout": "compact"}),
+    ("heatmap health, 2,000 columns, rows", "/heatmap", {"columns": 2000}),
+    ("heatmap l2, 2,000 columns, rows", "/heatmap", {"metric": "l2", "columns": 2000}),
+    ("heatmap health, every step, rows", "/heatmap", {}),
+    ("heatmap l2, every step, rows", "/heatmap", {"metric": "l2"}),
+)
+
+
+def _memory_mb() -> tuple:
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return tuple(int(fields[k].split()[0]) // 1024 for k in ("VmRSS", "VmHWM"))
+
+
+def _measure(logdir: str, samples: int) -> list:
+    from tests.conftest import RustPluginClient
+    from gradhealth_plugin.writing import format as metadata
+
+    RustPluginClient.READY_TIMEOUT = 7200
+    client = RustPluginClient(logdir, samples={metadata.PLUGIN_NAME: samples})
+    out = [("loaded (not the plugin's)", 200, 0, *_memory_mb())]
+    try:
+        for label, route, params in REQUESTS:
+            if route == "/heatmap":
+                params = {"run": RUN, "role": "gradient", **params}
+            response = client._client(route).get(route, query_string=params, headers={"Accept-Encoding": "gzip"})
+            out.append((label, response.status_code, len(response.get_data()), *_memory_mb()))
+    finally:
+        client.close()
+    return out
+
+
+def _run_checkout(code: str, logdir: str, samples: int) -> list:
+    env = dict(os.environ, PYTHONPATH=code, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "_measure", logdir, str(samples)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"measuring {code} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("logdir")
+    parser.add_argument("--samples", type=int, default=5000, help="gradhealth samples kept a tag (0: every one)")
+    parser.add_argument("--code", action="append", default=[],
+                        help="another checkout of gradhealth to measure on the same logdir (repeatable)")
+    args = parser.parse_args(argv)
+    results = [(code, _run_checkout(code, args.logdir, args.samples)) for code in args.code + [REPO]]
+    print(f"\n{args.logdir}, run {RUN!r}: the plugin's process after each request, MB resident / peak so far\n")
+    print("| request | sent (gzip) | " + " | ".join(code for code, _ in results) + " |")
+    print("| --- | ---: | " + " | ".join("---:" for _ in results) + " |")
+    for i, (label, status, sent, *_) in enumerate(results[-1][1]):
+        cells = [f"{r[i][3]:,} / {r[i][4]:,}" if r[i][1] == 200 else f"HTTP {r[i][1]}" for _, r in results]
+        print(f"| {label} | {sent / 2 ** 20:.2f} MB | " + " | ".join(cells) + " |")
+    peaks = [max(row[4] for row in r) - r[0][4] for _, r in results]
+    print("\npeak above the loaded process, MB: " + ", ".join(f"{code} {p:,}" for (code, _), p in zip(results, peaks)))
+    if len(peaks) > 1:
+        print("ratios to the first: " + ", ".join(f"{p / peaks[0]:.2f}" for p in peaks))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
+        print(json.dumps(_measure(sys.argv[2], int(sys.argv[3]))))
+        sys.exit(0)
+    sys.exit(main())

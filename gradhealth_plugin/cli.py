@@ -37,6 +37,7 @@ import tempfile
 from typing import TYPE_CHECKING, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
 
 if TYPE_CHECKING:
+    from .analysis.finding import Finding
     from .config import Config
 
 EXIT_OK = 0
@@ -345,20 +346,20 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _fold_notes(found: List) -> List[Tuple[object, List]]:
+def _fold_notes(found: List["Finding"]) -> List[Tuple["Finding", List["Finding"]]]:
     """Each finding to print in full, with the notes folded under it: info findings of its kind, role and cause
     after the first (one per spike event, a dozen in a long run) read as one line, not a page that buries the
     warnings. Only the text folds them: the JSON report keeps one finding per event."""
     from .analysis.finding import INFO
 
-    out: List[Tuple[object, List]] = []
-    folds: Dict[tuple, List] = {}
+    out: List[Tuple["Finding", List["Finding"]]] = []
+    folds: Dict[tuple, List["Finding"]] = {}
     for f in found:
         key = (f.kind, f.role, f.cause)
         if f.severity == INFO and key in folds:
             folds[key].append(f)
             continue
-        more: List = []
+        more: List["Finding"] = []
         if f.severity == INFO:
             folds[key] = more
         out.append((f, more))
@@ -369,7 +370,7 @@ def _fold_notes(found: List) -> List[Tuple[object, List]]:
 _FOLDED_STEPS = 8
 
 
-def _more_text(more: List) -> str:
+def _more_text(more: List["Finding"]) -> str:
     """'14 more like it at steps 180, 220-240, ... and 6 more, in `a`, `b`, `c` and 309 more': the steps of the
     folded notes, and their layers, those in most of them first."""
     from collections import Counter

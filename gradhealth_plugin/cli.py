@@ -10,7 +10,9 @@ code path as the tab). ``report`` keeps the same samples TensorBoard keeps by
 default, unless ``--all-steps`` asks for every logged step; ``check`` reads every
 logged step, since a gate must not pass over steps it never read, unless
 ``--sampled`` asks for TensorBoard's samples. Wherever sampling dropped steps,
-both say so in one line per run.
+both say so in one line per run. The text report prints each finding with its
+advice, but folds the notes (info) of one kind and role after the first into one
+line of their steps and layers; ``--format json`` lists every finding.
 
 Exit codes: 0 clean (or a report printed; watch: its time limit reached),
 1 a finding reached --fail-on (watch: --exit-on-first and a finding reached --on),
@@ -27,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -34,6 +37,7 @@ import tempfile
 from typing import TYPE_CHECKING, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple
 
 if TYPE_CHECKING:
+    from .analysis.finding import Finding
     from .config import Config
 
 EXIT_OK = 0
@@ -307,10 +311,80 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         if summary["unreadable"]:
             tags = "; ".join(f"{u['tag']} ({u['why']})" for u in summary["unreadable"])
             out.write(f"  unreadable tags: {tags}\n")
-        for f in mine:
-            out.write(f"  [{f.severity}] {f.kind}: {f.message}\n")
-            out.write(f"      advice: {f.advice}\n")
+        printed = []
+        for f, more in _fold_notes(mine):
+            printed.append(f"  [{f.severity}] {f.kind}: {f.message}\n")
+            printed.append(f"      advice: {f.advice}\n")
+            if more:
+                printed.append(f"  [{f.severity}] {f.kind}: {_more_text(more)}\n")
+        out.write("".join(printed))
+        note = _call_note("".join(printed))
+        if note:
+            out.write(f"  {note}\n")
         out.write("\n")
+
+
+# A quoted layer name the PyTorch integration gave a module's later call in one forward pass: `relu[1]`.
+_CALL = re.compile(r"`([^`\s]+)\[([1-9][0-9]*)\]`")
+
+
+def _call_note(text: str) -> Optional[str]:
+    """What `relu[1]` means, once per run, when the findings quote such a name; None when they do not."""
+    m = _CALL.search(text)
+    if m is None:
+        return None
+    name, call = m.group(1), int(m.group(2))
+    return (f"`{name}[{call}]` is the {_ordinal(call + 1)} call of module `{name}` in forward: a module called "
+            "several times in one forward pass (a shared ReLU) is logged once per call, `[1]` for the second")
+
+
+def _ordinal(n: int) -> str:
+    words = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+    if n in words:
+        return words[n]
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _fold_notes(found: List["Finding"]) -> List[Tuple["Finding", List["Finding"]]]:
+    """Each finding to print in full, with the notes folded under it: info findings of its kind, role and cause
+    after the first (one per spike event, a dozen in a long run) read as one line, not a page that buries the
+    warnings. Only the text folds them: the JSON report keeps one finding per event."""
+    from .analysis.finding import INFO
+
+    out: List[Tuple["Finding", List["Finding"]]] = []
+    folds: Dict[tuple, List["Finding"]] = {}
+    for f in found:
+        key = (f.kind, f.role, f.cause)
+        if f.severity == INFO and key in folds:
+            folds[key].append(f)
+            continue
+        more: List["Finding"] = []
+        if f.severity == INFO:
+            folds[key] = more
+        out.append((f, more))
+    return out
+
+
+# Steps listed in a folded line before "and N more".
+_FOLDED_STEPS = 8
+
+
+def _more_text(more: List["Finding"]) -> str:
+    """'14 more like it at steps 180, 220-240, ... and 6 more, in `a`, `b`, `c` and 309 more': the steps of the
+    folded notes, and their layers, those in most of them first."""
+    from collections import Counter
+
+    from .analysis.spans import layers_text
+
+    spans = [str(f.first_step) if f.first_step == f.last_step else f"{f.first_step}-{f.last_step}" for f in more]
+    steps = ", ".join(spans[:_FOLDED_STEPS])
+    if len(spans) > _FOLDED_STEPS:
+        steps += f" and {len(spans) - _FOLDED_STEPS} more"
+    counts = Counter(layer for f in more for layer in f.layers)
+    # Counter keeps first appearance among equal counts, so ties stay in model order.
+    layers = [layer for layer, _ in counts.most_common()]
+    return f"{len(more)} more like it at step{'s' if len(spans) > 1 else ''} {steps}, in {layers_text(layers)}"
 
 
 def _add_watch_parser(sub) -> None:

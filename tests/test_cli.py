@@ -647,3 +647,77 @@ def test_unreadable_logdir_is_a_one_line_error_for_real(tmp_path, locked):
     assert proc.stdout == ""
     logdir = str(tmp_path / "logs")
     assert proc.stderr.strip().splitlines() == [f"gradhealth: cannot read logdir {logdir!r}: Permission denied"]
+
+
+# --- notes that repeat, and a module called twice in forward ------------------------------------------------
+
+def _shared_relu_run(run_dir, scale_at: dict, steps: int = 80) -> None:
+    """A torch MLP whose one ReLU module runs after both hidden layers (logged `relu` and `relu[1]`), trained
+    with SGD on one fixed batch, every step logged. `scale_at`: step -> factor its loss is multiplied by
+    (the learning rate divided by the same): the gradients alone jump there, 30x, a note each time."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.out = torch.nn.Linear(8, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 1)
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, x):
+            return self.out(self.relu(self.fc2(self.relu(self.fc1(x)))))
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(run_dir), optimizer=opt, every_n_steps=1)
+    writer = SummaryWriter(str(run_dir))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(steps):
+        factor = scale_at.get(step, 1.0)
+        for group in opt.param_groups:
+            group["lr"] = 0.05 / factor
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        (loss * factor).backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+
+
+@pytest.fixture(scope="session")
+def notes_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("notes")
+    _shared_relu_run(root / "notes", {23: 30.0, 41: 30.0, 66: 30.0})
+    return root
+
+
+def test_report_folds_notes_of_one_kind_and_role_into_one_line_after_the_first(notes_logdir, run_cli):
+    spikes = [f for f in _report(run_cli, notes_logdir)["findings"] if f["kind"] == "spike"]
+    # The JSON keeps one finding per event.
+    assert [(f["severity"], f["role"], f["first_step"]) for f in spikes] == [
+        ("info", "gradient", 23), ("info", "gradient", 41), ("info", "gradient", 66)]
+    code, out, _ = run_cli("report", notes_logdir)
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("  [info] spike:")]
+    assert len(lines) == 2, out
+    assert lines[0].endswith("at step 23"), lines[0]
+    # The same six parameters spike both times: named in model order, as the findings name them.
+    layers = spikes[1]["layers"]
+    assert spikes[2]["layers"] == layers and len(layers) == 6, spikes
+    assert lines[1] == (f"  [info] spike: 2 more like it at steps 41, 66, in `{layers[0]}`, `{layers[1]}`, "
+                        f"`{layers[2]}` and {len(layers) - 3} more"), lines[1]
+    # One advice for the three.
+    assert out.count("advice: " + spikes[0]["advice"]) == 1, out
+
+
+def test_report_says_what_a_modules_later_call_in_forward_is(notes_logdir, run_cli):
+    code, out, _ = run_cli("report", notes_logdir)
+    assert code == 0 and "`relu[1]`" in out, out
+    assert ("  `relu[1]` is the second call of module `relu` in forward: a module called several times in one "
+            "forward pass (a shared ReLU) is logged once per call, `[1]` for the second\n") in out, out

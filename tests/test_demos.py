@@ -238,6 +238,21 @@ def test_broken_run_gets_its_diagnosis_and_nothing_else(shipped, run):
         assert any(c.allows(f) for c in consequences), f"{run}: unexpected {_describe(f)}"
 
 
+# What a finding that names a cause is first advised to do: fix the cause, whatever its kind.
+CAUSE_LEADS = {"learning_rate_too_high": "Lower the learning rate (3-10x is a usual first try) or warm it up",
+               "dead_relu": "Dead ReLU units stop the gradient: Use LeakyReLU/ELU"}
+
+
+def test_a_finding_that_names_its_cause_is_advised_to_fix_that_cause_first(shipped):
+    named = [f for f in shipped["findings"] if f.get("cause")]
+    assert {f["cause"] for f in named} == set(CAUSE_LEADS), [_describe(f) for f in named]
+    for f in named:
+        assert f["advice"].startswith(CAUSE_LEADS[f["cause"]]), (_describe(f), f["advice"])
+    # Gradients that vanish behind dead ReLUs are not told to switch to ReLU first.
+    (behind,) = [f for f in named if f["kind"] == "vanishing_gradients"]
+    assert behind["advice"].index("LeakyReLU") < behind["advice"].index("ReLU-family"), behind["advice"]
+
+
 def test_logging_artefact_is_told_apart_from_the_real_period(shipped):
     (artefact,) = [f for f in _findings(shipped, "periodic/logging_artefact") if f["kind"] == "periodic_spikes"]
     assert (artefact["severity"], artefact["artefact"], artefact["period"]) == ("info", True, 20)

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin import cli
+from gradhealth_plugin.analysis import findings
+from gradhealth_plugin.analysis.detectors.spike import ADVICE as SPIKE_ADVICE
 
 
 def _report(*argv) -> dict:
@@ -160,6 +162,48 @@ def test_a_learning_rate_jump_just_before_an_explosion_is_named_as_its_cause(lr_
 def test_a_spike_under_a_steady_learning_rate_names_no_learning_rate_cause(spike_logdir, plugin_client):
     (spike,) = _spikes(plugin_client(spike_logdir), "large")
     assert spike.get("cause") is None and "learning rate" not in spike["message"], spike
+
+
+@pytest.fixture(scope="session")
+def lr_jump_spike_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lr_jump_spike")
+    # 40x the learning rate for two steps, then back: the gradients and the loss spike and settle again.
+    _mlp_run(root / "lr_jump_spike", {}, lr_at={40: 2.0, 42: 0.05})
+    return root
+
+
+UNDO_THE_JUMP = "Undo the learning-rate jump at step 40 (learning_rate from 0.05 to 2), or warm the rate up"
+
+
+def test_a_spike_a_learning_rate_jump_caused_is_advised_to_undo_the_jump_not_to_check_a_batch(
+        lr_jump_spike_logdir, loader_client):
+    found = loader_client(lr_jump_spike_logdir).ok("/findings", run="lr_jump_spike")["findings"]
+    spikes = [f for f in found if f["kind"] == "spike"]
+    # The gradients' spike and the loss's, each named after the jump.
+    assert {f["role"] for f in spikes} == {"gradient", None}, [(f["role"], f["message"]) for f in spikes]
+    for f in spikes:
+        assert f["cause"] == "learning_rate_jump", f
+        assert f["advice"].startswith(UNDO_THE_JUMP), f["advice"]
+        # The detector's own advice follows, for the case the jump is not the whole story.
+        assert f["advice"].endswith("Should it persist without the jump: " + SPIKE_ADVICE), f["advice"]
+
+
+def test_every_kind_a_learning_rate_jump_blew_up_leads_its_advice_with_the_jump(lr_jump_logdir, plugin_client):
+    found = plugin_client(lr_jump_logdir).ok("/findings", run="lr_jump")["findings"]
+    named = [f for f in found if f.get("cause") == "learning_rate_jump"]
+    assert {f["kind"] for f in named} >= {"exploding_gradients", "nonfinite"}, named
+    for f in named:
+        assert f["advice"].startswith("Undo the learning-rate jump at step 40 (learning_rate from 0.05 to 5)"), f
+    # A finding the jump did not cause (updates too fast from step 0) keeps its kind's advice.
+    early = [f for f in found if not f.get("cause") and f["kind"] in findings.ADVICE]
+    assert early and all(f["advice"] == findings.ADVICE[f["kind"]] for f in early), early
+
+
+def test_the_report_prints_the_advice_that_follows_the_cause(lr_jump_spike_logdir):
+    text = _text_report(lr_jump_spike_logdir)
+    spike_advice = [line for line, previous in zip(text.splitlines()[1:], text.splitlines())
+                    if previous.lstrip().startswith("[info] spike:")]
+    assert spike_advice and all(line.strip().startswith("advice: " + UNDO_THE_JUMP) for line in spike_advice), text
 
 
 # --- a real GPT-2 under Adam: its start and its residual projections ----------------------------------------

@@ -10,7 +10,7 @@ import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
 import { causeText, findingsFor, findingSpans, spansText, spikeSteps } from "./findings";
-import { formatStep, formatStepRange, formatValue, humanize } from "./format";
+import { callText, formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
 import { paragraph, quotedText } from "./messages";
 import { DistributionView } from "./distribution";
@@ -157,6 +157,8 @@ export class DetailPanel {
     this.target = t;
     this.root.hidden = false;
     this.title.textContent = t.layer;
+    // A module's later call in forward (relu[1]) says what it is on hover.
+    this.title.title = callText(t.layer) ?? "";
     this.subtitle.textContent = `${t.role} \u00b7 run ${t.run}`;
     this.guess.replaceChildren(roleGuessBox(t.decidedBy, t.role, t.tag));
     this.seriesSelect.value = this.seriesMetric;

@@ -81,6 +81,50 @@ export function spansText(spans: readonly StepSpan[], max = 6): string {
   return `${single ? "step" : "steps"} ${list}`;
 }
 
+/**
+ * The findings list's entries, in the order given: a finding alone, or the notes (info) of one kind, role
+ * and cause folded into one entry where the first of them is. A long run gives one spike note per event,
+ * a dozen or more, that would bury its warnings; only the list folds them, every finding stays one.
+ */
+export function foldNotes(findings: readonly Finding[]): Finding[][] {
+  const entries: Finding[][] = [];
+  const folds = new Map<string, Finding[]>();
+  for (const f of findings) {
+    const key = f.severity === "info" ? foldKey(f) : null;
+    const fold = key === null ? undefined : folds.get(key);
+    if (fold) {
+      fold.push(f);
+      continue;
+    }
+    const entry = [f];
+    if (key !== null) folds.set(key, entry);
+    entries.push(entry);
+  }
+  return entries;
+}
+
+/** What the notes folded together share: run, kind, role and cause. */
+export function foldKey(f: Finding): string {
+  return JSON.stringify([f.run, f.kind, f.role, f.cause ?? null]);
+}
+
+/**
+ * The layers of folded findings, those in most of them first (ties in the order they come), up to `max`
+ * named: { names, more } with `more` the count left unnamed.
+ */
+export function foldLayers(fold: readonly Finding[], max = 3): { names: string[]; more: number } {
+  const counts = new Map<string, number>();
+  for (const f of fold) for (const layer of f.layers) counts.set(layer, (counts.get(layer) ?? 0) + 1);
+  // Map keeps insertion order and sort is stable: equal counts stay in the order they came.
+  const all = [...counts].sort((a, b) => b[1] - a[1]).map(([layer]) => layer);
+  return { names: all.slice(0, max), more: Math.max(0, all.length - max) };
+}
+
+/** "steps 1, 180, 220 to 240 and 12 more": where folded findings begin and end, one span each. */
+export function foldSteps(fold: readonly Finding[], max = 6): string {
+  return spansText(fold.map((f): StepSpan => [f.first_step, f.last_step]), max);
+}
+
 /** "Likely cause: learning rate too high", from the cause's name (learning_rate_too_high). */
 export function causeText(cause: string): string {
   return `Likely cause: ${cause.replace(/_/g, " ")}`;

@@ -75,3 +75,25 @@ export function nextNiceInterval(interval: number): number {
 export function humanize(name: string): string {
   return name.replace(/_/g, " ");
 }
+
+/**
+ * What a layer name the PyTorch integration gives a module's later call in one forward pass means:
+ * `relu[1]` is module `relu`'s second call, logged as a layer of its own. Null for any other name.
+ */
+export function callText(name: string): string | null {
+  const m = /^(\S+)\[([1-9]\d*)\]$/.exec(name);
+  if (m === null) return null;
+  return (
+    `${name} is the ${ordinal(Number(m[2]) + 1)} call of module ${m[1]} in forward: a module called several ` +
+    "times in one forward pass (a shared ReLU) is logged once per call, [1] for the second"
+  );
+}
+
+/** "second", "third", ..., "21st": a call's rank in words. */
+function ordinal(n: number): string {
+  const words: Record<number, string> = { 2: "second", 3: "third", 4: "fourth", 5: "fifth" };
+  if (words[n]) return words[n];
+  const teen = n % 100 >= 10 && n % 100 <= 20;
+  const suffix = teen ? "th" : ({ 1: "st", 2: "nd", 3: "rd" } as Record<number, string>)[n % 10] ?? "th";
+  return `${n}${suffix}`;
+}

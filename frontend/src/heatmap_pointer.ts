@@ -9,7 +9,7 @@ import { clampRange, columnAt, stepOfX } from "./layout";
 import { ceilStep, floorStep } from "./steps";
 import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
-import { cellTooltipLines } from "./tooltip";
+import { cellTooltipLines, layerLines } from "./tooltip";
 import type { Tooltip } from "./tooltip";
 
 // A drag shorter than this is a click.
@@ -160,7 +160,7 @@ export class HeatmapPointer {
       const n = rowMembers(h, row).length;
       this.view.tooltip.show([["block", block], ["layers", `${n}, the worst shown per step; click to unfold`]], clientX, clientY);
     } else {
-      const lines: [string, string][] = [["layer", h.layers[row]]];
+      const lines = layerLines(h.layers[row]);
       if (block) lines.push(["block", `${block}; click to fold`]);
       this.view.tooltip.show(lines, clientX, clientY);
     }

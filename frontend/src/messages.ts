@@ -3,6 +3,7 @@
 
 import type { RunInfo } from "./api";
 import { el } from "./dom";
+import { callText } from "./format";
 
 export type MessageKind = "info" | "error" | "loading";
 
@@ -30,7 +31,15 @@ export function quotedPieces(text: string): { text: string; quoted: boolean }[] 
 
 /** A finding's text as nodes: its quoted names as code. */
 export function quotedText(text: string): (string | Node)[] {
-  return quotedPieces(text).map((p) => (p.quoted ? code(p.text) : p.text));
+  return quotedPieces(text).map((p) => (p.quoted ? layerCode(p.text) : p.text));
+}
+
+/** A layer's name as code; a module's later call in forward (`relu[1]`) says what it is on hover. */
+export function layerCode(name: string): HTMLElement {
+  const c = code(name);
+  const call = callText(name);
+  if (call !== null) c.title = call;
+  return c;
 }
 
 export function paragraph(...parts: (string | Node)[]): HTMLParagraphElement {

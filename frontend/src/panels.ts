@@ -2,10 +2,10 @@
 
 import type { Finding, RunInfo } from "./api";
 import { button, el } from "./dom";
-import { causeText, findingId } from "./findings";
+import { causeText, findingId, foldKey, foldLayers, foldNotes, foldSteps } from "./findings";
 import { formatStep, formatStepRange } from "./format";
 import { ranksButton } from "./ranks";
-import { paragraph, quotedText } from "./messages";
+import { layerCode, paragraph, quotedText } from "./messages";
 import { compareRunNames } from "./run_names";
 import { matchesFilter } from "./rows";
 import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "./vocabulary";
@@ -170,6 +170,8 @@ export class FindingsList {
   private readonly body = el("div");
   private readonly csv: HTMLButtonElement;
   private readonly json: HTMLButtonElement;
+  // Folded notes the user opened (by `foldKey`): a new selection redraws the list, they stay open.
+  private readonly openFolds = new Set<string>();
 
   constructor(private readonly events: FindingsEvents) {
     this.csv = button("CSV", () => this.events.exportCsv(), "gh-button", "Download the findings as CSV");
@@ -210,34 +212,73 @@ export class FindingsList {
     const list = el("ul");
     list.setAttribute("role", "listbox");
     list.setAttribute("aria-label", "Findings, most severe first");
-    list.append(
-      ...findings.map((f) => {
-        const id = findingId(f);
-        const li = el("li", `gh-finding gh-sev-border-${f.severity}`);
-        li.setAttribute("role", "option");
-        li.tabIndex = 0;
-        li.dataset.finding = id;
-        li.setAttribute("aria-selected", String(id === selectedId));
-        const head = el("div", "gh-finding-head");
-        head.append(
-          el("span", `gh-badge gh-sev-${f.severity}`, f.severity),
-          el("strong", "", kindLabel(f.kind)),
-          el("span", "gh-muted", formatStepRange(f.first_step, f.last_step)),
-        );
-        li.append(head, paragraph(...quotedText(f.message)));
-        if (f.cause) li.append(el("p", "gh-cause", causeText(f.cause)));
-        li.append(el("p", "gh-advice", f.advice));
-        const pick = (): void => this.events.select(id === selectedId ? null : f);
-        li.addEventListener("click", pick);
-        li.addEventListener("keydown", (e) => {
-          if (e.key === "Enter" || e.key === " ") {
-            e.preventDefault();
-            pick();
-          }
-        });
-        return li;
-      }),
-    );
+    list.append(...foldNotes(findings).map((entry) => (entry.length === 1 ? this.item(entry[0], selectedId) : this.fold(entry, selectedId))));
     this.body.replaceChildren(list);
+  }
+
+  private item(f: Finding, selectedId: string): HTMLLIElement {
+    const id = findingId(f);
+    const li = el("li", `gh-finding gh-sev-border-${f.severity}`);
+    li.setAttribute("role", "option");
+    li.tabIndex = 0;
+    li.dataset.finding = id;
+    li.setAttribute("aria-selected", String(id === selectedId));
+    const head = el("div", "gh-finding-head");
+    head.append(
+      el("span", `gh-badge gh-sev-${f.severity}`, f.severity),
+      el("strong", "", kindLabel(f.kind)),
+      el("span", "gh-muted", formatStepRange(f.first_step, f.last_step)),
+    );
+    li.append(head, paragraph(...quotedText(f.message)));
+    if (f.cause) li.append(el("p", "gh-cause", causeText(f.cause)));
+    li.append(el("p", "gh-advice", f.advice));
+    const pick = (): void => this.events.select(id === selectedId ? null : f);
+    li.addEventListener("click", pick);
+    li.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        pick();
+      }
+    });
+    return li;
+  }
+
+  /**
+   * Notes of one kind and role as one entry (`foldNotes`): their count, steps and layers, and the notes
+   * themselves once opened. It stays open while one of them is selected, and as the user left it.
+   */
+  private fold(notes: readonly Finding[], selectedId: string): HTMLLIElement {
+    const first = notes[0];
+    const key = foldKey(first);
+    const li = el("li", `gh-finding-fold gh-sev-border-${first.severity}`);
+    li.setAttribute("role", "group");
+    li.setAttribute("aria-label", `${notes.length} ${kindLabel(first.kind)} notes`);
+    li.dataset.fold = key;
+    const details = el("details");
+    details.open = this.openFolds.has(key) || notes.some((f) => findingId(f) === selectedId);
+    details.addEventListener("toggle", () => {
+      if (details.open) this.openFolds.add(key);
+      else this.openFolds.delete(key);
+    });
+    // A summary keeps its disclosure triangle: no flex head inside it.
+    const summary = el("summary");
+    const on = first.role ? ` on ${first.role}s` : "";
+    summary.append(
+      el("span", `gh-badge gh-sev-${first.severity}`, first.severity),
+      el("strong", "", kindLabel(first.kind)),
+      el("span", "gh-muted", `${notes.length} notes${on}, ${foldSteps(notes)}`),
+    );
+    const { names, more } = foldLayers(notes);
+    const layers = paragraph("In ");
+    names.forEach((name, i) => {
+      if (i > 0) layers.append(i === names.length - 1 && more === 0 ? " and " : ", ");
+      layers.append(layerCode(name));
+    });
+    if (more > 0) layers.append(` and ${more} more`);
+    const inner = el("ul");
+    inner.append(...notes.map((f) => this.item(f, selectedId)));
+    details.append(summary, layers, inner);
+    li.append(details);
+    return li;
   }
 }

@@ -248,6 +248,19 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-finding.gh-sev-border-critical { border-left-color: #d7263d; }
 .gh-finding.gh-sev-border-warn { border-left-color: #f5a623; }
 .gh-finding.gh-sev-border-info { border-left-color: #1e88e5; }
+.gh-finding-fold {
+  padding: 6px 8px 6px 10px;
+  border-radius: 4px;
+  border-left: 3px solid var(--gh-border);
+  margin-bottom: 6px;
+  background: var(--gh-panel);
+  line-height: 1.4;
+}
+.gh-finding-fold.gh-sev-border-info { border-left-color: #1e88e5; }
+.gh-finding-fold summary { cursor: pointer; }
+.gh-finding-fold summary > * { margin-right: 6px; }
+.gh-finding-fold > details > p { margin: 3px 0; overflow-wrap: anywhere; color: var(--gh-muted); }
+.gh-finding-fold > details > ul { margin-top: 6px; }
 .gh-finding-head { display: flex; flex-wrap: wrap; align-items: center; gap: 6px; margin-bottom: 3px; }
 .gh-finding p { margin: 3px 0; overflow-wrap: anywhere; }
 .gh-finding .gh-advice, .gh-detail-finding .gh-advice { color: var(--gh-muted); }

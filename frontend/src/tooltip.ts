@@ -5,7 +5,7 @@ import { cellQuality, cellStep } from "./api";
 import type { Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
-import { formatStep, formatValue, humanize } from "./format";
+import { callText, formatStep, formatValue, humanize } from "./format";
 import { kindLabel } from "./vocabulary";
 
 export class Tooltip {
@@ -47,7 +47,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   const lines: [string, string][] = [];
   if (run) lines.push(["run", run]);
   lines.push(
-    ["layer", h.layers[row]],
+    ...layerLines(h.layers[row]),
     ["step", formatStep(cellStep(h, row, col))],
     [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
@@ -58,6 +58,12 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   }
   if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
+}
+
+/** A layer's tooltip lines: its name and, for a module's later call in forward (relu[1]), what that is. */
+export function layerLines(name: string): [string, string][] {
+  const call = callText(name);
+  return call === null ? [["layer", name]] : [["layer", name], ["call", call]];
 }
 
 /** Why the last column is hatched: the step is still being written. */

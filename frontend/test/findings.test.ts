@@ -11,6 +11,9 @@ import {
   findingsFor,
   findingsJson,
   findingSpans,
+  foldLayers,
+  foldNotes,
+  foldSteps,
   safeFileName,
   sortFindings,
   spansText,
@@ -213,5 +216,56 @@ describe("findingCell", () => {
   it("is null when the finding covers no layer of the role", () => {
     const loss = finding({ kind: "loss_spike", layers: ["loss"], role: null, covers: new Map([["loss", [[5n, 5n]]]]) as Finding["covers"] });
     expect(findingCell(loss, "gradient", layers, { layer: "a", step: 0n })).toBeNull();
+  });
+});
+
+describe("foldNotes", () => {
+  // A long ResNet run's findings, most severe first: the warnings, then one spike note per event.
+  const spike = (first: bigint, last: bigint, layers: string[]): Finding =>
+    finding({ kind: "spike", severity: "info", role: "gradient", first_step: first, last_step: last, layers });
+  const warnings = [
+    finding({ kind: "vanishing_gradients", severity: "critical", first_step: 340n, layers: ["conv1.weight"] }),
+    finding({ kind: "update_ratio", severity: "warn", role: "weight", first_step: 0n, layers: ["conv1.weight"] }),
+    finding({ kind: "update_ratio", severity: "warn", role: "weight", first_step: 110n, layers: ["fc.weight"] }),
+  ];
+  const spikes = [
+    spike(1n, 1n, ["layer1.2.bn3.bias", "layer2.2.conv2.weight"]),
+    spike(180n, 180n, ["conv1.weight", "layer3.5.bn2.weight"]),
+    spike(220n, 240n, ["conv1.weight", "layer3.5.bn2.weight", "layer2.1.bn3.weight"]),
+    spike(740n, 740n, ["layer3.5.bn2.weight"]),
+  ];
+  const dead = finding({ kind: "dead_units", severity: "info", role: "activation", layers: ["relu", "layer1.0.relu[1]"] });
+  const lossSpike = finding({ kind: "spike", severity: "info", role: null, first_step: 14n, layers: ["loss"] });
+  const caused = { ...spike(1503n, 1510n, ["fc.weight"]), cause: "learning_rate_jump" };
+  const late = finding({ kind: "vanishing_gradients", severity: "info", first_step: 2960n, layers: ["fc.bias"] });
+  const listed = [...warnings, dead, spikes[0], lossSpike, spikes[1], spikes[2], spikes[3], caused, late];
+
+  it("folds the notes of one kind and role into one entry where the first of them is", () => {
+    const entries = foldNotes(listed);
+    expect(entries.map((e) => e.length)).toEqual([1, 1, 1, 1, 4, 1, 1, 1]);
+    expect(entries[4]).toEqual(spikes);
+    // The warnings stay first and alone; every finding is listed once.
+    expect(entries.slice(0, 3).map((e) => e[0])).toEqual(warnings);
+    expect(entries.flat()).toHaveLength(listed.length);
+  });
+
+  it("keeps apart notes of another role, a note that names its cause, and any warning", () => {
+    const entries = foldNotes(listed);
+    expect(entries.find((e) => e.includes(lossSpike))).toEqual([lossSpike]);
+    expect(entries.find((e) => e.includes(caused))).toEqual([caused]);
+    const twoWarnings = foldNotes(warnings.slice(1));
+    expect(twoWarnings.map((e) => e.length)).toEqual([1, 1]);
+  });
+
+  it("keeps notes of two runs apart", () => {
+    const other = { ...spikes[1], run: "other" };
+    expect(foldNotes([spikes[0], other]).map((e) => e.length)).toEqual([1, 1]);
+  });
+
+  it("says where the folded notes are: their steps, and the layers in most of them first", () => {
+    expect(foldSteps(spikes)).toBe("steps 1, 180, 220 to 240 and 740");
+    expect(foldSteps([...spikes, ...spikes], 3)).toBe("steps 1, 180, 220 to 240 and 5 more");
+    expect(foldLayers(spikes)).toEqual({ names: ["layer3.5.bn2.weight", "conv1.weight", "layer1.2.bn3.bias"], more: 2 });
+    expect(foldLayers(spikes.slice(3))).toEqual({ names: ["layer3.5.bn2.weight"], more: 0 });
   });
 });

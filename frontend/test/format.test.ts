@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  callText,
   formatStep,
   formatStepRange,
   formatStepTick,
@@ -101,5 +102,21 @@ describe("labels", () => {
   it("humanizes metric names", () => {
     expect(humanize("max_abs")).toBe("max abs");
     expect(humanize("std_rel_first")).toBe("std rel first");
+  });
+});
+
+describe("callText", () => {
+  it("says a module's later call in forward is that call of the module", () => {
+    expect(callText("layer1.0.relu[1]")).toBe(
+      "layer1.0.relu[1] is the second call of module layer1.0.relu in forward: a module called several times " +
+        "in one forward pass (a shared ReLU) is logged once per call, [1] for the second",
+    );
+    expect(callText("relu[2]")).toMatch(/^relu\[2\] is the third call of module relu in forward/);
+    expect(callText("act[20]")).toMatch(/^act\[20\] is the 21st call of module act /);
+    expect(callText("act[10]")).toMatch(/ the 11th call /);
+  });
+
+  it("says nothing of other names", () => {
+    for (const name of ["relu", "layer1.0.relu", "relu[0]", "relu[x]", "a [1]", "[1]", "w[01]"]) expect(callText(name)).toBeNull();
   });
 });

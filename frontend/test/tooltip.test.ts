@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
-import { cellTooltipLines } from "../src/tooltip";
+import { cellTooltipLines, layerLines } from "../src/tooltip";
 
 const BASE = {
   run: "R", role: "gradient", metric: "health", layers: ["a", "b"],
@@ -35,5 +35,14 @@ describe("cell tooltip", () => {
     expect(warn["status"]).toBe("warn \u2014 Dead units");
     expect(warn["score"]).toBe("0.9 (exact)");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated)");
+  });
+
+  it("says what a module's later call in forward is, on a cell and on a row label", () => {
+    const h = parseHeatmap({ ...BASE, layers: ["relu", "relu[1]"], steps: [0, 10, 20] });
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 0, ""))["call"]).toBeUndefined();
+    const call = Object.fromEntries(cellTooltipLines(h, 1, 0, ""))["call"];
+    expect(call).toMatch(/^relu\[1\] is the second call of module relu in forward/);
+    expect(layerLines("relu[1]")).toEqual([["layer", "relu[1]"], ["call", call]]);
+    expect(layerLines("relu")).toEqual([["layer", "relu"]]);
   });
 });

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..reading import tags as tags_lib
 from ..reading.runs import RunData
+from .detectors import dead_units
 from .finding import INFO, Finding
 
 _POINTWISE = ("exploding_gradients", "nonfinite")
@@ -227,3 +228,35 @@ def fold_after_nonfinite(findings: List[Finding]) -> List[Finding]:
                       "on and are listed in its evidence")
     gone = {id(f) for f in folded}
     return [f for f in findings if id(f) not in gone]
+
+
+def advise_causes(findings: List[Finding]) -> None:
+    """Leads the advice of every finding that names a cause with what fixes that cause.
+
+    A detector's advice is about its kind in general ("a single batch produced
+    an outlier" for a spike); once a cause is named, the fix for the cause comes
+    first, whatever the kind, and the kind's own advice follows for the case the
+    cause is not the whole story. Advice the lead already holds is not repeated.
+    """
+    for f in findings:
+        said = _cause_advice(f)
+        if said is None:
+            continue
+        lead, otherwise = said
+        f.advice = lead if f.advice in lead else f"{lead} {otherwise}: {f.advice}"
+
+
+def _cause_advice(f: Finding) -> Optional[Tuple[str, str]]:
+    """(what fixes the cause `f` names, what introduces its kind's own advice after it); None without a cause."""
+    if f.cause == "learning_rate_jump":
+        jump = f.evidence.get("learning_rate_jump") or {}
+        where = (f" at step {jump['step']} ({jump['tag']} from {jump['from']:.3g} to {jump['to']:.3g})"
+                 if {"step", "tag", "from", "to"} <= jump.keys() else "")
+        return (f"Undo the learning-rate jump{where}, or warm the rate up to its new value over a few hundred steps "
+                "instead of in one; if it still blows up at that rate, lower it.", "Should it persist without the jump")
+    if f.cause == "learning_rate_too_high":
+        return ("Lower the learning rate (3-10x is a usual first try) or warm it up from a small value; clipping "
+                "gradients by global norm bounds each overshoot.", "Should it persist at a lower rate")
+    if f.cause == "dead_relu":
+        return (f"Dead ReLU units stop the gradient: {dead_units.ADVICE}", "Should it persist with the units alive")
+    return None

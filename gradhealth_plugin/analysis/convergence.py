@@ -92,8 +92,17 @@ def fitting(rd: RunData, role: str, hits: Sequence[Hit], limits: Mapping[str, fl
 
 
 def _losses(rd: RunData) -> List[Tuple[str, np.ndarray, np.ndarray]]:
-    return [(tag, rd.scalar_steps(tag), np.asarray(rd.scalar_series[tag][1], dtype=np.float64))
-            for tag in rd.scalar_series if rd.scalar_kinds.get(tag) == tags_lib.SCALAR_LOSS]
+    """(tag, steps, values) of each loss scalar's finite values, in step order: every hit then looks its
+    onset up by bisection, never scanning the whole series again."""
+    out = []
+    for tag in rd.scalar_series:
+        if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS:
+            continue
+        steps, values = rd.scalar_steps(tag), np.asarray(rd.scalar_series[tag][1], dtype=np.float64)
+        finite = np.isfinite(values)
+        order = np.argsort(steps[finite], kind="stable")
+        out.append((tag, np.asarray(steps[finite])[order], values[finite][order]))
+    return out
 
 
 def _gradient_start(table: MetricTable, onset: int, n: int) -> Optional[Tuple[str, float, float, int]]:
@@ -112,19 +121,17 @@ def _gradient_start(table: MetricTable, onset: int, n: int) -> Optional[Tuple[st
 
 
 def _loss_fall(steps: np.ndarray, values: np.ndarray, until: int, onset: int) -> Optional[Tuple[float, float, int]]:
-    """(the loss's start: the median of its finite positive values up to `until`, or its first one where
-    none was logged by then; its latest finite value at or before `onset`; that value's step), or None
-    where the loss has no positive start or value there."""
-    seen = np.isfinite(values) & (steps <= onset)
-    if not seen.any():
+    """(the loss's start: the median of its positive values up to `until`, or its first one where none
+    was logged by then; its latest value at or before `onset`; that value's step), or None where the
+    loss has no positive value there. `steps` and `values`: the finite points, in step order."""
+    k = int(np.searchsorted(steps, onset, side="right"))
+    if k == 0 or values[k - 1] <= 0:
         return None
-    at = int(np.flatnonzero(seen)[-1])
-    positive = np.flatnonzero(seen & (values > 0))
-    if values[at] <= 0 or not len(positive):
-        return None
-    early = positive[steps[positive] <= until]
-    start = float(np.median(values[early])) if len(early) else float(values[positive[0]])
-    return start, float(values[at]), int(steps[at])
+    seen = values[:k]
+    early = seen[:int(np.searchsorted(steps, until, side="right"))]
+    early = early[early > 0]
+    start = float(np.median(early)) if len(early) else float(seen[np.argmax(seen > 0)])
+    return start, float(values[k - 1]), int(steps[k - 1])
 
 
 def describe_fitting(f: Finding, fits: Mapping[str, dict], limits: Mapping[str, float]) -> None:

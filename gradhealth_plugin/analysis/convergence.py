@@ -48,7 +48,7 @@ def converged(rd: RunData, onset: int, limits: Mapping[str, float]) -> Optional[
 
 def as_note_if_converged(rd: RunData, f: Finding, limits: Mapping[str, float], what: str) -> None:
     """Makes `f` a note, saying so, where the loss had converged at its onset; `what` names what the
-    finding saw ('gradients this small')."""
+    finding saw ('updates this small')."""
     c = converged(rd, f.first_step, limits)
     if c is None:
         return

@@ -333,18 +333,19 @@ def test_gradients_vanishing_where_the_loss_converged_are_a_note(converged_logdi
     client = loader_client(converged_logdir)
     (f,) = [f for f in client.ok("/findings", run="fits")["findings"] if f["kind"] == "vanishing_gradients"]
     assert f["severity"] == "info", (f["severity"], f["message"])
-    converged = f["evidence"]["converged_loss"]
-    assert converged["tag"] == "loss" and converged["first_step"] == 0 and converged["first_value"] > 1
-    assert converged["value"] <= 1e-3 and converged["value"] * 1e4 <= converged["first_value"]
-    assert converged["step"] <= f["first_step"]
-    assert (f"the loss has converged (loss: to {converged['value']:.3g} at step {converged['step']}, from "
-            f"{converged['first_value']:.3g} at step 0)") in f["message"], f["message"]
+    fit = f["evidence"]["fitting"]
+    # Squared error's gradients shrink as the root of the loss: less than the loss, never further.
+    assert fit["tag"] == "loss" and fit["explained"] and fit["loss"] * 100 <= fit["loss_start"], fit
+    assert fit["loss_step"] <= f["first_step"]
+    assert ("the loss fell " in f["message"] and
+            f"(loss: from {fit['loss_start']:.3g}, its median to step {fit['start_until']}, to {fit['loss']:.3g} at "
+            f"step {fit['loss_step']})" in f["message"]), f["message"]
     # A note colours no cell.
     hm = client.ok("/heatmap", run="fits", role="gradient", metric="mean_abs")
     assert "vanishing_gradients" not in {r for row in hm["rules"] for r in row}
     # The same training without its loss logged: nothing says it converged, and the rule stands.
     (f,) = [f for f in client.ok("/findings", run="no_loss")["findings"] if f["kind"] == "vanishing_gradients"]
-    assert f["severity"] == "critical" and "converged" not in f["message"], f
+    assert f["severity"] == "critical" and "fitting" not in f["evidence"], f
 
 
 def test_updates_too_small_where_the_loss_converged_are_a_note(converged_logdir, loader_client):

@@ -38,12 +38,25 @@ DEFAULTS: Dict[str, Threshold] = {
     "vanishing_abs": Threshold(1e-6, "seeds 002, 004", "|gradient| below this counts as vanished"),
     "vanishing_fraction": Threshold(0.9, "seed 004", "share of vanished gradient values that makes a step vanishing"),
     "vanishing_steps": Threshold(5, "seed 003", "consecutive logged steps before vanishing is reported"),
+    "fitting_loss_drop": Threshold(100.0, "cross-entropy's and squared error's gradients shrink with the loss "
+                                   "(the residuals go to zero); two orders of magnitude are no batch noise",
+                                   "a loss this many times below its start at the onset of vanishing gradients "
+                                   "makes those that shrank no more than it (fitting_gradient_slack) a note: the "
+                                   "model fits its data"),
+    "fitting_gradient_slack": Threshold(10.0, "gradient norms swing several-fold between batches (DESIGN); an "
+                                        "order of magnitude, as exploding_jump",
+                                        "how many times further than the loss a layer's gradients may have shrunk "
+                                        "since the start and still be the loss's fall; further is vanishing"),
+    "fitting_start_steps": Threshold(11, "gradient norms move several-fold in the first hundred steps (DESIGN): "
+                                     "a robust start, as spike_window's", "first logged gradient steps whose median "
+                                     "(and the loss's median up to the last of them) is the start that "
+                                     "fitting_loss_drop and fitting_gradient_slack measure from"),
     "converged_loss_drop": Threshold(1e4, "cross-entropy's and squared error's gradients shrink with "
-                                     "the loss (the residuals go to zero)", "a loss this many times below its first logged value at the onset "
-                                     "of vanishing gradients or too small updates (and at most converged_loss) "
+                                     "the loss (the residuals go to zero)", "a loss this many times below its first "
+                                     "logged value at the onset of too small updates (and at most converged_loss) "
                                      "makes them a note: the model fits its data"),
-    "converged_loss": Threshold(1e-3, "as converged_loss_drop", "largest logged loss at the onset of vanishing "
-                                "gradients or too small updates that counts as converged"),
+    "converged_loss": Threshold(1e-3, "as converged_loss_drop", "largest logged loss at the onset of too small "
+                                "updates that counts as converged"),
     "dead_zero_fraction": Threshold(0.7, "seed 004", "activation zero fraction in the danger zone"),
     "dead_info_zero_fraction": Threshold(0.3, "seed 004", "activation zero fraction above 'normal'; informational only"),
     "weight_std_growth": Threshold(3.0, "seed 004", "weight std this many times its first logged value is growth"),
@@ -138,6 +151,10 @@ ALLOWED: Dict[str, Range] = {
     "vanishing_abs": _POSITIVE,
     "vanishing_fraction": _SHARE,
     "vanishing_steps": Range(1, 1_000_000, integer=True),
+    "fitting_loss_drop": _FACTOR,
+    # 1: gradients may shrink exactly as far as the loss, no further.
+    "fitting_gradient_slack": Range(1),
+    "fitting_start_steps": Range(1, 1_000_000, integer=True),
     "converged_loss_drop": _FACTOR,
     "converged_loss": _POSITIVE,
     "dead_zero_fraction": _FRACTION,

@@ -2,9 +2,10 @@
 
 A step whose gradient holds NaN or Inf is not judged: whatever is left of its
 values after an overflow (NaN, zeros) is the `nonfinite` finding's, not vanishing.
-Gradients that vanish where the logged loss has converged (`convergence`: fallen
-by `converged_loss_drop` or more from its first value, to `converged_loss` or
-less) are a note: a loss near zero has gradients near zero.
+Gradients that shrank since the start no more than the logged loss did (`convergence.fitting`:
+a loss fallen `fitting_loss_drop` times or more, the gradients at most `fitting_gradient_slack`
+times further) are a note, a finding of their own: a loss near zero has gradients near zero.
+The layers whose gradients fell much further keep the finding, which says so.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import convergence, health
-from ..finding import CRITICAL, WARN, Finding
+from ..finding import CRITICAL, INFO, WARN, Finding
 from ..limits import Line
 from ..metrics import MetricTable
 from ..spans import Test, group_sustained, gt, role_tables, span_hits
@@ -46,15 +47,22 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     steps_needed = int(limits["vanishing_steps"])
     tests = (_Finite("small_fraction", fraction, inclusive=True), _Finite("mean_abs", small, above=False))
     hits = span_hits(rd, tags_lib.GRADIENT, tests, steps_needed)
-    what = f"(>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g}"
-    out = group_sustained(rd, KIND, SEVERITY, tags_lib.GRADIENT, hits, small, f"vanish {what})", ADVICE,
-                          steps_needed, stated=f"vanish {what} for {steps_needed}+ logged steps)")
+    what = f"vanish (>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g}"
+    what, stated = f"{what})", f"{what} for {steps_needed}+ logged steps)"
+    fits = convergence.fitting(rd, tags_lib.GRADIENT, hits, limits)
+    fitted = [h for h in hits if fits.get(h.layer, {}).get("explained")]
+    kept = [h for h in hits if not fits.get(h.layer, {}).get("explained")]
+    out = group_sustained(rd, KIND, SEVERITY, tags_lib.GRADIENT, kept, small, what, ADVICE, steps_needed, stated)
     total = sum(1 for _ in role_tables(rd, tags_lib.GRADIENT))
-    if len(hits) == total and total > 1:
+    if len(kept) == total and total > 1:
         for f in out:  # every gradient vanishes: a level up, whether or not long enough to be sure
             f.severity = CRITICAL if f.severity == WARN else WARN
+    # The loss's fall explains these: a note per loss tag, apart from the layers it does not explain.
+    for tag in dict.fromkeys(fits[h.layer]["tag"] for h in fitted):
+        out += group_sustained(rd, KIND, INFO, tags_lib.GRADIENT, [h for h in fitted if fits[h.layer]["tag"] == tag],
+                               small, what, ADVICE, steps_needed, stated)
     for f in out:
-        convergence.as_note_if_converged(rd, f, limits, "gradients this small")
+        convergence.describe_fitting(f, fits, limits)
     return out
 
 

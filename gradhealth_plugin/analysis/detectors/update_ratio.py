@@ -12,10 +12,10 @@ from the start of training (a first logged step at or before
 `init_scale_max_step`) that falls back under it for good before the last
 logged step, never rising above its first value, while the weight's std
 stays within `weight_std_growth` of its first value (of its peers' scale for a
-weight initialised scaled down, as `weight_growth` measures it). Adam's first updates
-are about the learning rate per element whatever the gradient, so a small
-weight (GPT-2's residual projections at 1e-3) starts with a large ratio
-that settles by itself as its moments fill; a learning rate too high keeps
+weight initialised scaled down, as `weight_growth` measures it). The first gradients
+are often the largest, and Adam's first updates are about the learning rate per
+element whatever the gradient, so a small weight (GPT-2's residual projections
+at 1e-3) starts with a large ratio that settles by itself; a learning rate too high keeps
 the ratio up, or grows the weights, and stays a warning.
 
 Too slow where the logged loss has converged is a note (`convergence`): a
@@ -92,8 +92,10 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                   f"update fast only at the start of training (update/weight ratio above {high:g}, then back "
                   f"under it for good, the weights not growing)", ADVICE)
     if start is not None:
-        start.message += (": an adaptive optimizer's first updates (Adam's are about the learning rate per "
-                          "element, whatever the gradient) are large for small weights and settle by themselves")
+        # Said of any optimizer: which one ran is seldom logged, and SGD's first steps are large too.
+        start.message += (": the first updates of training are often large for small weights (the first "
+                          "gradients are often the largest; Adam's first steps are about the learning rate per element, "
+                          "whatever the gradient) and settle by themselves")
         start.evidence["settled_start"] = True
         fast.append(start)
     bound = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, at_least, high,

@@ -94,8 +94,8 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     if start is not None:
         # Said of any optimizer: which one ran is seldom logged, and SGD's first steps are large too.
         start.message += (": the first updates of training are often large for small weights (the first "
-                          "gradients are often the largest; Adam's first steps are about the learning rate per element, "
-                          "whatever the gradient) and settle by themselves")
+                          "gradients are often the largest; Adam's first steps are about the learning rate per "
+                          "element, whatever the gradient) and settle by themselves")
         start.evidence["settled_start"] = True
         fast.append(start)
     bound = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, at_least, high,

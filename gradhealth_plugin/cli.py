@@ -292,7 +292,11 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
     """The report for a person: per run its verdict, sampling note, unclassified tags and findings."""
     from .serving import responses
 
+    scalars_only = []
     for summary, (rd, mine) in zip(summaries, analyses):
+        if _scalars_only(summary, mine):
+            scalars_only.append(summary["run"])
+            continue
         verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"],
                                     summary["scalars_sampling"])
         out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
@@ -322,6 +326,15 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         if note:
             out.write(f"  {note}\n")
         out.write("\n")
+    if scalars_only:
+        # A Keras fit's validation folder, an eval job: the same long "not judged" paragraph for each says nothing new.
+        out.write(f"{len(scalars_only)} run{'s' if len(scalars_only) > 1 else ''} with scalars only and no finding "
+                  f"(no layers logged, so only the loss and other scalars are judged): {', '.join(scalars_only)}\n")
+
+
+def _scalars_only(summary: dict, mine: list) -> bool:
+    """A run without layers that has nothing to say but that: no finding, nothing unreadable or unclassified."""
+    return not (summary["layers"] or mine or summary["unclassified"] or summary["unreadable"] or summary["stopped"])
 
 
 # A quoted layer name the PyTorch integration gave a module's later call in one forward pass: `relu[1]`.

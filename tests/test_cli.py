@@ -431,9 +431,11 @@ def test_a_sampled_loss_is_said_by_the_tab_and_report(sampled_loss_logdir, loade
     assert kept < 3000 and sampling["series"] == [{"tag": "loss", "logged": 3000, "logged_at_least": False}]
     assert sampling["message"] == (f"TensorBoard kept {kept:,} of 3,000 logged points of loss (random samples); "
                                    "--samples_per_plugin=scalars=0 keeps every point")
+    assert sampling["kept_text"] == f"TensorBoard kept {kept:,} of 3,000 logged points of loss (random samples)"
     code, out, _ = run_cli("report", sampled_loss_logdir)
+    # The command's own flag first, TensorBoard's named as TensorBoard's, as for sampled rows.
     message = "TensorBoard kept 1,000 of 3,000 logged points of loss (random samples); " \
-              "--samples_per_plugin=scalars=0 keeps every point; --all-steps reads every point"
+              "--all-steps reads every point (tensorboard: --samples_per_plugin=scalars=0)"
     assert code == 0 and [line.strip() for line in out.splitlines() if "points of loss" in line] == [message], out
     assert _report(run_cli, sampled_loss_logdir)["runs"][0]["scalars_sampling"]["message"] == message
     every = _report(run_cli, sampled_loss_logdir, "--all-steps")["runs"][0]
@@ -497,6 +499,20 @@ def test_a_weights_only_run_is_not_called_healthy(keras_fit_logdir, run_cli):
     assert {"exploding_gradients", "vanishing_gradients", "depth_vanishing"} <= set(train["not_judged"])
     assert "weight_growth" not in train["not_judged"]
     assert run_cli("check", keras_fit_logdir)[0] == 0  # check keeps its exit codes
+
+
+def test_runs_of_scalars_only_are_one_line_at_the_end(keras_fit_logdir, run_cli):
+    # Keras' validation folder logs scalars only: a paragraph of rules not judged for each such run says
+    # nothing the first did not; they are named together, after the runs with layers.
+    code, out, _ = run_cli("report", keras_fit_logdir)
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[-1] == ("1 run with scalars only and no finding (no layers logged, so only the loss and other "
+                         "scalars are judged): validation"), out
+    assert not any(line.startswith("run validation") for line in lines)
+    assert sum("Not judged" in line for line in lines) == 1  # the train run's own note stays
+    validation = next(r for r in _report(run_cli, keras_fit_logdir)["runs"] if r["run"] == "validation")
+    assert validation["layers"] == [] and validation["coverage_note"]  # the JSON report keeps each run whole
 
 
 def test_a_run_with_gradients_judges_every_gradient_kind(main_logdir, run_cli):

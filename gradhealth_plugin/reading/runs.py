@@ -683,8 +683,8 @@ def series_sampling(reads: RunReads) -> Optional[dict]:
              f"{c['tag']}" for c in cut[:_NAMED_SERIES]]
     more = f" and of {len(cut) - _NAMED_SERIES} more series" if len(cut) > _NAMED_SERIES else ""
     flag = keep_all_flag(["scalars"])
-    return {"series": cut, "flag": flag,
-            "message": f"TensorBoard kept {', '.join(named)}{more} (random samples); {flag} keeps every point"}
+    kept = f"TensorBoard kept {', '.join(named)}{more} (random samples)"
+    return {"series": cut, "flag": flag, "kept_text": kept, "message": f"{kept}; {flag} keeps every point"}
 
 
 def sampling_message(sampling: Mapping) -> str:

@@ -1099,7 +1099,9 @@ def cli_scalars_sampling(sampling: Optional[dict],
     """The run-level scalars' sampling note, with how the command reads every point as well."""
     if sampling is None:
         return None
-    return dict(sampling, cli_flag="--all-steps", message=f"{sampling['message']}; {reads_all}")
+    # As the rows' note says it: the command's own flag, then TensorBoard's, named as TensorBoard's.
+    return dict(sampling, cli_flag="--all-steps",
+                message=f"{sampling['kept_text']}; {reads_all} (tensorboard: {sampling['flag']})")
 
 
 def cli_run(summary: dict) -> dict:

@@ -492,3 +492,36 @@ def test_a_cell_at_a_nan_step_says_its_statistics_are_of_the_finite_values_only(
     # Away from it, nothing changes.
     assert client.ok("/cell", run="run", layer="1", step=20)["roles"]["activation"]["metrics"][
         "zero_fraction"]["quality"] == "exact"
+
+
+# --- notes that find no fault ---------------------------------------------------------------------------
+
+def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(converged_logdir, nan_stretch_logdir,
+                                                                            gpt2_logdir, plugin_client):
+    from gradhealth_plugin.analysis.detectors import dead_units, update_ratio, vanishing_gradients
+
+    notes = [f for f in plugin_client(converged_logdir).ok("/findings", run="fits")["findings"]
+             if f["kind"] in ("vanishing_gradients", "update_ratio")]
+    notes += [f for f in plugin_client(nan_stretch_logdir).ok("/findings", run="run")["findings"]
+              if f["kind"] == "dead_units"]
+    notes += [f for f in plugin_client(gpt2_logdir).ok("/findings", run="lr_1e-3")["findings"]
+              if f["kind"] == "update_ratio"]
+    advice = {f["kind"]: f["advice"] for f in notes}
+    assert [f["severity"] for f in notes] == ["info"] * 4 and len(advice) == 3, [(f["kind"], f["severity"])
+                                                                                  for f in notes]
+    # What would make it a fault leads the kind's own advice, which is kept for that case.
+    assert advice["vanishing_gradients"] == (
+        "Nothing to fix while the loss keeps falling; if it stops falling with gradients this small: "
+        + vanishing_gradients.ADVICE)
+    assert advice["dead_units"] == ("Nothing to fix while the zero fraction stays under 70%; if it climbs past "
+                                    "that or training stalls: " + dead_units.ADVICE)
+    (too_low,) = [f for f in notes if f["kind"] == "update_ratio" and f["evidence"]["direction"] == "too_low"]
+    (start,) = [f for f in notes if f["kind"] == "update_ratio" and f["evidence"].get("settled_start")]
+    assert too_low["advice"] == ("Nothing to fix while the loss stays this close to zero; if it rises again with "
+                                 "updates this small: " + update_ratio.ADVICE), too_low
+    assert start["advice"] == (
+        "Nothing to fix once the ratio has settled; if it rises above 0.1 again or the weights grow: "
+        + update_ratio.ADVICE)
+    # Without the loss that explains them, the same gradients and updates keep the plain advice.
+    for f in plugin_client(converged_logdir).ok("/findings", run="no_loss")["findings"]:
+        assert not f["advice"].startswith("Nothing to fix"), f

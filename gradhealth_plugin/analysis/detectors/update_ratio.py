@@ -97,6 +97,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                           "gradients are often the largest; Adam's first steps are about the learning rate per "
                           "element, whatever the gradient) and settle by themselves")
         start.evidence["settled_start"] = True
+        start.no_fault = ("once the ratio has settled", f"if it rises above {high:g} again or the weights grow")
         fast.append(start)
     bound = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, at_least, high,
                   f"update too fast: the change of their norm alone proves a mean update/weight ratio per step "

@@ -411,3 +411,117 @@ def test_numeric_layer_names_are_quoted_and_labelled_never_read_as_counts(number
         for name in f["layers"][:3]:
             assert f"`{name}`" in f["message"], (name, f["message"])
         assert re.match(r"(layers? |scalars? |the loss )", f["message"]), f["message"]
+
+
+# --- steps whose tensors hold NaN or Inf ------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def nan_stretch_logdir(tmp_path_factory):
+    """A torch MLP whose first layer overflows for steps 30 to 39 and is then restored: 12 of its 16
+    units' weights are NaN, the 4 left are +-50 (far past their start) with a bias that silences their
+    ReLU. What is finite there looks grown and dead; it is only what NaN left."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("nan_stretch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(root / "run"), optimizer=opt, every_n_steps=1, first_steps=0)
+    writer = SummaryWriter(str(root / "run"))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    saved = None
+    for step in range(60):
+        if step == 30:
+            saved = {k: v.clone() for k, v in model.state_dict().items()}
+        if 30 <= step < 40:
+            with torch.no_grad():
+                w, b = model[0].weight, model[0].bias
+                w[:12] = float("nan")
+                w[12:] = 50.0 * torch.tensor([1.0, -1.0]).repeat(4)
+                b[12:] = -1e4
+        if step == 40:
+            model.load_state_dict(saved)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+    return root
+
+
+def test_a_step_holding_nan_is_judged_by_the_nonfinite_rule_alone(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    found = client.ok("/findings", run="run")["findings"]
+    (nonfinite,) = [f for f in found if f["kind"] == "nonfinite"]
+    assert nonfinite["first_step"] == 30 and {"0.weight", "1"} <= set(nonfinite["layers"]), nonfinite
+    # The leftovers (+-50 weights, silenced units) are no growth, no dead units, nothing else: no other
+    # finding covers a step from 30 to 39 (the ReLU's zero fraction near 50% stays a note around them).
+    late = [(f["kind"], name, spans) for f in found if f["kind"] != "nonfinite"
+            for name, spans in f["covers"].items() if any(a <= 39 and b >= 30 for a, b in spans)]
+    assert late == [], late
+    for f in found:
+        assert not f["evidence"].get("consequences"), f
+    # Those cells are the nonfinite rule's.
+    for role in ("weight", "activation"):
+        hm = client.ok("/heatmap", run="run", role=role, metric="max_abs")
+        steps = [int(s) for s in hm["steps"]]
+        for row, name in enumerate(hm["layers"]):
+            if name in ("0.weight", "1"):
+                assert {hm["rules"][row][steps.index(s)] for s in range(30, 40)} == {"nonfinite"}, (role, name)
+
+
+def test_a_cell_at_a_nan_step_says_its_statistics_are_of_the_finite_values_only(nan_stretch_logdir,
+                                                                                 loader_client):
+    client = loader_client(nan_stretch_logdir)
+    cell = client.ok("/cell", run="run", layer="1", step=35)["roles"]["activation"]
+    m = cell["metrics"]
+    assert m["nonfinite"]["value"] == 12 * 256 and m["nonfinite"]["quality"] == "exact", m["nonfinite"]
+    assert m["zero_fraction"]["value"] == 1 and m["zero_fraction"]["quality"] == "finite_only", m["zero_fraction"]
+    assert m["max_abs"]["quality"] == "finite_only" and m["count"]["quality"] == "exact"
+    assert cell["status"] == "critical" and cell["rule"] == "nonfinite"
+    series = client.ok("/series", run="run", layer="1", metric="zero_fraction")["series"]["activation"]
+    quality = dict(zip((int(s) for s in series["steps"]), series["quality"]))
+    assert {quality[s] for s in range(30, 40)} == {"finite_only"} and quality[29] == quality[40] == "exact"
+    # Away from it, nothing changes.
+    assert client.ok("/cell", run="run", layer="1", step=20)["roles"]["activation"]["metrics"][
+        "zero_fraction"]["quality"] == "exact"
+
+
+# --- notes that find no fault ---------------------------------------------------------------------------
+
+def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(converged_logdir, nan_stretch_logdir,
+                                                                            gpt2_logdir, plugin_client):
+    from gradhealth_plugin.analysis.detectors import dead_units, update_ratio, vanishing_gradients
+
+    notes = [f for f in plugin_client(converged_logdir).ok("/findings", run="fits")["findings"]
+             if f["kind"] in ("vanishing_gradients", "update_ratio")]
+    notes += [f for f in plugin_client(nan_stretch_logdir).ok("/findings", run="run")["findings"]
+              if f["kind"] == "dead_units"]
+    notes += [f for f in plugin_client(gpt2_logdir).ok("/findings", run="lr_1e-3")["findings"]
+              if f["kind"] == "update_ratio"]
+    advice = {f["kind"]: f["advice"] for f in notes}
+    assert [f["severity"] for f in notes] == ["info"] * 4 and len(advice) == 3, [(f["kind"], f["severity"])
+                                                                                  for f in notes]
+    # What would make it a fault leads the kind's own advice, which is kept for that case.
+    assert advice["vanishing_gradients"] == (
+        "Nothing to fix while the loss keeps falling; if it stops falling with gradients this small: "
+        + vanishing_gradients.ADVICE)
+    assert advice["dead_units"] == ("Nothing to fix while the zero fraction stays under 70%; if it climbs past "
+                                    "that or training stalls: " + dead_units.ADVICE)
+    (too_low,) = [f for f in notes if f["kind"] == "update_ratio" and f["evidence"]["direction"] == "too_low"]
+    (start,) = [f for f in notes if f["kind"] == "update_ratio" and f["evidence"].get("settled_start")]
+    assert too_low["advice"] == ("Nothing to fix while the loss stays this close to zero; if it rises again with "
+                                 "updates this small: " + update_ratio.ADVICE), too_low
+    assert start["advice"] == (
+        "Nothing to fix once the ratio has settled; if it rises above 0.1 again or the weights grow: "
+        + update_ratio.ADVICE)
+    # Without the loss that explains them, the same gradients and updates keep the plain advice.
+    for f in plugin_client(converged_logdir).ok("/findings", run="no_loss")["findings"]:
+        assert not f["advice"].startswith("Nothing to fix"), f

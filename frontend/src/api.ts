@@ -330,7 +330,7 @@ export const METRICS = [
   "update_ratio", "count",
 ] as const;
 
-export const DEFAULT_QUALITY_NAMES = ["no_data", "exact", "estimated", "upper_bound", "lower_bound"];
+export const DEFAULT_QUALITY_NAMES = ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"];
 
 export type FetchLike = (url: string, init?: RequestInit) => Promise<Response>;
 

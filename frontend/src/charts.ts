@@ -195,6 +195,13 @@ export interface FloorRun {
   zero: boolean;
 }
 
+/** The values a chart draws: none where a value is of a tensor's finite values alone ("finite_only", at a
+ * step that held NaN or Inf). The zeros an overflow leaves are not the tensor's value; the readout still
+ * tells them, labelled. */
+export function drawnValues(values: readonly (number | null)[], quality: readonly string[]): (number | null)[] {
+  return values.map((v, i) => (quality[i] === "finite_only" ? null : v));
+}
+
 /** The runs of finite values <= 0: on a log chart they are pinned to the bottom edge, not left out. */
 export function floorRuns(values: readonly (number | null)[]): FloorRun[] {
   const out: FloorRun[] = [];
@@ -311,7 +318,8 @@ function addReadout(p: Plot, root: SVGSVGElement, input: LineChartInput): void {
 }
 
 /** Line chart of one metric over steps, with thresholds, finding spans, spikes and the selected step. */
-export function lineChart(input: LineChartInput, width: number, height: number): SVGSVGElement {
+export function lineChart(given: LineChartInput, width: number, height: number): SVGSVGElement {
+  const input = { ...given, values: drawnValues(given.values, given.quality) };
   const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
   root.append(svg("title", {}, `${humanize(input.metric)} over steps`));
   const [x0, x1, y0, y1] = [MARGIN.left, width - MARGIN.right, MARGIN.top, height - MARGIN.bottom];
@@ -337,7 +345,7 @@ export function lineChart(input: LineChartInput, width: number, height: number):
   drawSeries(p, input);
   drawFloor(p, input);
   drawMarks(p, input.spikes, input.selected);
-  addReadout(p, root, input);
+  addReadout(p, root, given);
   return root;
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { floorRuns, floorText } from "../src/charts";
+import { drawnValues, floorRuns, floorText } from "../src/charts";
 
 describe("a log chart's values at or below zero", () => {
   const steps = [0n, 10n, 20n, 30n, 40n, 50n, 60n];
@@ -18,5 +18,15 @@ describe("a log chart's values at or below zero", () => {
     expect(floorText(floorRuns([0, 1, 0, 1, 0, 1, 0]), steps)).toBe("0 at 4 steps from 0 to 60");
     expect(floorText(floorRuns([0, 0, 1, 0, 1, 1, 0]), steps)).toBe("0 at steps 0\u201310, 30, 60");
     expect(floorText([], steps)).toBe("");
+  });
+});
+
+describe("a chart at steps whose tensor held NaN or Inf", () => {
+  it("draws nothing there: the finite values' statistics are not the tensor's, nor floored as zeros", () => {
+    const values = [0.4, 0.5, 0, 0, 0.4];
+    const quality = ["exact", "exact", "finite_only", "finite_only", "exact"];
+    expect(drawnValues(values, quality)).toEqual([0.4, 0.5, null, null, 0.4]);
+    expect(floorRuns(drawnValues(values, quality))).toEqual([]);
+    expect(drawnValues([0, 1], ["", ""])).toEqual([0, 1]);
   });
 });

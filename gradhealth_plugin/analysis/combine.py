@@ -231,14 +231,24 @@ def fold_after_nonfinite(findings: List[Finding]) -> List[Finding]:
 
 
 def advise_causes(findings: List[Finding]) -> None:
-    """Leads the advice of every finding that names a cause with what fixes that cause.
+    """Leads the advice of every finding that names a cause with what fixes that cause, and of every
+    note the data explain as no fault (`Finding.no_fault`) with that there is nothing to fix.
 
     A detector's advice is about its kind in general ("a single batch produced
     an outlier" for a spike); once a cause is named, the fix for the cause comes
     first, whatever the kind, and the kind's own advice follows for the case the
     cause is not the whole story. Advice the lead already holds is not repeated.
+    A note that is no fault keeps the kind's advice only for when it would become one:
+    "Nothing to fix while the loss keeps falling; if it stops falling with gradients this
+    small: <the kind's advice>".
     """
     for f in findings:
+        if f.no_fault is not None:
+            holds, unless = f.no_fault
+            lead = f"Nothing to fix {holds};"
+            if not f.advice.startswith(lead):
+                f.advice = f"{lead} {unless}: {f.advice}"
+            continue
         said = _cause_advice(f)
         if said is None:
             continue

@@ -53,6 +53,7 @@ def as_note_if_converged(rd: RunData, f: Finding, limits: Mapping[str, float], w
     if c is None:
         return
     f.severity = INFO
+    f.no_fault = ("while the loss stays this close to zero", f"if it rises again with {what}")
     f.evidence["converged_loss"] = c
     f.message += (f"; the loss has converged ({c['tag']}: to {c['value']:.3g} at step {c['step']}, from "
                   f"{c['first_value']:.3g} at step {c['first_step']}): {what} are what a loss this close to "
@@ -160,6 +161,7 @@ def describe_fitting(f: Finding, fits: Mapping[str, dict], limits: Mapping[str, 
             f"{', the earliest' if len(set(loss_fell)) > 1 else ''})")
     grads = f"their {metric} fell {_span(grad_fell)}"
     if first["explained"]:
+        f.no_fault = ("while the loss keeps falling", "if it stops falling with gradients this small")
         f.message += (f"; {loss}, and their gradients no more than {slack:g}x further ({grads}): gradients "
                       "this small are what a loss this close to zero gives, the model fitting its data, not a fault")
     else:

@@ -8,7 +8,7 @@ build findings without importing the registry that imports them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -36,6 +36,10 @@ class Finding:
     period: Optional[int] = None
     artefact: Optional[bool] = None
     cause: Optional[str] = None
+    # A note the data explain as no fault (a loss near zero, a ReLU's usual zeros): (what keeps it so,
+    # what would make it one), e.g. ("while the loss keeps falling", "if it stops falling with gradients
+    # this small"). Its advice then says there is nothing to fix (`combine.advise_causes`).
+    no_fault: Optional[Tuple[str, str]] = None
     # For point-wise problems (non-finite values, explosions): the exact steps per layer.
     points: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     # For a finding gathered from several roles (role None): role -> layer -> the exact steps

@@ -14,6 +14,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from . import metrics
 from .metrics import LOWER_BOUND, MetricTable
 
 NO_DATA = 0
@@ -70,11 +71,14 @@ def _closeness(value: np.ndarray, threshold: float, above: bool, log: bool) -> n
 def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, float],
                 rules: Sequence[CellRule]) -> CellHealth:
     """Scores every step of one tensor's metric table by `rules` alone, the worst firing rule naming the cell.
+    At a step whose tensor held NaN or Inf only the rules on `metrics.SPEAKS_AT_NONFINITE` judge.
 
     Element-wise throughout: a stacked table (`metrics.stack_tables`) of
     tensors of one role and kind is scored in one pass, a row each.
     """
     present = has_data(table)
+    # A step whose tensor held NaN or Inf is the non-finite rule's alone (`metrics.judged`).
+    nonfinite = metrics.nonfinite_steps(table)
     level = np.where(present, OK, NO_DATA).astype(np.uint8)
     rule = np.where(present, "", None).astype(object)
     worst = np.zeros(present.shape)  # closeness of the nearest-to-firing rule, for the score
@@ -86,6 +90,8 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
             value = np.abs(value)
         limit = limits.get(r.threshold, 0.0) if r.threshold else 0.0
         known = ~np.isnan(value)
+        if r.metric not in metrics.SPEAKS_AT_NONFINITE:
+            known &= ~nonfinite
         if not r.above:
             # A lower bound under a floor proves nothing (the update ratio bounded from the weights alone).
             known &= table.quality_of(r.metric) != LOWER_BOUND

@@ -23,7 +23,10 @@ EXACT = 1
 ESTIMATED = 2
 UPPER_BOUND = 3
 LOWER_BOUND = 4
-QUALITY_NAMES = ("no_data", "exact", "estimated", "upper_bound", "lower_bound")
+# Only in answers, never in a table: a statistic of the finite values alone, at a step whose tensor
+# held NaN or Inf (`shown_quality`).
+FINITE_ONLY = 5
+QUALITY_NAMES = ("no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only")
 
 # Values with |x| below this count as "vanished" (seeds 002 and 004).
 SMALL = 1e-6
@@ -79,6 +82,38 @@ class MetricTable:
         if name in self.quality:
             return self.quality[name]
         return np.zeros(np.shape(self.steps), dtype=np.uint8)
+
+
+# What still speaks for a tensor at a step where it held NaN or Inf: how many values it had and how
+# many of them were not finite. Every other statistic there is of the finite values left, whatever
+# they are (zeros, a few survivors): the `nonfinite` finding's step alone, no other rule judges it.
+SPEAKS_AT_NONFINITE = frozenset({"count", "nonfinite"})
+
+
+def nonfinite_steps(table: MetricTable) -> np.ndarray:
+    """Where the tensor held NaN or Inf (the table's shape, so also for stacked tables)."""
+    return np.nan_to_num(table.get("nonfinite"), nan=0.0) > 0
+
+
+def judged(table: MetricTable) -> MetricTable:
+    """The table as the rules judge it: at a step whose tensor held NaN or Inf every statistic but
+    `SPEAKS_AT_NONFINITE` is NaN (not judged). The table itself where it never held one."""
+    bad = nonfinite_steps(table)
+    if not bad.any():
+        return table
+    values = {name: v if name in SPEAKS_AT_NONFINITE else np.where(bad, np.nan, v) for name, v in table.values.items()}
+    quality = {name: q if name in SPEAKS_AT_NONFINITE else np.where(bad, NO_DATA, q).astype(np.uint8)
+               for name, q in table.quality.items()}
+    return MetricTable(steps=table.steps, values=values, quality=quality, first_wall=table.first_wall)
+
+
+def shown_quality(table: MetricTable, name: str) -> np.ndarray:
+    """`quality_of(name)` for an answer: `FINITE_ONLY` where the tensor held NaN or Inf and the value
+    (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth."""
+    quality = table.quality_of(name)
+    if name in SPEAKS_AT_NONFINITE:
+        return quality
+    return np.where(nonfinite_steps(table) & (quality != NO_DATA), FINITE_ONLY, quality).astype(np.uint8)
 
 
 def _as_buckets(a) -> np.ndarray:

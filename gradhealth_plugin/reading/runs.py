@@ -191,12 +191,14 @@ class RunData:
 
     def role_rows(self, role: str, kinds: Optional[tuple] = None) -> List[Tuple[Layer, metrics.MetricTable]]:
         """(layer, metric table) of every layer with logged steps in `role`, of the tensor `kinds` given
-        (None: any), in model order. The run's layers and rows must not change once it is asked."""
+        (None: any), in model order: the tables the detectors judge, with a step whose tensor held NaN or
+        Inf left to the non-finite count alone (`metrics.judged`). The run's layers and rows must not
+        change once it is asked."""
         key = (role, None if kinds is None else tuple(kinds))
         rows = self._role_rows.get(key)
         if rows is None:
             rows = self._role_rows[key] = [
-                (layer, layer.roles[role].table) for layer in self.layers
+                (layer, metrics.judged(layer.roles[role].table)) for layer in self.layers
                 if role in layer.roles and len(layer.roles[role].table.steps)
                 and (kinds is None or layer.kind in kinds)]
         return rows

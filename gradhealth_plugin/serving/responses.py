@@ -544,7 +544,7 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
                               dtype=np.float64).reshape(shape)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = _object_rows([r.health.rule[keep] for r in rdatas], len(cols))
-        codes = (np.array([r.table.quality_of(metric)[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
+        codes = (np.array([metrics.shown_quality(r.table, metric)[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
                  if metric != "health" else _health_quality(rdatas, keep))
         codes_of.append(np.unique(codes))
         cell_quality[at] = codes
@@ -988,7 +988,8 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "rule": rdata.health.rule[index],
         "metrics": {
             name: {"value": nullable(table.values[name][index:index + 1])[0],
-                   "quality": metrics.QUALITY_NAMES[int(table.quality_of(name)[index])]}
+                   # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.
+                   "quality": metrics.QUALITY_NAMES[int(metrics.shown_quality(table, name)[index])]}
             for name in names
         },
         "histogram": histogram,
@@ -1034,7 +1035,7 @@ def role_series(rdata: RoleData, metric: str) -> dict:
     if metric == "health":
         values, quality = rdata.health.score, _health_quality([rdata])[0]
     else:
-        values, quality = rdata.table.get(metric), rdata.table.quality_of(metric)
+        values, quality = rdata.table.get(metric), metrics.shown_quality(rdata.table, metric)
     return {
         "steps": rdata.table.steps.tolist(),
         "steps_text": step_texts(rdata.table.steps),

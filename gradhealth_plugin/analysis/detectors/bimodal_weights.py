@@ -53,5 +53,6 @@ def _dip(layer) -> np.ndarray:
     ratio = table.get("bimodal_dip")
     h = layer.roles[tags_lib.WEIGHT].histograms
     if np.all(np.isnan(ratio)) and h is not None and len(h.steps) == len(table.steps):
-        ratio = metrics.bimodal_dip(h)
+        # From the buckets, judged as every statistic is (`metrics.judged`): not where NaN or Inf was.
+        ratio = np.where(metrics.nonfinite_steps(table), np.nan, metrics.bimodal_dip(h))
     return ratio

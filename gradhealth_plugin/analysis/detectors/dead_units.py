@@ -44,4 +44,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                  if h.layer not in warned]
     info = group_sustained(rd, KIND, INFO, tags_lib.ACTIVATION, info_hits, normal,
                            f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)", ADVICE, 3)
+    for f in info:
+        f.no_fault = (f"while the zero fraction stays under {danger:.0%}",
+                      "if it climbs past that or training stalls")
     return warn + info

@@ -59,7 +59,9 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         message=(f"gradients at {labelled('layer', [first_layer.name])} are "
                  f"{_compared(ratio[s], b[s], labelled('layer', [last_layer.name]))} "
                  f"from step {int(common[s])}, {held}: they vanish with depth"),
-        advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))})
+        advice=ADVICE, role=tags_lib.GRADIENT, spans={first_layer.name: (int(common[s]), int(common[e]))},
+        # The steps it held at: not those between its spans (a step whose gradient held NaN or Inf among them).
+        points={first_layer.name: inside})
     if tail is not None:
         f.evidence["too_few_steps"] = {"steps_needed": needed,
                                        "layers": {first_layer.name: {"last": tail[0], "of": tail[1]}}}

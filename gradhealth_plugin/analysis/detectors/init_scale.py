@@ -90,7 +90,7 @@ def _hit(layer, factor: float, bias_count: Optional[int], n_blocks: int = 0) -> 
     rdata = layer.roles.get(tags_lib.WEIGHT)
     if rdata is None or layer.kind != tags_lib.KIND_KERNEL:
         return None
-    std = rdata.table.get("std")
+    std = metrics.judged(rdata.table).get("std")
     known = np.nonzero(np.isfinite(std))[0]
     if len(known) == 0:
         return None

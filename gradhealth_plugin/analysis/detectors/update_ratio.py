@@ -97,6 +97,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                           "gradients are often the largest; Adam's first steps are about the learning rate per "
                           "element, whatever the gradient) and settle by themselves")
         start.evidence["settled_start"] = True
+        start.no_fault = ("once the ratio has settled", f"if it rises above {high:g} again or the weights grow")
         fast.append(start)
     bound = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, at_least, high,
                   f"update too fast: the change of their norm alone proves a mean update/weight ratio per step "
@@ -129,7 +130,7 @@ def _settled_start(rd: RunData, h: Hit, high: float, limits: Mapping[str, float]
                    reference: Optional[float] = None) -> bool:
     """Whether a too-fast hit is only the start of training settling (see the module's docstring); the
     weight's growth measured as `weight_growth` measures it (from `reference`, where it has one)."""
-    table = rd.layer(h.layer).roles[tags_lib.WEIGHT].table
+    table = metrics.judged(rd.layer(h.layer).roles[tags_lib.WEIGHT].table)
     steps, ratio = table.steps, table.get("update_ratio")
     if not len(steps) or steps[0] > limits["init_scale_max_step"] or h.first != steps[0]:
         return False
@@ -177,5 +178,5 @@ def _gradient_max_abs(layer) -> Optional[float]:
     rdata = layer.roles.get(tags_lib.GRADIENT)
     if rdata is None:
         return None
-    values = rdata.table.get("max_abs")
+    values = metrics.judged(rdata.table).get("max_abs")
     return float(np.nanmax(values)) if np.isfinite(values).any() else None

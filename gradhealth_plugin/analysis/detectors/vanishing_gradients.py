@@ -1,7 +1,7 @@
 """Gradients that vanish for several consecutive logged steps (seeds 002, 003, 004).
 
-A step whose gradient holds NaN or Inf is not judged: whatever is left of its
-values after an overflow (NaN, zeros) is the `nonfinite` finding's, not vanishing.
+A step whose gradient holds NaN or Inf is not judged (`metrics.judged`, as for every kind): whatever
+is left of its values after an overflow (zeros) is the `nonfinite` finding's, not vanishing.
 Gradients that shrank since the start no more than the logged loss did (`convergence.fitting`:
 a loss fallen `fitting_loss_drop` times or more, the gradients at most `fitting_gradient_slack`
 times further) are a note, a finding of their own: a loss near zero has gradients near zero.
@@ -10,18 +10,14 @@ The layers whose gradients fell much further keep the finding, which says so.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List, Mapping
-
-import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import convergence, health
 from ..finding import CRITICAL, INFO, WARN, Finding
 from ..limits import Line
-from ..metrics import MetricTable
-from ..spans import Test, group_sustained, gt, role_tables, span_hits
+from ..spans import Test, group_sustained, role_tables, span_hits
 
 KIND = "vanishing_gradients"
 ORDER = 30
@@ -45,7 +41,7 @@ THRESHOLDS = (
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     small, fraction = limits["vanishing_abs"], limits["vanishing_fraction"]
     steps_needed = int(limits["vanishing_steps"])
-    tests = (_Finite("small_fraction", fraction, inclusive=True), _Finite("mean_abs", small, above=False))
+    tests = (Test("small_fraction", fraction, inclusive=True), Test("mean_abs", small, above=False))
     hits = span_hits(rd, tags_lib.GRADIENT, tests, steps_needed)
     what = f"vanish (>= {fraction:.0%} of |g| below {small:g} or mean |g| below {small:g}"
     what, stated = f"{what})", f"{what} for {steps_needed}+ logged steps)"
@@ -65,10 +61,3 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         convergence.describe_fitting(f, fits, limits)
     return out
 
-
-@dataclasses.dataclass(frozen=True)
-class _Finite(Test):
-    """A test that never holds at a step whose gradient has non-finite values."""
-
-    def values(self, table: MetricTable) -> np.ndarray:
-        return np.where(gt(table.get("nonfinite"), 0), np.nan, super().values(table))

@@ -5,6 +5,7 @@
 import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary } from "./api";
 import type { Cell, Finding, Heatmap, HeatmapWindow, RunInfo, Series, Track } from "./api";
 import { sortFindings } from "./findings";
+import { growingRuns } from "./panels";
 import type { Step } from "./steps";
 import { errorText } from "./json";
 import { installVocabulary } from "./vocabulary";
@@ -47,10 +48,13 @@ export class Store {
   async loadRuns(): Promise<boolean> {
     const { runs, config_problems } = await fetchRuns();
     const before = this.runsSignature;
+    const growing = growingRuns(this.runs, runs);
+    for (const r of runs) r.growing = growing.has(r.run);
     this.runs = runs;
     this.configProblems = config_problems;
+    // With whether a run grows: a run that stopped growing has its badge redrawn without "so far".
     this.runsSignature = JSON.stringify(
-      runs.map((r) => [r.run, String(r.last_step), r.steps_kept, r.finding_counts, r.roles, r.error]),
+      runs.map((r) => [r.run, String(r.last_step), r.steps_kept, r.finding_counts, r.roles, r.error, r.growing]),
     );
     return before !== this.runsSignature;
   }

@@ -59,6 +59,20 @@ def _selected_runs(tab):
     return tab.ui.locator("li.gh-run[aria-selected=true]").evaluate_all("els => els.map(e => e.dataset.run)")
 
 
+def test_a_run_picked_from_the_list_opens_on_its_worst_findings_role(server, page):
+    runs = _runs(server)
+    assert runs[RELU]["worst_role"] == "activation" and runs[LR]["worst_role"] == "gradient"
+    tab = Tab(page, server)
+    tab.open(f"gradhealth&p.gradhealth.run={RELU}")
+    assert tab.frame.evaluate("window.__gradhealth.viewState.role") == "activation"
+    before = tab.drawn()
+    tab.ui.locator(f"li.gh-run[data-run='{LR}']").click()
+    tab.wait_redraw(before)
+    assert _selected_runs(tab) == [LR]
+    assert tab.frame.evaluate("window.__gradhealth.viewState.role") == "gradient"
+    assert tab.ui.locator("select").first.input_value() == "gradient"
+
+
 def test_a_run_whose_steps_grew_since_the_last_look_is_badged_so_far(server, logdir, page):
     tab = Tab(page, server)
     tab.open(f"gradhealth&p.gradhealth.run={GROWING}")

@@ -18,7 +18,7 @@ import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend } from "./legend";
 import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote } from "./messages";
-import { FindingsList, RunList, worstRun } from "./panels";
+import { FindingsList, roleToOpen, RunList, worstRun } from "./panels";
 import { matchesFilter, orderRows, rowSeverity } from "./rows";
 import { keptLayers, summaryText } from "./summary";
 import { persistState, readState, sameState } from "./state";
@@ -384,9 +384,13 @@ export class App {
   private openFromSweep(run: string, role: string | null): void {
     this.state.view = "heatmap";
     this.showView();
-    if (role && this.store.runs.find((r) => r.run === run)?.roles.includes(role)) this.state.role = role;
-    if (run === this.state.run) void this.loadRun();
-    else this.selectRun(run);
+    const named = role && this.store.runs.find((r) => r.run === run)?.roles.includes(role) ? role : "";
+    if (run !== this.state.run) {
+      this.selectRun(run, named);
+      return;
+    }
+    if (named) this.state.role = named;
+    void this.loadRun();
   }
 
   private showConfigProblems(): void {
@@ -407,9 +411,13 @@ export class App {
     this.state.compare = this.toolbar.setCompareRuns(this.store.runs, this.state.run, this.state.compare);
   }
 
-  private selectRun(run: string): void {
+  /**
+   * Opens another run, on `role` when given; else as a first open does, on the role of its worst
+   * finding (the run left's role may show none of the new run's warnings).
+   */
+  private selectRun(run: string, role = ""): void {
     if (run === this.state.run) return;
-    this.state = openRun(this.state, run, this.state.compare === run ? "" : this.state.compare);
+    this.state = { ...openRun(this.state, run, this.state.compare === run ? "" : this.state.compare), role };
     void this.loadRun();
   }
 
@@ -425,8 +433,8 @@ export class App {
     const run = this.currentRun();
     if (!run) return;
     this.drawRunPickers();
-    // A URL naming no role opens the run on the role its worst finding is about.
-    this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role || (run.worst_role ?? ""));
+    // A URL naming no role (or one the run lacks) opens the run on the role its worst finding is about.
+    this.state.role = this.toolbar.setRoles(orderedRoles(run), roleToOpen(run, this.state.role));
     this.toolbar.showState(this.state);
     if (run.error !== null) {
       // Its routes would answer the same error: say it once, in the centre and in the findings.

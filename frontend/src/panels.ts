@@ -65,6 +65,15 @@ export function growingRuns(
   }));
 }
 
+/**
+ * The role a run opens on: the one asked for (a link's, a sweep line's) when the run has it,
+ * else the role of the run's worst finding; "" leaves the choice to the toolbar's default.
+ */
+export function roleToOpen(run: Pick<RunInfo, "roles" | "worst_role">, asked: string): string {
+  if (asked && run.roles.includes(asked)) return asked;
+  return run.worst_role !== null && run.roles.includes(run.worst_role) ? run.worst_role : "";
+}
+
 /** A run's tooltip in the list: its name, then why it failed or its findings and last step. */
 export function runTitle(r: Pick<RunInfo, "run" | "finding_counts" | "last_step"> & Partial<Pick<RunInfo, "error" | "growing">>): string {
   if (r.error) return `${r.run}\n${r.error}`;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, groupRuns, growingRuns, runBadge, runTitle, worstRun } from "../src/panels";
+import { countsText, groupRuns, growingRuns, roleToOpen, runBadge, runTitle, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -84,5 +84,17 @@ describe("runs still growing", () => {
     expect(runBadge({ ...run("a", null), growing: false }).text).toBe("healthy");
     expect(runBadge({ ...run("a", null), growing: true, error: "unreadable" }).text).toBe("failed");
     expect(runTitle({ run: "a", finding_counts: {}, last_step: 9n, growing: true })).toContain("still growing");
+  });
+});
+
+describe("the role a run opens on", () => {
+  const run = { roles: ["gradient", "activation", "weight"], worst_role: "gradient" };
+
+  it("is the role asked for when the run has it, else the role of its worst finding", () => {
+    expect(roleToOpen(run, "weight")).toBe("weight");
+    // Another run's role (the one the list was on) is no reason to stay on it.
+    expect(roleToOpen(run, "")).toBe("gradient");
+    expect(roleToOpen(run, "update")).toBe("gradient");
+    expect(roleToOpen({ ...run, worst_role: null }, "")).toBe("");
   });
 });

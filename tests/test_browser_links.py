@@ -59,6 +59,30 @@ def _selected_runs(tab):
     return tab.ui.locator("li.gh-run[aria-selected=true]").evaluate_all("els => els.map(e => e.dataset.run)")
 
 
+def test_a_link_to_a_run_not_loaded_yet_waits_for_it_then_opens_it(server, logdir, page):
+    tab = Tab(page, server)
+    page.goto(f"{server}/#gradhealth&p.gradhealth.run={LATE}")
+    page.wait_for_selector(FRAME, timeout=30_000)
+    tab._wait_for_frame(timeout_s=30.0)
+    waiting = tab.ui.locator(".gh-message", has_text="Waiting for run")
+    waiting.wait_for(timeout=30_000)
+    assert LATE in waiting.text_content()
+    # Past a few polls of the run list: still waiting, no other run opened in its place.
+    page.wait_for_timeout(7_000)
+    assert waiting.is_visible(), tab.state()
+    assert tab.drawn() == 0 and _selected_runs(tab) == []
+    assert tab.frame.evaluate("window.__gradhealth.viewState.run") == LATE
+    assert f"p.gradhealth.run={LATE}" in page.evaluate("location.hash")
+    # The run arrives in the log directory: TensorBoard lists it, the tab opens it by itself.
+    shutil.copytree(REPO / "demo" / "runs" / "lr_too_high" / "lr_0.3", logdir / LATE)
+    tab.frame.wait_for_function("Number(document.documentElement.dataset.ghDrawn || 0) > 0", timeout=60_000)
+    assert tab.frame.evaluate("window.__gradhealth.viewState.run") == LATE
+    assert _selected_runs(tab) == [LATE]
+    assert not waiting.is_visible()
+    assert f"p.gradhealth.run={LATE}" in page.evaluate("location.hash")
+    assert tab.errors == []
+
+
 def test_a_run_picked_from_the_list_opens_on_its_worst_findings_role(server, page):
     runs = _runs(server)
     assert runs[RELU]["worst_role"] == "activation" and runs[LR]["worst_role"] == "gradient"

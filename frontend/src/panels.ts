@@ -66,6 +66,22 @@ export function growingRuns(
 }
 
 /**
+ * The run the tab shows. The run the view state names, when listed. Otherwise, when the state
+ * names one (a link, a run deleted since), it is not swapped for another: the tab waits for it,
+ * as TensorBoard may not have loaded it yet, and says once `waitedMs` reaches `patienceMs` that
+ * it has not appeared. A state naming no run opens the worst.
+ */
+export function runToShow(
+  runs: readonly RunInfo[],
+  named: string,
+  waitedMs: number,
+  patienceMs: number,
+): { open: string } | { waitFor: string; overdue: boolean } {
+  if (named && !runs.some((r) => r.run === named)) return { waitFor: named, overdue: waitedMs >= patienceMs };
+  return { open: named || (worstRun(runs)?.run ?? "") };
+}
+
+/**
  * The role a run opens on: the one asked for (a link's, a sweep line's) when the run has it,
  * else the role of the run's worst finding; "" leaves the choice to the toolbar's default.
  */

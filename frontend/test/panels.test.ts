@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, groupRuns, growingRuns, roleToOpen, runBadge, runTitle, worstRun } from "../src/panels";
+import { countsText, groupRuns, growingRuns, roleToOpen, runBadge, runTitle, runToShow, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -84,6 +84,25 @@ describe("runs still growing", () => {
     expect(runBadge({ ...run("a", null), growing: false }).text).toBe("healthy");
     expect(runBadge({ ...run("a", null), growing: true, error: "unreadable" }).text).toBe("failed");
     expect(runTitle({ run: "a", finding_counts: {}, last_step: 9n, growing: true })).toContain("still growing");
+  });
+});
+
+describe("the run to show", () => {
+  const runs = [
+    { ...run("demo/sweep/lr_1_sgd/validation", "critical"), roles: [], worst_role: null },
+    { ...run("demo/healthy", null), roles: [], worst_role: null },
+  ] as never[];
+
+  it("keeps the run a link names while it is not listed, and says so once past the patience", () => {
+    expect(runToShow(runs, "nu3/resnet101_lrjump", 8_000, 60_000)).toEqual({ waitFor: "nu3/resnet101_lrjump", overdue: false });
+    expect(runToShow(runs, "nu3/resnet101_lrjump", 60_000, 60_000)).toEqual({ waitFor: "nu3/resnet101_lrjump", overdue: true });
+    expect(runToShow([], "nu3/resnet101_lrjump", 0, 60_000)).toEqual({ waitFor: "nu3/resnet101_lrjump", overdue: false });
+  });
+
+  it("opens the named run once listed, and the worst run when none is named", () => {
+    expect(runToShow(runs, "demo/healthy", 0, 60_000)).toEqual({ open: "demo/healthy" });
+    expect(runToShow(runs, "", 0, 60_000)).toEqual({ open: "demo/sweep/lr_1_sgd/validation" });
+    expect(runToShow([], "", 0, 60_000)).toEqual({ open: "" });
   });
 });
 

@@ -1148,7 +1148,7 @@ export class App {
   }
 
   private async reloadRuns(force: boolean): Promise<void> {
-    let changed: boolean;
+    let changed: "data" | "badges" | null;
     try {
       changed = await this.store.loadRuns();
     } catch (e) {
@@ -1157,8 +1157,13 @@ export class App {
     }
     setMessage(this.globalMessage, null);
     this.showConfigProblems();
+    if (!force && changed === "badges" && !this.waiting) {
+      // Only a badge's "so far" came or went: the runs' data, and so the heatmaps, are as they were.
+      this.drawRunPickers();
+      return;
+    }
     // While waiting for a run, each answer is looked at: the wait may be over, or overdue.
-    if (!force && !changed && !this.waiting) return;
+    if (!force && changed === null && !this.waiting) return;
     if (this.showView()) {
       this.store.invalidate();
       await this.loadSweep();

@@ -61,6 +61,11 @@ export interface RunInfo {
   unreadable: { tag: string; why: string }[];
   /** The training many workers logged that this run is one rank of; null when it is none. */
   training: Training | null;
+  /**
+   * Set by the page, not the server: its steps changed since the previous look at the run list
+   * (TensorBoard still reading it, or a training still writing it), so its findings are so far.
+   */
+  growing?: boolean;
 }
 
 /** The server's account of the steps TensorBoard's reservoir sampling dropped in a run. */

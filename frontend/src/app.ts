@@ -18,7 +18,7 @@ import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend } from "./legend";
 import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote } from "./messages";
-import { FindingsList, RunList, worstRun } from "./panels";
+import { FindingsList, roleToOpen, RunList, runToShow, worstRun } from "./panels";
 import { matchesFilter, orderRows, rowSeverity } from "./rows";
 import { keptLayers, summaryText } from "./summary";
 import { persistState, readState, sameState } from "./state";
@@ -36,6 +36,10 @@ const POLL_MS = 30_000;
 const DETAIL_MIN_VISIBLE = 320;
 // A host reload and a poll landing together should fetch once.
 const MIN_REFRESH_GAP_MS = 3_000;
+// While the run a link names is not listed (TensorBoard still loading the log directory), the
+// list is asked this often; past the patience the tab says the run has not appeared.
+const WAIT_POLL_MS = 5_000;
+const WAIT_PATIENCE_MS = 60_000;
 
 /** Steps at which a heatmap row has data (binned: the step each column's cell came from). */
 function rowSteps(h: Heatmap, layer: string): Step[] {
@@ -142,6 +146,9 @@ export class App {
   /** The whole runs' tracks, as loaded with the run (`tracks` may hold a zoom window's instead). */
   private wholeTracks: [Track | null, Track | null] = [null, null];
   private syncingScroll = false;
+  /** The run the view state names while it is not listed, and since when (Date.now()). */
+  private waiting: { run: string; since: number } | null = null;
+  private waitTimer = 0;
 
   constructor(body: HTMLElement) {
     this.toolbar = new Toolbar({
@@ -308,7 +315,7 @@ export class App {
   }
 
   /** Hides everything about runs and says why in the global message. */
-  private showNoRuns(kind: "info" | "error", content: (string | Node)[]): void {
+  private showNoRuns(kind: "info" | "error" | "loading", content: (string | Node)[]): void {
     this.main.hidden = true;
     this.toolbar.showControls(false);
     setMessage(this.globalMessage, kind, content);
@@ -326,8 +333,15 @@ export class App {
       return;
     }
     this.showConfigProblems();
+    const choice = this.chooseRun();
+    if (this.store.runs.length === 0 && "waitFor" in choice && !choice.overdue) {
+      // TensorBoard has listed no run yet: the run a link names may be among the first it loads.
+      this.showNoRuns("loading", this.waitingText(choice.waitFor, false));
+      return;
+    }
     if (this.store.runs.length === 0) {
       const box = el("div", "gh-empty");
+      box.append(...("waitFor" in choice ? this.waitingText(choice.waitFor, true) : []));
       box.append(el("h2", "", "No gradient health data yet"), ...howToLog());
       this.showNoRuns("info", [box]);
       return;
@@ -384,9 +398,13 @@ export class App {
   private openFromSweep(run: string, role: string | null): void {
     this.state.view = "heatmap";
     this.showView();
-    if (role && this.store.runs.find((r) => r.run === run)?.roles.includes(role)) this.state.role = role;
-    if (run === this.state.run) void this.loadRun();
-    else this.selectRun(run);
+    const named = role && this.store.runs.find((r) => r.run === run)?.roles.includes(role) ? role : "";
+    if (run !== this.state.run) {
+      this.selectRun(run, named);
+      return;
+    }
+    if (named) this.state.role = named;
+    void this.loadRun();
   }
 
   private showConfigProblems(): void {
@@ -407,10 +425,52 @@ export class App {
     this.state.compare = this.toolbar.setCompareRuns(this.store.runs, this.state.run, this.state.compare);
   }
 
-  private selectRun(run: string): void {
+  /**
+   * Opens another run, on `role` when given; else as a first open does, on the role of its worst
+   * finding (the run left's role may show none of the new run's warnings).
+   */
+  private selectRun(run: string, role = ""): void {
     if (run === this.state.run) return;
-    this.state = openRun(this.state, run, this.state.compare === run ? "" : this.state.compare);
+    this.state = { ...openRun(this.state, run, this.state.compare === run ? "" : this.state.compare), role };
     void this.loadRun();
+  }
+
+  /** What to show for the run the state names: it, the worst run when none is named, or a wait for it. */
+  private chooseRun(): ReturnType<typeof runToShow> {
+    const named = this.state.run;
+    const since = this.waiting?.run === named ? this.waiting.since : Date.now();
+    const choice = runToShow(this.store.runs, named, Date.now() - since, WAIT_PATIENCE_MS);
+    this.waiting = "waitFor" in choice ? { run: named, since } : null;
+    clearTimeout(this.waitTimer);
+    // Not overdue: asked again soon, so the run opens as soon as TensorBoard lists it (the usual poll goes on after).
+    if ("waitFor" in choice && !choice.overdue) this.waitTimer = window.setTimeout(() => void this.refresh(false), WAIT_POLL_MS);
+    return choice;
+  }
+
+  private waitingText(run: string, overdue: boolean): (string | Node)[] {
+    if (!overdue) return [paragraph("Waiting for run ", code(run), " to load: TensorBoard has not listed it yet. It opens here once it is.")];
+    const worst = worstRun(this.store.runs);
+    return [
+      paragraph(
+        "Run ", code(run), " has not appeared. TensorBoard may still be reading the log directory, or the link names a run that is not in it. ",
+        ...(worst
+          ? ["It opens here if it appears; meanwhile pick a run from the list or ", button(`open ${worst.run}`, () => this.selectRun(worst.run)), "."]
+          : ["It opens here if it appears."]),
+      ),
+    ];
+  }
+
+  /** The run the state names is not listed yet: says so in the centre, with the run list beside it. */
+  private showWaiting(run: string, overdue: boolean): void {
+    ++this.requestId;
+    this.store.heatmaps = [null, null];
+    this.drawRunPickers();
+    this.detail.close();
+    this.samplingNote.hidden = this.coverageNote.hidden = true;
+    this.findingsList.loading();
+    this.summary.textContent = "";
+    this.showHeatmaps(false);
+    setMessage(this.message, overdue ? "info" : "loading", this.waitingText(run, overdue));
   }
 
   /** A rank of a training beside another rank of it, in the compare view. */
@@ -421,12 +481,18 @@ export class App {
 
   /** Loads the selected run: its roles, heatmap(s) and findings. */
   private async loadRun(): Promise<void> {
-    if (!this.currentRun()) this.state.run = worstRun(this.store.runs)?.run ?? "";
+    // A run the state names is kept, listed or not yet: never swapped for another.
+    const choice = this.chooseRun();
+    if ("waitFor" in choice) {
+      this.showWaiting(choice.waitFor, choice.overdue);
+      return;
+    }
+    this.state.run = choice.open;
     const run = this.currentRun();
     if (!run) return;
     this.drawRunPickers();
-    // A URL naming no role opens the run on the role its worst finding is about.
-    this.state.role = this.toolbar.setRoles(orderedRoles(run), this.state.role || (run.worst_role ?? ""));
+    // A URL naming no role (or one the run lacks) opens the run on the role its worst finding is about.
+    this.state.role = this.toolbar.setRoles(orderedRoles(run), roleToOpen(run, this.state.role));
     this.toolbar.showState(this.state);
     if (run.error !== null) {
       // Its routes would answer the same error: say it once, in the centre and in the findings.
@@ -1082,7 +1148,7 @@ export class App {
   }
 
   private async reloadRuns(force: boolean): Promise<void> {
-    let changed: boolean;
+    let changed: "data" | "badges" | null;
     try {
       changed = await this.store.loadRuns();
     } catch (e) {
@@ -1091,14 +1157,17 @@ export class App {
     }
     setMessage(this.globalMessage, null);
     this.showConfigProblems();
-    if (!force && !changed) return;
+    if (!force && changed === "badges" && !this.waiting) {
+      // Only a badge's "so far" came or went: the runs' data, and so the heatmaps, are as they were.
+      this.drawRunPickers();
+      return;
+    }
+    // While waiting for a run, each answer is looked at: the wait may be over, or overdue.
+    if (!force && changed === null && !this.waiting) return;
     if (this.showView()) {
       this.store.invalidate();
       await this.loadSweep();
       return;
-    }
-    if (!this.currentRun()) {
-      this.state = { ...this.state, run: worstRun(this.store.runs)?.run ?? "", layer: "", step: null, finding: "" };
     }
     this.store.invalidate();
     this.drawRunPickers();

@@ -17,10 +17,16 @@ import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "
  * ranks above a run with no finding at all.
  */
 export function runBadge(
-  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error" | "sampling">>,
+  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error" | "sampling" | "growing">>,
 ): { text: string; cls: string; rank: number } {
   // A run the server could not analyse says nothing about training: ranked with no data.
   if (r.error) return { text: "failed", cls: "gh-run-failed", rank: 0 };
+  // Steps still arriving (TensorBoard reading the run, or a training writing it): what the
+  // steps read so far show, not a verdict on the run.
+  if (r.growing) {
+    const read = runBadge({ ...r, growing: false });
+    return { ...read, text: `${read.text} so far` };
+  }
   // Any finding ranks above a healthy run (1) and one with no data (0).
   const rank = r.worst_severity ? severityRank(r.worst_severity) : 0;
   if (rank > 0 && r.worst_severity === mildestSeverity()) {
@@ -43,10 +49,52 @@ export function worstRun(runs: readonly RunInfo[]): RunInfo | undefined {
   return best;
 }
 
+/**
+ * The runs of `after` whose steps changed since `before` was listed (kept steps or last step):
+ * TensorBoard is still reading them, or a training still writing them. A run new to the list
+ * has nothing to compare with and is not counted.
+ */
+export function growingRuns(
+  before: readonly Pick<RunInfo, "run" | "steps_kept" | "last_step">[],
+  after: readonly Pick<RunInfo, "run" | "steps_kept" | "last_step">[],
+): Set<string> {
+  const was = new Map(before.map((r) => [r.run, r]));
+  return new Set(after.flatMap((r) => {
+    const b = was.get(r.run);
+    return b && (b.steps_kept !== r.steps_kept || String(b.last_step) !== String(r.last_step)) ? [r.run] : [];
+  }));
+}
+
+/**
+ * The run the tab shows. The run the view state names, when listed. Otherwise, when the state
+ * names one (a link, a run deleted since), it is not swapped for another: the tab waits for it,
+ * as TensorBoard may not have loaded it yet, and says once `waitedMs` reaches `patienceMs` that
+ * it has not appeared. A state naming no run opens the worst.
+ */
+export function runToShow(
+  runs: readonly RunInfo[],
+  named: string,
+  waitedMs: number,
+  patienceMs: number,
+): { open: string } | { waitFor: string; overdue: boolean } {
+  if (named && !runs.some((r) => r.run === named)) return { waitFor: named, overdue: waitedMs >= patienceMs };
+  return { open: named || (worstRun(runs)?.run ?? "") };
+}
+
+/**
+ * The role a run opens on: the one asked for (a link's, a sweep line's) when the run has it,
+ * else the role of the run's worst finding; "" leaves the choice to the toolbar's default.
+ */
+export function roleToOpen(run: Pick<RunInfo, "roles" | "worst_role">, asked: string): string {
+  if (asked && run.roles.includes(asked)) return asked;
+  return run.worst_role !== null && run.roles.includes(run.worst_role) ? run.worst_role : "";
+}
+
 /** A run's tooltip in the list: its name, then why it failed or its findings and last step. */
-export function runTitle(r: Pick<RunInfo, "run" | "finding_counts" | "last_step"> & Partial<Pick<RunInfo, "error">>): string {
+export function runTitle(r: Pick<RunInfo, "run" | "finding_counts" | "last_step"> & Partial<Pick<RunInfo, "error" | "growing">>): string {
   if (r.error) return `${r.run}\n${r.error}`;
-  return `${r.run}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}`;
+  const growing = r.growing ? "\nstill growing: more steps were read since the previous look" : "";
+  return `${r.run}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}${growing}`;
 }
 
 export function countsText(counts: Record<string, number>): string {

@@ -5,6 +5,7 @@
 import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary } from "./api";
 import type { Cell, Finding, Heatmap, HeatmapWindow, RunInfo, Series, Track } from "./api";
 import { sortFindings } from "./findings";
+import { growingRuns } from "./panels";
 import type { Step } from "./steps";
 import { errorText } from "./json";
 import { installVocabulary } from "./vocabulary";
@@ -23,6 +24,7 @@ export class Store {
   /** What the server rejected from gradhealth.json. */
   configProblems: string[] = [];
   private runsSignature = "";
+  private growingSignature = "";
   findings: Finding[] = [];
   /** The run `findings` belong to. */
   findingsRun = "";
@@ -43,16 +45,25 @@ export class Store {
     return this.vocab;
   }
 
-  /** Fetches the run list; true when it differs from the one held before. */
-  async loadRuns(): Promise<boolean> {
+  /**
+   * Fetches the run list. "data" when a run's data differs from the list held before (its heatmaps
+   * and findings may have changed), "badges" when only which runs are growing did, else null.
+   */
+  async loadRuns(): Promise<"data" | "badges" | null> {
     const { runs, config_problems } = await fetchRuns();
     const before = this.runsSignature;
+    const grewBefore = this.growingSignature;
+    const growing = growingRuns(this.runs, runs);
+    for (const r of runs) r.growing = growing.has(r.run);
     this.runs = runs;
     this.configProblems = config_problems;
     this.runsSignature = JSON.stringify(
       runs.map((r) => [r.run, String(r.last_step), r.steps_kept, r.finding_counts, r.roles, r.error]),
     );
-    return before !== this.runsSignature;
+    // A run that stopped growing keeps its data: only its badge drops "so far".
+    this.growingSignature = [...growing].join("\n");
+    if (before !== this.runsSignature) return "data";
+    return grewBefore !== this.growingSignature ? "badges" : null;
   }
 
   /** Fetches a run's findings, most severe first; false when another run was asked for meanwhile. */

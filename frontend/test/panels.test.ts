@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, groupRuns, runBadge, runTitle, worstRun } from "../src/panels";
+import { countsText, groupRuns, growingRuns, roleToOpen, runBadge, runTitle, runToShow, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -63,5 +63,57 @@ describe("run badges", () => {
     const { listed, noData } = groupRuns(runs);
     expect(listed.map((r) => r.run)).toEqual(["train", "broken", "nan_validation"]);
     expect(noData.map((r) => r.run)).toEqual(["validation"]);
+  });
+});
+
+describe("runs still growing", () => {
+  const listed = (name: string, steps: number, last: bigint | null) => ({ run: name, steps_kept: steps, last_step: last });
+
+  it("counts a run whose kept steps or last step changed since the previous list", () => {
+    const before = [listed("done", 50, 49n), listed("reading", 20, 19n), listed("sampled", 10, 90n)];
+    const after = [listed("done", 50, 49n), listed("reading", 35, 34n), listed("sampled", 10, 99n), listed("new", 5, 4n)];
+    // A run new to the list has no earlier count to compare with.
+    expect([...growingRuns(before, after)].sort()).toEqual(["reading", "sampled"]);
+    expect(growingRuns([], after).size).toBe(0);
+  });
+
+  it("gives a growing run's verdict as so far, never a plain healthy", () => {
+    expect(runBadge({ ...run("a", null), growing: true }).text).toBe("healthy so far");
+    expect(runBadge({ ...run("a", "warn"), growing: true })).toMatchObject({ text: "warn so far", cls: "gh-sev-warn" });
+    expect(runBadge({ ...run("a", "info"), growing: true }).text).toBe("healthy (notes only) so far");
+    expect(runBadge({ ...run("a", null), growing: false }).text).toBe("healthy");
+    expect(runBadge({ ...run("a", null), growing: true, error: "unreadable" }).text).toBe("failed");
+    expect(runTitle({ run: "a", finding_counts: {}, last_step: 9n, growing: true })).toContain("still growing");
+  });
+});
+
+describe("the run to show", () => {
+  const runs = [
+    { ...run("demo/sweep/lr_1_sgd/validation", "critical"), roles: [], worst_role: null },
+    { ...run("demo/healthy", null), roles: [], worst_role: null },
+  ] as never[];
+
+  it("keeps the run a link names while it is not listed, and says so once past the patience", () => {
+    expect(runToShow(runs, "nu3/resnet101_lrjump", 8_000, 60_000)).toEqual({ waitFor: "nu3/resnet101_lrjump", overdue: false });
+    expect(runToShow(runs, "nu3/resnet101_lrjump", 60_000, 60_000)).toEqual({ waitFor: "nu3/resnet101_lrjump", overdue: true });
+    expect(runToShow([], "nu3/resnet101_lrjump", 0, 60_000)).toEqual({ waitFor: "nu3/resnet101_lrjump", overdue: false });
+  });
+
+  it("opens the named run once listed, and the worst run when none is named", () => {
+    expect(runToShow(runs, "demo/healthy", 0, 60_000)).toEqual({ open: "demo/healthy" });
+    expect(runToShow(runs, "", 0, 60_000)).toEqual({ open: "demo/sweep/lr_1_sgd/validation" });
+    expect(runToShow([], "", 0, 60_000)).toEqual({ open: "" });
+  });
+});
+
+describe("the role a run opens on", () => {
+  const run = { roles: ["gradient", "activation", "weight"], worst_role: "gradient" };
+
+  it("is the role asked for when the run has it, else the role of its worst finding", () => {
+    expect(roleToOpen(run, "weight")).toBe("weight");
+    // Another run's role (the one the list was on) is no reason to stay on it.
+    expect(roleToOpen(run, "")).toBe("gradient");
+    expect(roleToOpen(run, "update")).toBe("gradient");
+    expect(roleToOpen({ ...run, worst_role: null }, "")).toBe("");
   });
 });

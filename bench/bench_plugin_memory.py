@@ -1,4 +1,4 @@
-"""The plugin's own memory on a long run: resident and peak memory of the process serving it, request by request.
+"""The plugin's own memory on a long run, request by request, and the tab's requests timed side by side.
 
     python bench/bench_plugin_memory.py LOGDIR                        # this checkout
     python bench/bench_plugin_memory.py LOGDIR --code /path/to/old    # and another, side by side
@@ -12,6 +12,11 @@ with ``--samples`` gradhealth samples kept. The routes are called through a werk
 asking for gzip, as a browser does, so the answers are never decoded in the process measured. After
 each request: the process's resident memory (VmRSS) and its peak so far (VmHWM), in MB. The data
 server is another process and not counted (`bench_big_run.py` counts it).
+
+Then, after those, the tab's own requests are timed (seconds, wall): its first heatmap request (the
+compact layout, 768 columns and the rows of a first screen, as `bench_big_run.py`'s
+browser asks) and ZOOMS zooms into windows of 1,000 steps it has not asked before (median). Each
+checkout in turn on the same machine: on a shared one, compare the checkouts, not the seconds.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = "gh"
@@ -34,6 +41,8 @@ REQUESTS = (
     ("heatmap health, every step, rows", "/heatmap", {}),
     ("heatmap l2, every step, rows", "/heatmap", {"metric": "l2"}),
 )
+TAB = {"role": "gradient", "layout": "compact", "columns": 768}
+ZOOMS = 12
 
 
 def _memory_mb() -> tuple:
@@ -42,7 +51,7 @@ def _memory_mb() -> tuple:
     return tuple(int(fields[k].split()[0]) // 1024 for k in ("VmRSS", "VmHWM"))
 
 
-def _measure(logdir: str, samples: int) -> list:
+def _measure(logdir: str, samples: int) -> dict:
     from tests.conftest import RustPluginClient
     from gradhealth_plugin.writing import format as metadata
 
@@ -55,12 +64,26 @@ def _measure(logdir: str, samples: int) -> list:
                 params = {"run": RUN, "role": "gradient", **params}
             response = client._client(route).get(route, query_string=params, headers={"Accept-Encoding": "gzip"})
             out.append((label, response.status_code, len(response.get_data()), *_memory_mb()))
+        times = [_timed(client, rows="0:54", blocks="0:54")]
+        times += [_timed(client, start=500 * i, end=500 * i + 1000, rows="0:56", blocks="")
+                  for i in range(1, ZOOMS + 1)]
     finally:
         client.close()
-    return out
+    return {"memory": out, "first": times[0], "zoom": statistics.median(times[1:])}
 
 
-def _run_checkout(code: str, logdir: str, samples: int) -> list:
+def _timed(client, **params) -> float:
+    """Seconds for one gzipped heatmap answer the tab would ask for (`TAB` and `params`)."""
+    started = time.perf_counter()
+    response = client._client("/heatmap").get("/heatmap", query_string={"run": RUN, **TAB, **params},
+                                               headers={"Accept-Encoding": "gzip"})
+    response.get_data()
+    if response.status_code != 200:
+        raise RuntimeError(f"heatmap {params}: HTTP {response.status_code}")
+    return time.perf_counter() - started
+
+
+def _run_checkout(code: str, logdir: str, samples: int) -> dict:
     env = dict(os.environ, PYTHONPATH=code, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "_measure", logdir, str(samples)], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
@@ -80,13 +103,16 @@ def main(argv=None) -> int:
     print(f"\n{args.logdir}, run {RUN!r}: the plugin's process after each request, MB resident / peak so far\n")
     print("| request | sent (gzip) | " + " | ".join(code for code, _ in results) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in results) + " |")
-    for i, (label, status, sent, *_) in enumerate(results[-1][1]):
-        cells = [f"{r[i][3]:,} / {r[i][4]:,}" if r[i][1] == 200 else f"HTTP {r[i][1]}" for _, r in results]
+    for i, (label, status, sent, *_) in enumerate(results[-1][1]["memory"]):
+        rows = [r["memory"][i] for _, r in results]
+        cells = [f"{row[3]:,} / {row[4]:,}" if row[1] == 200 else f"HTTP {row[1]}" for row in rows]
         print(f"| {label} | {sent / 2 ** 20:.2f} MB | " + " | ".join(cells) + " |")
-    peaks = [max(row[4] for row in r) - r[0][4] for _, r in results]
+    peaks = [max(row[4] for row in r["memory"]) - r["memory"][0][4] for _, r in results]
     print("\npeak above the loaded process, MB: " + ", ".join(f"{code} {p:,}" for (code, _), p in zip(results, peaks)))
     if len(peaks) > 1:
         print("ratios to the first: " + ", ".join(f"{p / peaks[0]:.2f}" for p in peaks))
+    print("the tab's first heatmap request, s: " + ", ".join(f"{code} {r['first']:.3f}" for code, r in results))
+    print(f"a zoom's answer (median of {ZOOMS}), s: " + ", ".join(f"{code} {r['zoom']:.3f}" for code, r in results))
     return 0
 
 

@@ -107,13 +107,17 @@ def judged(table: MetricTable) -> MetricTable:
     return MetricTable(steps=table.steps, values=values, quality=quality, first_wall=table.first_wall)
 
 
-def shown_quality(table: MetricTable, name: str) -> np.ndarray:
-    """`quality_of(name)` for an answer: `FINITE_ONLY` where the tensor held NaN or Inf and the value
-    (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth."""
-    quality = table.quality_of(name)
+def shown_quality(table: MetricTable, name: str, at: slice = slice(None)) -> np.ndarray:
+    """`quality_of(name)[at]` for an answer: `FINITE_ONLY` where the tensor held NaN or Inf and the value
+    (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth.
+    `at`: the steps answered (a zoom's window), so that only those are looked at."""
+    quality = table.quality_of(name)[at]
     if name in SPEAKS_AT_NONFINITE:
         return quality
-    return np.where(nonfinite_steps(table) & (quality != NO_DATA), FINITE_ONLY, quality).astype(np.uint8)
+    bad = np.nan_to_num(table.get("nonfinite")[at], nan=0.0) > 0
+    if not bad.any():
+        return quality
+    return np.where(bad & (quality != NO_DATA), FINITE_ONLY, quality).astype(np.uint8)
 
 
 def _as_buckets(a) -> np.ndarray:

@@ -544,7 +544,7 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
                               dtype=np.float64).reshape(shape)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = _object_rows([r.health.rule[keep] for r in rdatas], len(cols))
-        codes = (np.array([metrics.shown_quality(r.table, metric)[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
+        codes = (np.array([metrics.shown_quality(r.table, metric, keep) for r in rdatas], dtype=np.uint8).reshape(shape)
                  if metric != "health" else _health_quality(rdatas, keep))
         codes_of.append(np.unique(codes))
         cell_quality[at] = codes

@@ -90,9 +90,9 @@ class MetricTable:
 SPEAKS_AT_NONFINITE = frozenset({"count", "nonfinite"})
 
 
-def nonfinite_steps(table: MetricTable) -> np.ndarray:
-    """Where the tensor held NaN or Inf (the table's shape, so also for stacked tables)."""
-    return np.nan_to_num(table.get("nonfinite"), nan=0.0) > 0
+def nonfinite_steps(table: MetricTable, at: slice = slice(None)) -> np.ndarray:
+    """Where the tensor held NaN or Inf (the table's shape, so also for stacked tables), at its steps `at`."""
+    return np.nan_to_num(table.get("nonfinite")[at], nan=0.0) > 0
 
 
 def judged(table: MetricTable) -> MetricTable:
@@ -114,7 +114,7 @@ def shown_quality(table: MetricTable, name: str, at: slice = slice(None)) -> np.
     quality = table.quality_of(name)[at]
     if name in SPEAKS_AT_NONFINITE:
         return quality
-    bad = np.nan_to_num(table.get("nonfinite")[at], nan=0.0) > 0
+    bad = nonfinite_steps(table, at)
     if not bad.any():
         return quality
     return np.where(bad & (quality != NO_DATA), FINITE_ONLY, quality).astype(np.uint8)

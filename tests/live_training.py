@@ -9,7 +9,8 @@ the first logged step whose raw gradients break the contract's triggers
 (max |g| above 1e3, or NaN/Inf), read from the tensors themselves.
 
 ``pause`` sleeps after each logged step, so that a watcher following the
-logdir can be timed against the training's progress.
+logdir can be timed against the training's progress; ``slow_pause``, when given,
+replaces it from ``diverge_at`` on, where the watcher is timed.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ class Result:
         return sorted(self.logged_at)[index]
 
 
+def _pause(step: int, diverge_at: Optional[int], pause: float, slow_pause: Optional[float]) -> float:
+    """Seconds to sleep after logged `step`: `slow_pause` from the divergence on, where a watcher is timed
+    (its polls take longer on a loaded machine), `pause` before it, so the run leading up to it stays short."""
+    if slow_pause is not None and diverge_at is not None and step >= diverge_at:
+        return slow_pause
+    return pause
+
+
 def _data(seed: int = 0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(BATCH * 8, 16)).astype(np.float32)
@@ -54,7 +63,8 @@ def _data(seed: int = 0):
 
 
 def train_torch(run_dir: str, steps: int = STEPS, diverge_at: Optional[int] = None, pause: float = 0.0,
-                with_optimizer: bool = True, loss_file: bool = False, **watch_kwargs) -> Result:
+                slow_pause: Optional[float] = None, with_optimizer: bool = True, loss_file: bool = False,
+                **watch_kwargs) -> Result:
     """With ``loss_file`` the loss is written every step into a second event file of the run, as a
     ``SummaryWriter`` next to ``watch`` writes it (created after gradhealth's, so it is the newer file)."""
     import torch
@@ -97,7 +107,7 @@ def train_torch(run_dir: str, steps: int = STEPS, diverge_at: Optional[int] = No
                 if losses is not None:
                     losses.flush()
                 logged_at[step] = time.monotonic()
-                time.sleep(pause)
+                time.sleep(_pause(step, diverge_at, pause, slow_pause))
             if handle.should_stop:
                 break
     except TrainingStopped as e:
@@ -110,7 +120,7 @@ def train_torch(run_dir: str, steps: int = STEPS, diverge_at: Optional[int] = No
 
 
 def train_keras(log_dir: str, steps: int = STEPS, diverge_at: Optional[int] = None, pause: float = 0.0,
-                **callback_kwargs) -> Result:
+                slow_pause: Optional[float] = None, **callback_kwargs) -> Result:
     """``fit`` with one epoch per logged step (the callback flushes its events at each epoch's end)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
@@ -139,7 +149,7 @@ def train_keras(log_dir: str, steps: int = STEPS, diverge_at: Optional[int] = No
         def on_epoch_end(self, epoch, logs=None):
             # After gradhealth's own on_epoch_end, which wrote and flushed the epoch's logged step.
             logged_at[epoch * EVERY] = time.monotonic()
-            time.sleep(pause)
+            time.sleep(_pause(epoch * EVERY, diverge_at, pause, slow_pause))
 
     model.fit(x[:BATCH * EVERY], y[:BATCH * EVERY], batch_size=BATCH, epochs=steps // EVERY, shuffle=False,
               callbacks=[gradhealth, Pace()], verbose=0)

@@ -1089,6 +1089,22 @@ def test_cell_rules_score_stacked_tables_as_each_table_alone(seed):
             assert stacked.rule[i].tolist() == alone.rule.tolist()
 
 
+def test_cell_rules_read_stacked_quality_as_each_table_alone():
+    # An update ratio known only as a lower bound (a weight logged without its update): under the floor it
+    # proves nothing, in a stacked table as in the table alone.
+    bounded = weight(0, update_ratio=1e-9)
+    bounded.quality["update_ratio"] = np.full(len(STEPS), metrics.LOWER_BOUND, dtype=np.uint8)
+    tables = [weight(1), bounded, weight(2, update_ratio=1e-9)]
+    stacked = health.rule_health(metrics.stack_tables(tables), T.WEIGHT, T.KIND_KERNEL, LIMITS,
+                                 findings.detectors.CELL_RULES)
+    for i, t in enumerate(tables):
+        alone = findings.cell_health(t, T.WEIGHT, T.KIND_KERNEL, LIMITS)
+        assert np.array_equal(stacked.score[i], alone.score, equal_nan=True), i
+        assert stacked.rule[i].tolist() == alone.rule.tolist(), i
+    # The bounded row is not judged "barely moves"; the same values known exactly are.
+    assert set(stacked.rule[1]) == {""} and set(stacked.rule[2]) == {"update_ratio"}
+
+
 @pytest.mark.parametrize("cells_at_once", [1, 100, 1 << 17])
 def test_decide_cells_of_many_layers_equal_each_row_decided_alone(monkeypatch, cells_at_once):
     monkeypatch.setattr(findings, "_CELLS_AT_ONCE", cells_at_once)  # chunks of one row, of a few, of all

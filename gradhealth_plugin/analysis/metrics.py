@@ -557,7 +557,8 @@ def empty_table() -> MetricTable:
 def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
     """Equally long tables as one, a row each: every metric any of them has, NaN (no data) where one lacks it.
 
-    Only the values are stacked, for judging them; answers read each table's own quality.
+    The quality codes are stacked too where any table has them (the rules read them: a lower bound
+    under a floor proves nothing); answers read each table's own.
     """
     names = dict.fromkeys(name for t in tables for name in t.values)
     if not tables:
@@ -570,8 +571,12 @@ def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
         rows = np.concatenate([t.values.get(name, missing) for t in tables])
         return rows.astype(np.float64, copy=False).reshape(shape)
 
+    def codes(name: str) -> np.ndarray:
+        return np.concatenate([t.quality_of(name) for t in tables]).astype(np.uint8, copy=False).reshape(shape)
+
+    qualities = dict.fromkeys(name for t in tables for name in t.quality)
     return MetricTable(steps=np.concatenate([t.steps for t in tables]).astype(np.int64, copy=False).reshape(shape),
-                       values={name: column(name) for name in names}, quality={})
+                       values={name: column(name) for name in names}, quality={name: codes(name) for name in qualities})
 
 
 def summarize_quality(codes: np.ndarray) -> Optional[str]:

@@ -512,6 +512,41 @@ def test_weight_growth_abs_mean_threshold(mean, fires):
     assert_evidence(f)
 
 
+def _ramp(top, until):
+    """A weight std rising from 0.1 to `top` x 0.1 over the first `until` logged steps, level after."""
+    std = np.full(N, 0.1 * top)
+    std[:until] = np.linspace(0.1, 0.1 * top, until)
+    return std
+
+
+def test_weight_growth_says_since_when_it_is_level():
+    grew = weight(0, std=_ramp(6.0, 12))
+    grows = weight(1, std=np.geomspace(0.1, 1.0, N))  # still rising at the last step, 6% a step
+    f = one(find(run(*three_kernels(w={1: grew, 2: grows}))), "weight_growth")
+    assert f.layers == ["dense_1/kernel", "dense_2/kernel"]
+    # Within 10% of its last value (0.6) from the first step the ramp reaches 0.54.
+    since = int(STEPS[np.argmax(_ramp(6.0, 12) >= 0.54)])
+    assert f.evidence["layers"]["dense_1/kernel"]["level_since"] == since
+    assert "level_since" not in f.evidence["layers"]["dense_2/kernel"]
+    assert f.message.endswith(f"; 1 of them stayed within 10% of their last value since step {since}")
+    alone = one(find(run(*three_kernels(w={2: grows}))), "weight_growth")
+    assert "stayed within" not in alone.message and "level_since" not in str(alone.evidence)
+
+
+def test_weight_growth_during_too_fast_updates_names_them_as_its_cause():
+    fast = 0.5 * (np.arange(N) < 10) + 1e-3  # update ratio above 0.1 for the first 10 logged steps
+    grew = weight(0, std=_ramp(6.0, 8), update_ratio=fast)
+    f = one(find(run(*three_kernels(w={1: grew}))), "weight_growth")
+    assert f.evidence["grown_by_fast_updates"] == ["dense_1/kernel"]
+    assert f"; it crossed the limit while updates were too fast (steps 0-{STEPS[9]}, see update ratio)" in f.message
+    assert f.cause == "learning_rate_too_high" and f.advice.startswith("Lower the learning rate")
+    # Growth that crosses its limit after the fast updates ended is not theirs.
+    late = weight(0, std=_growing_std(4.0), update_ratio=fast)
+    f = one(find(run(*three_kernels(w={1: late}))), "weight_growth")
+    assert "grown_by_fast_updates" not in f.evidence and f.cause is None
+    assert f.advice == findings.ADVICE["weight_growth"]
+
+
 @pytest.mark.parametrize("kind", [T.KIND_BIAS, T.KIND_NORM])
 def test_weight_shape_rules_exempt_biases_and_norm_parameters(kind):
     # They start constant (zeros, ones): growth relative to the first std and skew mean nothing.

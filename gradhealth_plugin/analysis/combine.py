@@ -100,6 +100,37 @@ def name_causes(findings: List[Finding], since: Optional[int] = None) -> None:
             f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
 
 
+def link_growth_to_fast_updates(findings: List[Finding]) -> None:
+    """Names updates too fast as the cause of weight growth that began while they lasted.
+
+    A weight whose growth crossed its limit at a step inside its own too-fast-updates span grew because
+    of those updates: the growth finding says so (its first layers' steps and the updates' span), and,
+    warned of together with the updates, takes their cause: a learning rate too high for those layers.
+    """
+    fast: Dict[str, Tuple[int, int]] = {}
+    for f in findings:
+        if f.kind == "update_ratio" and f.evidence.get("direction") == "too_high":
+            for layer, (first, last) in f.spans.items():
+                a, b = fast.get(layer, (first, last))
+                fast[layer] = (min(a, first), max(b, last))
+    if not fast:
+        return
+    for f in findings:
+        if f.kind != "weight_growth" or f.severity == INFO:
+            continue
+        during = [layer for layer in f.layers if layer in fast and fast[layer][0] <= f.spans[layer][0] <= fast[layer][1]]
+        if not during:
+            continue
+        first, last = min(fast[layer][0] for layer in during), max(fast[layer][1] for layer in during)
+        who = ("it" if len(f.layers) == 1 else "they" if len(during) == len(f.layers)
+               else f"{len(during)} of them")
+        when = f"step {first}" if first == last else f"steps {first}-{last}"
+        f.message += f"; {who} crossed the limit while updates were too fast ({when}, see update ratio): those updates grew them"
+        f.evidence["grown_by_fast_updates"] = during
+        if f.cause is None and len(during) == len(f.layers):
+            f.cause = "learning_rate_too_high"
+
+
 def _overshoot(f: Finding) -> bool:
     # Updates too small, or none at all, are the opposite of an overshoot.
     return f.kind in _OVERSHOOT and f.evidence.get("direction") in (None, "too_high")

@@ -35,6 +35,7 @@ def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = No
     jumps = combine.learning_rate_jumps(rd, found, limits["lr_jump"], int(limits["spike_window"]))
     combine.name_causes(found, since=combine.first_jump(jumps))
     combine.name_learning_rate_jumps(found, jumps, limits["lr_jump"])
+    combine.link_growth_to_fast_updates(found)
     combine.advise_causes(found)
     return ordered(found)
 

@@ -11,13 +11,13 @@ median, within 25% of 0.02, its growth is its std over 0.02.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
 
 import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from .. import health
+from .. import health, metrics
 from .. import series as series_lib
 from ..finding import WARN, Finding
 from ..limits import Line
@@ -57,7 +57,46 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         if small:
             f.message += (f"; {labelled('layer', small)} started scaled down among peers at "
                           f"{init_scale.TRANSFORMER_STD:g}: their std is measured from {init_scale.TRANSFORMER_STD:g}")
+        _say_where_level(rd, f)
     return found
+
+
+# Grown weights that stopped growing: from some logged step on, the grown statistic stays within this
+# fraction of its last value, for at least this many logged steps. "Grow from step 1 to step 2990" then
+# reads as what it may be: an early growth, level since.
+LEVEL = 0.1
+LEVEL_STEPS = 5
+
+
+def level_since(steps: np.ndarray, values: np.ndarray) -> Optional[int]:
+    """The first logged step from which every finite value is within `LEVEL` of the last one, when that
+    holds for `LEVEL_STEPS` logged steps or more; None where the values still move (or are too few)."""
+    ok = np.isfinite(values)
+    values, steps = values[ok], steps[ok]
+    if len(values) < LEVEL_STEPS or not values[-1] > 0:
+        return None
+    moved = np.flatnonzero(np.abs(values / values[-1] - 1) > LEVEL)
+    since = int(moved[-1]) + 1 if len(moved) else 0
+    return int(steps[since]) if len(values) - since >= LEVEL_STEPS else None
+
+
+def _say_where_level(rd: RunData, f: Finding) -> None:
+    """Adds to `f` which of its layers have been level, and since when (evidence `level_since` per layer)."""
+    since = {}
+    for name in f.layers:
+        layer = rd.layer(name)
+        table = metrics.judged(layer.roles[tags_lib.WEIGHT].table)
+        grown = np.abs(table.get("mean")) if f.evidence["layers"][name].get("metric") == "|mean|" else table.get("std")
+        step = level_since(table.steps, grown)
+        if step is not None and step >= f.spans[name][0]:
+            since[name] = step
+            f.evidence["layers"][name]["level_since"] = step
+    if not since:
+        return
+    first, last = min(since.values()), max(since.values())
+    when = f"step {first}" if first == last else f"steps {first}-{last}"
+    who = "it" if len(f.layers) == 1 else "they" if len(since) == len(f.layers) else f"{len(since)} of them"
+    f.message += f"; {who} stayed within {LEVEL:.0%} of {'its' if who == 'it' else 'their'} last value since {when}"
 
 
 def _first_std(table) -> float:

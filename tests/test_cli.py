@@ -732,10 +732,11 @@ def test_report_folds_notes_of_one_kind_and_role_into_one_line_after_the_first(n
     assert out.count("advice: " + spikes[0]["advice"]) == 1, out
 
 
-def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int = 80) -> None:
+def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int = 80, nan_at: dict = None) -> None:
     """The MLP of `_shared_relu_run`, trained plainly, but at each step of `spikes` (step -> parameter names)
     those parameters' logged gradients are `factor` times their own: a warning spike each (a one-off jump of
-    100x or more), in that layer only. The update is the usual one, so nothing else spikes after it."""
+    100x or more), in that layer only. The update is the usual one, so nothing else spikes after it.
+    `nan_at` (step -> parameter names): one NaN in those logged gradients, the loss logged as NaN there."""
     torch = pytest.importorskip("torch")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -754,8 +755,18 @@ def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int 
     model = Net()
     params = dict(model.named_parameters())
     now = {"step": 0}
+    nan_at = nan_at or {}
+
+    def logged(g, name):
+        if name in spikes.get(now["step"], ()):
+            g = g * factor
+        if name in nan_at.get(now["step"], ()):
+            g = g.clone()
+            g.view(-1)[0] = float("nan")
+        return g
+
     for name, p in params.items():
-        p.register_hook(lambda g, name=name: g * factor if name in spikes.get(now["step"], ()) else g)
+        p.register_hook(lambda g, name=name: logged(g, name))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     handle = watch(model, str(run_dir), optimizer=opt, every_n_steps=1)
 
@@ -763,6 +774,8 @@ def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int 
         # Registered after the watch's hook, so it runs once the gradients are logged.
         for name in spikes.get(now["step"], ()):
             params[name].grad = params[name].grad / factor
+        for name in nan_at.get(now["step"], ()):
+            params[name].grad = torch.nan_to_num(params[name].grad, nan=0.0)
 
     opt.register_step_pre_hook(restore)
     writer = SummaryWriter(str(run_dir))
@@ -775,7 +788,7 @@ def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int 
         opt.zero_grad()
         loss.backward()
         opt.step()
-        writer.add_scalar("loss", loss.item(), step)
+        writer.add_scalar("loss", float("nan") if step in nan_at else loss.item(), step)
     writer.close()
     unwatch(handle)
 

@@ -17,6 +17,7 @@ import { DistributionView } from "./distribution";
 import { roleGuessBox } from "./role_guess";
 import type { Step } from "./steps";
 import { kindLabel, kindMetric } from "./vocabulary";
+import { qualityText } from "./quality";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
 
@@ -324,7 +325,7 @@ export class DetailPanel {
     const rows = Object.entries(r.metrics).map(([name, mv]) => {
       const tr = el("tr");
       // "upper bound", not "upper_bound"; a value not logged says so once.
-      const quality = mv.value === null ? "" : humanize(mv.quality);
+      const quality = mv.value === null ? "" : qualityText(mv.quality);
       tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", quality));
       return tr;
     });

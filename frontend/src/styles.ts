@@ -134,7 +134,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-run:hover { background: var(--gh-hover); }
 .gh-run[aria-selected="true"] { background: var(--gh-selected); border-left-color: var(--gh-accent); }
 .gh-run.gh-compared { border-left-color: var(--gh-link); }
-.gh-run-name { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+/* Whole, wrapped after its separators (and anywhere in a piece longer than the column). */
+.gh-run-name { flex: 1 1 auto; min-width: 0; overflow-wrap: anywhere; }
 .gh-ranks-button { flex: none; font-size: 11px; line-height: 14px; padding: 0 6px; }
 .gh-run-group summary { cursor: pointer; padding: 4px 6px; font-size: 12px; }
 .gh-run-group ul { margin: 0 0 0 8px; }

@@ -4,7 +4,8 @@ qualities in words, and the run track's labels apart.
 
 Two runs share a long name but for its end (a sweep's seeds); both are the same torch MLP whose logged
 gradients spike 1000x in one layer at a time (`fc2.bias` at steps 23, 41 and 66, `fc1.bias`, which
-comes first in the model, at 55), with one NaN in `fc2.bias`'s gradient and a NaN loss at step 70.
+comes first in the model, at 55), with one NaN in `fc2.bias`'s gradient and a NaN loss at step 70, and a
+loss logged 50x every 20 steps from step 9 (periodic spikes, whose period the track writes beside them).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ pytest.importorskip("playwright.sync_api")
 PREFIX = "resnet101_sweep_lr_0.001_weight_decay_0.0001_batch_256_seed_"
 RUNS = [f"{PREFIX}1", f"{PREFIX}2"]
 NAN_STEP = 70
+LOSS_PEAKS = (9, 29, 49, 69)
 
 
 @pytest.fixture(scope="module")
 def legibility_server(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("legibility_logdir")
-    _layer_spikes_run(logdir / RUNS[0], LAYER_SPIKES, nan_at={NAN_STEP: ["fc2.bias"]})
+    _layer_spikes_run(logdir / RUNS[0], LAYER_SPIKES, nan_at={NAN_STEP: ["fc2.bias"]}, loss_peaks=LOSS_PEAKS)
     shutil.copytree(logdir / RUNS[0], logdir / RUNS[1])
     yield from _serve(logdir, lambda runs: all(runs.get(r, {}).get("steps_kept") == 80 for r in RUNS))
 
@@ -69,10 +71,12 @@ def test_long_run_names_show_whole_and_apart(tab):
 def test_repeated_warning_spikes_fold_into_one_entry_naming_each_layer_in_model_order(tab):
     fold = tab.ui.locator("li.gh-finding-fold.gh-sev-border-warn")
     assert fold.count() == 1
-    summary = fold.locator("summary").text_content()
-    assert summary == "warnSpike4 warnings on gradients, steps 23, 41, 55 and 66", summary
-    layers = fold.locator("details > p").first
-    assert layers.text_content() == "In fc1.bias and fc2.bias", layers.text_content()
+    summary = fold.locator("summary > span.gh-muted").text_content()
+    assert summary == "4 warnings on gradients, steps 23, 41, 55 and 66", summary
+    # Each layer is named while the entry is folded, in model order.
+    layers = fold.locator("summary p")
+    assert layers.is_visible() and layers.text_content() == "In fc1.bias and fc2.bias", layers.text_content()
+    assert not fold.locator("li.gh-finding").first.is_visible()
     assert fold.locator("li.gh-finding").count() == len(LAYER_SPIKES)
     assert not tab.errors, tab.errors
 
@@ -105,14 +109,15 @@ def test_a_chart_hover_says_its_quality_in_words(legibility_server, browser):  #
 
 
 def test_the_track_labels_do_not_overlap(legibility_server, browser):  # noqa: F811
-    # The spike at 66 selected: its "begins" line beside the NaN loss's onset at 70.
-    tab = _open(legibility_server, browser, "&p.gradhealth.finding=spike.gradient.66.fc2.bias")
+    # The spike at 23 selected: its "begins" label along the loss's top, a few steps before the loss's
+    # period label ("every 20 steps" after its second peak, at 29), with the NaN loss's onset at 70.
+    tab = _open(legibility_server, browser, "&p.gradhealth.finding=spike.gradient.23.fc2.bias")
     try:
-        tab.ui.locator(".gh-track-begins").wait_for(timeout=20_000)
+        tab.ui.locator(".gh-track-mark-text", has_text="Spike begins").wait_for(timeout=20_000)
         boxes = tab.frame.evaluate("""() => Array.from(document.querySelectorAll('.gh-track-mark-text'),
             t => { const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.top, r.right, r.bottom]; })""")
         texts = [b[0] for b in boxes]
-        assert "Spike begins" in texts and "onset" in texts, texts
+        assert {"Spike begins", "every 20 steps", "onset"} <= set(texts), texts
         for i, a in enumerate(boxes):
             for b in boxes[i + 1:]:
                 apart = a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2]

@@ -732,11 +732,13 @@ def test_report_folds_notes_of_one_kind_and_role_into_one_line_after_the_first(n
     assert out.count("advice: " + spikes[0]["advice"]) == 1, out
 
 
-def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int = 80, nan_at: dict = None) -> None:
+def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int = 80, nan_at: dict = None,
+                      loss_peaks: tuple = ()) -> None:
     """The MLP of `_shared_relu_run`, trained plainly, but at each step of `spikes` (step -> parameter names)
     those parameters' logged gradients are `factor` times their own: a warning spike each (a one-off jump of
     100x or more), in that layer only. The update is the usual one, so nothing else spikes after it.
-    `nan_at` (step -> parameter names): one NaN in those logged gradients, the loss logged as NaN there."""
+    `nan_at` (step -> parameter names): one NaN in those logged gradients, the loss logged as NaN there.
+    `loss_peaks`: steps whose loss is logged 50x its value (training itself unchanged)."""
     torch = pytest.importorskip("torch")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -788,7 +790,8 @@ def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int 
         opt.zero_grad()
         loss.backward()
         opt.step()
-        writer.add_scalar("loss", float("nan") if step in nan_at else loss.item(), step)
+        logged_loss = loss.item() * (50.0 if step in loss_peaks else 1.0)
+        writer.add_scalar("loss", float("nan") if step in nan_at else logged_loss, step)
     writer.close()
     unwatch(handle)
 

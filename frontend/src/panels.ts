@@ -330,7 +330,12 @@ export class FindingsList {
     if (more > 0) layers.append(` and ${more} more`);
     const inner = el("ul");
     inner.append(...notes.map((f) => this.item(f, selectedId)));
-    details.append(summary, layers, inner);
+    // Folded warnings show their layers while folded too: no layer's warning hides behind another's.
+    if (first.severity === mildestSeverity()) details.append(summary, layers, inner);
+    else {
+      summary.append(layers);
+      details.append(summary, inner);
+    }
     li.append(details);
     return li;
   }

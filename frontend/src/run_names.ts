@@ -28,8 +28,9 @@ export function compareRunNames(a: string, b: string): number {
   return pa.length - pb.length || (a < b ? -1 : a > b ? 1 : 0);
 }
 
-// A run name may break after these: the separators of a sweep's names (lr_0.01/seed_3, bs-64).
-const BREAK_AFTER = /(?<=[_\-/.=,])/;
+// A run name may break after these: the separators of a sweep's names (lr_0.01/seed_3, bs-64), and a dot
+// unless a digit follows it (never inside the number 0.001).
+const BREAK_AFTER = /(?<=[_\-/=,])|(?<=\.)(?!\d)/;
 
 /**
  * A run name cut into the pieces a line may break between: after each separator, so a long name wraps

@@ -260,7 +260,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-finding-fold.gh-sev-border-info { border-left-color: #1e88e5; }
 .gh-finding-fold summary { cursor: pointer; }
 .gh-finding-fold summary > * { margin-right: 6px; }
-.gh-finding-fold > details > p { margin: 3px 0; overflow-wrap: anywhere; color: var(--gh-muted); }
+.gh-finding-fold > details > p, .gh-finding-fold summary > p { margin: 3px 0; overflow-wrap: anywhere; color: var(--gh-muted); }
 .gh-finding-fold > details > ul { margin-top: 6px; }
 .gh-finding-head { display: flex; flex-wrap: wrap; align-items: center; gap: 6px; margin-bottom: 3px; }
 .gh-finding p { margin: 3px 0; overflow-wrap: anywhere; }

@@ -18,8 +18,10 @@ import { kindLabel, severityRank } from "./vocabulary";
 export const TRACK_ROW_H = 42;
 const TRACK_GAP = 3;
 const PAD_Y = 4;
-// Baselines of a row's label lanes (below its top): along the top, along the bottom, and the middle.
-const LABEL_LANES = [10, TRACK_ROW_H - 5, 23];
+// Baselines of a row's label lanes (below its top): along the top, the middle and the bottom. A label whose
+// lane is taken takes the first free one from the top, so a period's label falls to the middle, near its bracket.
+const LABEL_LANES = [10, 23, TRACK_ROW_H - 5];
+const BOTTOM_LANE = LABEL_LANES.length - 1;
 // Mark labels are drawn at 10px, the track's measure at 12px.
 const LABEL_SCALE = 10 / 12;
 // A pointer this close to a mark (CSS pixels) points at it.
@@ -336,7 +338,7 @@ export class RunTrack {
     const x = Math.round(frame.labelW + frame.x(onset)) + 0.5;
     group.append(svg("line", { x1: x, x2: x, y1: top, y2: top + TRACK_ROW_H, stroke: color, class: "gh-track-onset",
       "data-step": onset.toString() }));
-    this.wantLabel(group, top, x, "onset", color, "gh-track-mark-text", this.labelRank(m), 1);
+    this.wantLabel(group, top, x, "onset", color, "gh-track-mark-text", this.labelRank(m), BOTTOM_LANE);
     g.append(group);
   }
 

@@ -36,7 +36,8 @@ describe("run names", () => {
 describe("run name breaks", () => {
   it("cut a name after its separators, the pieces joined being the name", () => {
     expect(nameBreaks("resnet101_noise_lr20")).toEqual(["resnet101_", "noise_", "lr20"]);
-    expect(nameBreaks("sweep/lr_0.01-bs=64,seed_3")).toEqual(["sweep/", "lr_", "0.", "01-", "bs=", "64,", "seed_", "3"]);
+    expect(nameBreaks("sweep/lr_0.01-bs=64,seed_3")).toEqual(["sweep/", "lr_", "0.01-", "bs=", "64,", "seed_", "3"]);
+    expect(nameBreaks("resnet.cifar10_wd_1.5e-4")).toEqual(["resnet.", "cifar10_", "wd_", "1.5e-", "4"]);
     expect(nameBreaks("train")).toEqual(["train"]);
     expect(nameBreaks("a__b_")).toEqual(["a_", "_", "b_"]);
     for (const name of ["resnet101_noise_lr20", "x/y/z", "", "<img src=x>"]) expect(nameBreaks(name).join("")).toBe(name);

@@ -103,6 +103,10 @@ def test_a_chart_hover_says_its_quality_in_words(legibility_server, browser):  #
         assert seen.startswith(f"step {NAN_STEP}:"), seen
         assert seen.endswith("(finite values only: this step also held NaN/Inf)"), seen
         assert "finite_only" not in seen
+        # The panel's table of the step says it in a few words, what they mean on hover.
+        cell = tab.ui.locator(".gh-detail tr", has=tab.ui.locator("th", has_text="max abs")).locator("td.gh-quality")
+        assert cell.text_content() == "finite values only", cell.text_content()
+        assert cell.get_attribute("title") == "finite values only: this step also held NaN/Inf"
         assert not tab.errors, tab.errors
     finally:
         tab.page.close()

@@ -4,28 +4,43 @@
 // line) reads it from this one table.
 
 interface QualityWords {
-  /** A few words, for the summary line: "estimated values". */
+  /** The summary line's words for a heatmap's values: "estimated values". */
+  values: string;
+  /** A table cell's few words. */
   short: string;
-  /** What the number is, for a hover or a table. */
+  /** What the number is, for a hover. */
   long: string;
 }
 
 const QUALITY: Record<string, QualityWords> = {
-  no_data: { short: "no data", long: "no data" },
-  exact: { short: "exact", long: "exact" },
-  estimated: { short: "estimated", long: "estimated from histogram buckets" },
-  upper_bound: { short: "upper-bound", long: "upper bound: the true value is at most this" },
-  lower_bound: { short: "lower-bound", long: "lower bound: the true value is at least this" },
-  finite_only: { short: "finite-only", long: "finite values only: this step also held NaN/Inf" },
-  mixed: { short: "exact and estimated", long: "exact for some cells, estimated from histogram buckets for others" },
+  no_data: { values: "no data", short: "no data", long: "no data" },
+  exact: { values: "exact values", short: "exact", long: "exact" },
+  estimated: { values: "estimated values", short: "estimated", long: "estimated from histogram buckets" },
+  upper_bound: { values: "upper bounds", short: "upper bound", long: "upper bound: the true value is at most this" },
+  lower_bound: { values: "lower bounds", short: "lower bound", long: "lower bound: the true value is at least this" },
+  finite_only: {
+    values: "values of finite numbers only", short: "finite values only",
+    long: "finite values only: this step also held NaN/Inf",
+  },
+  mixed: {
+    values: "exact and estimated values", short: "exact and estimated",
+    long: "exact for some cells, estimated from histogram buckets for others",
+  },
 };
 
-/** A quality code for a hover or a table: "finite values only: this step also held NaN/Inf". */
+const plain = (code: string): string => code.replace(/_/g, " ");
+
+/** A quality code for a hover: "finite values only: this step also held NaN/Inf". */
 export function qualityText(code: string): string {
-  return QUALITY[code]?.long ?? code.replace(/_/g, " ");
+  return QUALITY[code]?.long ?? plain(code);
 }
 
-/** A quality code in a few words, for the summary line ("estimated" values). */
+/** A quality code in a few words, for a table cell: "finite values only". */
 export function qualityShort(code: string): string {
-  return QUALITY[code]?.short ?? code.replace(/_/g, " ");
+  return QUALITY[code]?.short ?? plain(code);
+}
+
+/** A heatmap's values by their quality, for the summary line: "estimated values". */
+export function qualityValues(code: string): string {
+  return QUALITY[code]?.values ?? `${plain(code)} values`;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_QUALITY_NAMES } from "../src/api";
-import { qualityShort, qualityText } from "../src/quality";
+import { qualityShort, qualityText, qualityValues } from "../src/quality";
 
 describe("quality words", () => {
   it("says what each quality the routes send means, in words", () => {
@@ -11,6 +11,7 @@ describe("quality words", () => {
     for (const code of [...DEFAULT_QUALITY_NAMES, "mixed"]) {
       expect(qualityText(code)).not.toMatch(/_/);
       expect(qualityShort(code)).not.toMatch(/_/);
+      expect(qualityValues(code)).not.toMatch(/_/);
     }
   });
 
@@ -18,8 +19,10 @@ describe("quality words", () => {
     expect(qualityText("some_new_code")).toBe("some new code");
   });
 
-  it("keeps the summary line short", () => {
-    expect(qualityShort("mixed")).toBe("exact and estimated");
-    expect(qualityShort("finite_only")).toBe("finite-only");
+  it("keeps a table cell and the summary line short", () => {
+    expect(qualityShort("finite_only")).toBe("finite values only");
+    expect(qualityValues("mixed")).toBe("exact and estimated values");
+    expect(qualityValues("estimated")).toBe("estimated values");
+    expect(qualityValues("lower_bound")).toBe("lower bounds");
   });
 });

@@ -12,7 +12,9 @@ logged step, since a gate must not pass over steps it never read, unless
 ``--sampled`` asks for TensorBoard's samples. Wherever sampling dropped steps,
 both say so in one line per run. The text report prints each finding with its
 advice, but folds the notes (info) of one kind and role after the first into one
-line of their steps and layers; ``--format json`` lists every finding.
+line of their steps and layers (in model order), and so the repeated warnings of a
+kind that gives one finding per event (a spike), naming each of their layers;
+``--format json`` lists every finding.
 
 Exit codes: 0 clean (or a report printed; watch: its time limit reached),
 1 a finding reached --fail-on (watch: --exit-on-first and a finding reached --on),
@@ -320,7 +322,7 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
             printed.append(f"  [{f.severity}] {f.kind}: {f.message}\n")
             printed.append(f"      advice: {f.advice}\n")
             if more:
-                printed.append(f"  [{f.severity}] {f.kind}: {_more_text(more)}\n")
+                printed.append(f"  [{f.severity}] {f.kind}: {_more_text(more, [layer.name for layer in rd.layers])}\n")
         out.write("".join(printed))
         note = _call_note("".join(printed))
         if note:
@@ -360,20 +362,25 @@ def _ordinal(n: int) -> str:
 
 
 def _fold_notes(found: List["Finding"]) -> List[Tuple["Finding", List["Finding"]]]:
-    """Each finding to print in full, with the notes folded under it: info findings of its kind, role and cause
+    """Each finding to print in full, with its repeats folded under it: info findings of its kind, role and cause
     after the first (one per spike event, a dozen in a long run) read as one line, not a page that buries the
-    warnings. Only the text folds them: the JSON report keeps one finding per event."""
+    warnings. Warnings and critical findings fold only for kinds that give one finding per event (a spike), by
+    kind, role, severity and cause: any other warning of one kind can mean another problem (weights updating
+    too fast, or barely moving), so it stays whole. Only the text folds them: the JSON report keeps one finding
+    per event."""
+    from .analysis.detectors import EVENT_KINDS
     from .analysis.finding import INFO
 
     out: List[Tuple["Finding", List["Finding"]]] = []
     folds: Dict[tuple, List["Finding"]] = {}
     for f in found:
-        key = (f.kind, f.role, f.cause)
-        if f.severity == INFO and key in folds:
+        folding = f.severity == INFO or f.kind in EVENT_KINDS
+        key = (f.kind, f.role, f.severity, f.cause)
+        if folding and key in folds:
             folds[key].append(f)
             continue
         more: List["Finding"] = []
-        if f.severity == INFO:
+        if folding:
             folds[key] = more
         out.append((f, more))
     return out
@@ -383,21 +390,27 @@ def _fold_notes(found: List["Finding"]) -> List[Tuple["Finding", List["Finding"]
 _FOLDED_STEPS = 8
 
 
-def _more_text(more: List["Finding"]) -> str:
+def _more_text(more: List["Finding"], model_order: Sequence[str]) -> str:
     """'14 more like it at steps 180, 220-240, ... and 6 more, in `a`, `b`, `c` and 309 more': the steps of the
-    folded notes, and their layers, those in most of them first."""
-    from collections import Counter
-
+    folded findings, and their layers in model order (as the heatmap draws them). Folded warnings name every
+    layer: a warning about one layer must never hide behind another's name."""
+    from .analysis.finding import INFO
     from .analysis.spans import layers_text
 
     spans = [str(f.first_step) if f.first_step == f.last_step else f"{f.first_step}-{f.last_step}" for f in more]
     steps = ", ".join(spans[:_FOLDED_STEPS])
     if len(spans) > _FOLDED_STEPS:
         steps += f" and {len(spans) - _FOLDED_STEPS} more"
-    counts = Counter(layer for f in more for layer in f.layers)
-    # Counter keeps first appearance among equal counts, so ties stay in model order.
-    layers = [layer for layer, _ in counts.most_common()]
-    return f"{len(more)} more like it at step{'s' if len(spans) > 1 else ''} {steps}, in {layers_text(layers)}"
+    layers = _in_model_order([layer for f in more for layer in f.layers], model_order)
+    named = layers_text(layers) if more[0].severity == INFO else ", ".join(f"`{name}`" for name in layers)
+    return f"{len(more)} more like it at step{'s' if len(spans) > 1 else ''} {steps}, in {named}"
+
+
+def _in_model_order(names: List[str], model_order: Sequence[str]) -> List[str]:
+    """Each name once, in model order; names the run has no layer of (a scalar) after them, as they came."""
+    rank = {name: i for i, name in enumerate(model_order)}
+    unique = list(dict.fromkeys(names))
+    return sorted(unique, key=lambda name: rank.get(name, len(rank)))
 
 
 def _add_watch_parser(sub) -> None:

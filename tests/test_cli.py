@@ -732,6 +732,111 @@ def test_report_folds_notes_of_one_kind_and_role_into_one_line_after_the_first(n
     assert out.count("advice: " + spikes[0]["advice"]) == 1, out
 
 
+def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int = 80, nan_at: dict = None,
+                      loss_peaks: tuple = ()) -> None:
+    """The MLP of `_shared_relu_run`, trained plainly, but at each step of `spikes` (step -> parameter names)
+    those parameters' logged gradients are `factor` times their own: a warning spike each (a one-off jump of
+    100x or more), in that layer only. The update is the usual one, so nothing else spikes after it.
+    `nan_at` (step -> parameter names): one NaN in those logged gradients, the loss logged as NaN there.
+    `loss_peaks`: steps whose loss is logged 50x its value (training itself unchanged)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.out = torch.nn.Linear(8, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 1)
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, x):
+            return self.out(self.relu(self.fc2(self.relu(self.fc1(x)))))
+
+    torch.manual_seed(0)
+    model = Net()
+    params = dict(model.named_parameters())
+    now = {"step": 0}
+    nan_at = nan_at or {}
+
+    def logged(g, name):
+        if name in spikes.get(now["step"], ()):
+            g = g * factor
+        if name in nan_at.get(now["step"], ()):
+            g = g.clone()
+            g.view(-1)[0] = float("nan")
+        return g
+
+    for name, p in params.items():
+        p.register_hook(lambda g, name=name: logged(g, name))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(run_dir), optimizer=opt, every_n_steps=1)
+
+    def restore(optimizer, args, kwargs):
+        # Registered after the watch's hook, so it runs once the gradients are logged.
+        for name in spikes.get(now["step"], ()):
+            params[name].grad = params[name].grad / factor
+        for name in nan_at.get(now["step"], ()):
+            params[name].grad = torch.nan_to_num(params[name].grad, nan=0.0)
+
+    opt.register_step_pre_hook(restore)
+    writer = SummaryWriter(str(run_dir))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(steps):
+        now["step"] = step
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        logged_loss = loss.item() * (50.0 if step in loss_peaks else 1.0)
+        writer.add_scalar("loss", float("nan") if step in nan_at else logged_loss, step)
+    writer.close()
+    unwatch(handle)
+
+
+# Three warning spikes of `fc2.bias` and one of `fc1.bias`, which comes first in the model.
+LAYER_SPIKES = {23: ["fc2.bias"], 41: ["fc2.bias"], 55: ["fc1.bias"], 66: ["fc2.bias"]}
+
+
+@pytest.fixture(scope="session")
+def warn_spikes_logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("warn_spikes")
+    _layer_spikes_run(root / "spikes", LAYER_SPIKES)
+    return root
+
+
+def test_report_folds_repeated_warning_spikes_naming_each_layer_in_model_order(warn_spikes_logdir, run_cli):
+    spikes = [f for f in _report(run_cli, warn_spikes_logdir)["findings"] if f["kind"] == "spike"]
+    # The JSON keeps one finding per event, each about its own layer.
+    assert [(f["severity"], f["first_step"], f["layers"]) for f in spikes] == [
+        ("warn", step, names) for step, names in LAYER_SPIKES.items()], spikes
+    code, out, _ = run_cli("report", warn_spikes_logdir)
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("  [warn] spike:")]
+    assert len(lines) == 2, out
+    assert lines[0].startswith("  [warn] spike: layer `fc2.bias`: ") and lines[0].endswith("at step 23"), lines[0]
+    # Every layer of the folded warnings is named, in model order (fc2.bias spikes more often, fc1.bias comes first).
+    assert lines[1] == "  [warn] spike: 3 more like it at steps 41, 55, 66, in `fc1.bias`, `fc2.bias`", lines[1]
+    assert out.count("advice: " + spikes[0]["advice"]) == 1, out
+
+
+def test_report_keeps_warnings_of_a_kind_that_is_not_one_event_each_apart():
+    """Weights updating too fast and weights barely moving are both update_ratio warnings about weights:
+    never one folded line."""
+    from gradhealth_plugin.analysis.finding import Finding
+
+    def finding(kind, severity, layer, step):
+        return Finding(run="r", kind=kind, severity=severity, layers=[layer], first_step=step, last_step=step,
+                       evidence={}, message="", advice="", role="weight")
+
+    found = [finding("update_ratio", "warn", "a", 0), finding("update_ratio", "warn", "b", 100),
+             finding("spike", "warn", "a", 5), finding("spike", "warn", "b", 9), finding("spike", "critical", "c", 9)]
+    folded = [(f.first_step, [m.first_step for m in more]) for f, more in cli._fold_notes(found)]
+    assert folded == [(0, []), (100, []), (5, [9]), (9, [])], folded
+
+
 def test_report_says_what_a_modules_later_call_in_forward_is(notes_logdir, run_cli):
     code, out, _ = run_cli("report", notes_logdir)
     assert code == 0 and "`relu[1]`" in out, out

@@ -416,6 +416,11 @@ export class App {
     );
   }
 
+  /** The shown run's layers in model order, the order the heatmap draws its rows. */
+  private layerOrder(): string[] {
+    return [...(this.currentRun()?.layers ?? [])].sort((a, b) => a.order - b.order).map((l) => l.name);
+  }
+
   private currentRun(): RunInfo | undefined {
     return this.store.runs.find((r) => r.run === this.state.run);
   }
@@ -516,7 +521,7 @@ export class App {
     }
     const findings = this.store.findings;
     if (!findings.some((f) => findingId(f) === this.state.finding)) this.state.finding = "";
-    this.findingsList.set(findings, this.state.finding);
+    this.findingsList.set(findings, this.state.finding, this.layerOrder());
     this.applyHighlight(false);
     this.drawTracks();
     if (this.detail.isOpen) this.openDetail();
@@ -1040,7 +1045,7 @@ export class App {
 
   private selectFinding(f: Finding | null): void {
     this.state.finding = f ? findingId(f) : "";
-    this.findingsList.set(this.store.findings, this.state.finding);
+    this.findingsList.set(this.store.findings, this.state.finding, this.layerOrder());
     this.findingsList.reveal();
     this.views[0].setSelectedFinding(this.state.finding);
     const switchRole = f !== null && f.role !== null && f.role !== this.state.role && this.currentRun()?.roles.includes(f.role) === true;

@@ -10,6 +10,7 @@ import { scaleLinear, scaleLog } from "./scale";
 import type { Scale } from "./scale";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
+import { qualityText } from "./quality";
 
 const SEVERITY_COLORS: Readonly<Record<Severity, string>> = {
   critical: STATUS_COLORS.critical,
@@ -305,7 +306,7 @@ function addReadout(p: Plot, root: SVGSVGElement, input: LineChartInput): void {
     guide.setAttribute("x1", String(x));
     guide.setAttribute("x2", String(x));
     guide.setAttribute("visibility", "visible");
-    const q = input.quality[i] ? ` (${input.quality[i]})` : "";
+    const q = input.quality[i] ? ` (${qualityText(input.quality[i])})` : "";
     readout.textContent = `step ${formatStep(steps[i])}: ${formatValue(values[i])}${q}`;
   });
   hit.addEventListener("mouseleave", () => {

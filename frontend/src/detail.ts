@@ -17,6 +17,7 @@ import { DistributionView } from "./distribution";
 import { roleGuessBox } from "./role_guess";
 import type { Step } from "./steps";
 import { kindLabel, kindMetric } from "./vocabulary";
+import { qualityShort, qualityText } from "./quality";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
 
@@ -324,8 +325,10 @@ export class DetailPanel {
     const rows = Object.entries(r.metrics).map(([name, mv]) => {
       const tr = el("tr");
       // "upper bound", not "upper_bound"; a value not logged says so once.
-      const quality = mv.value === null ? "" : humanize(mv.quality);
-      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), el("td", "gh-quality", quality));
+      const quality = el("td", "gh-quality", mv.value === null ? "" : qualityShort(mv.quality));
+      // The table keeps a few words; the hover says what they mean.
+      if (mv.value !== null) quality.title = qualityText(mv.quality);
+      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), quality);
       return tr;
     });
     table.append(...rows);

@@ -6,7 +6,7 @@ import { formatStep } from "./format";
 import { isRecord } from "./json";
 import { compareSteps, jsonWithSteps, parseStep, stepField } from "./steps";
 import type { Step } from "./steps";
-import { kindIndex, severityRank } from "./vocabulary";
+import { isEventKind, kindIndex, mildestSeverity, severityRank } from "./vocabulary";
 
 /** Most severe first, then earliest, then the backend's kind order; stable. */
 export function sortFindings(findings: readonly Finding[]): Finding[] {
@@ -82,15 +82,18 @@ export function spansText(spans: readonly StepSpan[], max = 6): string {
 }
 
 /**
- * The findings list's entries, in the order given: a finding alone, or the notes (info) of one kind, role
- * and cause folded into one entry where the first of them is. A long run gives one spike note per event,
- * a dozen or more, that would bury its warnings; only the list folds them, every finding stays one.
+ * The findings list's entries, in the order given: a finding alone, or its repeats folded into one entry
+ * where the first of them is. Notes (info) of one kind, role and cause fold: a long run gives one spike
+ * note per event, a dozen or more, that would bury its warnings. Warnings and critical findings fold only
+ * for kinds that give one finding per event (a spike), by kind, role, severity and cause; another warning of
+ * one kind can be another problem (weights too fast, weights barely moving) and stays whole. Only the list
+ * folds them, every finding stays one.
  */
 export function foldNotes(findings: readonly Finding[]): Finding[][] {
   const entries: Finding[][] = [];
   const folds = new Map<string, Finding[]>();
   for (const f of findings) {
-    const key = f.severity === "info" ? foldKey(f) : null;
+    const key = f.severity === mildestSeverity() || isEventKind(f.kind) ? foldKey(f) : null;
     const fold = key === null ? undefined : folds.get(key);
     if (fold) {
       fold.push(f);
@@ -103,21 +106,23 @@ export function foldNotes(findings: readonly Finding[]): Finding[][] {
   return entries;
 }
 
-/** What the notes folded together share: run, kind, role and cause. */
+/** What the findings folded together share: run, kind, role, severity and cause. */
 export function foldKey(f: Finding): string {
-  return JSON.stringify([f.run, f.kind, f.role, f.cause ?? null]);
+  return JSON.stringify([f.run, f.kind, f.role, f.severity, f.cause ?? null]);
 }
 
 /**
- * The layers of folded findings, those in most of them first (ties in the order they come), up to `max`
- * named: { names, more } with `more` the count left unnamed.
+ * The layers of folded findings in model order (`order`, the order the heatmap draws the run's rows; names
+ * not in it, a scalar's, after them as they come), up to `max` named: { names, more } with `more` the count
+ * left unnamed. Folded warnings name all their layers: one layer's warning never hides behind another's name.
  */
-export function foldLayers(fold: readonly Finding[], max = 3): { names: string[]; more: number } {
-  const counts = new Map<string, number>();
-  for (const f of fold) for (const layer of f.layers) counts.set(layer, (counts.get(layer) ?? 0) + 1);
-  // Map keeps insertion order and sort is stable: equal counts stay in the order they came.
-  const all = [...counts].sort((a, b) => b[1] - a[1]).map(([layer]) => layer);
-  return { names: all.slice(0, max), more: Math.max(0, all.length - max) };
+export function foldLayers(fold: readonly Finding[], order: readonly string[], max = 3): { names: string[]; more: number } {
+  const rank = new Map(order.map((name, i) => [name, i]));
+  const all = [...new Set(fold.flatMap((f) => f.layers))];
+  // sort is stable: names outside the model keep the order they came in.
+  all.sort((a, b) => (rank.get(a) ?? order.length) - (rank.get(b) ?? order.length));
+  const shown = fold[0]?.severity === mildestSeverity() ? max : all.length;
+  return { names: all.slice(0, shown), more: Math.max(0, all.length - shown) };
 }
 
 /** "steps 1, 180, 220 to 240 and 12 more": where folded findings begin and end, one span each. */

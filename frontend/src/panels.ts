@@ -6,7 +6,7 @@ import { causeText, findingId, foldKey, foldLayers, foldNotes, foldSteps } from 
 import { formatStep, formatStepRange } from "./format";
 import { ranksButton } from "./ranks";
 import { layerCode, paragraph, quotedText } from "./messages";
-import { compareRunNames } from "./run_names";
+import { compareRunNames, nameBreaks } from "./run_names";
 import { matchesFilter } from "./rows";
 import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "./vocabulary";
 
@@ -195,9 +195,9 @@ export class RunList {
     if (r.run === this.compared) li.classList.add("gh-compared");
     li.dataset.run = r.run;
     const badge = runBadge(r);
-    // The whole name, whatever the list cuts of it.
+    // The whole name on hover too, with the run's counts.
     li.title = runTitle(r);
-    li.append(el("span", "gh-run-name", r.run));
+    li.append(runName(r.run));
     const ranks = ranksButton(this.runs, r.run, this.onRanks);
     if (ranks) li.append(ranks);
     li.append(el("span", `gh-badge ${badge.cls}`, badge.text));
@@ -218,8 +218,9 @@ export class FindingsList {
   private readonly body = el("div");
   private readonly csv: HTMLButtonElement;
   private readonly json: HTMLButtonElement;
-  // Folded notes the user opened (by `foldKey`): a new selection redraws the list, they stay open.
+  // Folded entries the user opened (by `foldKey`): a new selection redraws the list, they stay open.
   private readonly openFolds = new Set<string>();
+  private layerOrder: readonly string[] = [];
 
   constructor(private readonly events: FindingsEvents) {
     this.csv = button("CSV", () => this.events.exportCsv(), "gh-button", "Download the findings as CSV");
@@ -250,7 +251,9 @@ export class FindingsList {
     this.body.replaceChildren(el("p", "gh-error-text", message));
   }
 
-  set(findings: readonly Finding[], selectedId: string): void {
+  /** The run's findings, the one selected, and the run's layers in model order (folded entries name theirs so). */
+  set(findings: readonly Finding[], selectedId: string, layerOrder: readonly string[] = []): void {
+    this.layerOrder = layerOrder;
     this.title.textContent = `Findings (${findings.length})`;
     this.csv.disabled = this.json.disabled = findings.length === 0;
     if (findings.length === 0) {
@@ -292,15 +295,17 @@ export class FindingsList {
   }
 
   /**
-   * Notes of one kind and role as one entry (`foldNotes`): their count, steps and layers, and the notes
-   * themselves once opened. It stays open while one of them is selected, and as the user left it.
+   * Repeated findings of one kind and role as one entry (`foldNotes`): their count, steps and layers (in
+   * model order), and the findings themselves once opened. It stays open while one of them is selected,
+   * and as the user left it.
    */
   private fold(notes: readonly Finding[], selectedId: string): HTMLLIElement {
     const first = notes[0];
     const key = foldKey(first);
     const li = el("li", `gh-finding-fold gh-sev-border-${first.severity}`);
     li.setAttribute("role", "group");
-    li.setAttribute("aria-label", `${notes.length} ${kindLabel(first.kind)} notes`);
+    const what = foldedWhat(first.severity, notes.length);
+    li.setAttribute("aria-label", `${notes.length} ${kindLabel(first.kind)} ${what}`);
     li.dataset.fold = key;
     const details = el("details");
     details.open = this.openFolds.has(key) || notes.some((f) => findingId(f) === selectedId);
@@ -314,9 +319,9 @@ export class FindingsList {
     summary.append(
       el("span", `gh-badge gh-sev-${first.severity}`, first.severity),
       el("strong", "", kindLabel(first.kind)),
-      el("span", "gh-muted", `${notes.length} notes${on}, ${foldSteps(notes)}`),
+      el("span", "gh-muted", `${notes.length} ${what}${on}, ${foldSteps(notes)}`),
     );
-    const { names, more } = foldLayers(notes);
+    const { names, more } = foldLayers(notes, this.layerOrder);
     const layers = paragraph("In ");
     names.forEach((name, i) => {
       if (i > 0) layers.append(i === names.length - 1 && more === 0 ? " and " : ", ");
@@ -325,8 +330,30 @@ export class FindingsList {
     if (more > 0) layers.append(` and ${more} more`);
     const inner = el("ul");
     inner.append(...notes.map((f) => this.item(f, selectedId)));
-    details.append(summary, layers, inner);
+    // Folded warnings show their layers while folded too: no layer's warning hides behind another's.
+    if (first.severity === mildestSeverity()) details.append(summary, layers, inner);
+    else {
+      summary.append(layers);
+      details.append(summary, inner);
+    }
     li.append(details);
     return li;
   }
+}
+
+/** What a folded entry holds, counted: "notes", "warnings", "critical findings". */
+function foldedWhat(severity: string, n: number): string {
+  const one = severity === mildestSeverity() ? "note" : severity === "warn" ? "warning" : `${severity} finding`;
+  return n === 1 ? one : `${one}s`;
+}
+
+/** A run's name in the list, whole: it wraps after its separators rather than being cut, so runs that
+ * share a long prefix stay apart. */
+function runName(run: string): HTMLSpanElement {
+  const span = el("span", "gh-run-name");
+  nameBreaks(run).forEach((piece, i) => {
+    if (i > 0) span.append(el("wbr"));
+    span.append(piece);
+  });
+  return span;
 }

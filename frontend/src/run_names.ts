@@ -27,3 +27,16 @@ export function compareRunNames(a: string, b: string): number {
   }
   return pa.length - pb.length || (a < b ? -1 : a > b ? 1 : 0);
 }
+
+// A run name may break after these: the separators of a sweep's names (lr_0.01/seed_3, bs-64), and a dot
+// unless a digit follows it (never inside the number 0.001).
+const BREAK_AFTER = /(?<=[_\-/=,])|(?<=\.)(?!\d)/;
+
+/**
+ * A run name cut into the pieces a line may break between: after each separator, so a long name wraps
+ * where its parts meet and runs that share a prefix still show where they differ. Joined, the pieces
+ * are the name.
+ */
+export function nameBreaks(name: string): string[] {
+  return name.split(BREAK_AFTER).filter((piece) => piece !== "");
+}

@@ -134,7 +134,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-run:hover { background: var(--gh-hover); }
 .gh-run[aria-selected="true"] { background: var(--gh-selected); border-left-color: var(--gh-accent); }
 .gh-run.gh-compared { border-left-color: var(--gh-link); }
-.gh-run-name { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+/* Whole, wrapped after its separators (and anywhere in a piece longer than the column). */
+.gh-run-name { flex: 1 1 auto; min-width: 0; overflow-wrap: anywhere; }
 .gh-ranks-button { flex: none; font-size: 11px; line-height: 14px; padding: 0 6px; }
 .gh-run-group summary { cursor: pointer; padding: 4px 6px; font-size: 12px; }
 .gh-run-group ul { margin: 0 0 0 8px; }
@@ -259,7 +260,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-finding-fold.gh-sev-border-info { border-left-color: #1e88e5; }
 .gh-finding-fold summary { cursor: pointer; }
 .gh-finding-fold summary > * { margin-right: 6px; }
-.gh-finding-fold > details > p { margin: 3px 0; overflow-wrap: anywhere; color: var(--gh-muted); }
+.gh-finding-fold > details > p, .gh-finding-fold summary > p { margin: 3px 0; overflow-wrap: anywhere; color: var(--gh-muted); }
 .gh-finding-fold > details > ul { margin-top: 6px; }
 .gh-finding-head { display: flex; flex-wrap: wrap; align-items: center; gap: 6px; margin-bottom: 3px; }
 .gh-finding p { margin: 3px 0; overflow-wrap: anywhere; }

@@ -2,6 +2,7 @@
 
 import type { Heatmap } from "./api";
 import { formatStep } from "./format";
+import { qualityValues } from "./quality";
 import { matchesFilter } from "./rows";
 import type { Step } from "./steps";
 
@@ -29,7 +30,7 @@ export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null =
     layers,
     h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
     last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
-    h.quality && h.metric !== "health" ? `${h.quality} values` : "",
+    h.quality && h.metric !== "health" ? qualityValues(h.quality) : "",
   ]
     .filter(Boolean)
     .join(" \u00b7 ");

@@ -6,6 +6,7 @@ import type { Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
+import { qualityText } from "./quality";
 import { kindLabel } from "./vocabulary";
 
 export class Tooltip {
@@ -49,7 +50,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   lines.push(
     ...layerLines(h.layers[row]),
     ["step", formatStep(cellStep(h, row, col))],
-    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${cellQuality(h, row, col)})`],
+    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${qualityText(cellQuality(h, row, col))})`],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   const last = h.stepsLast?.[col];

@@ -13,11 +13,17 @@ import { formatStep, formatValue } from "./format";
 import { truncateMiddle } from "./layout";
 import type { Step } from "./steps";
 import type { Tooltip } from "./tooltip";
-import { kindLabel } from "./vocabulary";
+import { kindLabel, severityRank } from "./vocabulary";
 
 export const TRACK_ROW_H = 42;
 const TRACK_GAP = 3;
 const PAD_Y = 4;
+// Baselines of a row's label lanes (below its top): along the top, the middle and the bottom. A label whose
+// lane is taken takes the first free one from the top, so a period's label falls to the middle, near its bracket.
+const LABEL_LANES = [10, 23, TRACK_ROW_H - 5];
+const BOTTOM_LANE = LABEL_LANES.length - 1;
+// Mark labels are drawn at 10px, the track's measure at 12px.
+const LABEL_SCALE = 10 / 12;
 // A pointer this close to a mark (CSS pixels) points at it.
 const HIT_PX = 5;
 // A press and release further apart than this (CSS pixels) is a drag, which zooms (the heatmap's
@@ -78,6 +84,37 @@ export function markText(m: TrackMark): string {
   return `${label} (${m.severity}) from step ${formatStep(a)}${a === b ? "" : ` to step ${formatStep(b)}`}`;
 }
 
+/** A label a mark would write beside its line: where it starts, how wide it is, how much it matters. */
+export interface LabelWish {
+  x: number;
+  width: number;
+  /** Higher is placed first; a label that finds no room is dropped. */
+  rank: number;
+  /** The lane it reads best in (the top one for a label about the whole chart). */
+  prefer: number;
+}
+
+/**
+ * Lanes for the labels of one track row so that no two overlap: each label, most important first, takes
+ * its preferred lane if free there, else the first free one; a label with no room anywhere gets null and is
+ * not drawn (its mark's tooltip still says it). `gap`: the least room between two labels in a lane.
+ */
+export function placeLabels(wishes: readonly LabelWish[], lanes: number, gap = 4): (number | null)[] {
+  const order = wishes.map((_, i) => i).sort((a, b) => wishes[b].rank - wishes[a].rank || wishes[a].x - wishes[b].x || a - b);
+  const taken: [number, number][][] = Array.from({ length: lanes }, () => []);
+  const out: (number | null)[] = wishes.map(() => null);
+  for (const i of order) {
+    const { x, width, prefer } = wishes[i];
+    const free = (lane: number): boolean => taken[lane].every(([a, b]) => x + width + gap <= a || x >= b + gap);
+    const tries = [prefer, ...taken.keys()].filter((lane) => lane >= 0 && lane < lanes);
+    const lane = tries.find(free);
+    if (lane === undefined) continue;
+    taken[lane].push([x, x + width]);
+    out[i] = lane;
+  }
+  return out;
+}
+
 /** The value range of the points drawn, for a row's y scale; log keeps positive values only. */
 export function valueExtent(values: readonly (number | null)[], log: boolean): [number, number] | null {
   let lo = Infinity;
@@ -121,6 +158,9 @@ export class RunTrack {
   private frame: TrackFrame | null = null;
   private rows: Row[] = [];
   private marks: TrackMark[] = [];
+  /** The labels the marks of this paint want, laid out together once every mark is drawn. */
+  private labelsWanted: { top: number; at: number; text: string; color: string; cls: string; parent: SVGGElement;
+    rank: number; prefer: number }[] = [];
   /** Where the last press on the chart was, to tell a click on a mark from a drag across it. */
   private down: { clientX: number; clientY: number } | null = null;
 
@@ -198,8 +238,10 @@ export class RunTrack {
     const plot = svg("g", { "clip-path": `url(#${id})` });
     this.chart.append(defs, back, plot);
     this.marks = trackMarks(this.findings, series.map((s) => s.tag));
+    this.labelsWanted = [];
     series.forEach((s, i) => this.paintRow(back, plot, s, i * (TRACK_ROW_H + TRACK_GAP), frame));
     this.paintSelection(plot, height, frame);
+    this.paintLabels(frame);
     if (refocus) {
       const again = [...this.chart.querySelectorAll<SVGGElement>(".gh-track-mark")]
         .find((g) => g.dataset.finding === refocus[0] && g.dataset.tag === refocus[1]);
@@ -296,7 +338,7 @@ export class RunTrack {
     const x = Math.round(frame.labelW + frame.x(onset)) + 0.5;
     group.append(svg("line", { x1: x, x2: x, y1: top, y2: top + TRACK_ROW_H, stroke: color, class: "gh-track-onset",
       "data-step": onset.toString() }));
-    group.append(svg("text", { x: x + 3, y: top + TRACK_ROW_H - 5, fill: color, class: "gh-track-mark-text" }, "onset"));
+    this.wantLabel(group, top, x, "onset", color, "gh-track-mark-text", this.labelRank(m), BOTTOM_LANE);
     g.append(group);
   }
 
@@ -325,10 +367,43 @@ export class RunTrack {
       const yb = top + 12;
       const text = m.period !== null ? `every ${m.period} steps` : "period unknown";
       group.append(svg("path", { d: `M${a},${yb - 3}V${yb}H${b}V${yb - 3}`, stroke: color, fill: "none", class: "gh-track-period" }));
-      const label = svg("text", { x: b + 4, y: yb + 4, fill: color, class: "gh-track-mark-text gh-track-period-text" }, text);
-      group.append(label);
+      this.wantLabel(group, top, b + 1, text, color, "gh-track-mark-text gh-track-period-text", this.labelRank(m), 0);
     }
     g.append(group);
+  }
+
+  /** How much a mark's label matters: the selected finding's first, then by severity. */
+  private labelRank(m: TrackMark): number {
+    return (m.finding === this.selected ? 10 : 0) + severityRank(m.severity);
+  }
+
+  /** A label for a line at plot x `at` (CSS, with the label column) in the row at `top`, drawn by `paintLabels`. */
+  private wantLabel(parent: SVGGElement, top: number, at: number, text: string, color: string, cls: string,
+    rank: number, prefer: number): void {
+    this.labelsWanted.push({ top, at, text, color, cls, parent, rank, prefer });
+  }
+
+  /**
+   * Draws the labels the marks want, row by row, in lanes where none overlaps another (`placeLabels`): beside
+   * their line, to its left where the plot ends first. A label with no room is left out; the mark's tooltip and
+   * its name for a screen reader still say it.
+   */
+  private paintLabels(frame: TrackFrame): void {
+    const right = frame.labelW + frame.plotW;
+    const rows = new Map<number, typeof this.labelsWanted>();
+    for (const w of this.labelsWanted) rows.set(w.top, [...(rows.get(w.top) ?? []), w]);
+    for (const [top, wanted] of rows) {
+      const boxes = wanted.map((w) => {
+        const width = this.measure(w.text) * LABEL_SCALE;
+        const x = w.at + 3 + width <= right ? w.at + 3 : w.at - 3 - width;
+        return { x, width, rank: w.rank, prefer: w.prefer };
+      });
+      placeLabels(boxes, LABEL_LANES.length).forEach((lane, i) => {
+        if (lane === null) return;
+        const w = wanted[i];
+        w.parent.append(svg("text", { x: boxes[i].x, y: top + LABEL_LANES[lane], fill: w.color, class: w.cls }, w.text));
+      });
+    }
   }
 
   /** The selected finding's onset across every row, when it is about layers, and the selected cell's step. */
@@ -339,7 +414,8 @@ export class RunTrack {
       const color = severityColor(f.severity);
       g.append(svg("line", { x1: x, x2: x, y1: 0, y2: height, stroke: color, class: "gh-track-finding-onset",
         "data-step": f.first_step.toString() }));
-      g.append(svg("text", { x: x + 3, y: 10, fill: color, class: "gh-track-mark-text" }, `${kindLabel(f.kind)} begins`));
+      // The finding selected outranks every mark's label: it is what the user asked to see.
+      this.wantLabel(g, 0, x, `${kindLabel(f.kind)} begins`, color, "gh-track-mark-text gh-track-begins", Infinity, 0);
     }
     if (this.cursor !== null) {
       const x = Math.round(frame.labelW + frame.x(this.cursor)) + 0.5;

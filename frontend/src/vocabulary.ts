@@ -9,6 +9,8 @@ export interface KindInfo {
   label: string;
   /** The metric whose chart shows a finding of this kind best. */
   metric: string;
+  /** One finding per event (a spike): repeats are the same problem again, so they fold at any severity. */
+  events: boolean;
 }
 
 export interface ScoreBand {
@@ -65,7 +67,7 @@ export function parseVocabulary(body: unknown): Vocabulary {
   return {
     kinds: list(body, "kinds", (k) => {
       const kind = text(k.kind);
-      return kind === null ? null : { kind, label: text(k.label) ?? kind, metric: text(k.metric) ?? "" };
+      return kind === null ? null : { kind, label: text(k.label) ?? kind, metric: text(k.metric) ?? "", events: k.events === true };
     }),
     role_metric: roleMetric,
     severities: list(body, "severities", (s) => {
@@ -99,6 +101,11 @@ export function vocabulary(): Vocabulary {
 
 export function kindLabel(kind: string): string {
   return vocabulary().kinds.find((k) => k.kind === kind)?.label ?? kind.replace(/_/g, " ");
+}
+
+/** Whether the backend gives one finding per event of this kind (a spike), whose repeats fold at any severity. */
+export function isEventKind(kind: string): boolean {
+  return vocabulary().kinds.find((k) => k.kind === kind)?.events === true;
 }
 
 /** The metric that shows a finding (or a cell rule named after a kind) best in a layer's chart. */

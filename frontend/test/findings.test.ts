@@ -249,7 +249,7 @@ describe("foldNotes", () => {
     expect(entries.flat()).toHaveLength(listed.length);
   });
 
-  it("keeps apart notes of another role, a note that names its cause, and any warning", () => {
+  it("keeps apart notes of another role, a note that names its cause, and warnings of a kind that is not one event each", () => {
     const entries = foldNotes(listed);
     expect(entries.find((e) => e.includes(lossSpike))).toEqual([lossSpike]);
     expect(entries.find((e) => e.includes(caused))).toEqual([caused]);
@@ -262,10 +262,36 @@ describe("foldNotes", () => {
     expect(foldNotes([spikes[0], other]).map((e) => e.length)).toEqual([1, 1]);
   });
 
-  it("says where the folded notes are: their steps, and the layers in most of them first", () => {
+  // The run's layers in model order, as the heatmap draws them.
+  const model = ["conv1.weight", "layer1.2.bn3.bias", "layer2.1.bn3.weight", "layer2.2.conv2.weight", "layer3.5.bn2.weight"];
+
+  it("says where the folded notes are: their steps, and their layers in model order", () => {
     expect(foldSteps(spikes)).toBe("steps 1, 180, 220 to 240 and 740");
     expect(foldSteps([...spikes, ...spikes], 3)).toBe("steps 1, 180, 220 to 240 and 5 more");
-    expect(foldLayers(spikes)).toEqual({ names: ["layer3.5.bn2.weight", "conv1.weight", "layer1.2.bn3.bias"], more: 2 });
-    expect(foldLayers(spikes.slice(3))).toEqual({ names: ["layer3.5.bn2.weight"], more: 0 });
+    // layer3.5.bn2.weight is in most of them, but comes last in the model.
+    expect(foldLayers(spikes, model)).toEqual({ names: ["conv1.weight", "layer1.2.bn3.bias", "layer2.1.bn3.weight"], more: 2 });
+    expect(foldLayers(spikes.slice(3), model)).toEqual({ names: ["layer3.5.bn2.weight"], more: 0 });
+    // A name the model does not hold (a scalar) comes after its layers.
+    expect(foldLayers([lossSpike, spikes[3]], model)).toEqual({ names: ["layer3.5.bn2.weight", "loss"], more: 0 });
+  });
+
+  // resnet101_noise_lr20's warning spikes: two of one layer, one of another.
+  const warnSpike = (step: bigint, layer: string): Finding =>
+    finding({ kind: "spike", severity: "warn", role: "gradient", first_step: step, last_step: step, layers: [layer] });
+  const warnSpikes = [warnSpike(110n, "layer4.1.bn2.bias"), warnSpike(150n, "layer4.1.bn2.bias"), warnSpike(300n, "layer4.2.bn1.bias")];
+
+  it("folds repeated warnings of a kind that gives one finding per event, apart from its notes", () => {
+    const entries = foldNotes([...warnings, ...warnSpikes, spikes[0], spikes[1]]);
+    expect(entries.map((e) => e.length)).toEqual([1, 1, 1, 3, 2]);
+    expect(entries[3]).toEqual(warnSpikes);
+    // A critical spike is not folded into the warnings.
+    const critical = { ...warnSpikes[2], severity: "critical" };
+    expect(foldNotes([...warnSpikes.slice(0, 2), critical]).map((e) => e.length)).toEqual([2, 1]);
+  });
+
+  it("names every layer of folded warnings, in model order", () => {
+    const order = ["conv1.weight", "layer4.1.bn2.bias", "layer4.2.bn1.bias", "fc.weight"];
+    const many = [...warnSpikes, warnSpike(400n, "fc.weight"), warnSpike(500n, "conv1.weight")];
+    expect(foldLayers(many, order)).toEqual({ names: ["conv1.weight", "layer4.1.bn2.bias", "layer4.2.bn1.bias", "fc.weight"], more: 0 });
   });
 });

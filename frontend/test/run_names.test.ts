@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { sortRuns } from "../src/panels";
 import { orderRows } from "../src/rows";
-import { compareRunNames } from "../src/run_names";
+import { compareRunNames, nameBreaks } from "../src/run_names";
 
 describe("run names", () => {
   it("read <digits>.<digits> as one decimal number", () => {
@@ -30,5 +30,16 @@ describe("run names", () => {
       "sweep/lr_0.001_adam/train", "sweep/lr_0.001_sgd/train", "sweep/lr_0.01_adam/train", "sweep/lr_1_sgd/train"]);
     expect(sortRuns(runs, "worst").map((r) => r.run)).toEqual([
       "sweep/lr_1_sgd/train", "sweep/lr_0.001_adam/train", "sweep/lr_0.01_adam/train", "sweep/lr_0.001_sgd/train"]);
+  });
+});
+
+describe("run name breaks", () => {
+  it("cut a name after its separators, the pieces joined being the name", () => {
+    expect(nameBreaks("resnet101_noise_lr20")).toEqual(["resnet101_", "noise_", "lr20"]);
+    expect(nameBreaks("sweep/lr_0.01-bs=64,seed_3")).toEqual(["sweep/", "lr_", "0.01-", "bs=", "64,", "seed_", "3"]);
+    expect(nameBreaks("resnet.cifar10_wd_1.5e-4")).toEqual(["resnet.", "cifar10_", "wd_", "1.5e-", "4"]);
+    expect(nameBreaks("train")).toEqual(["train"]);
+    expect(nameBreaks("a__b_")).toEqual(["a_", "_", "b_"]);
+    for (const name of ["resnet101_noise_lr20", "x/y/z", "", "<img src=x>"]) expect(nameBreaks(name).join("")).toBe(name);
   });
 });

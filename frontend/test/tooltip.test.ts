@@ -29,12 +29,15 @@ describe("cell tooltip", () => {
     const h = parseHeatmap({
       ...BASE, steps: [0, 10, 20], status: [[1, 2, 3], [1, 1, 0]],
       rules: [["", "dead_units", "exploding_gradients"], ["", "", null]],
-      quality_cells: [[1, 1, 2], [2, 2, 0]], quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound"],
+      quality_cells: [[1, 1, 2], [2, 5, 0]],
+      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"],
     });
     const warn = Object.fromEntries(cellTooltipLines(h, 0, 1, ""));
     expect(warn["status"]).toBe("warn \u2014 Dead units");
     expect(warn["score"]).toBe("0.9 (exact)");
-    expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated)");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated from histogram buckets)");
+    // A quality in words, never its code.
+    expect(Object.fromEntries(cellTooltipLines(h, 1, 1, ""))["score"]).toBe("0.9 (finite values only: this step also held NaN/Inf)");
   });
 
   it("says what a module's later call in forward is, on a cell and on a row label", () => {

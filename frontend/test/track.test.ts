@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { DRAG_PX, isClick, markText, trackMarks, valueExtent } from "../src/track";
+import { DRAG_PX, isClick, markText, placeLabels, trackMarks, valueExtent } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -73,5 +73,41 @@ describe("a press on the track", () => {
     expect(isClick({ clientX: 100, clientY: 50 }, { clientX: 300, clientY: 50 })).toBe(false);
     // A click the track saw no press of (the keyboard's) is a click.
     expect(isClick(null, { clientX: 0, clientY: 0 })).toBe(true);
+  });
+});
+
+describe("the track's labels", () => {
+  const overlap = (a: { x: number; width: number }, b: { x: number; width: number }): boolean =>
+    a.x < b.x + b.width && b.x < a.x + a.width;
+
+  it("never overlap in a lane: close marks stack, the lesser label moves", () => {
+    // A selected finding's "begins" at 300 (top), two onsets at 302 and 310 (bottom), a period label at 305 (top).
+    const wishes = [
+      { x: 303, width: 90, rank: Infinity, prefer: 0 },
+      { x: 305, width: 24, rank: 3, prefer: 1 },
+      { x: 313, width: 24, rank: 2, prefer: 1 },
+      { x: 308, width: 60, rank: 2, prefer: 0 },
+    ];
+    const lanes = placeLabels(wishes, 3);
+    // Of two labels that matter as much, the earlier gets the last lane.
+    expect(lanes).toEqual([0, 1, null, 2]);
+    for (let i = 0; i < wishes.length; i++) {
+      for (let j = i + 1; j < wishes.length; j++) {
+        if (lanes[i] !== null && lanes[i] === lanes[j]) expect(overlap(wishes[i], wishes[j])).toBe(false);
+      }
+    }
+  });
+
+  it("keeps labels far apart in the lane they prefer", () => {
+    const wishes = [
+      { x: 10, width: 24, rank: 1, prefer: 1 },
+      { x: 200, width: 24, rank: 3, prefer: 1 },
+      { x: 100, width: 90, rank: Infinity, prefer: 0 },
+    ];
+    expect(placeLabels(wishes, 3)).toEqual([1, 1, 0]);
+  });
+
+  it("drops the lesser of two labels with one lane left", () => {
+    expect(placeLabels([{ x: 0, width: 30, rank: 1, prefer: 0 }, { x: 20, width: 30, rank: 2, prefer: 0 }], 1)).toEqual([null, 0]);
   });
 });

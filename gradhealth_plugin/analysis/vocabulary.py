@@ -44,7 +44,8 @@ def vocabulary(limits: Mapping[str, float]) -> Dict[str, list]:
     bands = [{"status": health.STATUS_NAMES[code], "lo": lo, "hi": hi}
              for code, (lo, hi) in sorted(health.BANDS.items())]
     return {
-        "kinds": [{"kind": d.KIND, "label": d.LABEL, "metric": d.METRIC} for d in detectors.DETECTORS],
+        "kinds": [{"kind": d.KIND, "label": d.LABEL, "metric": d.METRIC, "events": d.KIND in detectors.EVENT_KINDS}
+                  for d in detectors.DETECTORS],
         "role_metric": dict(ROLE_METRIC),
         "severities": [{"severity": name, "rank": rank} for name, rank in SEVERITY_RANK.items()],
         "statuses": [{"status": name, "code": code} for code, name in enumerate(health.STATUS_NAMES)],

@@ -6,7 +6,8 @@ default ``SEVERITY`` (and ``MAX_SEVERITY`` where a finding can be raised above i
 ``LABEL``, ``ADVICE``, the ``METRIC`` its chart shows,
 ``NEEDS`` (the roles or run-level scalar kinds it judges from: any one suffices; empty
 for kinds that judge whatever was logged),
-its ``CELL_RULES`` and threshold ``THRESHOLDS`` lines, and
+its ``CELL_RULES`` and threshold ``THRESHOLDS`` lines, optionally ``EVENTS = True`` (one finding
+per event, whose repeats fold at any severity), and
 ``detect(run, limits) -> List[Finding]``. Adding a kind is adding a module
 here (and its test): the registry finds it, nothing else names it.
 """
@@ -31,6 +32,8 @@ KINDS: Tuple[str, ...] = tuple(d.KIND for d in DETECTORS)
 # The worst firing rule names a cell's score; among rules of one status the first listed wins.
 CELL_RULES: List[CellRule] = [rule for d in DETECTORS for rule in d.CELL_RULES]
 THRESHOLD_LINES: List[Line] = [line for d in DETECTORS for line in d.THRESHOLDS]
+# Kinds that give one finding per event (a spike): their repeats fold whatever their severity.
+EVENT_KINDS = frozenset(d.KIND for d in DETECTORS if getattr(d, "EVENTS", False))
 
 
 def not_judged(evidence: Iterable[str]) -> List[str]:

@@ -30,6 +30,9 @@ NEEDS = ()
 ADVICE = "A single batch produced an outlier: check that batch's data; clipping bounds its effect."
 CELL_RULES = ()
 THRESHOLDS = ()
+# One finding per event: a repeat of the same kind, role, severity and cause is the same problem again at
+# another step, so the findings list and the report fold the repeats into one entry, warnings too.
+EVENTS = True
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:

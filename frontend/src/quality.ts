@@ -1,0 +1,46 @@
+// What a value's quality code means, in words a person reads: the routes send the codes
+// (metrics.QUALITY_NAMES, and "mixed" for a heatmap of exact and estimated cells), and every
+// place the tab shows one (a chart's hover, a cell's tooltip, the detail table, the summary
+// line) reads it from this one table.
+
+interface QualityWords {
+  /** The summary line's words for a heatmap's values: "estimated values". */
+  values: string;
+  /** A table cell's few words. */
+  short: string;
+  /** What the number is, for a hover. */
+  long: string;
+}
+
+const QUALITY: Record<string, QualityWords> = {
+  no_data: { values: "no data", short: "no data", long: "no data" },
+  exact: { values: "exact values", short: "exact", long: "exact" },
+  estimated: { values: "estimated values", short: "estimated", long: "estimated from histogram buckets" },
+  upper_bound: { values: "upper bounds", short: "upper bound", long: "upper bound: the true value is at most this" },
+  lower_bound: { values: "lower bounds", short: "lower bound", long: "lower bound: the true value is at least this" },
+  finite_only: {
+    values: "values of finite numbers only", short: "finite values only",
+    long: "finite values only: this step also held NaN/Inf",
+  },
+  mixed: {
+    values: "exact and estimated values", short: "exact and estimated",
+    long: "exact for some cells, estimated from histogram buckets for others",
+  },
+};
+
+const plain = (code: string): string => code.replace(/_/g, " ");
+
+/** A quality code for a hover: "finite values only: this step also held NaN/Inf". */
+export function qualityText(code: string): string {
+  return QUALITY[code]?.long ?? plain(code);
+}
+
+/** A quality code in a few words, for a table cell: "finite values only". */
+export function qualityShort(code: string): string {
+  return QUALITY[code]?.short ?? plain(code);
+}
+
+/** A heatmap's values by their quality, for the summary line: "estimated values". */
+export function qualityValues(code: string): string {
+  return QUALITY[code]?.values ?? `${plain(code)} values`;
+}

@@ -1,0 +1,28 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_QUALITY_NAMES } from "../src/api";
+import { qualityShort, qualityText, qualityValues } from "../src/quality";
+
+describe("quality words", () => {
+  it("says what each quality the routes send means, in words", () => {
+    expect(qualityText("finite_only")).toBe("finite values only: this step also held NaN/Inf");
+    expect(qualityText("lower_bound")).toBe("lower bound: the true value is at least this");
+    expect(qualityText("upper_bound")).toBe("upper bound: the true value is at most this");
+    expect(qualityText("estimated")).toBe("estimated from histogram buckets");
+    for (const code of [...DEFAULT_QUALITY_NAMES, "mixed"]) {
+      expect(qualityText(code)).not.toMatch(/_/);
+      expect(qualityShort(code)).not.toMatch(/_/);
+      expect(qualityValues(code)).not.toMatch(/_/);
+    }
+  });
+
+  it("reads a code it does not know without its underscores", () => {
+    expect(qualityText("some_new_code")).toBe("some new code");
+  });
+
+  it("keeps a table cell and the summary line short", () => {
+    expect(qualityShort("finite_only")).toBe("finite values only");
+    expect(qualityValues("mixed")).toBe("exact and estimated values");
+    expect(qualityValues("estimated")).toBe("estimated values");
+    expect(qualityValues("lower_bound")).toBe("lower bounds");
+  });
+});

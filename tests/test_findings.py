@@ -1163,6 +1163,29 @@ def test_decide_cells_of_many_layers_equal_each_row_decided_alone(monkeypatch, c
             assert np.array_equal(r.health.score, health.in_band(alone.score, status), equal_nan=True)
 
 
+def test_a_cells_rule_is_held_in_one_byte_and_decodes_to_the_kind_that_decided_it():
+    """A long run holds millions of cells: each one's rule is a one-byte code, not a pointer a cell,
+    decoded through `health.rule_names` to the worst finding covering it ("" when ok, None without data)."""
+    health.rule_code("a_rule_no_cell_names")  # the kinds' codes need not follow their order
+    rd = _mixed_run(3)
+    found = find(rd)
+    findings.decide_cells(rd, found, LIMITS)
+    kinds = set()
+    for lay in rd.layers:
+        for role, r in lay.roles.items():
+            codes = r.health.rule_codes
+            assert codes.dtype == np.uint8 and codes.nbytes == len(r.table.steps), (lay.name, role)
+            names = health.rule_names()[codes]
+            for j in range(len(codes)):
+                status = int(r.health.status[j])
+                worst = [f for f in serious(found) if _covered(f, lay, role, r.table.steps)[j]]
+                worst.sort(key=lambda f: f.severity != findings.CRITICAL)
+                want = None if status == health.NO_DATA else worst[0].kind if worst else ""
+                assert names[j] == r.health.rule_at(j) == want, (lay.name, role, j)
+                kinds.add(want)
+    assert len(kinds - {None, ""}) >= 2, kinds
+
+
 def test_a_spike_inside_a_span_only_finding_far_apart_is_explained():
     # A NaN loss at steps 0 and 2**62: its finding has a span but no points. Whether a spike lies
     # in it is a comparison; the steps in between were once built as a set.
@@ -1486,3 +1509,35 @@ def test_a_blow_up_after_the_gradients_vanished_in_an_explosion_is_the_same_expl
     g = grad(0, l2=level, max_abs=0.1 * level)
     f = one(find(run(*three_kernels(g={0: g}))), "exploding_gradients")
     assert f.first_step == STEPS[10] and STEPS[30] in f.points["dense_0/kernel"], f.points
+
+
+def test_group_sustained_on_many_layers_looks_each_layer_up_once_and_says_what_a_scan_said(monkeypatch):
+    """A rule held on many layers: each hit's layer is found by name (not by scanning the run's
+    layers a hit at a time), and the findings are those the scan gave: sure hits in one finding,
+    hits that held only at the end (each row its own step count) in another a severity lower."""
+    from gradhealth_plugin.analysis import spans
+
+    n = 400
+    lays = [layer(f"l{i:03d}/kernel", **{T.WEIGHT: weight(i, steps=STEPS[:N - i % 7])}) for i in range(n)]
+    rd = run(*lays)
+    hits = []
+    for i, lay in enumerate(lays):
+        steps = lay.roles[T.WEIGHT].table.steps
+        # Every third layer: the last 3 steps only (too few for a rule of 5); the others 10 steps in the middle.
+        points = steps[-3:] if i % 3 == 0 else steps[10:20]
+        hits.append(spans.Hit(layer=lay.name, first=int(points[0]), last=int(points[-1]), value=float(i),
+                              step=int(points[0]), points=points))
+    # The scan's answer, worked out from each layer's own steps.
+    tails = {h.layer: spans.short_tail(rd.layer(h.layer).roles[T.WEIGHT].table.steps, h.points, 5) for h in hits}
+    looked_up = []
+    scan = runs.RunData.layer
+    monkeypatch.setattr(runs.RunData, "layer", lambda self, name: looked_up.append(name) or scan(self, name))
+    out = spans.group_sustained(rd, "update_ratio", findings.WARN, T.WEIGHT, hits, 0.1, "moved", "", 5)
+    assert looked_up == []
+    sure, unsure = out
+    assert sure.severity == findings.WARN and unsure.severity == findings.INFO
+    assert sure.layers == [lay.name for i, lay in enumerate(lays) if i % 3]
+    assert unsure.layers == [lay.name for i, lay in enumerate(lays) if i % 3 == 0]
+    assert unsure.evidence["too_few_steps"]["layers"] == {
+        name: {"last": tails[name][0], "of": tails[name][1]} for name in unsure.layers}
+    assert {tails[name][1] for name in unsure.layers} == {N - k for k in range(7)}

@@ -195,7 +195,10 @@ def test_compact_cells_past_256_kinds_take_two_bytes():
     rules[0, 0], rules[0, 1] = None, ""
     values = np.linspace(0, 1, rows * cols).reshape(rows, cols)
     values[1, 1] = np.nan
-    out = responses.compact_cells(values, status, rules, quality)
+    # The rules as codes into a table of names, None and "" first, as the analysis holds them.
+    names = [None, ""] + sorted({r for r in rules.ravel().tolist() if r})
+    codes = np.array([names.index(r) for r in rules.ravel().tolist()], dtype=np.uint8).reshape(rows, cols)
+    out = responses.compact_cells(values, status, codes, quality, rule_names=names)
     assert out["cell_bytes"] == 2 and len(out["cell_kinds"]) > 256
     back = _from_compact({"layers": ["x"] * rows, "steps": list(range(cols)), **out})
     assert back["status"] == status.tolist() and back["quality_cells"] == quality.tolist()

@@ -69,3 +69,29 @@ def test_other_datums_read_step_by_step(case):
 def test_text_is_unreadable():
     _, _, unreadable = _read([_datum(0, _vector(1)), _datum(1, np.array([b"a"] * WIDTH, dtype=object))])
     assert "holds text" in unreadable["t"]
+
+
+@pytest.fixture(scope="module")
+def watched_logdir(tmp_path_factory):
+    """Run ``.``: gradhealth's torch watch() of a small model, every tag logged at every step."""
+    from tests.conftest import _written_logdir
+
+    return _written_logdir(tmp_path_factory, "torch_watch_blocks")
+
+
+def test_tags_logged_at_the_same_steps_hold_one_read_only_step_array(loader_client, watched_logdir):
+    """A long run's rows are mostly logged at the same steps: their tables share one array of them,
+    read-only, instead of eight bytes a cell each; the answers are the same."""
+    client = loader_client(watched_logdir)
+    run = client.ok("/runs")["runs"][0]["run"]
+    from tensorboard import context as tb_context
+
+    rd, _ = client.plugin._analyzer.run(tb_context.RequestContext(), "", run)
+    own = [r.table.steps for layer in rd.layers for r in layer.roles.values() if r.source == "gradhealth"]
+    held = {}
+    for steps in own:
+        held.setdefault(steps.tobytes(), set()).add(id(steps))
+        assert not steps.flags.writeable
+    assert len(own) > 10 and all(len(ids) == 1 for ids in held.values()), [len(ids) for ids in held.values()]
+    hm = client.ok("/heatmap", run=run, role="gradient")
+    assert hm["steps"] == own[0].tolist() and all(s != 0 for row in hm["status"] for s in row)

@@ -190,6 +190,32 @@ def test_heatmap_statuses_cover_every_code(client):
                     assert band[0] <= v <= band[1], (s, v)
 
 
+def test_a_cells_rule_is_named_alike_by_the_cell_and_both_heatmap_layouts(client):
+    """The cells' rules are held as codes into a table of names: decoded, every layout and the cell
+    name the finding kind that decided the cell (None without data, "" when ok), whatever code the
+    kind was given."""
+    from gradhealth_plugin.analysis import health
+    from tests.test_heatmap_lod import _from_compact
+
+    health.rule_code("a_rule_no_cell_names")  # a code before any kind of this run's is given one
+    named = set()
+    for role in ("gradient", "activation"):
+        rows = client.ok("/heatmap", run="mlp", role=role)
+        compact = _from_compact(client.ok("/heatmap", run="mlp", role=role, layout="compact"))
+        assert compact["rules"] == rows["rules"], role
+        for i, layer in enumerate(rows["layers"]):
+            for j, step in enumerate(rows["steps"]):
+                rule, status = rows["rules"][i][j], rows["status"][i][j]
+                assert rule == {0: None, 1: ""}.get(status, rule), (role, layer, step)
+                if status:
+                    cell = client.ok("/cell", run="mlp", layer=layer, step=step, role=role)["roles"][role]
+                    assert cell["rule"] == rule, (role, layer, step)
+                named.add(rule)
+    exploded = client.ok("/cell", run="mlp", layer="dense_1/kernel", step=EXPLODE_STEP, role="gradient")
+    assert exploded["roles"]["gradient"]["rule"] == "exploding_gradients"
+    assert named == {None, "", "exploding_gradients", "dead_units"}
+
+
 def test_heatmap_defaults_to_first_role_and_health(client):
     hm = client.ok("/heatmap", run="mlp")
     assert hm["role"] == "gradient" and hm["metric"] == "health" and hm["quality"] == "estimated"

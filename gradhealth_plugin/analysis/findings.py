@@ -77,7 +77,7 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
                                    judged)
             score = health.in_band(scored.score, status)
             for i, (_, rdata) in enumerate(rows):
-                rdata.health = health.CellHealth(score=score[i], status=status[i], rule=rule[i])
+                rdata.health = health.CellHealth(score=score[i], status=status[i], rule_codes=rule[i])
 
 
 # Cells decided in one stacked pass: about 20 metric arrays of this many float64 each.
@@ -99,9 +99,9 @@ def covers(f: Finding, layer: str, steps: np.ndarray, role: Optional[str] = None
 
 
 def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray, findings: List[Finding]) -> tuple:
-    """(status, rule) per step of each row (one per layer): the worst warn or critical finding covering it."""
+    """(status, rule code) per step of each row (one per layer): the worst warn or critical finding covering it."""
     status = np.where(present, health.OK, health.NO_DATA).astype(np.uint8)
-    rule = np.where(present, "", None).astype(object)
+    rule = np.where(present, health.RULE_OK, health.RULE_NO_DATA).astype(np.uint8)
     row_of = {layer: i for i, layer in enumerate(layers)}
     for f in findings:
         if f.role is not None and f.role != role:
@@ -111,5 +111,5 @@ def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray
             i = row_of[layer]
             covered = present[i] & covers(f, layer, steps[i], role) & (status[i] < sev)
             status[i] = np.where(covered, sev, status[i])
-            rule[i] = np.where(covered, f.kind, rule[i])
+            rule[i] = np.where(covered, health.rule_code(f.kind), rule[i])
     return status, rule

@@ -10,7 +10,8 @@ keeps its continuous value inside the band its status owns (`BANDS`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Sequence
+import threading
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -39,11 +40,49 @@ class CellRule:
     use_abs: bool = False
 
 
+# A cell's rule is held as a one-byte code into this table of names (None: no data, "": ok, then
+# each finding kind as first met): a long run's 5,000,000 cells hold 5 MB of codes, not 40 MB of
+# pointers to shared strings. Codes only grow; the kinds are a few dozen.
+RULE_NO_DATA = 0
+RULE_OK = 1
+_RULE_NAMES: List[Optional[str]] = [None, ""]
+_RULE_CODES = {name: code for code, name in enumerate(_RULE_NAMES)}
+_RULE_LOCK = threading.Lock()
+
+
+def rule_code(name: Optional[str]) -> int:
+    """The code of a rule name (a finding kind), given one the first time it is asked for."""
+    code = _RULE_CODES.get(name)
+    if code is None:
+        with _RULE_LOCK:
+            code = _RULE_CODES.get(name)
+            if code is None:
+                if len(_RULE_NAMES) > 255:
+                    raise ValueError(f"more than 256 cell rule names: {name!r}")
+                _RULE_NAMES.append(name)
+                code = _RULE_CODES[name] = len(_RULE_NAMES) - 1
+    return code
+
+
+def rule_names() -> np.ndarray:
+    """Every rule name by its code, as an object array: `rule_names()[codes]` decodes codes."""
+    return np.array(_RULE_NAMES, dtype=object)
+
+
 @dataclasses.dataclass
 class CellHealth:
     score: np.ndarray  # (N,) float, NaN where no data
     status: np.ndarray  # (N,) uint8 status codes
-    rule: np.ndarray  # (N,) object: rule name, "" when ok, None when no data
+    rule_codes: np.ndarray  # (N,) uint8 `rule_code`s: the rule name, "" when ok, None when no data
+
+    @property
+    def rule(self) -> np.ndarray:
+        """The rule names, decoded: (N,) object."""
+        return rule_names()[np.asarray(self.rule_codes, dtype=np.intp)]
+
+    def rule_at(self, index: int) -> Optional[str]:
+        """The rule name of one cell."""
+        return _RULE_NAMES[int(self.rule_codes[index])]
 
 
 def has_data(table: MetricTable) -> np.ndarray:
@@ -80,7 +119,7 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
     # A step whose tensor held NaN or Inf is the non-finite rule's alone (`metrics.judged`).
     nonfinite = metrics.nonfinite_steps(table)
     level = np.where(present, OK, NO_DATA).astype(np.uint8)
-    rule = np.where(present, "", None).astype(object)
+    rule = np.where(present, RULE_OK, RULE_NO_DATA).astype(np.uint8)
     worst = np.zeros(present.shape)  # closeness of the nearest-to-firing rule, for the score
     for r in rules:
         if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
@@ -100,14 +139,14 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
         close = np.where(fired, np.maximum(close, 1.0), np.minimum(close, 0.999))
         override = fired & (r.status > level)
         level = np.where(override, r.status, level).astype(np.uint8)
-        rule = np.where(override, r.name, rule)
+        rule = np.where(override, rule_code(r.name), rule).astype(np.uint8)
         worst = np.maximum(worst, close)
     score = np.select(
         [level == CRITICAL, level == WARN, level == OK],
         [0.25 * (1 - np.clip(worst - 1, 0, 1)), 0.6 - 0.35 * np.clip(worst - 1, 0, 1), 1 - 0.4 * np.clip(worst, 0, 1)],
         default=np.nan,
     )
-    return CellHealth(score=score, status=level, rule=rule)
+    return CellHealth(score=score, status=level, rule_codes=rule)
 
 
 def in_band(score: np.ndarray, status: np.ndarray) -> np.ndarray:

@@ -245,7 +245,8 @@ def group_sustained(rd: RunData, kind: str, severity: str, role: Optional[str], 
     for a shorter run reaching the last logged step (training may have stopped
     because of it) make another, a severity lower, whose text says what held.
     """
-    tails = {h.layer: short_tail(_steps_of(rd, role, h.layer), h.points, min_length) for h in hits}
+    layers = _by_name(rd)
+    tails = {h.layer: short_tail(_steps_of(layers, role, h.layer), h.points, min_length) for h in hits}
     sure = [h for h in hits if tails[h.layer] is None]
     unsure = [h for h in hits if tails[h.layer] is not None]
     out = []
@@ -263,8 +264,17 @@ def group_sustained(rd: RunData, kind: str, severity: str, role: Optional[str], 
     return out
 
 
-def _steps_of(rd: RunData, role: Optional[str], name: str) -> np.ndarray:
-    layer = rd.layer(name)
+def _by_name(rd: RunData) -> Dict[str, Layer]:
+    """The run's layers by name, the first of a name as `RunData.layer` finds it: one lookup a hit,
+    not a scan of every layer (a run of thousands of layers has thousands of hits)."""
+    out: Dict[str, Layer] = {}
+    for layer in rd.layers:
+        out.setdefault(layer.name, layer)
+    return out
+
+
+def _steps_of(layers: Dict[str, Layer], role: Optional[str], name: str) -> np.ndarray:
+    layer = layers.get(name)
     rdata = layer.roles.get(role) if layer is not None else None
     return rdata.table.steps if rdata is not None else np.zeros(0, dtype=np.int64)
 
@@ -306,7 +316,8 @@ def gather(rd: RunData, kind: str, severity: str, parts: Sequence[Tuple[Optional
                 f.evidence["layers"][name].setdefault("roles", {})[part_role or "scalar"] = {
                     "first_step": h.first, "last_step": h.last, **h.detail}
     if len(row_roles) > 1:
-        f.role_points = {r: {name: h.points if h.points is not None else _span_steps(rd, r, h)
+        layers = _by_name(rd)
+        f.role_points = {r: {name: h.points if h.points is not None else _span_steps(layers, r, h)
                              for name, h in by_role[r].items()} for r in row_roles}
     return f
 
@@ -332,7 +343,7 @@ def and_text(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _span_steps(rd: RunData, role: str, h: Hit) -> np.ndarray:
+def _span_steps(layers: Dict[str, Layer], role: str, h: Hit) -> np.ndarray:
     """A row's logged steps from `h.first` to `h.last`, for a hit that names no exact steps."""
-    steps = _steps_of(rd, role, h.layer)
+    steps = _steps_of(layers, role, h.layer)
     return steps[(steps >= h.first) & (steps <= h.last)]

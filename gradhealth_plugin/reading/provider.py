@@ -262,6 +262,17 @@ def _by_step(datums: Sequence) -> List:
     return tables.last_per_step(datums)
 
 
+def _shared_steps(tables: Dict[str, tuple]) -> Dict[str, tuple]:
+    """`_read_own`'s tables with equal step arrays held once, read-only: the tags of a run are
+    mostly logged at the same steps, and a long run's steps are otherwise eight bytes a cell."""
+    held: Dict[bytes, np.ndarray] = {}
+    for tag, (steps, values) in tables.items():
+        shared = held.setdefault(steps.tobytes(), steps)
+        shared.flags.writeable = False
+        tables[tag] = (shared, values)
+    return tables
+
+
 def _stacked_vectors(datums: Sequence, width: int) -> Optional[np.ndarray]:
     """The datums' tensors as one (steps x width) array, in one numpy call, when each is a vector of
     at least `width` numbers (what gradhealth writes); None otherwise."""
@@ -732,7 +743,7 @@ class Reader:
                                       _vector_values):
             self._own_tables(result, out, walls, unreadable)
             del result
-        return out
+        return _shared_steps(out)
 
     def _own_tables(self, result: Mapping[str, list], out: Dict[str, tuple], walls: Dict[tuple, np.ndarray],
                     unreadable: Dict[str, str]) -> None:

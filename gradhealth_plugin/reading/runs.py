@@ -30,7 +30,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 # of 20,000 rows would otherwise make 60,000 empty arrays.
 _NO_SCORE = _read_only(np.zeros(0))
 _NO_STATUS = _read_only(np.zeros(0, dtype=np.uint8))
-_NO_RULE = _read_only(np.zeros(0, dtype=object))
+_NO_RULE = _read_only(np.zeros(0, dtype=np.uint8))
 
 
 def _undecided() -> health.CellHealth:

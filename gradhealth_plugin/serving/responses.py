@@ -333,14 +333,6 @@ def _same_steps(rows: Sequence[RoleData]) -> Iterator[Tuple[np.ndarray, List[Rol
         yield np.array(members, dtype=np.int64), [rows[i] for i in members]
 
 
-def _object_rows(rows: Sequence[np.ndarray], width: int) -> np.ndarray:
-    """Object arrays `width` long as one 2-D object array, a row each (without numpy reading into them)."""
-    out = np.empty((len(rows), width), dtype=object)
-    for i, row in enumerate(rows):
-        out[i] = row
-    return out
-
-
 def incomplete_last_step(has_data: np.ndarray, steps: np.ndarray) -> Optional[dict]:
     """The last step while its layers disagree: fewer rows have data there than at the step before.
 
@@ -382,7 +374,7 @@ class HeatmapCells:
     head: dict
     values: np.ndarray
     status: np.ndarray
-    rules: np.ndarray
+    rules: np.ndarray  # uint8 codes of `health.rule_names`
     quality: np.ndarray
     offsets: Optional[np.ndarray]
 
@@ -391,8 +383,8 @@ class HeatmapCells:
     @property
     def nbytes(self) -> int:
         arrays = [self.values, self.status, self.rules, self.quality] + ([self.offsets] if self.offsets is not None else [])
-        # The rules hold shared strings (a pointer a cell); `summary` a copy of the values as sent (one
-        # per layout asked, mostly the tab's alone); a row's name and block about 200 bytes.
+        # `summary` holds a copy of the values as sent (one per layout asked, mostly the tab's alone);
+        # a row's name and block about 200 bytes.
         return sum(a.nbytes for a in arrays) + self.values.nbytes + 200 * len(self.head["layers"])
 
     def summary(self, layout: str) -> "RowSummary":
@@ -445,7 +437,7 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
     # of cells (1,000 rows x 5,000 steps: 40 MB an array, several arrays) is never held twice.
     width = len(first) if binned else n_cols
     values, status = np.empty((n_rows, width)), np.empty((n_rows, width), dtype=np.uint8)
-    rules, cell_quality = np.empty((n_rows, width), dtype=object), np.empty((n_rows, width), dtype=np.uint8)
+    rules, cell_quality = np.empty((n_rows, width), dtype=np.uint8), np.empty((n_rows, width), dtype=np.uint8)
     has_data = np.empty((n_rows, width), dtype=bool)
     picks = np.empty((n_rows, width), dtype=np.int64) if binned else None
     quality_codes: List[np.ndarray] = []
@@ -505,7 +497,7 @@ _GRID_CELLS = 1 << 20
 
 @dataclasses.dataclass
 class _Grid:
-    """Rows' cells at a window's steps: value, status, rule, quality code and whether logged; the
+    """Rows' cells at a window's steps: value, status, rule code, quality code and whether logged; the
     quality codes present in each block of rows laid out together."""
 
     values: np.ndarray
@@ -521,7 +513,7 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
     n_rows, n_cols = len(rows), len(steps)
     values = np.full((n_rows, n_cols), np.nan)
     status = np.zeros((n_rows, n_cols), dtype=np.uint8)
-    rules = np.full((n_rows, n_cols), None, dtype=object)
+    rules = np.full((n_rows, n_cols), health.RULE_NO_DATA, dtype=np.uint8)
     codes_of: List[np.ndarray] = []
     cell_quality = np.full((n_rows, n_cols), metrics.NO_DATA, dtype=np.uint8)
     has_data = np.zeros((n_rows, n_cols), dtype=bool)
@@ -543,7 +535,7 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
         values[at] = np.array([(r.health.score if metric == "health" else r.table.get(metric))[keep] for r in rdatas],
                               dtype=np.float64).reshape(shape)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
-        rules[at] = _object_rows([r.health.rule[keep] for r in rdatas], len(cols))
+        rules[at] = np.array([r.health.rule_codes[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         codes = (np.array([metrics.shown_quality(r.table, metric, keep) for r in rdatas], dtype=np.uint8).reshape(shape)
                  if metric != "health" else _health_quality(rdatas, keep))
         codes_of.append(np.unique(codes))
@@ -734,14 +726,16 @@ def _step_offsets(steps: np.ndarray, first: np.ndarray, pick: np.ndarray) -> np.
 
 def _cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: np.ndarray,
            offsets: Optional[np.ndarray], layout: str) -> dict:
-    """The cells of a heatmap answer: matrices of lists, or in the compact layout `compact_cells`."""
+    """The cells of a heatmap answer: matrices of lists, or in the compact layout `compact_cells`.
+    `rules`: codes of `health.rule_names`."""
     if layout == LAYOUT_COMPACT:
         return compact_cells(values, status, rules, quality, offsets)
+    names = health.rule_names()
     # Written a row at a time (`jsontext.Rows`): a full-resolution heatmap's cells as lists take hundreds of MB.
     out = {
         "values": jsontext.Rows(nullable(rounded(row)) for row in values),
         "status": jsontext.Rows(row.tolist() for row in status),
-        "rules": jsontext.Rows(row.tolist() for row in rules),
+        "rules": jsontext.Rows(names[row].tolist() for row in rules),
         # Per cell, an index into quality_names: the tab's tooltip says exact or estimated.
         "quality_cells": jsontext.Rows(row.tolist() for row in quality),
     }
@@ -751,7 +745,7 @@ def _cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: n
 
 
 def compact_cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, quality: np.ndarray,
-                  offsets: Optional[np.ndarray] = None) -> dict:
+                  offsets: Optional[np.ndarray] = None, rule_names: Optional[Sequence[Optional[str]]] = None) -> dict:
     """The heatmap's cells in few bytes that a browser reads fast, every matrix row after row.
 
     A matrix has few distinct (status, quality, rule) triples: `cell_kinds` lists them and
@@ -759,20 +753,21 @@ def compact_cells(values: np.ndarray, status: np.ndarray, rules: np.ndarray, qua
     `cell_bytes`) in base64. `values` is base64 of 3 bytes a cell (`top24`, `value_encoding`),
     `step_offsets` when binned base64 of `step_offset_bytes` bytes a cell (`packed_offsets`).
     About 5.3 bytes a cell (6.7 binned) against 12-16, whatever the values' digits.
+    `rules` are codes into `rule_names` (`health.rule_names()` when None), whose first two are None
+    (no data) and "" (ok).
     """
+    table = health.rule_names() if rule_names is None else rule_names
     flat_rules = rules.ravel()
-    # Rules by status alone where they follow it (None: no data, "": ok); names only where named,
-    # so Python looks at the few warn and critical cells, not at every cell.
-    none = np.equal(flat_rules, None)
-    empty = np.equal(flat_rules, "")
-    named = np.flatnonzero(~none & ~empty)
-    names: List[Optional[str]] = [None, ""]
-    index = {name: i for i, name in enumerate(names)}
-    key = np.where(none, 0, 1).astype(np.int32)
-    if named.size:
-        key[named] = [index.setdefault(r, len(index)) for r in flat_rules[named].tolist()]
-        names = list(index)
-    key = (key * 8 + quality.ravel()) * 8 + status.ravel()
+    # The names in the order the cells first name them (after None and ""), whatever their codes:
+    # the answer lists its kinds the same way whichever rule was given a code first.
+    named = np.flatnonzero(flat_rules > health.RULE_OK)
+    present, first = np.unique(flat_rules[named], return_index=True)
+    in_order = present[np.argsort(first)]
+    renumber = np.zeros(len(table), dtype=np.int32)
+    renumber[health.RULE_OK] = 1
+    renumber[in_order] = np.arange(2, 2 + len(in_order))
+    names = [None, ""] + [table[int(c)] for c in in_order]
+    key = (renumber[flat_rules] * 8 + quality.ravel()) * 8 + status.ravel()
     # The triples present, ascending, and each cell's place among them, as np.unique(key,
     # return_inverse=True) gives them, by counting: no sorted copies of a million-cell key.
     kinds = np.flatnonzero(np.bincount(key)) if key.size else key
@@ -985,7 +980,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "source": rdata.source,
         "status": health.STATUS_NAMES[int(rdata.health.status[index])],
         "score": nullable(rdata.health.score[index:index + 1])[0],
-        "rule": rdata.health.rule[index],
+        "rule": rdata.health.rule_at(index),
         "metrics": {
             name: {"value": nullable(table.values[name][index:index + 1])[0],
                    # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.

@@ -1357,11 +1357,47 @@ def test_no_progress_needs_enough_points_and_every_loss_stuck():
     assert of_kind(find(run(*three_kernels(), scalar_series=series)), "no_progress") == []
 
 
-def test_a_nan_loss_is_no_progress_but_nonfinite():
+def test_a_loss_stuck_until_it_turns_nan_is_no_progress_up_to_there():
+    """A loss is judged for progress up to its first NaN or Inf; what follows is the nonfinite finding's."""
     steps, loss = _loss(0.0)
-    loss[90:] = np.nan
+    loss[60:] = np.nan
     found = find(run(*three_kernels(), scalar_series={"loss": (steps, loss)}))
+    stalled = one(found, "no_progress")
+    assert (stalled.first_step, stalled.last_step) == (0, 59) and one(found, "nonfinite")
+    assert "its 10 logged values before it turned NaN or Inf at step 60" in stalled.message
+    assert "a tenth of its 100 each" in stalled.message
+
+
+def test_a_loss_judged_up_to_its_nan_is_no_progress_only_where_it_sat_still():
+    steps, falling = _loss(0.5)
+    falling[60:] = np.inf
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, falling)})), "no_progress") == []
+    # Noisy at first and then stuck, as a run with a learning rate too high for it: tenths of the run's
+    # length, not of its finite part, whose first tenth would be the first fall alone.
+    first_fall = np.where(steps < 4, 3.0 - 0.15 * steps, 2.3) * _noise(3, 100, 0.01)
+    first_fall[60:] = np.nan
+    assert one(find(run(*three_kernels(), scalar_series={"loss": (steps, first_fall)})), "no_progress")
+    # Rising into its NaN, or blowing up early, is the nonfinite finding's alone.
+    rising = np.where(steps < 40, 1.0, np.exp((steps - 40) / 5.0)) * _noise(0, 100, 0.01)
+    rising[70:] = np.nan
+    found = find(run(*three_kernels(), scalar_series={"loss": (steps, rising)}))
     assert of_kind(found, "no_progress") == [] and one(found, "nonfinite")
+    # NaN before two tenths of the run are logged: too early to tell.
+    _, early = _loss(0.0)
+    early[19:] = np.nan
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, early)})), "no_progress") == []
+
+
+@pytest.mark.parametrize("level,hint", [(np.log(10) * 1.006, "ln 10"), (np.log(2), "ln 2"), (1.5, None),
+                                        (np.log(20), None)])
+def test_a_stuck_loss_at_ln_k_says_it_is_a_uniform_guess(level, hint):
+    steps = np.arange(100, dtype=np.int64)
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, level * _noise(0, 100, 0.01))})),
+            "no_progress")
+    if hint is None:
+        assert "uniform guess" not in f.message
+    else:
+        assert f"is about {hint} = " in f.message and "a uniform guess among" in f.message
 
 
 # --- after a collapse -------------------------------------------------------------------------------

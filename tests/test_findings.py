@@ -935,7 +935,10 @@ def _check_consistent(rd, found):
             bad = status >= health.WARN
             kinds_here = {f.kind for f in found if np.any(_covered(f, lay, role, steps))}
             assert set(rule[bad].tolist()) <= kinds_here
-            assert all(r == "" for r in rule[status == health.OK])
+            # An ok cell names a rule only where that kind's cell rule fired there, no warning covering it.
+            ok = status == health.OK
+            fired = np.array([""] + [c.name for c in findings.detectors.CELL_RULES], dtype=object)[r.health.fired]
+            assert np.array_equal(rule[ok], fired[ok]), (lay.name, role)
 
 
 def _troubled_run(*extra_layers):
@@ -976,8 +979,11 @@ def test_decide_cells_lone_cell_rule_without_finding_is_ok():
     findings.decide_cells(rd, find(rd), LIMITS)
     g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
     w2 = rd.layer("dense_2/kernel").roles[T.WEIGHT].health
-    assert g1.status[20] == health.OK and g1.rule[20] == ""
-    assert w2.status[3] == health.OK and 0.6 < w2.score[3] <= 1.0
+    # Ok, held at the top of ok, and naming the rule that held there, for fewer steps than a finding needs.
+    assert g1.status[20] == health.OK and g1.rule[20] == "vanishing_gradients" and g1.score[20] == pytest.approx(0.6001)
+    held = findings.held(rd.layer("dense_1/kernel").roles[T.GRADIENT], 20, [], "dense_1/kernel", T.GRADIENT, LIMITS)
+    assert (held["steps_in_a_row"], held["steps_needed"]) == (1, LIMITS["vanishing_steps"]), held
+    assert w2.status[3] == health.OK and 0.6 < w2.score[3] <= 1.0 and w2.rule[3] == "skewed_distribution"
 
 
 def test_decide_cells_marks_only_the_problem_steps():
@@ -1107,6 +1113,8 @@ def test_decide_cells_of_many_layers_equal_each_row_decided_alone(monkeypatch, c
                 code = severity_code.get(f.severity, health.OK)
                 rule = np.where(covered & (status < code), f.kind, rule)
                 status = np.where(covered & (status < code), code, status)
+            # An ok cell where a cell rule fired names it.
+            rule = np.where((status == health.OK) & (alone.status > health.OK), alone.rule, rule)
             assert r.health.status.tolist() == status.tolist(), (lay.name, role)
             assert r.health.rule.tolist() == rule.tolist(), (lay.name, role)
             assert np.array_equal(r.health.score, health.in_band(alone.score, status), equal_nan=True)

@@ -9,6 +9,8 @@ export interface KindInfo {
   label: string;
   /** The metric whose chart shows a finding of this kind best. */
   metric: string;
+  /** Logged steps in a row its cell rules must hold for its finding; null for a kind without cell rules. */
+  steps_needed: number | null;
 }
 
 export interface ScoreBand {
@@ -65,7 +67,8 @@ export function parseVocabulary(body: unknown): Vocabulary {
   return {
     kinds: list(body, "kinds", (k) => {
       const kind = text(k.kind);
-      return kind === null ? null : { kind, label: text(k.label) ?? kind, metric: text(k.metric) ?? "" };
+      return kind === null ? null
+        : { kind, label: text(k.label) ?? kind, metric: text(k.metric) ?? "", steps_needed: number(k.steps_needed) };
     }),
     role_metric: roleMetric,
     severities: list(body, "severities", (s) => {
@@ -107,6 +110,11 @@ export function kindMetric(kind: string | null | undefined, role: string): strin
   const known = v.kinds.find((k) => k.kind === kind)?.metric;
   // A role the backend does not map reads like the first one listed (gradients).
   return known || (v.role_metric[role] ?? Object.values(v.role_metric)[0] ?? "");
+}
+
+/** Logged steps in a row a kind's cell rules must hold for its finding; null when unknown. */
+export function kindStepsNeeded(kind: string): number | null {
+  return vocabulary().kinds.find((k) => k.kind === kind)?.steps_needed ?? null;
 }
 
 /** Position in the backend's kind order; unknown kinds sort last. */

@@ -498,6 +498,24 @@ def test_a_cell_at_a_nan_step_says_its_statistics_are_of_the_finite_values_only(
 
 # --- notes that find no fault ---------------------------------------------------------------------------
 
+@pytest.mark.parametrize("danger", [None, 0.8])
+def test_the_dead_units_note_and_its_advice_name_one_limit(nan_stretch_logdir, plugin_client, danger):
+    """What the note calls normal and what its advice calls nothing to fix end at one line, the
+    warning's own (`dead_zero_fraction`), whatever it is set to."""
+    from gradhealth_plugin import config as config_lib
+    from gradhealth_plugin.analysis import limits
+
+    values = limits.thresholds()
+    if danger is not None:
+        values["dead_zero_fraction"] = danger
+    client = plugin_client(nan_stretch_logdir, config_lib.Config(tag_rules=[], limits=values))
+    (note,) = [f for f in client.ok("/findings", run="run")["findings"]
+               if f["kind"] == "dead_units" and f["severity"] == "info"]
+    line = f"{values['dead_zero_fraction']:.0%}"
+    assert f"(normal for ReLU while under {line})" in note["message"], note["message"]
+    assert note["advice"].startswith(f"Nothing to fix while the zero fraction stays under {line};"), note["advice"]
+
+
 def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(converged_logdir, nan_stretch_logdir,
                                                                             gpt2_logdir, plugin_client):
     from gradhealth_plugin.analysis.detectors import dead_units, update_ratio, vanishing_gradients

@@ -43,8 +43,9 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     warned = {layer for f in warn for layer in f.layers}
     info_hits = [h for h in span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", normal)], STEPS_NEEDED,
                                       _OUTPUTS) if h.layer not in warned]
+    # The line under which it is normal is the warning's own (`dead_zero_fraction`), as the advice says.
     info = group_sustained(rd, KIND, INFO, tags_lib.ACTIVATION, info_hits, normal,
-                           f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)",
+                           f"have a zero fraction above {normal:.0%} (normal for ReLU while under {danger:.0%})",
                            ADVICE, STEPS_NEEDED)
     for f in info:
         f.no_fault = (f"while the zero fraction stays under {danger:.0%}",

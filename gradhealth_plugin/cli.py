@@ -281,7 +281,8 @@ def _tensors_text(summary: dict) -> str:
     if not summary["roles"]:
         return f"{len(summary['layers']):,} layers (no roles)"
     counts = collections.Counter(role for layer in summary["layers"] for role in layer["roles"])
-    return ", ".join(f"{counts[role]:,} {role}" for role in summary["roles"]) + " tensors"
+    tensors = "tensor" if sum(counts.values()) == 1 else "tensors"
+    return ", ".join(f"{counts[role]:,} {role}" for role in summary["roles"]) + f" {tensors}"
 
 
 def _last_steps(rd) -> str:

@@ -82,7 +82,7 @@ def _windows(v: dict) -> str:
     if v["nonfinite_step"] is None:
         return f"the median of its last tenth of {v['points']} logged values {medians} in its first tenth"
     return (f"the median of its {v['k']} logged values before it turned NaN or Inf at step {v['nonfinite_step']} "
-            f"{medians} over its first {v['k']} (a tenth of its {v['logged']} each)")
+            f"{medians} over its first {v['k']}, a tenth of its {v['logged']:,} each")
 
 
 def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]:

@@ -28,6 +28,7 @@ one stderr line each, and the rest is analysed.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -276,6 +277,16 @@ def _write_sweep(sweep: dict, out: TextIO) -> None:
         out.write(f"  {split['sentence']}\n")
 
 
+def _tensors_text(summary: dict) -> str:
+    """'314 gradient, 314 weight, 626 activation tensors': per role, the rows the tab shows for it (a layer
+    has one per role it logged, so a count over all roles would match no role's heatmap)."""
+    if not summary["roles"]:
+        return f"{len(summary['layers']):,} layers (no roles)"
+    counts = collections.Counter(role for layer in summary["layers"] for role in layer["roles"])
+    tensors = "tensor" if sum(counts.values()) == 1 else "tensors"
+    return ", ".join(f"{counts[role]:,} {role}" for role in summary["roles"]) + f" {tensors}"
+
+
 def _last_steps(rd) -> str:
     """'last layer step 2,990; loss to 2,999': the last step of the layers' rows (the tab's "last") and,
     where run-level scalars were logged later, which ones and how far, so neither reads as the other."""
@@ -301,8 +312,7 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
             continue
         verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"],
                                     summary["scalars_sampling"])
-        out.write(f"run {summary['run']}: {verdict} - {len(summary['layers'])} layers "
-                  f"({', '.join(summary['roles']) or 'no roles'}), "
+        out.write(f"run {summary['run']}: {verdict} - {_tensors_text(summary)}, "
                   f"{summary['steps_kept']} steps kept, {_last_steps(rd)}\n")
         for sampling in (responses.cli_sampling(summary["sampling"]),
                          responses.cli_scalars_sampling(summary["scalars_sampling"])):

@@ -21,8 +21,9 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from . import config as config_lib
+from .analysis import findings as findings_lib
 from .analysis import vocabulary
-from .analysis.finding import Finding
+from .analysis.finding import INFO, Finding
 from .reading.cache import TagCache
 from .reading.runs import Layer, RunData
 from .reading import provider as provider_lib
@@ -300,10 +301,10 @@ class GradHealthPlugin(base_plugin.TBPlugin):
 
     @_json_route
     def _serve_cell(self, request):
-        rd, _ = self._analysis(request)
+        rd, found = self._analysis(request)
         return self.cell_impl(plugin_util.context(request.environ), plugin_util.experiment_id(request.environ),
                               rd, _param(request, "layer", allow_empty=True), _int_param(request, "step"),
-                              _role(request))
+                              _role(request), found)
 
     @_json_route
     def _serve_series(self, request):
@@ -370,13 +371,15 @@ class GradHealthPlugin(base_plugin.TBPlugin):
         return responses.heatmap_answer(cells, layout, rows, blocks)
 
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
-                  step: int, role: Optional[str]) -> dict:
-        """One layer at one step, each role with its histogram there when it has one."""
+                  step: int, role: Optional[str], found: Sequence[Finding] = ()) -> dict:
+        """One layer at one step, each role with its histogram there when it has one, and for an ok cell
+        where a cell rule fired why that is no warning (`findings.held`, the run's notes `found`)."""
         layer = _layer(rd, layer_name)
         rows = responses.rows_at(responses.layer_roles(layer, role), step)
         if not rows:
             raise errors.NotFoundError(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
         roles = {}
+        notes = [f for f in found if f.severity == INFO]
         for name, index in rows.items():
             row = layer.roles[name]
             shown = row.histogram_step_at(index)
@@ -387,7 +390,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 # gradhealth's own summary carries a histogram (format version 2) on the row's axis.
                 buckets = self._analyzer.histograms_of(ctx, experiment, rd.run, row.own_tag, own=True).get(step)
                 shown = (step, None) if buckets is not None else shown
-            roles[name] = responses.role_cell(row, index, buckets, shown, own)
+            held = findings_lib.held(row, index, notes, layer.name, name, self._limits)
+            roles[name] = responses.role_cell(row, index, buckets, shown, own, held)
         return responses.cell(rd, layer, step, roles)
 
     def distribution_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,

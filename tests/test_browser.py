@@ -56,6 +56,9 @@ WEIGHTS_RUN = "weights_only"
 TWO_AXES_RUN = "two_axes"
 TWO_AXES_LAYER = "layer_0"
 TWO_AXES_STEPS = list(range(0, 200, 5))
+# A gradient all zeros at two steps in a row: too briefly for a vanishing finding.
+BRIEF_RUN = "brief_vanishing"
+BRIEF_STEPS = (80, 90)
 FRAME = "iframe[src*='plugin_entry.html']"
 
 
@@ -85,6 +88,12 @@ def _write_logdir(root: pathlib.Path) -> None:
             # No word of these names tells a role: W_extra's is guessed, input/images has none.
             tf.summary.histogram("W_extra", rng.normal(0.0, 0.1, size=(4, 4)), step=step)
             tf.summary.histogram("input/images", rng.uniform(0.0, 1.0, size=64), step=step)
+    writer.close()
+    writer = tf.summary.create_file_writer(str(root / BRIEF_RUN))
+    with writer.as_default():
+        for step in STEPS:
+            grad = rng.normal(0.0, 1e-2, size=(8, 8)) * (0.0 if step in BRIEF_STEPS else 1.0)
+            tf.summary.histogram(f"gradients/{HEALTHY}", grad, step=step)
     writer.close()
     writer = tf.summary.create_file_writer(str(root / XSS_RUN))
     with writer.as_default():
@@ -524,6 +533,26 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     # A role known by convention offers nothing to fix.
     _open_cell(tab, "weight", "dense/kernel", STEPS[1])
     assert tab.ui.locator(".gh-detail .gh-role-guess").is_hidden()
+
+
+def test_an_ok_cell_where_a_rule_held_too_briefly_says_so_on_hover_and_in_the_detail(tab):
+    tab.ui.locator("li.gh-run", has_text=BRIEF_RUN).click()
+    _open_cell(tab, "gradient", HEALTHY, BRIEF_STEPS[1])
+    status = tab.ui.locator(".gh-detail .gh-detail-status")
+    status.locator(".gh-held").wait_for(timeout=5000)
+    assert status.locator(".gh-badge").text_content() == "ok"
+    assert ("vanishing gradients at this step: 2 logged steps in a row; a finding needs 5 logged steps in a row"
+            in status.text_content()), status.text_content()
+    x, y = tab.cell_point(HEALTHY, BRIEF_STEPS[0])
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    lines = dict((line.locator(".gh-tip-key").text_content(), line.locator(".gh-tip-value").text_content())
+                 for line in tip.locator(".gh-tip-line").all())
+    assert lines["status"] == "ok \u2014 Vanishing gradients", lines
+    assert lines["held"] == ("vanishing gradients at this step: 2 logged steps in a row; a finding needs 5 logged "
+                             "steps in a row"), lines
+    tab.page.mouse.move(5, 5)
 
 
 def test_a_histogram_from_another_step_axis_is_never_titled_with_the_rows_step(tab):

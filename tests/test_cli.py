@@ -238,6 +238,25 @@ def test_report_text(main_logdir, run_cli):
     assert "{" not in out  # text, not JSON
 
 
+def test_report_counts_tensors_per_role_as_the_tab_shows_them(tmp_path, run_cli):
+    """Two gradients, three weights and one activation: per role the rows of its heatmap, not one count of
+    layers over all roles (five layers here)."""
+    rng = np.random.default_rng(5)
+    w = [rng.normal(0.0, 0.1, (8, 8)).astype(np.float32) for _ in range(3)]
+
+    def hists(step):
+        out = {f"weights/dense_{i}/kernel": w[i] * (1 + 1e-3 * step) for i in range(3)}
+        out.update({f"gradients/dense_{i}/kernel": rng.normal(0.0, 1e-2, (8, 8)).astype(np.float32) for i in range(2)})
+        out["activations/relu_0"] = np.maximum(rng.normal(0.0, 1.0, 64), 0.0).astype(np.float32)
+        return out
+
+    _write(tmp_path / "run", range(12), hists, lambda step: {})
+    code, out, err = run_cli("report", tmp_path)
+    assert code == 0, err
+    (head,) = [line for line in out.splitlines() if line.startswith("run run:")]
+    assert " - 2 gradient, 3 weight, 1 activation tensors, 12 steps kept, " in head, head
+
+
 # --- check -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("run,fail_on,code", [

@@ -970,7 +970,10 @@ def _check_consistent(rd, found):
             bad = status >= health.WARN
             kinds_here = {f.kind for f in found if np.any(_covered(f, lay, role, steps))}
             assert set(rule[bad].tolist()) <= kinds_here
-            assert all(r == "" for r in rule[status == health.OK])
+            # An ok cell names a rule only where that kind's cell rule fired there, no warning covering it.
+            ok = status == health.OK
+            fired = np.array([""] + [c.name for c in findings.detectors.CELL_RULES], dtype=object)[r.health.fired]
+            assert np.array_equal(rule[ok], fired[ok]), (lay.name, role)
 
 
 def _troubled_run(*extra_layers):
@@ -1011,8 +1014,11 @@ def test_decide_cells_lone_cell_rule_without_finding_is_ok():
     findings.decide_cells(rd, find(rd), LIMITS)
     g1 = rd.layer("dense_1/kernel").roles[T.GRADIENT].health
     w2 = rd.layer("dense_2/kernel").roles[T.WEIGHT].health
-    assert g1.status[20] == health.OK and g1.rule[20] == ""
-    assert w2.status[3] == health.OK and 0.6 < w2.score[3] <= 1.0
+    # Ok, held at the top of ok, and naming the rule that held there, for fewer steps than a finding needs.
+    assert g1.status[20] == health.OK and g1.rule[20] == "vanishing_gradients" and g1.score[20] == pytest.approx(0.6001)
+    held = findings.held(rd.layer("dense_1/kernel").roles[T.GRADIENT], 20, [], "dense_1/kernel", T.GRADIENT, LIMITS)
+    assert (held["steps_in_a_row"], held["steps_needed"]) == (1, LIMITS["vanishing_steps"]), held
+    assert w2.status[3] == health.OK and 0.6 < w2.score[3] <= 1.0 and w2.rule[3] == "skewed_distribution"
 
 
 def test_decide_cells_marks_only_the_problem_steps():
@@ -1158,6 +1164,8 @@ def test_decide_cells_of_many_layers_equal_each_row_decided_alone(monkeypatch, c
                 code = severity_code.get(f.severity, health.OK)
                 rule = np.where(covered & (status < code), f.kind, rule)
                 status = np.where(covered & (status < code), code, status)
+            # An ok cell where a cell rule fired names it.
+            rule = np.where((status == health.OK) & (alone.status > health.OK), alone.rule, rule)
             assert r.health.status.tolist() == status.tolist(), (lay.name, role)
             assert r.health.rule.tolist() == rule.tolist(), (lay.name, role)
             assert np.array_equal(r.health.score, health.in_band(alone.score, status), equal_nan=True)
@@ -1431,11 +1439,47 @@ def test_no_progress_needs_enough_points_and_every_loss_stuck():
     assert of_kind(find(run(*three_kernels(), scalar_series=series)), "no_progress") == []
 
 
-def test_a_nan_loss_is_no_progress_but_nonfinite():
+def test_a_loss_stuck_until_it_turns_nan_is_no_progress_up_to_there():
+    """A loss is judged for progress up to its first NaN or Inf; what follows is the nonfinite finding's."""
     steps, loss = _loss(0.0)
-    loss[90:] = np.nan
+    loss[60:] = np.nan
     found = find(run(*three_kernels(), scalar_series={"loss": (steps, loss)}))
+    stalled = one(found, "no_progress")
+    assert (stalled.first_step, stalled.last_step) == (0, 59) and one(found, "nonfinite")
+    assert "its 10 logged values before it turned NaN or Inf at step 60" in stalled.message
+    assert "a tenth of its 100 each" in stalled.message
+
+
+def test_a_loss_judged_up_to_its_nan_is_no_progress_only_where_it_sat_still():
+    steps, falling = _loss(0.5)
+    falling[60:] = np.inf
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, falling)})), "no_progress") == []
+    # Noisy at first and then stuck, as a run with a learning rate too high for it: tenths of the run's
+    # length, not of its finite part, whose first tenth would be the first fall alone.
+    first_fall = np.where(steps < 4, 3.0 - 0.15 * steps, 2.3) * _noise(3, 100, 0.01)
+    first_fall[60:] = np.nan
+    assert one(find(run(*three_kernels(), scalar_series={"loss": (steps, first_fall)})), "no_progress")
+    # Rising into its NaN, or blowing up early, is the nonfinite finding's alone.
+    rising = np.where(steps < 40, 1.0, np.exp((steps - 40) / 5.0)) * _noise(0, 100, 0.01)
+    rising[70:] = np.nan
+    found = find(run(*three_kernels(), scalar_series={"loss": (steps, rising)}))
     assert of_kind(found, "no_progress") == [] and one(found, "nonfinite")
+    # NaN before two tenths of the run are logged: too early to tell.
+    _, early = _loss(0.0)
+    early[19:] = np.nan
+    assert of_kind(find(run(*three_kernels(), scalar_series={"loss": (steps, early)})), "no_progress") == []
+
+
+@pytest.mark.parametrize("level,hint", [(np.log(10) * 1.006, "ln 10"), (np.log(2), "ln 2"), (1.5, None),
+                                        (np.log(20), None)])
+def test_a_stuck_loss_at_ln_k_says_it_is_a_uniform_guess(level, hint):
+    steps = np.arange(100, dtype=np.int64)
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, level * _noise(0, 100, 0.01))})),
+            "no_progress")
+    if hint is None:
+        assert "uniform guess" not in f.message
+    else:
+        assert f"is about {hint} = " in f.message and "a uniform guess among" in f.message
 
 
 # --- after a collapse -------------------------------------------------------------------------------

@@ -340,9 +340,11 @@ def test_gradients_vanishing_where_the_loss_converged_are_a_note(converged_logdi
     assert ("the loss fell " in f["message"] and
             f"(loss: from {fit['loss_start']:.3g}, its median to step {fit['start_until']}, to {fit['loss']:.3g} at "
             f"step {fit['loss_step']})" in f["message"]), f["message"]
-    # A note colours no cell.
+    # A note colours no cell: where the vanishing rule held under it the cell is ok, naming the rule.
     hm = client.ok("/heatmap", run="fits", role="gradient", metric="mean_abs")
-    assert "vanishing_gradients" not in {r for row in hm["rules"] for r in row}
+    held = {hm["status_names"][s] for row, rules in zip(hm["status"], hm["rules"]) for s, r in zip(row, rules)
+            if r == "vanishing_gradients"}
+    assert held == {"ok"}, held
     # The same training without its loss logged: nothing says it converged, and the rule stands.
     (f,) = [f for f in client.ok("/findings", run="no_loss")["findings"] if f["kind"] == "vanishing_gradients"]
     assert f["severity"] == "critical" and "fitting" not in f["evidence"], f
@@ -495,6 +497,24 @@ def test_a_cell_at_a_nan_step_says_its_statistics_are_of_the_finite_values_only(
 
 
 # --- notes that find no fault ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("danger", [None, 0.8])
+def test_the_dead_units_note_and_its_advice_name_one_limit(nan_stretch_logdir, plugin_client, danger):
+    """What the note calls normal and what its advice calls nothing to fix end at one line, the
+    warning's own (`dead_zero_fraction`), whatever it is set to."""
+    from gradhealth_plugin import config as config_lib
+    from gradhealth_plugin.analysis import limits
+
+    values = limits.thresholds()
+    if danger is not None:
+        values["dead_zero_fraction"] = danger
+    client = plugin_client(nan_stretch_logdir, config_lib.Config(tag_rules=[], limits=values))
+    (note,) = [f for f in client.ok("/findings", run="run")["findings"]
+               if f["kind"] == "dead_units" and f["severity"] == "info"]
+    line = f"{values['dead_zero_fraction']:.0%}"
+    assert f"(normal for ReLU while under {line})" in note["message"], note["message"]
+    assert note["advice"].startswith(f"Nothing to fix while the zero fraction stays under {line};"), note["advice"]
+
 
 def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(converged_logdir, nan_stretch_logdir,
                                                                             gpt2_logdir, plugin_client):

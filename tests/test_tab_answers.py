@@ -227,3 +227,49 @@ def test_a_cell_between_a_histograms_steps_names_its_nearest_logged_ones(loader_
     tail = client.ok("/cell", run="unclipped", layer="layer_10", step=str(steps[-1]), role="gradient")["roles"]["gradient"]
     assert steps[-1] == 299 and tail["histogram"] is None
     assert (tail["histogram_elsewhere"]["before"], tail["histogram_elsewhere"]["after"]) == (290, None)
+
+
+@pytest.fixture(scope="module")
+def brief_vanishing_logdir(tmp_path_factory):
+    """A torch MLP watched by gradhealth whose loss is weighted 0 at steps 20 and 21 (and 40 alone): every
+    gradient is all zeros there, too few steps in a row for a vanishing finding."""
+    torch = pytest.importorskip("torch")
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("brief_vanishing")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(root / "run"), optimizer=opt, every_n_steps=1, first_steps=0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(60):
+        weight = 0.0 if step in (20, 21, 40) else 1.0
+        loss = weight * torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    unwatch(handle)
+    return root
+
+
+def test_an_ok_cell_where_a_rule_held_too_briefly_says_so(brief_vanishing_logdir, loader_client):
+    client = loader_client(brief_vanishing_logdir)
+    found = client.ok("/findings", run="run")["findings"]
+    assert [f for f in found if f["kind"] == "vanishing_gradients"] == []
+    cell = client.ok("/cell", run="run", layer="0.weight", step="21", role="gradient")["roles"]["gradient"]
+    assert (cell["status"], cell["rule"]) == ("ok", "vanishing_gradients"), cell
+    assert cell["held"] == {"kind": "vanishing_gradients", "steps_in_a_row": 2, "steps_needed": 5, "note": None,
+                            "text": "vanishing gradients at this step: 2 logged steps in a row; a finding needs 5 "
+                                    "logged steps in a row"}
+    alone = client.ok("/cell", run="run", layer="0.weight", step="40", role="gradient")["roles"]["gradient"]
+    assert alone["held"]["text"].startswith("vanishing gradients at this step only;"), alone["held"]
+    # A cell where no rule fired says nothing more than ok; the heatmap names the rule where it held.
+    plain = client.ok("/cell", run="run", layer="0.weight", step="30", role="gradient")["roles"]["gradient"]
+    assert (plain["status"], plain["rule"], plain["held"]) == ("ok", "", None)
+    h = client.ok("/heatmap", run="run", role="gradient", metric="health")
+    row, status = h["layers"].index("0.weight"), h["status_names"]
+    named = {h["steps"][j]: (status[h["status"][row][j]], rule) for j, rule in enumerate(h["rules"][row]) if rule}
+    assert named == {20: ("ok", "vanishing_gradients"), 21: ("ok", "vanishing_gradients"),
+                     40: ("ok", "vanishing_gradients")}, named

@@ -29,6 +29,14 @@ def test_every_registered_kind_appears_once_with_a_label_and_a_metric():
         assert k["metric"] in ("health",) + tuple(metrics.METRICS), k
 
 
+def test_each_kind_with_cell_rules_says_how_many_steps_in_a_row_its_finding_needs():
+    """The tab tells an ok cell where a rule held too briefly from a plain ok one with these."""
+    kinds = {k["kind"]: k["steps_needed"] for k in vocabulary.vocabulary(dict(LIMITS, vanishing_steps=7))["kinds"]}
+    assert kinds["vanishing_gradients"] == 7 and kinds["exploding_gradients"] == LIMITS["exploding_steps"]
+    assert kinds["dead_units"] == kinds["weight_growth"] == kinds["skewed_distribution"] == 3
+    assert kinds["nonfinite"] == 1 and kinds["no_progress"] is None and kinds["spike"] is None
+
+
 def test_kind_order_is_the_contract_order():
     # The tie-break of the findings sort; the frontend sorts with it too.
     assert detectors.KINDS == (

@@ -268,6 +268,8 @@ export interface CellRole {
   status: string;
   score: number | null;
   rule: string | null;
+  /** At an ok cell where a cell rule fired: why that is no warning, in the server's words; else null. */
+  held: string | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
   /** Why a logged histogram is not (wholly) drawn (NaN or Inf bucket edges), in the server's words. */
@@ -917,6 +919,7 @@ export function parseCell(body: unknown): Cell {
       status: typeof r.status === "string" ? r.status : "no_data",
       score: num(r.score),
       rule: typeof r.rule === "string" ? r.rule : null,
+      held: isRecord(r.held) && typeof r.held.text === "string" ? r.held.text : null,
       metrics,
       histogram: parseBuckets(r.histogram),
       histogram_note: typeof r.histogram_note === "string" ? r.histogram_note : null,

@@ -274,6 +274,8 @@ export class DetailPanel {
     // The rule is the finding kind that set the status: named as the findings list names it.
     if (r.rule) parts.push(` ${kindLabel(r.rule)}`);
     if (r.score !== null) parts.push(` \u00b7 score ${formatValue(r.score, 3)}`);
+    // An ok cell where a rule held: for how long, and why that is no warning.
+    if (r.held) parts.push(el("span", "gh-held", ` \u00b7 ${r.held}`));
     parts.push(` \u00b7 ${r.source}: ${r.tags.join(", ")}`);
     // TensorBoard's sampling: the row shows fewer steps than its writer logged.
     if (r.steps_kept !== null && r.steps_logged !== null && r.steps_logged > r.steps_kept) {

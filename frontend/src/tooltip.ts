@@ -7,7 +7,7 @@ import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
 import { qualityText } from "./quality";
-import { kindLabel } from "./vocabulary";
+import { kindLabel, kindStepsNeeded } from "./vocabulary";
 
 export class Tooltip {
   readonly root = el("div", "gh-tooltip");
@@ -54,11 +54,29 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   const last = h.stepsLast?.[col];
+  // An ok cell naming a rule: the rule held there, with no warning covering it.
+  if (status === "ok" && rule) lines.push(["held", heldText(h, row, col, rule)]);
   if (last !== undefined && last !== h.steps[col]) {
     lines.push(["column", `worst of steps ${formatStep(h.steps[col])} to ${formatStep(last)}; zoom in for each step`]);
   }
   if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
+}
+
+/** Why an ok cell where `rule` held is no warning: for how many logged steps in a row it held, against
+ * the steps its finding needs. A binned column stands for several steps: it says only that it held. */
+export function heldText(h: Heatmap, row: number, col: number, rule: string): string {
+  const label = kindLabel(rule).toLowerCase();
+  if (h.stepsLast !== null) return `${label} held in this column, with no warning; zoom in for each step`;
+  const rules = h.rules[row];
+  let [first, end] = [col, col + 1];
+  while (first > 0 && rules[first - 1] === rule) first--;
+  while (end < rules.length && rules[end] === rule) end++;
+  const inARow = end - first;
+  const needed = kindStepsNeeded(rule);
+  const held = inARow === 1 ? `${label} at this step only` : `${label} at this step: ${inARow} logged steps in a row`;
+  if (needed !== null && inARow < needed) return `${held}; a finding needs ${needed} logged steps in a row`;
+  return `${held}; no warning covers it (see the layer's findings)`;
 }
 
 /** A layer's tooltip lines: its name and, for a module's later call in forward (relu[1]), what that is. */

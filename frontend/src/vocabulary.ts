@@ -11,6 +11,8 @@ export interface KindInfo {
   metric: string;
   /** One finding per event (a spike): repeats are the same problem again, so they fold at any severity. */
   events: boolean;
+  /** Logged steps in a row its cell rules must hold for its finding; null for a kind without cell rules. */
+  steps_needed: number | null;
 }
 
 export interface ScoreBand {
@@ -67,7 +69,9 @@ export function parseVocabulary(body: unknown): Vocabulary {
   return {
     kinds: list(body, "kinds", (k) => {
       const kind = text(k.kind);
-      return kind === null ? null : { kind, label: text(k.label) ?? kind, metric: text(k.metric) ?? "", events: k.events === true };
+      return kind === null ? null
+        : { kind, label: text(k.label) ?? kind, metric: text(k.metric) ?? "", events: k.events === true,
+            steps_needed: number(k.steps_needed) };
     }),
     role_metric: roleMetric,
     severities: list(body, "severities", (s) => {
@@ -114,6 +118,11 @@ export function kindMetric(kind: string | null | undefined, role: string): strin
   const known = v.kinds.find((k) => k.kind === kind)?.metric;
   // A role the backend does not map reads like the first one listed (gradients).
   return known || (v.role_metric[role] ?? Object.values(v.role_metric)[0] ?? "");
+}
+
+/** Logged steps in a row a kind's cell rules must hold for its finding; null when unknown. */
+export function kindStepsNeeded(kind: string): number | null {
+  return vocabulary().kinds.find((k) => k.kind === kind)?.steps_needed ?? null;
 }
 
 /** Position in the backend's kind order; unknown kinds sort last. */

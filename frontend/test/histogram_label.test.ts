@@ -9,6 +9,7 @@ function role(over: Partial<CellRole>): CellRole {
     status: "ok",
     score: 1,
     rule: null,
+    held: null,
     metrics: {},
     histogram: [[0, 1, 3]],
     histogram_note: null,

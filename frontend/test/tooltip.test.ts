@@ -40,6 +40,21 @@ describe("cell tooltip", () => {
     expect(Object.fromEntries(cellTooltipLines(h, 1, 1, ""))["score"]).toBe("0.9 (finite values only: this step also held NaN/Inf)");
   });
 
+  it("says of an ok cell where a rule held how many steps in a row, against the steps a finding needs", () => {
+    const h = parseHeatmap({
+      ...BASE, steps: [0, 10, 20, 30], values: [[0.6001, 0.6001, 0.9, 0.6001], [0.9, 0.9, 0.9, 0.9]],
+      status: [[1, 1, 1, 1], [1, 1, 1, 1]],
+      rules: [["vanishing_gradients", "vanishing_gradients", "", "vanishing_gradients"], ["", "", "", ""]],
+    });
+    const two = Object.fromEntries(cellTooltipLines(h, 0, 1, ""));
+    expect(two["status"]).toBe("ok \u2014 Vanishing gradients");
+    expect(two["held"]).toBe("vanishing gradients at this step: 2 logged steps in a row; a finding needs 5 logged steps in a row");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 3, ""))["held"]).toBe(
+      "vanishing gradients at this step only; a finding needs 5 logged steps in a row");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["held"]).toBeUndefined();
+    expect(Object.fromEntries(cellTooltipLines(h, 1, 0, ""))["held"]).toBeUndefined();
+  });
+
   it("says what a module's later call in forward is, on a cell and on a row label", () => {
     const h = parseHeatmap({ ...BASE, layers: ["relu", "relu[1]"], steps: [0, 10, 20] });
     expect(Object.fromEntries(cellTooltipLines(h, 0, 0, ""))["call"]).toBeUndefined();

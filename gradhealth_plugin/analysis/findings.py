@@ -75,9 +75,13 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
             scored = health.rule_health(table, role, kind, limits, detectors.CELL_RULES)
             status, rule = _status([name for name, _ in rows], role, table.steps, scored.status != health.NO_DATA,
                                    judged)
+            # An ok cell where a cell rule fired (too briefly for a finding, or only a note's) names that
+            # rule: it set the cell's score, held at the top of ok, and the tab says why it is no warning.
+            rule = np.where((status == health.OK) & (scored.status > health.OK), scored.rule_codes, rule)
             score = health.in_band(scored.score, status)
             for i, (_, rdata) in enumerate(rows):
-                rdata.health = health.CellHealth(score=score[i], status=status[i], rule_codes=rule[i])
+                rdata.health = health.CellHealth(score=score[i], status=status[i], rule_codes=rule[i],
+                                                 fired=scored.fired[i])
 
 
 # Cells decided in one stacked pass: about 20 metric arrays of this many float64 each.
@@ -113,3 +117,34 @@ def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray
             status[i] = np.where(covered, sev, status[i])
             rule[i] = np.where(covered, health.rule_code(f.kind), rule[i])
     return status, rule
+
+
+def held(rdata: RoleData, index: int, notes: Sequence[Finding], layer: str,
+         role: str, limits: Mapping[str, float]) -> Optional[dict]:
+    """Why an ok cell where a cell rule fired is no warning: for how many logged steps in a row that
+    kind's rules held around it, how many its finding needs, and the note covering it if any. None for
+    any other cell."""
+    h = rdata.health
+    if h.fired is None or int(h.status[index]) != health.OK or not h.fired[index]:
+        return None
+    kind = detectors.CELL_RULES[int(h.fired[index]) - 1].name
+    # Any of the kind's rules holding continues the run, as a finding's test does (either of vanishing's two).
+    codes = [i + 1 for i, r in enumerate(detectors.CELL_RULES) if r.name == kind]
+    same = np.isin(h.fired, codes)
+    before, after = np.flatnonzero(~same[:index]), np.flatnonzero(~same[index:])
+    first = int(before[-1]) + 1 if len(before) else 0
+    end = index + int(after[0]) if len(after) else len(same)
+    in_a_row, needed = end - first, detectors.steps_needed(kind, limits)
+    steps = rdata.table.steps[index:index + 1]
+    note = next((f for f in notes if f.kind == kind and (f.role is None or f.role == role)
+                 and covers(f, layer, steps, role)[0]), None)
+    label = detectors.BY_KIND[kind].LABEL.lower()
+    text = f"{label} at this step" + (" only" if in_a_row == 1 else f": {in_a_row} logged steps in a row")
+    if note is not None:
+        text += ", a note (info), not a warning: see the layer's findings"
+    elif in_a_row < needed:
+        text += f"; a finding needs {needed} logged steps in a row"
+    else:
+        text += "; yet no finding: the rest of the finding's rule did not hold here"
+    return {"kind": kind, "steps_in_a_row": in_a_row, "steps_needed": needed,
+            "note": note.kind if note is not None else None, "text": text}

@@ -83,6 +83,9 @@ class CellHealth:
     def rule_at(self, index: int) -> Optional[str]:
         """The rule name of one cell."""
         return _RULE_NAMES[int(self.rule_codes[index])]
+    # (N,) uint8: which cell rule fired at each step (1 + its index in the rules scored), 0 where none did,
+    # whatever status the findings decide: an ok cell where a rule fired says so (`findings.held`).
+    fired: Optional[np.ndarray] = None
 
 
 def has_data(table: MetricTable) -> np.ndarray:
@@ -121,7 +124,8 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
     level = np.where(present, OK, NO_DATA).astype(np.uint8)
     rule = np.where(present, RULE_OK, RULE_NO_DATA).astype(np.uint8)
     worst = np.zeros(present.shape)  # closeness of the nearest-to-firing rule, for the score
-    for r in rules:
+    fired_code = np.zeros(present.shape, dtype=np.uint8)
+    for code, r in enumerate(rules, 1):
         if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
             continue
         value = table.get(r.metric)
@@ -140,13 +144,14 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
         override = fired & (r.status > level)
         level = np.where(override, r.status, level).astype(np.uint8)
         rule = np.where(override, rule_code(r.name), rule).astype(np.uint8)
+        fired_code = np.where(override, code, fired_code).astype(np.uint8)
         worst = np.maximum(worst, close)
     score = np.select(
         [level == CRITICAL, level == WARN, level == OK],
         [0.25 * (1 - np.clip(worst - 1, 0, 1)), 0.6 - 0.35 * np.clip(worst - 1, 0, 1), 1 - 0.4 * np.clip(worst, 0, 1)],
         default=np.nan,
     )
-    return CellHealth(score=score, status=level, rule_codes=rule)
+    return CellHealth(score=score, status=level, rule_codes=rule, fired=fired_code)
 
 
 def in_band(score: np.ndarray, status: np.ndarray) -> np.ndarray:

@@ -44,7 +44,10 @@ def vocabulary(limits: Mapping[str, float]) -> Dict[str, list]:
     bands = [{"status": health.STATUS_NAMES[code], "lo": lo, "hi": hi}
              for code, (lo, hi) in sorted(health.BANDS.items())]
     return {
-        "kinds": [{"kind": d.KIND, "label": d.LABEL, "metric": d.METRIC, "events": d.KIND in detectors.EVENT_KINDS}
+        # steps_needed: logged steps in a row a kind's cell rules must hold for its finding (null: no cell rule),
+        # so the tab can say of an ok cell where one held that it held too briefly.
+        "kinds": [{"kind": d.KIND, "label": d.LABEL, "metric": d.METRIC, "events": d.KIND in detectors.EVENT_KINDS,
+                   "steps_needed": detectors.steps_needed(d.KIND, limits) if d.CELL_RULES else None}
                   for d in detectors.DETECTORS],
         "role_metric": dict(ROLE_METRIC),
         "severities": [{"severity": name, "rank": rank} for name, rank in SEVERITY_RANK.items()],

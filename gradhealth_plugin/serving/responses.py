@@ -963,13 +963,15 @@ def _histogram(buckets: np.ndarray) -> Tuple[list, Optional[str]]:
 
 
 def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
-              shown: Optional[Tuple[int, Optional[float]]] = None, own: bool = False) -> dict:
+              shown: Optional[Tuple[int, Optional[float]]] = None, own: bool = False,
+              held: Optional[dict] = None) -> dict:
     """One role of a ``cell`` answer: status, metrics and histogram at one row of its table.
 
     ``shown``: the histogram's own step and, when it is on another step axis
     than the row, the seconds it was written after the row's step (see
     `RoleData.histogram_step_at`). ``own``: the histogram is the one the row's
-    gradhealth summary carries (format version 2).
+    gradhealth summary carries (format version 2). ``held``: at an ok cell where a cell rule fired,
+    why that is no warning (`findings.held`).
     """
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
@@ -980,7 +982,11 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         "source": rdata.source,
         "status": health.STATUS_NAMES[int(rdata.health.status[index])],
         "score": nullable(rdata.health.score[index:index + 1])[0],
+        # The finding kind that set the status; at an ok cell, one whose cell rule fired there (see "held").
         "rule": rdata.health.rule_at(index),
+        # At an ok cell where a cell rule fired: its kind, the logged steps in a row it held, the steps its
+        # finding needs, the note covering it (or null) and a sentence saying so; null elsewhere.
+        "held": held,
         "metrics": {
             name: {"value": nullable(table.values[name][index:index + 1])[0],
                    # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.

@@ -22,6 +22,7 @@ NEEDS = (tags_lib.ACTIVATION,)
 ADVICE = ("Use LeakyReLU/ELU, He init, a lower learning rate, and check the bias init; BatchNorm before "
           "the activation keeps units alive.")
 _OUTPUTS = (tags_lib.KIND_OUTPUT,)
+STEPS_NEEDED = 3  # logged steps in a row: one or two outliers are no trend
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.ACTIVATION,), "zero_fraction", True, "dead_zero_fraction", health.WARN, False,
                     kinds=_OUTPUTS),
@@ -34,16 +35,18 @@ THRESHOLDS = (
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     danger, normal = limits["dead_zero_fraction"], limits["dead_info_zero_fraction"]
-    hits = span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger)], 3, _OUTPUTS)
+    hits = span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger)], STEPS_NEEDED, _OUTPUTS)
     for h in hits:
         h.detail["quality"] = "upper bound from buckets" if h.value < 1 else "exact"
     warn = group_sustained(rd, KIND, WARN, tags_lib.ACTIVATION, hits, danger,
-                           f"are mostly dead (zero fraction above {danger:.0%})", ADVICE, 3)
+                           f"are mostly dead (zero fraction above {danger:.0%})", ADVICE, STEPS_NEEDED)
     warned = {layer for f in warn for layer in f.layers}
-    info_hits = [h for h in span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", normal)], 3, _OUTPUTS)
-                 if h.layer not in warned]
+    info_hits = [h for h in span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", normal)], STEPS_NEEDED,
+                                      _OUTPUTS) if h.layer not in warned]
+    # The line under which it is normal is the warning's own (`dead_zero_fraction`), as the advice says.
     info = group_sustained(rd, KIND, INFO, tags_lib.ACTIVATION, info_hits, normal,
-                           f"have a zero fraction above {normal:.0%} (normal for ReLU up to about 60%)", ADVICE, 3)
+                           f"have a zero fraction above {normal:.0%} (normal for ReLU while under {danger:.0%})",
+                           ADVICE, STEPS_NEEDED)
     for f in info:
         f.no_fault = (f"while the zero fraction stays under {danger:.0%}",
                       "if it climbs past that or training stalls")

@@ -34,6 +34,7 @@ METRIC = "max_abs"
 NEEDS = (tags_lib.GRADIENT, tags_lib.SCALAR_GRAD_NORM)
 ADVICE = ("Clip gradients by global norm, lower the learning rate, use He init for ReLU or Glorot for "
           "tanh/sigmoid, and add BatchNorm (LayerNorm for batches under 4) or residual connections.")
+STEPS_NEEDED = "exploding_steps"
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.GRADIENT,), "max_abs", True, "exploding_max_abs", health.CRITICAL, True),
 )

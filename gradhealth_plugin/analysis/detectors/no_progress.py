@@ -3,12 +3,15 @@ Debugger's LossNotDecreasing): the median of its last tenth of logged values
 not clearly below that of its first tenth, even allowing for the loss's noise between logged
 values (a bouncing per-batch loss early in training proves no stall). Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
-not a stalled run. A loss with NaN or Inf is the `nonfinite` finding's.
+not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
+`nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
 """
 
 from __future__ import annotations
 
 from typing import List, Mapping, Optional
+
+import math
 
 import numpy as np
 
@@ -39,6 +42,9 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
             continue
         # The finding's steps are the layers': a loss logged per epoch is placed where it was written.
         verdict = _judge(rd.scalar_steps(tag), np.asarray(values, dtype=np.float64), points)
+        if verdict is not None and verdict["worse"] and verdict["nonfinite_step"] is not None:
+            # Rising into its NaN is the blow-up the nonfinite finding tells, not a stall.
+            verdict = None
         if verdict is not None and rd.scalar_other_axis(tag):
             verdict.update(axis="other", own_first_step=int(own[0]), own_last_step=int(own[-1]))
         if verdict is not None and verdict["k"] == 1 and verdict["spread"] > needed:
@@ -54,28 +60,45 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         return []
     tags = sorted(judged, key=lambda t: (-judged[t]["points"], t))
     onset = judged[tags[0]]
-    # Worse by more than the noise allows: the loss rose, which says more than "stalled".
-    worse = onset["improvement"] + onset["noise_margin"] < 0
+    worse = onset["worse"]
     first, last = min(v["first_step"] for v in judged.values()), max(v["last_step"] for v in judged.values())
     subject = layers_text(tags)
     return [Finding(
         run=rd.run, kind=KIND, severity=SEVERITY, layers=tags, first_step=first, last_step=last,
         evidence={"threshold": needed, "value": onset["improvement"], "step": onset["last_step"],
                   "layers": judged},
-        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({subject}): the median of its last "
-                 f"tenth of {onset['points']} logged values is {onset['last_median']:.4g} against "
-                 f"{onset['first_median']:.4g} in its first tenth ({-onset['improvement']:+.1%}; an improvement of at "
-                 f"least {needed:.0%} expected) from step {first} to step {last}"
+        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({subject}): {_windows(onset)} "
+                 f"({-onset['improvement']:+.1%}; an improvement of at least {needed:.0%} expected) from step {first} "
+                 f"to step {last}"
                  # Where it turned: a loss that fell and rose again was fine up to there.
-                 + (f"; it was lowest, {onset['lowest']:.4g}, at step {onset['lowest_step']}" if worse else "")),
+                 + (f"; it was lowest, {onset['lowest']:.4g}, at step {onset['lowest_step']}" if worse else "")
+                 + ("" if worse else _uniform_guess(onset["last_median"]))),
         advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags})]
 
 
+def _windows(v: dict) -> str:
+    """The two medians compared, and over which values."""
+    medians = f"is {v['last_median']:.4g} against {v['first_median']:.4g}"
+    if v["nonfinite_step"] is None:
+        return f"the median of its last tenth of {v['points']} logged values {medians} in its first tenth"
+    return (f"the median of its {v['k']} logged values before it turned NaN or Inf at step {v['nonfinite_step']} "
+            f"{medians} over its first {v['k']}, a tenth of its {v['logged']:,} each")
+
+
 def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]:
-    """First and last tenth of one loss series, and how much lower the last is; None where it cannot be judged."""
-    if len(values) < max(points, 2) or not np.isfinite(values).all():
+    """First and last tenth of one loss series up to its first NaN or Inf, and how much lower the last is;
+    None where it cannot be judged."""
+    # A tenth is the whole series' (NaN and all): a run that blew up halfway is judged over tenths of its
+    # length, not over the first few steps' fall that a tenth of its finite part would be.
+    logged, k = len(values), max(1, len(values) // 10)
+    bad = np.flatnonzero(~np.isfinite(values))
+    nonfinite_step = int(steps[bad[0]]) if len(bad) else None
+    if len(bad):
+        steps, values = steps[:bad[0]], values[:bad[0]]
+        if len(values) < 2 * k:  # the two tenths would overlap: it blew up too early to tell
+            return None
+    if len(values) < max(points, 2):
         return None
-    k = max(1, len(values) // 10)
     head, tail = float(np.median(values[:k])), float(np.median(values[-k:]))
     if head == 0:
         return None
@@ -83,8 +106,28 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
     # and the standard error of the difference of two medians of k such values.
     noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)
     margin = 1.2533 * noise * np.sqrt(2 / k) / abs(head)
-    return {"first_median": head, "last_median": tail, "improvement": (head - tail) / abs(head),
+    improvement = (head - tail) / abs(head)
+    return {"first_median": head, "last_median": tail, "improvement": improvement,
             "noise_margin": float(margin), "k": int(k),
+            # Worse by more than the noise allows: the loss rose, which says more than "stalled".
+            "worse": bool(improvement + margin < 0), "nonfinite_step": nonfinite_step, "logged": int(logged),
             "spread": float(np.max(np.abs(values - np.median(values))) / abs(head)),
             "points": int(len(values)), "first_step": int(steps[0]), "last_step": int(steps[-1]),
             "lowest": float(values.min()), "lowest_step": int(steps[int(np.argmin(values))])}
+
+
+# A classifier that learns nothing predicts the classes' frequencies: with k balanced classes its
+# cross-entropy is ln k. The hint is given within 1% of ln k (a stalled model is seldom exactly
+# uniform), only for k whose ln k and ln(k + 1) lie at least 4 such tolerances apart, so that a level
+# names one k: up to 10 classes.
+_GUESS_TOLERANCE = 0.01
+_GUESS_CLASSES = [k for k in range(2, 101) if math.log(k + 1) / math.log(k) - 1 >= 4 * _GUESS_TOLERANCE]
+
+
+def _uniform_guess(level: float) -> str:
+    """The hint that a stalled loss sits at ln k, a uniform guess among k classes; "" where it does not."""
+    for k in _GUESS_CLASSES:
+        if abs(level / math.log(k) - 1) <= _GUESS_TOLERANCE:
+            return (f"; {level:.4g} is about ln {k} = {math.log(k):.4g}, the cross-entropy of a uniform guess among "
+                    f"{k} classes, if the model has {k}: it predicts no better than chance")
+    return ""

@@ -19,6 +19,7 @@ METRIC = "skewness"
 NEEDS = (tags_lib.WEIGHT,)
 ADVICE = ("Check the initialisation and the learning rate; a strongly skewed weight distribution often "
           "means a few weights absorb most of the updates.")
+STEPS_NEEDED = 3  # logged steps in a row: one or two outliers are no trend
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.WEIGHT,), "skewness", True, "skewness", health.WARN, False,
                     kinds=PARAM_SHAPE_KINDS, use_abs=True),
@@ -28,6 +29,6 @@ THRESHOLDS = (Line(tags_lib.WEIGHT, "skewness", "skewness", "above", mirrored=Tr
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     limit = limits["skewness"]
-    hits = span_hits(rd, tags_lib.WEIGHT, [Test("skewness", limit, use_abs=True)], 3, PARAM_SHAPE_KINDS)
+    hits = span_hits(rd, tags_lib.WEIGHT, [Test("skewness", limit, use_abs=True)], STEPS_NEEDED, PARAM_SHAPE_KINDS)
     return group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, limit,
-                           f"are strongly skewed (|skewness| above {limit:g})", ADVICE, 3)
+                           f"are strongly skewed (|skewness| above {limit:g})", ADVICE, STEPS_NEEDED)

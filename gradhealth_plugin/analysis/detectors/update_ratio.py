@@ -50,6 +50,7 @@ FROZEN_ADVICE = ("The weights never move: check that the parameter is passed to 
                  "Ignore this for a layer frozen on purpose.")
 # Biases and normalisation parameters often start at zero or one: their ratio means little
 # (a bias starting at zero has ratios of inf, 1, 1/2, ... over its first steps).
+STEPS_NEEDED = "update_ratio_steps"
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.WEIGHT,), "update_ratio", True, "update_ratio_high", health.WARN, True,
                     kinds=PARAM_SHAPE_KINDS),

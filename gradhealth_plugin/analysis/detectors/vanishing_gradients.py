@@ -28,6 +28,7 @@ METRIC = "mean_abs"
 NEEDS = (tags_lib.GRADIENT,)
 ADVICE = ("Use ReLU-family activations with He init instead of sigmoid/tanh, add BatchNorm "
           "(LayerNorm for small batches) and residual connections, and check the learning rate.")
+STEPS_NEEDED = "vanishing_steps"
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.GRADIENT,), "small_fraction", True, "vanishing_fraction", health.WARN, False),
     health.CellRule(KIND, (tags_lib.GRADIENT,), "mean_abs", False, "vanishing_abs", health.WARN, True),

@@ -31,6 +31,7 @@ LABEL = "Weight growth"
 METRIC = "std_rel_first"
 NEEDS = (tags_lib.WEIGHT,)
 ADVICE = "Add weight decay / L2 regularisation, lower the learning rate, or add normalisation layers."
+STEPS_NEEDED = 3  # logged steps in a row: one or two outliers are no trend
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.WEIGHT,), "std_rel_first", True, "weight_std_growth", health.WARN, True,
                     kinds=PARAM_SHAPE_KINDS),
@@ -47,11 +48,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     growth, abs_mean = limits["weight_std_growth"], limits["weight_abs_mean"]
     tests = (Test("std_rel_first", growth), Test("mean", abs_mean, use_abs=True))
     scaled = reference_stds(rd)
-    hits = [h for h in span_hits(rd, tags_lib.WEIGHT, tests, 3, PARAM_SHAPE_KINDS) if h.layer not in scaled]
+    hits = [h for h in span_hits(rd, tags_lib.WEIGHT, tests, STEPS_NEEDED, PARAM_SHAPE_KINDS) if h.layer not in scaled]
     hits += _scaled_hits(rd, scaled, growth, abs_mean)
     found = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
                             f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
-                            ADVICE, 3)
+                            ADVICE, STEPS_NEEDED)
     for f in found:
         small = [name for name in f.layers if name in scaled]
         if small:
@@ -130,7 +131,7 @@ def _scaled_hits(rd: RunData, scaled: Dict[str, float], growth: float, abs_mean:
         reference = scaled[layer.name]
         rel, mean = table.get("std") / reference, np.abs(table.get("mean"))
         fired = (np.nan_to_num(rel, nan=-np.inf) > growth) | (np.nan_to_num(mean, nan=-np.inf) > abs_mean)
-        spans = series_lib.sustained(fired, 3)
+        spans = series_lib.sustained(fired, STEPS_NEEDED)
         if not spans:
             continue
         inside = np.zeros(len(fired), dtype=bool)

@@ -49,7 +49,8 @@ DEFAULTS: Dict[str, Threshold] = {
                                         "since the start and still be the loss's fall; further is vanishing"),
     "fitting_start_steps": Threshold(11, "gradient norms move several-fold in the first hundred steps (DESIGN): "
                                      "a robust start, as spike_window's", "first logged gradient steps whose median "
-                                     "(and the loss's median up to the last of them) is the start that "
+                                     "(and the lower of the loss's median up to the last of them and its first value) is "
+                                     "the start that "
                                      "fitting_loss_drop and fitting_gradient_slack measure from"),
     "converged_loss_drop": Threshold(1e4, "cross-entropy's and squared error's gradients shrink with "
                                      "the loss (the residuals go to zero)", "a loss this many times below its first "

@@ -1433,6 +1433,22 @@ def test_a_loss_that_fell_and_rose_again_gets_worse_from_its_lowest_step():
     assert stalled.message.startswith("the loss does not improve (`loss`): ") and "lowest" not in stalled.message
 
 
+def test_a_loss_blown_up_right_away_gets_worse_against_its_first_value():
+    """Adam at a learning rate far too high: 0.7 at step 0, millions right after, settling near 50. Its
+    first tenth's median is the blow-up's, which the end is far below; its first value is not."""
+    steps = np.arange(300, dtype=np.int64)
+    loss = np.where(steps == 0, 0.7, 5e6 * np.exp(-steps / 3.0) + 50.0) * _noise(0, 300, 0.05)
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "no_progress")
+    assert f.message.startswith("the loss gets worse (`loss`): "), f.message
+    assert f"against {loss[0]:.4g}, its first value (step 0), below the median of its first tenth" in f.message
+    assert f.message.endswith(f"; it was lowest, {loss[0]:.4g}, at step 0"), f.message
+    judged = f.evidence["layers"]["loss"]
+    assert judged["from_first"] and judged["first_median"] == loss[0] and judged["worse"], judged
+    # A loss whose first value is its usual level is judged against its first tenth, as before.
+    stalled = one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0)})), "no_progress")
+    assert "in its first tenth" in stalled.message and "first value" not in stalled.message
+
+
 def test_no_progress_needs_enough_points_and_every_loss_stuck():
     assert of_kind(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=7)})), "no_progress") == []
     assert one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=8)})), "no_progress")

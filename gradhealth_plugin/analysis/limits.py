@@ -86,8 +86,8 @@ DEFAULTS: Dict[str, Threshold] = {
     "no_progress_points": Threshold(8, "seed 003 (CI alerts)", "logged loss values needed before the loss is judged "
                                     "for progress"),
     "no_progress_improvement": Threshold(0.03, "SageMaker Debugger's LossNotDecreasing",
-                                         "share by which the median of the loss's last tenth must lie below its "
-                                         "first tenth's"),
+                                         "share by which the median of the loss's last tenth must lie below the "
+                                         "lower of its first value and its first tenth's median"),
     "rank_divergence_rel": Threshold(1e-3, "all-reduce gives every rank the same gradient (PyTorch DDP); float32 "
                                      "rounding of a reduction in another order is about 1e-6",
                                      "relative difference of a layer's gradient norm from the other ranks' at the "

@@ -922,6 +922,43 @@ def test_gradients_that_vanished_before_the_units_died_are_not_blamed_on_them():
     assert dead.cause is None and "dying ReLUs" not in dead.message
 
 
+def _overshooting(fast_from: int):
+    """Gradients of dense_0 exploding at logged steps 20-29, its updates too fast from `fast_from` to 24,
+    relu_0's units dead from 22 and dense_1's gradients vanished from 25: Adam at a learning rate far too
+    high, without a NaN."""
+    g, vanished = grad(0), grad(1)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(20, 30), 5e4)
+    vanished.values["mean_abs"] = at(vanished.values["mean_abs"], slice(25, None), 1e-8)
+    fast = weight(0)
+    fast.values["update_ratio"] = at(fast.values["update_ratio"], slice(fast_from, 25), 0.5)
+    dying = act(0, zero_fraction=at(np.full(N, 0.1), slice(22, None), 0.9))
+    return find(run(*three_kernels(g={0: g, 1: vanished}, w={0: fast}),
+                    layer("relu_0", kind=T.KIND_OUTPUT, activation=dying)))
+
+
+def test_exploding_with_updates_already_too_fast_points_to_the_learning_rate():
+    found = _overshooting(fast_from=15)
+    exploding, too_fast = one(found, "exploding_gradients"), one(found, "update_ratio")
+    assert exploding.cause == too_fast.cause == "learning_rate_too_high", exploding.message
+    assert exploding.message.endswith(f"; together with updates too fast from step {STEPS[15]} this points to a "
+                                      "learning rate that is too high")
+    assert exploding.advice.startswith("Lower the learning rate")
+    # Dead units that began during the explosion are one more symptom of the overshoot, and the
+    # gradients they stopped share its cause rather than being blamed on dying ReLUs alone.
+    dead, vanishing = one(found, "dead_units", findings.WARN), one(found, "vanishing_gradients")
+    assert dead.cause == "learning_rate_too_high" and "exploding gradients and updates too fast" in dead.message
+    assert vanishing.cause == "learning_rate_too_high", vanishing.message
+    assert f"ReLU units dead from step {STEPS[22]} stop the gradient" in vanishing.message
+    assert "not to dying ReLUs alone" in vanishing.message
+
+
+def test_updates_too_fast_only_after_the_explosion_began_name_no_learning_rate():
+    found = _overshooting(fast_from=21)
+    assert one(found, "exploding_gradients").cause is None and one(found, "update_ratio").cause is None
+    # The dead units and the gradients they stopped are then dying ReLUs, as without an explosion.
+    assert one(found, "dead_units", findings.WARN).cause == one(found, "vanishing_gradients").cause == "dead_relu"
+
+
 # --- thresholds are overridable --------------------------------------------------------------------
 
 def test_threshold_override_moves_the_boundary():

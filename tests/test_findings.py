@@ -1481,9 +1481,14 @@ def test_a_loss_blown_up_right_away_gets_worse_against_its_first_value():
     assert f.message.endswith(f"; it was lowest, {loss[0]:.4g}, at step 0"), f.message
     judged = f.evidence["layers"]["loss"]
     assert judged["from_first"] and judged["first_median"] == loss[0] and judged["worse"], judged
-    # A loss whose first value is its usual level is judged against its first tenth, as before.
+    # A loss whose first value is its usual level is judged against its first tenth, as before; so is a
+    # flat one whose first value came out low by about twice its noise: one noisy value is no start.
     stalled = one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0)})), "no_progress")
     assert "in its first tenth" in stalled.message and "first value" not in stalled.message
+    steps, flat = _loss(0.0, n=300)
+    flat[0] = np.median(flat) * 0.98
+    stalled = one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")
+    assert stalled.message.startswith("the loss does not improve") and "first value" not in stalled.message
 
 
 def test_no_progress_needs_enough_points_and_every_loss_stuck():

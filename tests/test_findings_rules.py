@@ -62,6 +62,34 @@ def test_the_report_says_the_same_over_a_sampled_loss_and_healthy_when_every_poi
     assert every["scalars_sampling"] is None and every["verdict"] == "healthy"
 
 
+@pytest.fixture(scope="session")
+def sampled_stuck_loss_logdir(tmp_path_factory):
+    """A loss stuck at ln 2 at each of 3,000 steps, of which TensorBoard keeps 1,000, beside gradients
+    every 100 steps."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    root = tmp_path_factory.mktemp("sampled_stuck_loss")
+    rng = np.random.default_rng(5)
+    base = normal_buckets(rng)
+    noise = 1 + 0.002 * rng.standard_normal(3000)
+    write_run(root / "run", [event(s, scalar_value("loss", 0.6931 * noise[s]),
+                                   *([hist_value("gradients/dense/kernel", base)] if s % 100 == 0 else []))
+                             for s in range(3000)])
+    return root
+
+
+def test_no_progress_over_a_sampled_loss_counts_the_values_kept(sampled_stuck_loss_logdir, loader_client):
+    client = loader_client(sampled_stuck_loss_logdir)
+    (kept,) = [series["kept"] for series in client.ok("/runs")["runs"][0]["scalars_sampling"]["series"]]
+    found = client.ok("/findings", run="run")["findings"]
+    (stalled,) = [f for f in found if f["kind"] == "no_progress"]
+    assert f"the median of its last tenth of {kept:,} kept values" in stalled["message"], stalled["message"]
+    assert stalled["message"].startswith("the loss does not improve"), stalled["message"]
+    # Every point read: they are the logged values.
+    (every,) = [f for f in _report(sampled_stuck_loss_logdir, "--all-steps")["findings"] if f["kind"] == "no_progress"]
+    assert "the median of its last tenth of 3,000 logged values" in every["message"], every["message"]
+
+
 # --- a single spike's severity ---------------------------------------------------------------------------
 
 def _mlp_run(run_dir, scale_at: dict, steps: int = 60, lr_at: dict = None) -> None:

@@ -3,7 +3,8 @@ Debugger's LossNotDecreasing): the median of its last tenth of logged values
 not clearly below the lower of its first value and its first tenth's median, even allowing for the
 loss's noise between logged values (a bouncing per-batch loss early in training proves no stall). The
 first value guards against a loss a learning rate too high blew up right away: its first tenth's median
-is the blow-up's, and a loss that ends far above where it began would seem to improve on it. Every loss tag must fail: a
+is the blow-up's, and a loss that ends far above where it began would seem to improve on it (A first
+value lower only by the loss's noise is no start of its own.) Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
@@ -96,7 +97,7 @@ def _windows(v: dict) -> str:
         start = f"{v['first_median']:.4g} in its first "
     medians = f"is {v['last_median']:.4g} against {start}"
     if v["nonfinite_step"] is None:
-        return f"the median of its last tenth of {v['points']} {values} {medians}tenth"
+        return f"the median of its last tenth of {v['points']:,} {values} {medians}tenth"
     return (f"the median of its {v['k']} {values} before it turned NaN or Inf at step {v['nonfinite_step']} "
             f"{medians}{v['k']}, a tenth of its {v['logged']:,} each")
 
@@ -118,14 +119,16 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
     # The start is the lower of the first tenth's median and the first value: a loss that rose right away
     # (blown up by a learning rate too high) is judged against where it began, not its blow-up.
     head, tail = float(np.median(values[:k])), float(np.median(values[-k:]))
-    from_first = bool(values[0] < head)
-    head = min(head, float(values[0]))
-    if head == 0:
-        return None
     # The loss's noise from one logged value to the next (robust, and blind to a steady trend),
     # and the standard error of the difference of two medians of k such values (of one value and
     # a median of k, where the start is the first value).
     noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)
+    # A first value below the median by no more than 3 times that noise is one noisy value, no start
+    # of its own: a flat loss would otherwise "get worse" whenever its first value came out low.
+    from_first = bool(values[0] < head - 3 * noise)
+    head = float(values[0]) if from_first else head
+    if head == 0:
+        return None
     median_se = 1.2533 * noise / np.sqrt(k)
     margin = float(np.hypot(noise if from_first else median_se, median_se)) / abs(head)
     improvement = (head - tail) / abs(head)

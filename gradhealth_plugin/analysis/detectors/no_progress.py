@@ -3,8 +3,8 @@ Debugger's LossNotDecreasing): the median of its last tenth of logged values
 not clearly below the lower of its first value and its first tenth's median, even allowing for the
 loss's noise between logged values (a bouncing per-batch loss early in training proves no stall). The
 first value guards against a loss a learning rate too high blew up right away: its first tenth's median
-is the blow-up's, and a loss that ends far above where it began would seem to improve on it (A first
-value lower only by the loss's noise is no start of its own.) Every loss tag must fail: a
+is the blow-up's, and a loss that ends far above where it began would seem to improve on it. A first
+value lower only by the loss's noise is no start of its own. Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.

@@ -573,3 +573,56 @@ def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(conve
     # Without the loss that explains them, the same gradients and updates keep the plain advice.
     for f in plugin_client(converged_logdir).ok("/findings", run="no_loss")["findings"]:
         assert not f["advice"].startswith("Nothing to fix"), f
+
+
+# --- Adam at a learning rate far too high ------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def adam_too_high_logdir(tmp_path_factory):
+    """A ReLU MLP (three hidden layers of 64) classifying 2,048 points by a random hyperplane, trained with
+    Adam at lr=5 on batches of 64 for 300 steps, watched every 10 steps: its loss is about 0.7 at step 0,
+    millions right after, and ends far above where it began; no value turns NaN."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("adam_too_high")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2048, 20, generator=g)
+    y = (x @ torch.randn(20, 1, generator=g) > 0).long().squeeze(1)
+    torch.manual_seed(1)
+    layers, width = [], 20
+    for _ in range(3):
+        layers += [torch.nn.Linear(width, 64), torch.nn.ReLU()]
+        width = 64
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=5.0)
+    handle = watch(model, str(root / "run"), optimizer=opt, every_n_steps=10)
+    writer = SummaryWriter(str(root / "run"))
+    for step in range(300):
+        batch = torch.randint(0, 2048, (64,), generator=g)
+        loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+    return root
+
+
+def test_adam_at_a_learning_rate_far_too_high_is_named_and_its_loss_gets_worse(adam_too_high_logdir,
+                                                                               loader_client):
+    found = loader_client(adam_too_high_logdir).ok("/findings", run="run")["findings"]
+    by_kind = {}
+    for f in found:
+        by_kind.setdefault(f["kind"], []).append(f)
+    (exploding,) = by_kind["exploding_gradients"]
+    assert exploding["severity"] == "critical" and exploding.get("cause") == "learning_rate_too_high", exploding
+    # The loss ended far above its first value: it got worse, whatever its blown-up first tenth says.
+    (stalled,) = by_kind["no_progress"]
+    assert stalled["message"].startswith("the loss gets worse"), stalled["message"]
+    # Gradients that vanished beside a loss that never fell below its start are no model fitting its data.
+    assert not [f for f in by_kind.get("vanishing_gradients", []) if "fitting its data" in f["message"]], found
+    assert all(f.get("cause") != "dead_relu" for f in found), [(f["kind"], f.get("cause")) for f in found]

@@ -1507,7 +1507,7 @@ def test_a_loss_stuck_until_it_turns_nan_is_no_progress_up_to_there():
     stalled = one(found, "no_progress")
     assert (stalled.first_step, stalled.last_step) == (0, 59) and one(found, "nonfinite")
     assert "its 10 logged values before it turned NaN or Inf at step 60" in stalled.message
-    assert "a tenth of its 100 each" in stalled.message
+    assert "over its first 10, a tenth of its 100 each" in stalled.message, stalled.message
 
 
 def test_a_loss_judged_up_to_its_nan_is_no_progress_only_where_it_sat_still():

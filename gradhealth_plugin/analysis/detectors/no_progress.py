@@ -91,12 +91,13 @@ def _windows(v: dict) -> str:
     tenth's median, or against the first value where that was lower."""
     # A sampled loss's values are the ones TensorBoard kept, not every one logged.
     values = "kept values" if v.get("sampled") else "logged values"
+    whole = v["nonfinite_step"] is None
     if v["from_first"]:
         start = f"{v['first_median']:.4g}, its first value (step {v['first_step']}), below the median of its first "
     else:
-        start = f"{v['first_median']:.4g} in its first "
+        start = f"{v['first_median']:.4g} {'in' if whole else 'over'} its first "
     medians = f"is {v['last_median']:.4g} against {start}"
-    if v["nonfinite_step"] is None:
+    if whole:
         return f"the median of its last tenth of {v['points']:,} {values} {medians}tenth"
     return (f"the median of its {v['k']} {values} before it turned NaN or Inf at step {v['nonfinite_step']} "
             f"{medians}{v['k']}, a tenth of its {v['logged']:,} each")

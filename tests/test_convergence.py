@@ -127,3 +127,42 @@ def test_gradients_that_fell_much_further_than_the_loss_keep_the_finding(collaps
     assert not fit["explained"] and fit["loss_start"] >= 1e3 * fit["loss"], fit
     assert "but their mean |g| fell" in kept["message"] and "more than 10x further" in kept["message"], kept
 
+
+
+@pytest.fixture(scope="session")
+def blown_up_logdir(tmp_path_factory):
+    """`run`: a loss at 0.7 at step 0 that a learning rate too high blows up to 1e6 over steps 1-10, then
+    settles near 5e3, never below where it began (`recovered`: it falls to 1e-3, 700x below its start); the gradient beside it falls from mean |g| 4e-4 below 1e-6 from
+    step 20 on, about 600x: against the blown-up median of the loss's first steps (1e6 to 5e3, 200x) the
+    gradients fell within 10x of it."""
+    import numpy as np
+
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    root = tmp_path_factory.mktemp("blown_up")
+    rng = np.random.default_rng(4)
+    for run, later in (("run", 5e3), ("recovered", 1e-3)):
+        events = []
+        for s in range(60):
+            loss = 0.7 if s == 0 else 1e6 if s <= 10 else later
+            events.append(event(s, scalar_value("loss", loss), hist_value(
+                "gradients/dense/bias", normal_buckets(rng, scale=5e-4 if s < 20 else 8e-7))))
+        write_run(root / run, events)
+    return root
+
+
+def test_gradients_beside_a_loss_that_rose_right_away_are_no_fit(blown_up_logdir, loader_client):
+    (f,) = _vanishing(loader_client(blown_up_logdir), "run")
+    # The loss never fell below its first value: its fall is measured from there, not from the
+    # blow-up's median, and nothing about the model fitting its data is said.
+    assert f["severity"] == "warn" and f["layers"] == ["dense/bias"], f
+    assert "fitting" not in f["evidence"] and "the model fitting its data" not in f["message"], f
+
+
+def test_a_loss_that_fell_far_below_its_first_value_after_a_blow_up_explains_the_gradients(blown_up_logdir,
+                                                                                            loader_client):
+    (f,) = _vanishing(loader_client(blown_up_logdir), "recovered")
+    fit = f["evidence"]["fitting"]
+    assert f["severity"] == "info" and fit["explained"] and fit["loss_start_first"], f
+    assert fit["loss_start"] == pytest.approx(0.7), fit
+    assert "(loss: from 0.7, its first value, to 0.001 at step " in f["message"], f["message"]

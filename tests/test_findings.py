@@ -922,6 +922,43 @@ def test_gradients_that_vanished_before_the_units_died_are_not_blamed_on_them():
     assert dead.cause is None and "dying ReLUs" not in dead.message
 
 
+def _overshooting(fast_from: int):
+    """Gradients of dense_0 exploding at logged steps 20-29, its updates too fast from `fast_from` to 24,
+    relu_0's units dead from 22 and dense_1's gradients vanished from 25: Adam at a learning rate far too
+    high, without a NaN."""
+    g, vanished = grad(0), grad(1)
+    g.values["max_abs"] = at(g.values["max_abs"], slice(20, 30), 5e4)
+    vanished.values["mean_abs"] = at(vanished.values["mean_abs"], slice(25, None), 1e-8)
+    fast = weight(0)
+    fast.values["update_ratio"] = at(fast.values["update_ratio"], slice(fast_from, 25), 0.5)
+    dying = act(0, zero_fraction=at(np.full(N, 0.1), slice(22, None), 0.9))
+    return find(run(*three_kernels(g={0: g, 1: vanished}, w={0: fast}),
+                    layer("relu_0", kind=T.KIND_OUTPUT, activation=dying)))
+
+
+def test_exploding_with_updates_already_too_fast_points_to_the_learning_rate():
+    found = _overshooting(fast_from=15)
+    exploding, too_fast = one(found, "exploding_gradients"), one(found, "update_ratio")
+    assert exploding.cause == too_fast.cause == "learning_rate_too_high", exploding.message
+    assert exploding.message.endswith(f"; together with updates too fast from step {STEPS[15]} this points to a "
+                                      "learning rate that is too high")
+    assert exploding.advice.startswith("Lower the learning rate")
+    # Dead units that began during the explosion are one more symptom of the overshoot, and the
+    # gradients they stopped share its cause rather than being blamed on dying ReLUs alone.
+    dead, vanishing = one(found, "dead_units", findings.WARN), one(found, "vanishing_gradients")
+    assert dead.cause == "learning_rate_too_high" and "exploding gradients and updates too fast" in dead.message
+    assert vanishing.cause == "learning_rate_too_high", vanishing.message
+    assert f"ReLU units dead from step {STEPS[22]} stop the gradient" in vanishing.message
+    assert "not to dying ReLUs alone" in vanishing.message
+
+
+def test_updates_too_fast_only_after_the_explosion_began_name_no_learning_rate():
+    found = _overshooting(fast_from=21)
+    assert one(found, "exploding_gradients").cause is None and one(found, "update_ratio").cause is None
+    # The dead units and the gradients they stopped are then dying ReLUs, as without an explosion.
+    assert one(found, "dead_units", findings.WARN).cause == one(found, "vanishing_gradients").cause == "dead_relu"
+
+
 # --- thresholds are overridable --------------------------------------------------------------------
 
 def test_threshold_override_moves_the_boundary():
@@ -1433,6 +1470,27 @@ def test_a_loss_that_fell_and_rose_again_gets_worse_from_its_lowest_step():
     assert stalled.message.startswith("the loss does not improve (`loss`): ") and "lowest" not in stalled.message
 
 
+def test_a_loss_blown_up_right_away_gets_worse_against_its_first_value():
+    """Adam at a learning rate far too high: 0.7 at step 0, millions right after, settling near 50. Its
+    first tenth's median is the blow-up's, which the end is far below; its first value is not."""
+    steps = np.arange(300, dtype=np.int64)
+    loss = np.where(steps == 0, 0.7, 5e6 * np.exp(-steps / 3.0) + 50.0) * _noise(0, 300, 0.05)
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "no_progress")
+    assert f.message.startswith("the loss gets worse (`loss`): "), f.message
+    assert f"against {loss[0]:.4g}, its first value (step 0), below the median of its first tenth" in f.message
+    assert f.message.endswith(f"; it was lowest, {loss[0]:.4g}, at step 0"), f.message
+    judged = f.evidence["layers"]["loss"]
+    assert judged["from_first"] and judged["first_median"] == loss[0] and judged["worse"], judged
+    # A loss whose first value is its usual level is judged against its first tenth, as before; so is a
+    # flat one whose first value came out low by about twice its noise: one noisy value is no start.
+    stalled = one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0)})), "no_progress")
+    assert "in its first tenth" in stalled.message and "first value" not in stalled.message
+    steps, flat = _loss(0.0, n=300)
+    flat[0] = np.median(flat) * 0.98
+    stalled = one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")
+    assert stalled.message.startswith("the loss does not improve") and "first value" not in stalled.message
+
+
 def test_no_progress_needs_enough_points_and_every_loss_stuck():
     assert of_kind(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=7)})), "no_progress") == []
     assert one(find(run(*three_kernels(), scalar_series={"loss": _loss(0.0, n=8)})), "no_progress")
@@ -1449,7 +1507,7 @@ def test_a_loss_stuck_until_it_turns_nan_is_no_progress_up_to_there():
     stalled = one(found, "no_progress")
     assert (stalled.first_step, stalled.last_step) == (0, 59) and one(found, "nonfinite")
     assert "its 10 logged values before it turned NaN or Inf at step 60" in stalled.message
-    assert "a tenth of its 100 each" in stalled.message
+    assert "over its first 10, a tenth of its 100 each" in stalled.message, stalled.message
 
 
 def test_a_loss_judged_up_to_its_nan_is_no_progress_only_where_it_sat_still():

@@ -62,6 +62,34 @@ def test_the_report_says_the_same_over_a_sampled_loss_and_healthy_when_every_poi
     assert every["scalars_sampling"] is None and every["verdict"] == "healthy"
 
 
+@pytest.fixture(scope="session")
+def sampled_stuck_loss_logdir(tmp_path_factory):
+    """A loss stuck at ln 2 at each of 3,000 steps, of which TensorBoard keeps 1,000, beside gradients
+    every 100 steps."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, scalar_value, write_run
+
+    root = tmp_path_factory.mktemp("sampled_stuck_loss")
+    rng = np.random.default_rng(5)
+    base = normal_buckets(rng)
+    noise = 1 + 0.002 * rng.standard_normal(3000)
+    write_run(root / "run", [event(s, scalar_value("loss", 0.6931 * noise[s]),
+                                   *([hist_value("gradients/dense/kernel", base)] if s % 100 == 0 else []))
+                             for s in range(3000)])
+    return root
+
+
+def test_no_progress_over_a_sampled_loss_counts_the_values_kept(sampled_stuck_loss_logdir, loader_client):
+    client = loader_client(sampled_stuck_loss_logdir)
+    (kept,) = [series["kept"] for series in client.ok("/runs")["runs"][0]["scalars_sampling"]["series"]]
+    found = client.ok("/findings", run="run")["findings"]
+    (stalled,) = [f for f in found if f["kind"] == "no_progress"]
+    assert f"the median of its last tenth of {kept:,} kept values" in stalled["message"], stalled["message"]
+    assert stalled["message"].startswith("the loss does not improve"), stalled["message"]
+    # Every point read: they are the logged values.
+    (every,) = [f for f in _report(sampled_stuck_loss_logdir, "--all-steps")["findings"] if f["kind"] == "no_progress"]
+    assert "the median of its last tenth of 3,000 logged values" in every["message"], every["message"]
+
+
 # --- a single spike's severity ---------------------------------------------------------------------------
 
 def _mlp_run(run_dir, scale_at: dict, steps: int = 60, lr_at: dict = None) -> None:
@@ -545,3 +573,56 @@ def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(conve
     # Without the loss that explains them, the same gradients and updates keep the plain advice.
     for f in plugin_client(converged_logdir).ok("/findings", run="no_loss")["findings"]:
         assert not f["advice"].startswith("Nothing to fix"), f
+
+
+# --- Adam at a learning rate far too high ------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def adam_too_high_logdir(tmp_path_factory):
+    """A ReLU MLP (three hidden layers of 64) classifying 2,048 points by a random hyperplane, trained with
+    Adam at lr=5 on batches of 64 for 300 steps, watched every 10 steps: its loss is about 0.7 at step 0,
+    millions right after, and ends far above where it began; no value turns NaN."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    root = tmp_path_factory.mktemp("adam_too_high")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2048, 20, generator=g)
+    y = (x @ torch.randn(20, 1, generator=g) > 0).long().squeeze(1)
+    torch.manual_seed(1)
+    layers, width = [], 20
+    for _ in range(3):
+        layers += [torch.nn.Linear(width, 64), torch.nn.ReLU()]
+        width = 64
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=5.0)
+    handle = watch(model, str(root / "run"), optimizer=opt, every_n_steps=10)
+    writer = SummaryWriter(str(root / "run"))
+    for step in range(300):
+        batch = torch.randint(0, 2048, (64,), generator=g)
+        loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+    writer.close()
+    unwatch(handle)
+    return root
+
+
+def test_adam_at_a_learning_rate_far_too_high_is_named_and_its_loss_gets_worse(adam_too_high_logdir,
+                                                                               loader_client):
+    found = loader_client(adam_too_high_logdir).ok("/findings", run="run")["findings"]
+    by_kind = {}
+    for f in found:
+        by_kind.setdefault(f["kind"], []).append(f)
+    (exploding,) = by_kind["exploding_gradients"]
+    assert exploding["severity"] == "critical" and exploding.get("cause") == "learning_rate_too_high", exploding
+    # The loss ended far above its first value: it got worse, whatever its blown-up first tenth says.
+    (stalled,) = by_kind["no_progress"]
+    assert stalled["message"].startswith("the loss gets worse"), stalled["message"]
+    # Gradients that vanished beside a loss that never fell below its start are no model fitting its data.
+    assert not [f for f in by_kind.get("vanishing_gradients", []) if "fitting its data" in f["message"]], found
+    assert all(f.get("cause") != "dead_relu" for f in found), [(f["kind"], f.get("cause")) for f in found]

@@ -130,9 +130,17 @@ export function foldSteps(fold: readonly Finding[], max = 6): string {
   return spansText(fold.map((f): StepSpan => [f.first_step, f.last_step]), max);
 }
 
-/** "Likely cause: learning rate too high", from the cause's name (learning_rate_too_high). */
+/** Each cause the server names (`Finding.cause`), as a person reads it. */
+export const CAUSE_LABELS: Readonly<Record<string, string>> = {
+  learning_rate_too_high: "learning rate too high",
+  learning_rate_jump: "learning-rate jump",
+  dead_relu: "dying ReLUs",
+};
+
+/** "Likely cause: dying ReLUs", from the cause's name (dead_relu); a cause this tab does not know yet
+ * reads as its name in words. */
 export function causeText(cause: string): string {
-  return `Likely cause: ${cause.replace(/_/g, " ")}`;
+  return `Likely cause: ${CAUSE_LABELS[cause] ?? cause.replace(/_/g, " ")}`;
 }
 
 /** Steps at which a spike finding marks a layer: every occurrence it covers. */

@@ -74,7 +74,7 @@ export function heldText(h: Heatmap, row: number, col: number, rule: string): st
   while (end < rules.length && rules[end] === rule) end++;
   const inARow = end - first;
   const needed = kindStepsNeeded(rule);
-  const held = inARow === 1 ? `${label} at this step only` : `${label} at this step: ${inARow} logged steps in a row`;
+  const held = inARow === 1 ? `${label} at this step only` : `${label} at this step, one of ${inARow} logged steps in a row`;
   if (needed !== null && inARow < needed) return `${held}; a finding needs ${needed} logged steps in a row`;
   return `${held}; no warning covers it (see the layer's findings)`;
 }

@@ -83,6 +83,9 @@ describe("where a finding is", () => {
 
   it("names a cause in words", () => {
     expect(causeText("learning_rate_too_high")).toBe("Likely cause: learning rate too high");
+    expect(causeText("dead_relu")).toBe("Likely cause: dying ReLUs");
+    expect(causeText("learning_rate_jump")).toBe("Likely cause: learning-rate jump");
+    expect(causeText("some_new_cause")).toBe("Likely cause: some new cause");
   });
 
   it("reads steps past 2^53 exactly from the server's decimal twins", () => {

@@ -48,7 +48,7 @@ describe("cell tooltip", () => {
     });
     const two = Object.fromEntries(cellTooltipLines(h, 0, 1, ""));
     expect(two["status"]).toBe("ok \u2014 Vanishing gradients");
-    expect(two["held"]).toBe("vanishing gradients at this step: 2 logged steps in a row; a finding needs 5 logged steps in a row");
+    expect(two["held"]).toBe("vanishing gradients at this step, one of 2 logged steps in a row; a finding needs 5 logged steps in a row");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 3, ""))["held"]).toBe(
       "vanishing gradients at this step only; a finding needs 5 logged steps in a row");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["held"]).toBeUndefined();

@@ -69,16 +69,24 @@ def name_causes(findings: List[Finding], since: Optional[int] = None) -> None:
 
     A learning rate too high is named on the explosion and the non-finite
     values, and on every other warning of `_OVERSHOOT` that begins by the
-    first non-finite step: after it, NaN leaves nothing to judge. `since` is
-    the step a logged learning rate rose to its blow-up level
-    (`learning_rate_jumps`): a symptom that began before it began under the
-    earlier rate, which the run tolerated, and is not blamed on the new one.
+    first non-finite step: after it, NaN leaves nothing to judge. Without
+    non-finite values, exploding gradients together with updates too fast
+    that began by the explosion's first step point to it too: it is named on
+    both, and on every other warning of `_OVERSHOOT` that begins while the
+    explosion lasts. `since` is the step a logged learning rate rose to its
+    blow-up level (`learning_rate_jumps`): a symptom that began before it
+    began under the earlier rate, which the run tolerated, and is not blamed
+    on the new one.
     Dying ReLUs are named on the dead units and on the vanishing gradients
     that begin with them or later: gradients that vanished first were not
-    stopped by units that died after.
+    stopped by units that died after. Where those dead units are already a
+    symptom of a learning rate too high, the vanishing gradients share that
+    cause: the units died of it.
     """
     judged = [f for f in findings if f.severity != INFO]
     kinds = {f.kind for f in judged}
+    fast = [f for f in judged if f.kind == "update_ratio" and f.evidence.get("direction") == "too_high"]
+    exploded = min((f.first_step for f in judged if f.kind == "exploding_gradients"), default=None)
     if "exploding_gradients" in kinds and "nonfinite" in kinds:
         overflow = min(f.first_step for f in judged if f.kind == "nonfinite")
         for f in judged:
@@ -90,14 +98,45 @@ def name_causes(findings: List[Finding], since: Optional[int] = None) -> None:
                 continue
             f.cause = "learning_rate_too_high"
             f.message += f"; together with {other} this points to a learning rate that is too high"
-    elif "vanishing_gradients" in kinds and "dead_units" in kinds:
-        died = min(f.first_step for f in judged if f.kind == "dead_units")
-        stopped = [f for f in judged if f.kind == "vanishing_gradients" and f.first_step >= died]
-        if not stopped:
-            return
-        for f in stopped + [f for f in judged if f.kind == "dead_units"]:
-            f.cause = "dead_relu"
-            f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
+    elif exploded is not None and fast and min(f.first_step for f in fast) <= exploded:
+        # Updates already too fast when the gradients blew up: the optimiser's steps overshoot, which is
+        # what a learning rate too high does (Adam's steps are about the rate whatever the gradient).
+        began = min(f.first_step for f in fast)
+        lasted = max(f.last_step for f in judged if f.kind == "exploding_gradients")
+        for f in judged:
+            if f.kind == "exploding_gradients":
+                other = f"updates too fast from step {began}"
+            elif _overshoot(f) and f.first_step <= lasted and (since is None or f.first_step >= since):
+                other = "exploding gradients" if f in fast else "exploding gradients and updates too fast"
+            else:
+                continue
+            f.cause = "learning_rate_too_high"
+            f.message += f"; together with {other} this points to a learning rate that is too high"
+        _name_dying_relus(judged)
+    else:
+        _name_dying_relus(judged)
+
+
+def _name_dying_relus(judged: List[Finding]) -> None:
+    """Names dying ReLUs on the dead units and on the vanishing gradients that begin with them or later;
+    where the first dead units are named a symptom of a learning rate too high, those gradients are too."""
+    dead = sorted((f for f in judged if f.kind == "dead_units"), key=lambda f: f.first_step)
+    if not dead:
+        return
+    died = dead[0].first_step
+    stopped = [f for f in judged if f.kind == "vanishing_gradients" and f.first_step >= died]
+    if not stopped:
+        return
+    if dead[0].cause == "learning_rate_too_high":
+        for f in stopped:
+            f.cause = "learning_rate_too_high"
+            f.message += (f"; ReLU units dead from step {died} stop the gradient, and they died with the overshoot "
+                          "of a learning rate that is too high: this points to that learning rate, not to dying "
+                          "ReLUs alone")
+        return
+    for f in stopped + [f for f in dead if f.cause is None]:
+        f.cause = "dead_relu"
+        f.message += "; dead ReLU units stop the gradient: this points to dying ReLUs"
 
 
 def link_growth_to_fast_updates(findings: List[Finding]) -> None:

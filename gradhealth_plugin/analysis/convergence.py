@@ -4,8 +4,10 @@ expected result of a model that fits its data, not a fault.
 Vanishing gradients (`fitting`): a layer's gradients that, from the start to the onset, shrank no more
 than `fitting_gradient_slack` times further than a loss scalar that fell `fitting_loss_drop` times or more
 over the same stretch. The start is the median of the layer's first `fitting_start_steps` logged values
-(one outlying first step, as a deep net's at its initialisation, sets no baseline), and for the loss the
-median of its values up to the last of those steps; at the onset, the loss is its latest finite value at
+(one outlying first step, as a deep net's at its initialisation, sets no baseline). The loss must have
+fallen `fitting_loss_drop` times from the lower of its first logged value and its median up to the last of
+those steps: a loss that rose right away (a learning rate that blew it up) did not fall, whatever its
+inflated median then makes of a later value. At the onset, the loss is its latest finite value at
 or before it (a sampled loss has no value at every step). Cross-entropy's gradient near zero loss is about
 the loss itself, squared error's its square root: either shrinks no more than the loss does. Gradients
 that shrank much further than the loss did are vanishing, and stay so.
@@ -80,11 +82,12 @@ def fitting(rd: RunData, role: str, hits: Sequence[Hit], limits: Mapping[str, fl
             fall = _loss_fall(steps, values, until, h.first)
             if fall is None:
                 continue
-            l0, loss, at = fall
+            l0, loss, at, from_first = fall
             # Both ratios are at most about 1 (they shrank); the gradient's may be `slack` times smaller.
             explained = bool(loss * drop <= l0 and g * l0 * slack >= loss * g0)
             figures = {"tag": tag, "metric": metric, "start": g0, "value": g, "start_until": until,
-                       "loss_start": l0, "loss": loss, "loss_step": at, "explained": explained}
+                       "loss_start": l0, "loss_start_first": from_first, "loss": loss, "loss_step": at,
+                       "explained": explained}
             if explained or h.layer not in out:
                 out[h.layer] = figures
             if explained:
@@ -121,18 +124,23 @@ def _gradient_start(table: MetricTable, onset: int, n: int) -> Optional[Tuple[st
     return None
 
 
-def _loss_fall(steps: np.ndarray, values: np.ndarray, until: int, onset: int) -> Optional[Tuple[float, float, int]]:
-    """(the loss's start: the median of its positive values up to `until`, or its first one where none
-    was logged by then; its latest value at or before `onset`; that value's step), or None where the
-    loss has no positive value there. `steps` and `values`: the finite points, in step order."""
+def _loss_fall(steps: np.ndarray, values: np.ndarray, until: int,
+               onset: int) -> Optional[Tuple[float, float, int, bool]]:
+    """(the loss's start: the lower of its first positive value and the median of its positive values up
+    to `until`; its latest value at or before `onset`; that value's step; whether the start is the first
+    value), or None where the loss has no positive value there. `steps` and `values`: the finite points,
+    in step order."""
     k = int(np.searchsorted(steps, onset, side="right"))
     if k == 0 or values[k - 1] <= 0:
         return None
     seen = values[:k]
+    first = float(seen[np.argmax(seen > 0)])
     early = seen[:int(np.searchsorted(steps, until, side="right"))]
     early = early[early > 0]
-    start = float(np.median(early)) if len(early) else float(seen[np.argmax(seen > 0)])
-    return start, float(values[k - 1]), int(steps[k - 1])
+    # The median is robust to a first value's noise; the first value guards against a loss that blew up
+    # right away, whose median of early values is the blow-up's, not a start it fell from.
+    median = float(np.median(early)) if len(early) else first
+    return min(first, median), float(values[k - 1]), int(steps[k - 1]), first < median
 
 
 def describe_fitting(f: Finding, fits: Mapping[str, dict], limits: Mapping[str, float]) -> None:
@@ -152,11 +160,12 @@ def describe_fitting(f: Finding, fits: Mapping[str, dict], limits: Mapping[str, 
     first = min(figures.values(), key=lambda fig: fig["loss_step"])
     tag = first["tag"]
     f.evidence["fitting"] = {"tag": tag, "loss_start": first["loss_start"], "start_until": first["start_until"],
-                             "loss": first["loss"], "loss_step": first["loss_step"], "threshold": drop,
+                             "loss_start_first": first["loss_start_first"], "loss": first["loss"], "loss_step": first["loss_step"], "threshold": drop,
                              "slack": slack, "explained": first["explained"]}
     metric = "mean |g|" if all(fig["metric"] == "mean_abs" for fig in figures.values()) else "size"
     loss = (f"the loss fell {_span(loss_fell)} from its start to {'their onsets' if len(layers) > 1 else 'the onset'} "
-            f"({tag}: from {first['loss_start']:.3g}, its median to step {first['start_until']}, to "
+            f"({tag}: from {first['loss_start']:.3g}, "
+            f"{'its first value' if first['loss_start_first'] else 'its median to step ' + str(first['start_until'])}, to "
             f"{first['loss']:.3g} at step {first['loss_step']}"
             f"{', the earliest' if len(set(loss_fell)) > 1 else ''})")
     grads = f"their {metric} fell {_span(grad_fell)}"

@@ -139,7 +139,8 @@ def held(rdata: RoleData, index: int, notes: Sequence[Finding], layer: str,
     note = next((f for f in notes if f.kind == kind and (f.role is None or f.role == role)
                  and covers(f, layer, steps, role)[0]), None)
     label = detectors.BY_KIND[kind].LABEL.lower()
-    text = f"{label} at this step" + (" only" if in_a_row == 1 else f": {in_a_row} logged steps in a row")
+    # "one of": the count is the whole stretch around this step, not the steps up to it.
+    text = f"{label} at this step" + (" only" if in_a_row == 1 else f", one of {in_a_row} logged steps in a row")
     if note is not None:
         text += ", a note (info), not a warning: see the layer's findings"
     elif in_a_row < needed:

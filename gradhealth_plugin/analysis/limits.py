@@ -49,7 +49,8 @@ DEFAULTS: Dict[str, Threshold] = {
                                         "since the start and still be the loss's fall; further is vanishing"),
     "fitting_start_steps": Threshold(11, "gradient norms move several-fold in the first hundred steps (DESIGN): "
                                      "a robust start, as spike_window's", "first logged gradient steps whose median "
-                                     "(and the loss's median up to the last of them) is the start that "
+                                     "(and the lower of the loss's median up to the last of them and its first value) is "
+                                     "the start that "
                                      "fitting_loss_drop and fitting_gradient_slack measure from"),
     "converged_loss_drop": Threshold(1e4, "cross-entropy's and squared error's gradients shrink with "
                                      "the loss (the residuals go to zero)", "a loss this many times below its first "
@@ -85,8 +86,8 @@ DEFAULTS: Dict[str, Threshold] = {
     "no_progress_points": Threshold(8, "seed 003 (CI alerts)", "logged loss values needed before the loss is judged "
                                     "for progress"),
     "no_progress_improvement": Threshold(0.03, "SageMaker Debugger's LossNotDecreasing",
-                                         "share by which the median of the loss's last tenth must lie below its "
-                                         "first tenth's"),
+                                         "share by which the median of the loss's last tenth must lie below the "
+                                         "lower of its first value and its first tenth's median"),
     "rank_divergence_rel": Threshold(1e-3, "all-reduce gives every rank the same gradient (PyTorch DDP); float32 "
                                      "rounding of a reduction in another order is about 1e-6",
                                      "relative difference of a layer's gradient norm from the other ranks' at the "

@@ -1,7 +1,10 @@
 """A loss that does not improve over the run (seed 003's CI alerts; SageMaker
 Debugger's LossNotDecreasing): the median of its last tenth of logged values
-not clearly below that of its first tenth, even allowing for the loss's noise between logged
-values (a bouncing per-batch loss early in training proves no stall). Every loss tag must fail: a
+not clearly below the lower of its first value and its first tenth's median, even allowing for the
+loss's noise between logged values (a bouncing per-batch loss early in training proves no stall). The
+first value guards against a loss a learning rate too high blew up right away: its first tenth's median
+is the blow-up's, and a loss that ends far above where it began would seem to improve on it. A first
+value lower only by the loss's noise is no start of its own. Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
@@ -42,6 +45,8 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
             continue
         # The finding's steps are the layers': a loss logged per epoch is placed where it was written.
         verdict = _judge(rd.scalar_steps(tag), np.asarray(values, dtype=np.float64), points)
+        if verdict is not None:
+            verdict["sampled"] = _sampled(rd, tag)
         if verdict is not None and verdict["worse"] and verdict["nonfinite_step"] is not None:
             # Rising into its NaN is the blow-up the nonfinite finding tells, not a stall.
             verdict = None
@@ -76,13 +81,26 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags})]
 
 
+def _sampled(rd: RunData, tag: str) -> bool:
+    """Whether TensorBoard kept only some of the loss's logged points (`RunData.scalars_sampling`)."""
+    return any(c["tag"] == tag for c in (rd.scalars_sampling or {}).get("series", ()))
+
+
 def _windows(v: dict) -> str:
-    """The two medians compared, and over which values."""
-    medians = f"is {v['last_median']:.4g} against {v['first_median']:.4g}"
-    if v["nonfinite_step"] is None:
-        return f"the median of its last tenth of {v['points']} logged values {medians} in its first tenth"
-    return (f"the median of its {v['k']} logged values before it turned NaN or Inf at step {v['nonfinite_step']} "
-            f"{medians} over its first {v['k']}, a tenth of its {v['logged']:,} each")
+    """The two values compared, and over which values: the median of the last tenth against the first
+    tenth's median, or against the first value where that was lower."""
+    # A sampled loss's values are the ones TensorBoard kept, not every one logged.
+    values = "kept values" if v.get("sampled") else "logged values"
+    whole = v["nonfinite_step"] is None
+    if v["from_first"]:
+        start = f"{v['first_median']:.4g}, its first value (step {v['first_step']}), below the median of its first "
+    else:
+        start = f"{v['first_median']:.4g} {'in' if whole else 'over'} its first "
+    medians = f"is {v['last_median']:.4g} against {start}"
+    if whole:
+        return f"the median of its last tenth of {v['points']:,} {values} {medians}tenth"
+    return (f"the median of its {v['k']} {values} before it turned NaN or Inf at step {v['nonfinite_step']} "
+            f"{medians}{v['k']}, a tenth of its {v['logged']:,} each")
 
 
 def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]:
@@ -99,16 +117,24 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
             return None
     if len(values) < max(points, 2):
         return None
+    # The start is the lower of the first tenth's median and the first value: a loss that rose right away
+    # (blown up by a learning rate too high) is judged against where it began, not its blow-up.
     head, tail = float(np.median(values[:k])), float(np.median(values[-k:]))
+    # The loss's noise from one logged value to the next (robust, and blind to a steady trend),
+    # and the standard error of the difference of two medians of k such values (of one value and
+    # a median of k, where the start is the first value).
+    noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)
+    # A first value below the median by no more than 3 times that noise is one noisy value, no start
+    # of its own: a flat loss would otherwise "get worse" whenever its first value came out low.
+    from_first = bool(values[0] < head - 3 * noise)
+    head = float(values[0]) if from_first else head
     if head == 0:
         return None
-    # The loss's noise from one logged value to the next (robust, and blind to a steady trend),
-    # and the standard error of the difference of two medians of k such values.
-    noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)
-    margin = 1.2533 * noise * np.sqrt(2 / k) / abs(head)
+    median_se = 1.2533 * noise / np.sqrt(k)
+    margin = float(np.hypot(noise if from_first else median_se, median_se)) / abs(head)
     improvement = (head - tail) / abs(head)
     return {"first_median": head, "last_median": tail, "improvement": improvement,
-            "noise_margin": float(margin), "k": int(k),
+            "noise_margin": float(margin), "k": int(k), "from_first": from_first,
             # Worse by more than the noise allows: the loss rose, which says more than "stalled".
             "worse": bool(improvement + margin < 0), "nonfinite_step": nonfinite_step, "logged": int(logged),
             "spread": float(np.max(np.abs(values - np.median(values))) / abs(head)),

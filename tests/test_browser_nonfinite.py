@@ -1,0 +1,79 @@
+"""A torch run whose gradients turn NaN, in headless Chromium inside a real TensorBoard: a cell whose
+tensor held NaN/Inf is painted as such in a metric view (never as "no data" grey, nor by the finite
+part's value)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from tests.test_browser import CHROMIUM, Tab, _serve, browser  # noqa: F401 - browser is a fixture
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
+torch = pytest.importorskip("torch")
+
+RUN = "nan"
+STEPS = 40
+BREAK = 20
+FIRST = "0.weight"
+LAST = "2.weight"
+NONFINITE_RGB = [0xD7, 0x26, 0x3D]
+NO_DATA_RGB = [0x9E, 0x9E, 0x9E]
+
+
+def _write_nan_run(run_dir: pathlib.Path) -> None:
+    """An MLP logged at every step; at step BREAK half of its first layer's gradient (64 of 128) is made NaN
+    before the optimizer steps, so those weights are NaN and every gradient after is all NaN."""
+    from torch import nn
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    handle = watch(model, str(run_dir), optimizer=optimizer, every_n_steps=1, first_steps=0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    for step in range(STEPS):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        if step == BREAK:
+            with torch.no_grad():
+                model[0].weight.grad[:8] = float("nan")
+        optimizer.step()
+    unwatch(handle)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("nan_logdir")
+    _write_nan_run(logdir / RUN)
+    yield from _serve(logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == STEPS)
+
+
+@pytest.fixture(scope="module")
+def tab(server, browser):  # noqa: F811 - the browser fixture, imported
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    t = Tab(page, server)
+    t.open(f"gradhealth&p.gradhealth.run={RUN}")
+    yield t
+    page.close()
+
+
+def test_a_metric_view_paints_nan_cells_apart_from_no_data(tab):
+    before = tab.drawn()
+    tab.ui.locator("select").nth(0).select_option("gradient")
+    tab.wait_redraw(before)
+    tab.set_metric("mean_abs")
+    assert tab.pixel(".gh-hm-body", LAST, 10)[:3] not in (NONFINITE_RGB, NO_DATA_RGB)
+    # Wholly NaN (no value at all) and partly NaN (a value of the finite part): both painted NaN/Inf.
+    assert tab.pixel(".gh-hm-body", LAST, 30)[:3] == NONFINITE_RGB
+    assert tab.pixel(".gh-hm-body", FIRST, BREAK)[:3] == NONFINITE_RGB
+    legend = tab.ui.locator(".gh-legend")
+    swatch = legend.locator(".gh-legend-item", has_text="NaN / Inf").locator(".gh-swatch")
+    assert swatch.evaluate("s => getComputedStyle(s).backgroundColor") == "rgb(215, 38, 61)"
+    assert legend.locator(".gh-legend-item", has_text="no data").count() == 1

@@ -1,6 +1,7 @@
 """A torch run whose gradients turn NaN, in headless Chromium inside a real TensorBoard: a cell whose
 tensor held NaN/Inf is painted as such in a metric view (never as "no data" grey, nor by the finite
-part's value)."""
+part's value), and the detail panel says why such a step has no histogram and that its statistics
+are NaN/Inf."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pathlib
 
 import pytest
 
-from tests.test_browser import CHROMIUM, Tab, _serve, browser  # noqa: F401 - browser is a fixture
+from tests.test_browser import CHROMIUM, Tab, _open_cell, _serve, browser  # noqa: F401 - browser is a fixture
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
 torch = pytest.importorskip("torch")
@@ -77,3 +78,15 @@ def test_a_metric_view_paints_nan_cells_apart_from_no_data(tab):
     swatch = legend.locator(".gh-legend-item", has_text="NaN / Inf").locator(".gh-swatch")
     assert swatch.evaluate("s => getComputedStyle(s).backgroundColor") == "rgb(215, 38, 61)"
     assert legend.locator(".gh-legend-item", has_text="no data").count() == 1
+
+
+def test_a_step_of_nan_alone_says_why_it_has_no_histogram(tab):
+    _open_cell(tab, "gradient", LAST, 30)
+    detail = tab.ui.locator(".gh-detail")
+    detail.get_by_text("No histogram", exact=False).first.wait_for(timeout=10_000)
+    text = detail.text_content()
+    assert "every value of this tensor (16 of 16) was NaN or Inf" in text, text
+    assert "exact statistics only" not in text
+    # Its statistics have no value of finite numbers: the table says NaN/Inf, never "no data".
+    row = detail.locator(".gh-metric-table tr", has=tab.ui.locator("th", has_text="mean abs"))
+    assert row.locator("td.gh-num").text_content() == "NaN/Inf"

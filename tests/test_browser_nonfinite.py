@@ -1,7 +1,7 @@
 """A torch run whose gradients turn NaN, in headless Chromium inside a real TensorBoard: a cell whose
 tensor held NaN/Inf is painted as such in a metric view (never as "no data" grey, nor by the finite
-part's value), and the detail panel says why such a step has no histogram and that its statistics
-are NaN/Inf."""
+part's value), the detail panel says why such a step has no histogram and that its statistics are
+NaN/Inf, and the distribution over steps marks those steps and says how many values were NaN/Inf."""
 
 from __future__ import annotations
 
@@ -90,3 +90,24 @@ def test_a_step_of_nan_alone_says_why_it_has_no_histogram(tab):
     # Its statistics have no value of finite numbers: the table says NaN/Inf, never "no data".
     row = detail.locator(".gh-metric-table tr", has=tab.ui.locator("th", has_text="mean abs"))
     assert row.locator("td.gh-num").text_content() == "NaN/Inf"
+
+
+def test_the_distribution_marks_the_steps_that_held_nan(tab):
+    _open_cell(tab, "gradient", FIRST, 10)
+    detail = tab.ui.locator(".gh-detail")
+    chart = detail.locator("svg", has=tab.ui.locator("title", has_text="distribution over steps"))
+    chart.wait_for()
+    marks = chart.locator(".gh-dist-nonfinite rect")
+    assert marks.count() == STEPS - BREAK
+    first = chart.locator(f".gh-dist-nonfinite rect[data-step='{BREAK}']")
+    assert first.locator("title").text_content().startswith(f"step {BREAK}: NaN/Inf: 64 of 128; finite values only: ")
+    # The hover names the count where the pointer is (tried again should the chart be drawn anew meanwhile).
+    readout = chart.locator(".gh-readout")
+    for _ in range(10):
+        box = first.bounding_box()
+        tab.page.mouse.move(box["x"] + box["width"] / 2, box["y"] - 30)
+        if readout.text_content().startswith(f"step {BREAK}: NaN/Inf: 64 of 128"):
+            break
+        tab.page.wait_for_timeout(200)
+    assert readout.text_content().startswith(f"step {BREAK}: NaN/Inf: 64 of 128"), readout.text_content()
+    assert "NaN/Inf" in detail.text_content()

@@ -570,3 +570,10 @@ def test_a_heatmap_cell_whose_every_value_was_nan_reads_as_nan_never_as_no_data(
     assert cell["mean_abs"] == {"value": None, "quality": "finite_only"}, cell["mean_abs"]
     assert cell["nonfinite"]["value"] == cell["count"]["value"] > 0
 
+
+def test_the_distribution_says_how_many_values_were_nan_at_each_step(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    d = client.ok("/distribution", run="run", layer="1", role="activation")["distributions"]["activation"]
+    by_step = {int(s): (bad, of) for s, bad, of in zip(d["steps_text"], d["nonfinite"], d["nonfinite_of"])}
+    assert {by_step[s] for s in range(30, 40) if s in by_step} == {(12 * 256, 16 * 256)}, by_step
+    assert by_step[20] == by_step[45] == (None, None)

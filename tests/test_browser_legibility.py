@@ -114,14 +114,14 @@ def test_a_chart_hover_says_its_quality_in_words(legibility_server, browser):  #
 
 def test_the_track_labels_do_not_overlap(legibility_server, browser):  # noqa: F811
     # The spike at 23 selected: its "begins" label along the loss's top, a few steps before the loss's
-    # period label ("every 20 steps" after its second peak, at 29), with the NaN loss's onset at 70.
+    # period label ("every 20 steps" after its second peak, at 29), with the NaN loss's "NaN / Inf begins" at 70.
     tab = _open(legibility_server, browser, "&p.gradhealth.finding=spike.gradient.23.fc2.bias")
     try:
         tab.ui.locator(".gh-track-mark-text", has_text="Spike begins").wait_for(timeout=20_000)
         boxes = tab.frame.evaluate("""() => Array.from(document.querySelectorAll('.gh-track-mark-text'),
             t => { const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.top, r.right, r.bottom]; })""")
         texts = [b[0] for b in boxes]
-        assert {"Spike begins", "every 20 steps", "onset"} <= set(texts), texts
+        assert {"Spike begins", "every 20 steps", "NaN / Inf begins"} <= set(texts), texts
         for i, a in enumerate(boxes):
             for b in boxes[i + 1:]:
                 apart = a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2]

@@ -141,7 +141,8 @@ def test_version_1_files_are_read_without_a_histogram(tmp_path, loader_client):
     role = client.ok("/cell", run="old", layer="dense/kernel", step=1, role="weight")["roles"]["weight"]
     assert role["histogram"] is None and role["metrics"]["std"]["value"] == pytest.approx(1, rel=0.15)
     d = client.ok("/distribution", run="old", layer="dense/kernel")["distributions"]["weight"]
-    assert d == {"source": None, "axis": "row", "steps": [], "steps_text": [], "values": []}
+    assert d == {"source": None, "axis": "row", "steps": [], "steps_text": [], "values": [], "nonfinite": [],
+                 "nonfinite_of": []}
 
 
 def test_version_2_vectors_keep_the_version_1_fields_in_place():

@@ -1,6 +1,7 @@
 """Finding rules that keep findings right on real trainings: the verdict over a sampled loss, a single
 spike large enough to warn, and a learning-rate jump named as the cause of a blow-up."""
 
+import base64
 import contextlib
 import io
 import json
@@ -573,6 +574,37 @@ def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(conve
     # Without the loss that explains them, the same gradients and updates keep the plain advice.
     for f in plugin_client(converged_logdir).ok("/findings", run="no_loss")["findings"]:
         assert not f["advice"].startswith("Nothing to fix"), f
+
+
+def test_a_heatmap_cell_whose_every_value_was_nan_reads_as_nan_never_as_no_data(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    for layout in ("rows", "compact"):
+        hm = client.ok("/heatmap", run="run", role="gradient", metric="mean_abs", layout=layout)
+        finite_only = hm["quality_names"].index("finite_only")
+        steps = [int(s) for s in hm["steps_text"]]
+        row = hm["layers"].index("2.weight")
+        if layout == "rows":
+            quality = [hm["quality_cells"][row][steps.index(s)] for s in range(30, 40)]
+            values = [hm["values"][row][steps.index(s)] for s in range(30, 40)]
+            assert values == [None] * 10, values
+        else:
+            kinds = hm["cell_kinds"]
+            codes = base64.b64decode(hm["cells"])
+            quality = [kinds[codes[row * len(steps) + steps.index(s)]][1] for s in range(30, 40)]
+        # No value at all there (every value of the last layer's gradient was NaN), yet data: NaN/Inf, never
+        # "no data".
+        assert quality == [finite_only] * 10, (layout, quality)
+    cell = client.ok("/cell", run="run", layer="2.weight", step=35)["roles"]["gradient"]["metrics"]
+    assert cell["mean_abs"] == {"value": None, "quality": "finite_only"}, cell["mean_abs"]
+    assert cell["nonfinite"]["value"] == cell["count"]["value"] > 0
+
+
+def test_the_distribution_says_how_many_values_were_nan_at_each_step(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    d = client.ok("/distribution", run="run", layer="1", role="activation")["distributions"]["activation"]
+    by_step = {int(s): (bad, of) for s, bad, of in zip(d["steps_text"], d["nonfinite"], d["nonfinite_of"])}
+    assert {by_step[s] for s in range(30, 40) if s in by_step} == {(12 * 256, 16 * 256)}, by_step
+    assert by_step[20] == by_step[45] == (None, None)
 
 
 # --- Adam at a learning rate far too high ------------------------------------------------------------------

@@ -172,6 +172,12 @@ export const STATUS_COLORS: Readonly<Record<string, string>> = {
 };
 
 export const NO_DATA_COLOR = STATUS_COLORS.no_data;
+// A metric cell whose tensor held NaN or Inf: its value (if any) is of the finite numbers alone, so it
+// is drawn apart from the colour scale, in the critical hue its status has, never as "no data" grey.
+export const NONFINITE_COLOR = STATUS_COLORS.critical;
+export const NONFINITE_LABEL = "NaN / Inf";
+// The quality code (`quality_names`) of a value at a step whose tensor held NaN or Inf.
+export const NONFINITE_QUALITY = "finite_only";
 // A row whose cells are still on their way: paler than "no data", so it never reads as a hole.
 export const LOADING_COLOR = "#dfe4ea";
 

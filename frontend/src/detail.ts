@@ -17,7 +17,7 @@ import { DistributionView } from "./distribution";
 import { roleGuessBox } from "./role_guess";
 import type { Step } from "./steps";
 import { kindLabel, kindMetric } from "./vocabulary";
-import { qualityShort, qualityText } from "./quality";
+import { metricCell } from "./quality";
 
 const LOG_METRICS = new Set(["std", "max_abs", "mean_abs", "l2", "std_rel_first", "update_ratio"]);
 
@@ -326,11 +326,13 @@ export class DetailPanel {
     const table = el("table", "gh-metric-table");
     const rows = Object.entries(r.metrics).map(([name, mv]) => {
       const tr = el("tr");
-      // "upper bound", not "upper_bound"; a value not logged says so once.
-      const quality = el("td", "gh-quality", mv.value === null ? "" : qualityShort(mv.quality));
-      // The table keeps a few words; the hover says what they mean.
-      if (mv.value !== null) quality.title = qualityText(mv.quality);
-      tr.append(el("th", "", humanize(name)), el("td", "gh-num", formatValue(mv.value)), quality);
+      // "upper bound", not "upper_bound"; a value not logged says so once. The table keeps a few words;
+      // the hover says what they mean.
+      const [value, words, meaning] = metricCell(mv.value, mv.quality, (v) => formatValue(v));
+      const quality = el("td", "gh-quality", words);
+      const num = el("td", "gh-num", value);
+      if (meaning) (words ? quality : num).title = meaning;
+      tr.append(el("th", "", humanize(name)), num, quality);
       return tr;
     });
     table.append(...rows);

@@ -6,6 +6,7 @@
 
 import { getJson } from "./api";
 import type { FetchLike } from "./api";
+import { NONFINITE_COLOR } from "./colors";
 import { el, svg } from "./dom";
 import { formatStep, formatValue } from "./format";
 import { errorText, isRecord, malformed } from "./json";
@@ -21,6 +22,9 @@ export interface RoleDistribution {
   steps: Step[];
   /** Per step, one value per percentile (null where a step has no counted value). */
   values: (number | null)[][];
+  /** Per step, how many of the tensor's values were NaN or Inf and of how many; null where it held none. */
+  nonfinite: (number | null)[];
+  nonfiniteOf: (number | null)[];
 }
 
 export interface Distribution {
@@ -45,6 +49,9 @@ export function parseDistribution(body: unknown): Distribution {
     if (!isRecord(d) || !Array.isArray(d.values)) continue;
     const steps = stepListField(d, "steps");
     if (steps === null || steps.length !== d.values.length) continue;
+    // Absent (an older server) or of another length: no step is known to have held NaN/Inf.
+    const perStep = (v: unknown): (number | null)[] =>
+      Array.isArray(v) && v.length === steps.length ? v.map(num) : steps.map(() => null);
     roles[role] = {
       source: typeof d.source === "string" ? d.source : null,
       axis: d.axis === "other" ? "other" : "row",
@@ -52,6 +59,8 @@ export function parseDistribution(body: unknown): Distribution {
       values: d.values.map((row) =>
         Array.isArray(row) && row.length === percentiles.length ? row.map(num) : percentiles.map(() => null),
       ),
+      nonfinite: perStep(d.nonfinite),
+      nonfiniteOf: perStep(d.nonfinite_of),
     };
   }
   return { layer: typeof body.layer === "string" ? body.layer : "", percentiles, roles };
@@ -59,6 +68,32 @@ export function parseDistribution(body: unknown): Distribution {
 
 export async function fetchDistribution(run: string, layer: string, role: string, fetchFn?: FetchLike): Promise<Distribution> {
   return parseDistribution(await getJson("distribution", { run, layer, role }, fetchFn));
+}
+
+/** Whether the tensor held NaN or Inf at step index i. */
+export function heldNonFinite(d: RoleDistribution, i: number): boolean {
+  const bad = d.nonfinite[i];
+  return bad !== null && bad !== undefined && bad > 0;
+}
+
+/**
+ * The percentiles a chart draws: none at a step whose tensor held NaN or Inf, where the histogram
+ * counts the finite values alone (a few zeros left by NaN would draw as a flat line at 0).
+ */
+export function drawnValues(d: RoleDistribution): (number | null)[][] {
+  return d.values.map((row, i) => (heldNonFinite(d, i) ? row.map(() => null) : row));
+}
+
+/** A hover's words for step index i: "NaN/Inf: 81 of 108", or the percentiles. */
+export function stepReadout(d: RoleDistribution, i: number, median: number): string {
+  const row = d.values[i];
+  const spread = `median ${formatValue(median >= 0 ? row[median] : null)}, ${formatValue(row[0])} .. ${formatValue(row[row.length - 1])}`;
+  if (!heldNonFinite(d, i)) return `step ${formatStep(d.steps[i])}: ${spread}`;
+  const of = d.nonfiniteOf[i];
+  const n = (x: number): string => Math.round(x).toLocaleString("en-US");
+  const bad = `NaN/Inf: ${n(d.nonfinite[i] as number)}${of === null ? "" : ` of ${n(of)}`}`;
+  const finite = of !== null && (d.nonfinite[i] as number) >= of ? "" : `; finite values only: ${spread}`;
+  return `step ${formatStep(d.steps[i])}: ${bad}${finite}`;
 }
 
 /** Bands to fill, outermost first: pairs of percentile indices symmetric about the median. */
@@ -155,6 +190,7 @@ export function distributionChart(
 ): SVGSVGElement {
   const root = svg("svg", { width, height, class: "gh-chart", role: "img" });
   root.append(svg("title", {}, "distribution over steps"));
+  const shown = { ...d, values: drawnValues(d) };
   const [x0, x1, y0, y1] = [MARGIN.left, width - MARGIN.right, MARGIN.top, height - MARGIN.bottom];
   const origin = d.steps[0] ?? 0n;
   const at = offsets(d.steps, origin);
@@ -162,8 +198,8 @@ export function distributionChart(
   const last = at.length ? at[at.length - 1] : 0;
   // Steps as offsets from the first, exact whatever their size; the axis ends at the first and last step.
   const xs = scaleLinear(first === last ? [first - 1, last + 1] : [first, last], [x0, x1], false);
-  const range = valueRange(d) ?? [0, 1];
-  const axis = valueAxis(d);
+  const range = valueRange(shown) ?? [0, 1];
+  const axis = valueAxis(shown);
   let ys: Axis;
   let ticks: number[];
   if (axis.kind === "symlog") {
@@ -178,11 +214,13 @@ export function distributionChart(
   }
   const g = svg("g");
   root.append(g);
-  if (axis.kind === "symlog") {
-    // Said on the chart: the gaps between ticks are decades, not equal steps.
-    g.append(svg("text", { x: x1, y: y0 + 10, "text-anchor": "end", class: "gh-axis-text gh-symlog-note" },
-      `symmetric log axis, linear within \u00b1${formatValue(axis.linear, 2)}`));
-  }
+  // Said on the chart: the gaps between ticks are decades, not equal steps. Hidden while the hover's
+  // readout, on the same line, speaks.
+  const note = axis.kind === "symlog"
+    ? svg("text", { x: x1, y: y0 + 10, "text-anchor": "end", class: "gh-axis-text gh-symlog-note" },
+      `symmetric log axis, linear within \u00b1${formatValue(axis.linear, 2)}`)
+    : null;
+  if (note) g.append(note);
   for (const t of ticks) {
     const y = Math.round(ys(t)) + 0.5;
     g.append(svg("line", { x1: x0, x2: x1, y1: y, y2: y, class: "gh-grid-line" }));
@@ -194,13 +232,24 @@ export function distributionChart(
     g.append(svg("text", { x: xs(at[i]), y: y1 + 15, "text-anchor": i === 0 ? "start" : "end", class: "gh-axis-text" }, text));
   }
   bandPairs(percentiles).forEach(([lo, hi], k) => {
-    g.append(svg("path", { d: bandPath(at, d.values, lo, hi, xs, ys), style: `fill: var(--gh-bar); fill-opacity: ${BAND_OPACITY[k] ?? 0.5}` }));
+    g.append(svg("path", { d: bandPath(at, shown.values, lo, hi, xs, ys), style: `fill: var(--gh-bar); fill-opacity: ${BAND_OPACITY[k] ?? 0.5}` }));
   });
   const mid = medianIndex(percentiles);
   // Styled here, not as the series line: the panel's metric chart owns that class.
   if (mid >= 0) {
-    g.append(svg("path", { d: linePath(at, d.values, mid, xs, ys), class: "gh-dist-median", style: "fill: none; stroke: var(--gh-link); stroke-width: 1.5" }));
+    g.append(svg("path", { d: linePath(at, shown.values, mid, xs, ys), class: "gh-dist-median", style: "fill: none; stroke: var(--gh-link); stroke-width: 1.5" }));
   }
+  // Steps whose tensor held NaN or Inf: a gap in the bands, and a mark in the critical hue along the bottom
+  // (the top holds the axis' note).
+  const marks = svg("g", { class: "gh-dist-nonfinite" });
+  for (let i = 0; i < at.length; i++) {
+    if (!heldNonFinite(d, i)) continue;
+    const x = xs(at[i]);
+    const mark = svg("rect", { x: x - 1.5, y: y1 - 6, width: 3, height: 6, style: `fill: ${NONFINITE_COLOR}`, "data-step": d.steps[i].toString() });
+    mark.append(svg("title", {}, stepReadout(d, i, mid)));
+    marks.append(mark);
+  }
+  if (marks.childNodes.length) g.append(marks);
   if (selected !== null && d.steps.length) {
     const x = Math.round(xs(Number(selected - origin))) + 0.5;
     if (x >= x0 - 1 && x <= x1 + 1) g.append(svg("line", { x1: x, x2: x, y1: y0, y2: y1, class: "gh-selected-step" }));
@@ -216,13 +265,13 @@ export function distributionChart(
   };
   hit.addEventListener("mousemove", (e) => {
     if (!at.length) return;
-    const i = nearest(e.clientX);
-    const row = d.values[i];
-    const median = mid >= 0 ? row[mid] : null;
-    readout.textContent = `step ${formatStep(d.steps[i])}: median ${formatValue(median)}, ` +
-      `${formatValue(row[0])} .. ${formatValue(row[row.length - 1])}`;
+    readout.textContent = stepReadout(d, nearest(e.clientX), mid);
+    note?.setAttribute("visibility", "hidden");
   });
-  hit.addEventListener("mouseleave", () => (readout.textContent = ""));
+  hit.addEventListener("mouseleave", () => {
+    readout.textContent = "";
+    note?.setAttribute("visibility", "visible");
+  });
   hit.addEventListener("click", (e) => {
     if (at.length) onPick(d.steps[nearest(e.clientX)]);
   });
@@ -364,6 +413,8 @@ export class DistributionView {
     const axis = d.axis === "other" ? " Its histograms count steps otherwise than this row (per epoch): no step is marked." : "";
     const scale = valueAxis(d).kind === "symlog"
       ? " The extremes reach far beyond the bulk: values on a symmetric log axis, so both show." : "";
-    this.note.textContent = `Bands: min-max, 7-93%, 16-84%, 31-69% of the values; line: median. From ${from}.${axis}${scale}`;
+    const bad = d.nonfinite.some((v) => v !== null && v > 0)
+      ? " Red marks along the bottom: steps whose tensor held NaN/Inf (no bands there: a histogram counts finite values only)." : "";
+    this.note.textContent = `Bands: min-max, 7-93%, 16-84%, 31-69% of the values; line: median. From ${from}.${axis}${scale}${bad}`;
   }
 }

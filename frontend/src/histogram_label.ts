@@ -49,6 +49,17 @@ export function outlineLabel(prevStep: Step, ghost: CellRole | undefined): strin
  * (for the panel's buttons that open them): a row of exact statistics at every step may carry a
  * histogram only every N-th, which is not "exact statistics only". */
 export function missingHistogram(step: Step, role: CellRole): { text: string; before: Step | null; after: Step | null } {
+  // A tensor whose every value was NaN or Inf has no histogram of finite values to draw, whatever was logged.
+  const bad = role.metrics.nonfinite?.value ?? null;
+  const count = role.metrics.count?.value ?? null;
+  if (bad !== null && bad > 0 && (count === null || bad >= count)) {
+    const n = (x: number): string => Math.round(x).toLocaleString("en-US");
+    const of = count === null ? "" : ` (${n(bad)} of ${n(count)})`;
+    return {
+      text: `No histogram at step ${formatStep(step)}: every value of this tensor${of} was NaN or Inf, and a histogram holds finite values only.`,
+      before: null, after: null,
+    };
+  }
   const elsewhere = role.histogram_elsewhere;
   if (!elsewhere || (elsewhere.before === null && elsewhere.after === null)) {
     return { text: "No histogram for this tensor at this step: it was logged as exact statistics only.", before: null, after: null };

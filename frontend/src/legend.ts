@@ -1,6 +1,6 @@
 // Colour legend above the heatmap.
 
-import { denormalize, diverging, healthBands, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
+import { denormalize, diverging, healthBands, NONFINITE_COLOR, NONFINITE_LABEL, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
 import { formatValue, humanize } from "./format";
@@ -70,7 +70,8 @@ export function buildLegend(metric: string, scale: "linear" | "log", domain: Dom
   } else {
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
-  legend.append(swatch(statusColor("no_data"), STATUS_LABELS.no_data));
+  // A step whose tensor held NaN or Inf has its own paint, apart from the scale and from "no data".
+  legend.append(swatch(NONFINITE_COLOR, NONFINITE_LABEL), swatch(statusColor("no_data"), STATUS_LABELS.no_data));
   return legend;
 }
 
@@ -105,6 +106,8 @@ export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, 
     }
     x += 168;
     text(formatValue(domain.max));
+    box(NONFINITE_COLOR);
+    text(NONFINITE_LABEL);
     box(statusColor("no_data"));
     text(STATUS_LABELS.no_data);
   }

@@ -2,13 +2,17 @@
 // once per heatmap so drawing, zooming and scrolling only copy numbers.
 
 import type { Heatmap } from "./api";
-import { DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LOADING_COLOR, LUT_SIZE, NO_DATA_COLOR, packRgb, STATUS_COLORS, VIRIDIS_LUT } from "./colors";
+import {
+  DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LOADING_COLOR, LUT_SIZE, NO_DATA_COLOR, NONFINITE_COLOR,
+  NONFINITE_QUALITY, packRgb, STATUS_COLORS, VIRIDIS_LUT,
+} from "./colors";
 import type { Domain } from "./colors";
 import type { PixelColumns } from "./layout";
 import { statusRank, vocabulary } from "./vocabulary";
 
 export const NO_DATA_PIXEL = packRgb(hexToRgb(NO_DATA_COLOR));
 export const LOADING_PIXEL = packRgb(hexToRgb(LOADING_COLOR));
+export const NONFINITE_PIXEL = packRgb(hexToRgb(NONFINITE_COLOR));
 const NO_DATA_LUT = new Uint32Array(LUT_SIZE).fill(NO_DATA_PIXEL);
 
 export interface CellModel {
@@ -81,13 +85,28 @@ function healthRow(c: RowContext, values: readonly (number | null)[], status: re
   }
 }
 
-function metricRow(c: RowContext, values: readonly (number | null)[], status: readonly number[], base: number): void {
+// Above every colour-scale position within a status rank: a pixel covering several steps shows NaN/Inf first.
+const NONFINITE_PRIORITY = 511;
+
+/**
+ * Metric views: a cell whose tensor held NaN or Inf (its `quality` code is `nonfinite`'s, finite_only) gets
+ * the NaN/Inf paint whatever its value, which is of the finite numbers alone or none.
+ */
+function metricRow(
+  c: RowContext, values: readonly (number | null)[], status: readonly number[], quality: readonly number[] | undefined,
+  nonfinite: number, base: number,
+): void {
   const { colors, priority, rankOf, codes, lut, log, half, lo, k, flat, diverging } = c;
   const n = values.length;
   for (let j = 0; j < n; j++) {
     const code = status[j];
     const rank = code >= 0 && code < codes ? rankOf[code] : 0;
     const v = values[j];
+    if (rank !== 0 && quality !== undefined && quality[j] === nonfinite) {
+      colors[base + j] = NONFINITE_PIXEL;
+      priority[base + j] = (rank << 9) | NONFINITE_PRIORITY;
+      continue;
+    }
     if (rank === 0 || v === null || !Number.isFinite(v)) {
       colors[base + j] = NO_DATA_PIXEL;
       priority[base + j] = rank << 9;
@@ -139,20 +158,19 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
   }
   const ctx: RowContext = {
     colors, priority, rankOf, codes, bandLo, bandScale, bandLut,
-    lut: domain?.diverging ? DIVERGING_LUT : VIRIDIS_LUT,
+    // Without a domain (no finite value anywhere) every cell is grey but those of NaN/Inf.
+    lut: !domain ? NO_DATA_LUT : domain.diverging ? DIVERGING_LUT : VIRIDIS_LUT,
     log, half, lo, k, flat: k === 0, diverging: domain?.diverging === true,
   };
   const health = h.metric === "health";
+  // -1 (matches no cell) when the answer names no such quality.
+  const nonfinite = h.quality_names.indexOf(NONFINITE_QUALITY);
   for (let i = 0; i < rows; i++) {
     if (h.loaded && !h.loaded[i]) {
       colors.fill(LOADING_PIXEL, i * cols, (i + 1) * cols);
       priority.fill(0, i * cols, (i + 1) * cols);
     } else if (health) healthRow(ctx, h.values[i], h.status[i], i * cols);
-    else if (domain) metricRow(ctx, h.values[i], h.status[i], i * cols);
-    else {
-      for (let j = 0; j < cols; j++) priority[i * cols + j] = (rankOf[h.status[i][j]] ?? 0) << 9;
-      colors.fill(NO_DATA_PIXEL, i * cols, (i + 1) * cols);
-    }
+    else metricRow(ctx, h.values[i], h.status[i], h.quality_cells?.[i], nonfinite, i * cols);
   }
   const narrow = health ? { rank: statusRank(CRITICAL), pixel: packRgb(hexToRgb(STATUS_COLORS[CRITICAL])) } : null;
   return { rows, cols, colors, priority, narrow };

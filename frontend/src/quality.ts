@@ -30,6 +30,17 @@ const QUALITY: Record<string, QualityWords> = {
 
 const plain = (code: string): string => code.replace(/_/g, " ");
 
+/**
+ * A statistic in the detail panel's table: its value, its quality in a few words, and what they mean
+ * on hover. One without a value at a step whose tensor held NaN or Inf ("finite_only") has none of
+ * finite numbers: it reads "NaN/Inf", never "no data", as the heatmap paints it.
+ */
+export function metricCell(value: number | null, quality: string, format: (v: number | null) => string): [string, string, string] {
+  if (value === null && quality === "finite_only") return ["NaN/Inf", "", "no finite value: this step held NaN/Inf"];
+  if (value === null) return [format(value), "", ""];
+  return [format(value), qualityShort(quality), qualityText(quality)];
+}
+
 /** A quality code for a hover: "finite values only: this step also held NaN/Inf". */
 export function qualityText(code: string): string {
   return QUALITY[code]?.long ?? plain(code);

@@ -68,6 +68,13 @@ export function trackMarks(findings: readonly Finding[], tags: readonly string[]
   return out;
 }
 
+/** A finding's onset in a few words: "No progress begins", "NaN / Inf begins", "Exploding gradients begin". */
+export function beginsText(kind: string): string {
+  // "NaN / Inf values" names what the finding counts: its onset reads shorter without the noun.
+  const label = kindLabel(kind).replace(/ values$/, "");
+  return /[^s]s$/.test(label) ? `${label} begin` : `${label} begins`;
+}
+
 /** One line of a mark for a person: "Periodic spikes: every 35 steps, 8 occurrences from step 35". */
 export function markText(m: TrackMark): string {
   const label = kindLabel(m.kind);
@@ -338,7 +345,8 @@ export class RunTrack {
     const x = Math.round(frame.labelW + frame.x(onset)) + 0.5;
     group.append(svg("line", { x1: x, x2: x, y1: top, y2: top + TRACK_ROW_H, stroke: color, class: "gh-track-onset",
       "data-step": onset.toString() }));
-    this.wantLabel(group, top, x, "onset", color, "gh-track-mark-text", this.labelRank(m), BOTTOM_LANE);
+    // Named, as the selected finding's line is: two bare "onset"s (a loss's no progress and its NaN) say neither.
+    this.wantLabel(group, top, x, beginsText(m.kind), color, "gh-track-mark-text", this.labelRank(m), BOTTOM_LANE);
     g.append(group);
   }
 
@@ -415,7 +423,7 @@ export class RunTrack {
       g.append(svg("line", { x1: x, x2: x, y1: 0, y2: height, stroke: color, class: "gh-track-finding-onset",
         "data-step": f.first_step.toString() }));
       // The finding selected outranks every mark's label: it is what the user asked to see.
-      this.wantLabel(g, 0, x, `${kindLabel(f.kind)} begins`, color, "gh-track-mark-text gh-track-begins", Infinity, 0);
+      this.wantLabel(g, 0, x, beginsText(f.kind), color, "gh-track-mark-text gh-track-begins", Infinity, 0);
     }
     if (this.cursor !== null) {
       const x = Math.round(frame.labelW + frame.x(this.cursor)) + 0.5;

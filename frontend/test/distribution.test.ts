@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { bandPairs, bandPath, fetchDistribution, medianIndex, parseDistribution, symlog, symlogTicks, valueAxis, valueRange } from "../src/distribution";
+import {
+  bandPairs, bandPath, drawnValues, fetchDistribution, medianIndex, parseDistribution, stepReadout, symlog, symlogTicks, valueAxis,
+  valueRange,
+} from "../src/distribution";
 import type { RoleDistribution } from "../src/distribution";
 
 const PERCENTILES = [0, 6.68, 15.87, 30.85, 50, 69.15, 84.13, 93.32, 100];
@@ -93,7 +96,8 @@ describe("bands", () => {
 });
 
 describe("valueAxis", () => {
-  const role = (values: (number | null)[][]): RoleDistribution => ({ source: "gradhealth", axis: "row", steps: values.map((_, i) => BigInt(i)), values });
+  const role = (values: (number | null)[][]): RoleDistribution => ({ source: "gradhealth", axis: "row", steps: values.map((_, i) => BigInt(i)), values,
+    nonfinite: values.map(() => null), nonfiniteOf: values.map(() => null) });
   // Percentiles 0, 7, 16, 31, 50, 69, 84, 93, 100 of a gradient around 1e-6, its extremes +-2,000 at one step.
   const bulk = (s: number, lo = -3 * s, hi = 3 * s): number[] => [lo, -1.5 * s, -s, -0.5 * s, 0, 0.5 * s, s, 1.5 * s, hi];
 
@@ -123,3 +127,36 @@ describe("valueAxis", () => {
     expect(symlogTicks(0, 5, 1e-3).every((t) => t >= 0 && t <= 5)).toBe(true);
   });
 });
+
+describe("steps whose tensor held NaN/Inf", () => {
+  const held = answer({
+    gradient: {
+      source: "gradhealth", axis: "row", steps: [0, 10, 20], steps_text: ["0", "10", "20"],
+      values: [PERCENTILES.map((p) => p / 10), PERCENTILES.map(() => 0), PERCENTILES.map(() => null)],
+      nonfinite: [null, 81, 108], nonfinite_of: [null, 108, 108],
+    },
+  });
+
+  it("reads the counts, and none from an answer without them", () => {
+    const d = parseDistribution(held).roles.gradient;
+    expect(d.nonfinite).toEqual([null, 81, 108]);
+    expect(d.nonfiniteOf).toEqual([null, 108, 108]);
+    expect(parseDistribution(answer()).roles.weight.nonfinite).toEqual([null, null]);
+  });
+
+  it("draws no percentiles there: they are of the finite values alone", () => {
+    const d = parseDistribution(held).roles.gradient;
+    const drawn = drawnValues(d);
+    expect(drawn[0]).toEqual(d.values[0]);
+    expect(drawn[1].every((v) => v === null)).toBe(true);
+  });
+
+  it("says how many values were NaN/Inf in the hover", () => {
+    const d = parseDistribution(held).roles.gradient;
+    const mid = medianIndex(PERCENTILES);
+    expect(stepReadout(d, 1, mid)).toBe("step 10: NaN/Inf: 81 of 108; finite values only: median 0, 0 .. 0");
+    expect(stepReadout(d, 2, mid)).toBe("step 20: NaN/Inf: 108 of 108");
+    expect(stepReadout(d, 0, mid)).toContain("step 0: median 5");
+  });
+});
+

@@ -75,3 +75,23 @@ describe("missingHistogram", () => {
       .toBe("No histogram for this tensor at this step: it was logged as exact statistics only.");
   });
 });
+
+describe("missingHistogram at a step whose every value was NaN/Inf", () => {
+  it("says so, never that the tensor was logged as exact statistics only", () => {
+    const r = role({
+      histogram: [], histogram_buckets: "octaves", histogram_tag: "gradhealth/gradient/conv.weight",
+      metrics: { count: { value: 256, quality: "exact" }, nonfinite: { value: 256, quality: "exact" } },
+    });
+    const missing = missingHistogram(2000n, r);
+    expect(missing.text).toBe(
+      "No histogram at step 2,000: every value of this tensor (256 of 256) was NaN or Inf, and a histogram holds finite values only.",
+    );
+    expect(missing.text).not.toContain("exact statistics only");
+  });
+
+  it("keeps the other reasons where some values were finite", () => {
+    const r = role({ histogram: [], metrics: { count: { value: 256, quality: "exact" }, nonfinite: { value: 3, quality: "exact" } } });
+    expect(missingHistogram(5n, r).text).toContain("exact statistics only");
+  });
+});
+

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import { DIVERGING_LUT, HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
 import { columnEdges, fullRange, pixelColumns } from "../src/layout";
-import { buildCells, NO_DATA_PIXEL, rasterize } from "../src/model";
+import { buildCells, NO_DATA_PIXEL, NONFINITE_PIXEL, rasterize } from "../src/model";
 import { offsets } from "../src/steps";
 import { statusRank } from "../src/vocabulary";
 import { NO_DATA_COLOR, STATUS_COLORS } from "../src/colors";
@@ -48,6 +48,26 @@ describe("buildCells", () => {
     expect(m.colors[1]).toBe(VIRIDIS_LUT[128]);
     expect(m.colors[2]).toBe(VIRIDIS_LUT[LUT_SIZE - 1]);
     expect(m.priority[2]).toBeGreaterThan(m.priority[1]);
+  });
+
+  it("paints a metric cell whose tensor held NaN/Inf apart from the scale and from no data", () => {
+    // mean |x| at 4 steps: ok, all NaN (no value), part NaN (value of the finite part: 0), no data.
+    const h = parseHeatmap({
+      layers: ["l0"], steps: [0, 10, 20, 30], values: [[5, null, 0, null]], status: [[1, 3, 3, 0]],
+      status_names: NAMES, metric: "mean_abs", scale: "linear",
+      quality_cells: [[1, 5, 5, 0]], quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"],
+    });
+    for (const domain of [{ min: 0, max: 10, scale: "linear" as const }, null]) {
+      const m = buildCells(h, domain);
+      expect(m.colors[1]).toBe(NONFINITE_PIXEL);
+      expect(m.colors[2]).toBe(NONFINITE_PIXEL);
+      expect(m.colors[3]).toBe(NO_DATA_PIXEL);
+      expect(NONFINITE_PIXEL).not.toBe(NO_DATA_PIXEL);
+      expect(NONFINITE_PIXEL).toBe(packRgb(hexToRgb(STATUS_COLORS.critical)));
+    }
+    // A pixel over several steps shows the NaN/Inf one first.
+    const m = buildCells(h, { min: 0, max: 10, scale: "linear" });
+    expect(m.priority[1]).toBeGreaterThan(m.priority[0]);
   });
 
   it("knows the status ranks", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_QUALITY_NAMES } from "../src/api";
-import { qualityShort, qualityText, qualityValues } from "../src/quality";
+import { metricCell, qualityShort, qualityText, qualityValues } from "../src/quality";
 
 describe("quality words", () => {
   it("says what each quality the routes send means, in words", () => {
@@ -26,3 +26,17 @@ describe("quality words", () => {
     expect(qualityValues("lower_bound")).toBe("lower bounds");
   });
 });
+
+describe("metricCell", () => {
+  const fmt = (v: number | null): string => (v === null ? "no data" : String(v));
+
+  it("reads NaN/Inf, never no data, for a statistic without a value at a step that held NaN/Inf", () => {
+    expect(metricCell(null, "finite_only", fmt)).toEqual(["NaN/Inf", "", "no finite value: this step held NaN/Inf"]);
+  });
+
+  it("keeps no data for a statistic not logged, and the quality of a value", () => {
+    expect(metricCell(null, "no_data", fmt)).toEqual(["no data", "", ""]);
+    expect(metricCell(0, "finite_only", fmt)).toEqual(["0", "finite values only", "finite values only: this step also held NaN/Inf"]);
+  });
+});
+

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { DRAG_PX, isClick, markText, placeLabels, trackMarks, valueExtent } from "../src/track";
+import { beginsText, DRAG_PX, isClick, markText, placeLabels, trackMarks, valueExtent } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -111,3 +111,12 @@ describe("the track's labels", () => {
     expect(placeLabels([{ x: 0, width: 30, rank: 1, prefer: 0 }, { x: 20, width: 30, rank: 2, prefer: 0 }], 1)).toEqual([null, 0]);
   });
 });
+
+describe("a span mark's label", () => {
+  it("names its finding's onset, never a bare \"onset\"", () => {
+    expect(beginsText("no_progress")).toBe("No progress begins");
+    expect(beginsText("nonfinite")).toBe("NaN / Inf begins");
+    expect(beginsText("exploding_gradients")).toBe("Exploding gradients begin");
+  });
+});
+

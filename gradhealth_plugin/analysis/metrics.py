@@ -110,14 +110,15 @@ def judged(table: MetricTable) -> MetricTable:
 def shown_quality(table: MetricTable, name: str, at: slice = slice(None)) -> np.ndarray:
     """`quality_of(name)[at]` for an answer: `FINITE_ONLY` where the tensor held NaN or Inf and the value
     (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth.
-    `at`: the steps answered (a zoom's window), so that only those are looked at."""
+    Also where it has no value there (every value NaN/Inf): such a step held data, and the tab marks
+    it as NaN/Inf, never as "no data". `at`: the steps answered (a zoom's window)."""
     quality = table.quality_of(name)[at]
     if name in SPEAKS_AT_NONFINITE:
         return quality
     bad = nonfinite_steps(table, at)
     if not bad.any():
         return quality
-    return np.where(bad & (quality != NO_DATA), FINITE_ONLY, quality).astype(np.uint8)
+    return np.where(bad, FINITE_ONLY, quality).astype(np.uint8)
 
 
 def _as_buckets(a) -> np.ndarray:

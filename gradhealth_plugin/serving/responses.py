@@ -1067,13 +1067,35 @@ def role_distribution(rdata: RoleData, by_step: Mapping[int, np.ndarray], own: b
         h = metrics.stack_histograms(steps, np.zeros(len(steps)), [by_step[int(s)] for s in steps])
         values = distribution_lib.percentiles(h)
     source = None if not len(steps) else "gradhealth" if own else "histogram"
+    axis = "other" if source == "histogram" and rdata.histogram_other_axis else "row"
+    bad, count = _nonfinite_at(rdata, steps) if axis == "row" else (np.full(len(steps), np.nan),) * 2
     return {
         "source": source,
-        "axis": "other" if source == "histogram" and rdata.histogram_other_axis else "row",
+        "axis": axis,
         "steps": steps.tolist(),
         "steps_text": step_texts(steps),
         "values": [nullable(row) for row in values],
+        # Per step, how many of the tensor's values were NaN or Inf, and of how many: a histogram counts
+        # finite values alone, so its percentiles there are not the tensor's. Null where it held none
+        # (or on another step axis than the row's, where its steps are not the row's).
+        "nonfinite": nullable(bad),
+        "nonfinite_of": nullable(count),
     }
+
+
+def _nonfinite_at(rdata: RoleData, steps: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per step of `steps` (on the row's axis): its table's NaN/Inf count and value count where the
+    tensor held NaN or Inf there, NaN elsewhere (no such step in the table, or none held)."""
+    table = rdata.table
+    bad = np.full(len(steps), np.nan)
+    count = np.full(len(steps), np.nan)
+    if not len(steps) or not len(table.steps):
+        return bad, count
+    at = np.minimum(np.searchsorted(table.steps, steps), len(table.steps) - 1)
+    held = (table.steps[at] == steps) & metrics.nonfinite_steps(table)[at]
+    bad[held] = table.get("nonfinite")[at][held]
+    count[held] = table.get("count")[at][held]
+    return bad, count
 
 
 def distribution(rd: RunData, layer: Layer, roles: Mapping[str, dict]) -> dict:

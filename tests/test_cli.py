@@ -686,14 +686,8 @@ def test_unreadable_logdir_is_a_one_line_error_for_real(tmp_path, locked):
 
 # --- notes that repeat, and a module called twice in forward ------------------------------------------------
 
-def _shared_relu_run(run_dir, scale_at: dict, steps: int = 80) -> None:
-    """A torch MLP whose one ReLU module runs after both hidden layers (logged `relu` and `relu[1]`), trained
-    with SGD on one fixed batch, every step logged. `scale_at`: step -> factor its loss is multiplied by
-    (the learning rate divided by the same): the gradients alone jump there, 30x, a note each time."""
-    torch = pytest.importorskip("torch")
-    from torch.utils.tensorboard import SummaryWriter
-
-    from gradhealth_plugin.torch import unwatch, watch
+def _shared_relu_net(torch):
+    """A seeded MLP whose one ReLU module runs after both hidden layers (logged `relu` and `relu[1]`)."""
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -705,7 +699,19 @@ def _shared_relu_run(run_dir, scale_at: dict, steps: int = 80) -> None:
             return self.out(self.relu(self.fc2(self.relu(self.fc1(x)))))
 
     torch.manual_seed(0)
-    model = Net()
+    return Net()
+
+
+def _shared_relu_run(run_dir, scale_at: dict, steps: int = 80) -> None:
+    """A torch MLP whose one ReLU module runs after both hidden layers (logged `relu` and `relu[1]`), trained
+    with SGD on one fixed batch, every step logged. `scale_at`: step -> factor its loss is multiplied by
+    (the learning rate divided by the same): the gradients alone jump there, 30x, a note each time."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    model = _shared_relu_net(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     handle = watch(model, str(run_dir), optimizer=opt, every_n_steps=1)
     writer = SummaryWriter(str(run_dir))
@@ -763,17 +769,7 @@ def _layer_spikes_run(run_dir, spikes: dict, factor: float = 1000.0, steps: int 
 
     from gradhealth_plugin.torch import unwatch, watch
 
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2, self.out = torch.nn.Linear(8, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 1)
-            self.relu = torch.nn.ReLU()
-
-        def forward(self, x):
-            return self.out(self.relu(self.fc2(self.relu(self.fc1(x)))))
-
-    torch.manual_seed(0)
-    model = Net()
+    model = _shared_relu_net(torch)
     params = dict(model.named_parameters())
     now = {"step": 0}
     nan_at = nan_at or {}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { beginsText, DRAG_PX, isClick, markText, placeLabels, trackMarks, valueExtent } from "../src/track";
+import { beginsText, DRAG_PX, HIT_PX, isClick, markText, marksNear, placeLabels, trackMarks, valueExtent } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -120,3 +120,27 @@ describe("a span mark's label", () => {
   });
 });
 
+
+describe("the findings a hover on the track lists", () => {
+  // 3,000 steps across 700 pixels, about four steps a pixel.
+  const xOf = (step: bigint): number => (Number(step) * 700) / 3000;
+  const marks = trackMarks([
+    finding({ kind: "spike", covers: new Map([["loss", [[1504n, 1504n]]]]) }),
+    finding({ kind: "spike", covers: new Map([["loss", [[1507n, 1511n]]]]) }),
+    finding({ kind: "no_progress", severity: "warn", covers: new Map([["loss", [[600n, 1511n]]]]) }),
+    finding({ kind: "nonfinite", severity: "critical", covers: new Map([["loss", [[1512n, 2999n]]]]) }),
+  ], ["loss"]);
+  const near = (step: bigint, x = xOf(step)): string[] => marksNear(marks, "loss", step, x, xOf).map((m) => m.kind);
+
+  it("are those whose span holds the hovered step, never one a few steps away", () => {
+    expect(near(1521n)).toEqual(["nonfinite"]);
+    // Less than a pixel from both spikes, but six steps before the NaN.
+    expect(near(1506n)).toEqual(["spike", "spike", "no_progress"]);
+    expect(near(1490n)).toEqual(["no_progress"]);
+  });
+
+  it("include a spike whose line is within a few pixels of the pointer, though its point is not the nearest", () => {
+    expect(near(1500n, xOf(1504n) - HIT_PX)).toEqual(["spike", "no_progress"]);
+    expect(near(1500n, xOf(1504n) - HIT_PX - 1)).toEqual(["no_progress"]);
+  });
+});

@@ -612,6 +612,15 @@ def test_the_colour_scale_ends_leave_out_the_finite_part_of_a_nan_step(nan_stret
     assert hm["value_range"]["finite"] == [min(kept), max(kept)], hm["value_range"]
 
 
+def test_a_heatmap_of_exact_values_with_nan_steps_says_so_never_mixed(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    hm = client.ok("/heatmap", run="run", role="activation", metric="max_abs")
+    # Exact everywhere but at steps 30 to 39, whose finite part is no estimate.
+    assert (hm["quality"], hm["finite_only_cells"]) == ("exact", True), (hm["quality"], hm["finite_only_cells"])
+    before = client.ok("/heatmap", run="run", role="activation", metric="max_abs", start=0, end=20)
+    assert (before["quality"], before["finite_only_cells"]) == ("exact", False)
+
+
 def test_the_distribution_says_how_many_values_were_nan_at_each_step(nan_stretch_logdir, loader_client):
     client = loader_client(nan_stretch_logdir)
     d = client.ok("/distribution", run="run", layer="1", role="activation")["distributions"]["activation"]

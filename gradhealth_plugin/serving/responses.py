@@ -457,7 +457,8 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
             grid.values, grid.status, grid.rules, grid.quality, grid.has_data)
         quality_codes.extend(grid.codes)
         del grid
-    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
+    codes = np.concatenate(quality_codes) if quality_codes else np.zeros(0, dtype=np.uint8)
+    quality = metrics.summarize_quality(codes) if quality_codes else None
     out = {
         "run": rd.run, "role": role, "metric": metric,
         "layers": [layer.name for layer in layers],
@@ -467,6 +468,8 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
         "status_names": list(health.STATUS_NAMES),
         "quality": quality,
+        # Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others.
+        "finite_only_cells": bool((codes == metrics.FINITE_ONLY).any()),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
         # The window asked for (null: open) and how many steps it and the whole run hold.

@@ -25,7 +25,8 @@ const BOTTOM_LANE = LABEL_LANES.length - 1;
 // Mark labels are drawn at 10px, the track's measure at 12px.
 const LABEL_SCALE = 10 / 12;
 // A pointer this close to a spike's line (CSS pixels) points at it, though the point nearest it is not the
-// spike's: thousands of steps share a few hundred pixels, so a wider reach lists spikes steps away.
+// spike's, when the line is nearer than that point: thousands of steps share a few hundred pixels, so a
+// wider reach would list spikes steps away.
 export const HIT_PX = 2;
 // A press and release further apart than this (CSS pixels) is a drag, which zooms (the heatmap's
 // brush), never a click on the mark under it.
@@ -70,16 +71,20 @@ export function trackMarks(findings: readonly Finding[], tags: readonly string[]
 }
 
 /**
- * The marks of series `tag` under a pointer at plot x `x` whose nearest point is at `step`: a mark whose
- * spans hold that step, or a spike whose line (or band) is within `HIT_PX` of the pointer. `xOf`: a step's x.
+ * The marks of series `tag` under a pointer at plot x `x` whose nearest point is at `step`, `reach` pixels
+ * away: a mark whose spans hold that step, or a spike whose line (or band) is within a pixel of the pointer, or
+ * nearer it than that point and within `HIT_PX`: a thin line is easy to point at, a spike steps away not listed.
+ * `xOf`: a step's x.
  */
-export function marksNear(marks: readonly TrackMark[], tag: string, step: Step, x: number,
+export function marksNear(marks: readonly TrackMark[], tag: string, step: Step, x: number, reach: number,
   xOf: (step: Step) => number): TrackMark[] {
+  // Within a pixel a line is under the pointer, whatever the rounding of either.
+  const px = Math.min(HIT_PX, Math.max(1, reach));
   return marks.filter((m) => m.tag === tag && m.spans.some(([a, b]) => {
     if (a <= step && step <= b) return true;
     if (!m.pointwise) return false;
     const [xa, xb] = [xOf(a), xOf(b)];
-    return x >= Math.min(xa, xb) - HIT_PX && x <= Math.max(xa, xb) + HIT_PX;
+    return x >= Math.min(xa, xb) - px && x <= Math.max(xa, xb) + px;
   }));
 }
 
@@ -471,7 +476,8 @@ export class RunTrack {
     const best = this.nearest(row, x);
     if (best < 0) return [];
     const frame = this.frame as TrackFrame;
-    return marksNear(this.marks, row.series.tag, row.series.steps[best], x, (step) => frame.x(step));
+    const reach = Math.abs(row.xs[best] - x);
+    return marksNear(this.marks, row.series.tag, row.series.steps[best], x, reach, (step) => frame.x(step));
   }
 
   private onMove(e: MouseEvent): void {

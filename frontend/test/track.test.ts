@@ -130,17 +130,24 @@ describe("the findings a hover on the track lists", () => {
     finding({ kind: "no_progress", severity: "warn", covers: new Map([["loss", [[600n, 1511n]]]]) }),
     finding({ kind: "nonfinite", severity: "critical", covers: new Map([["loss", [[1512n, 2999n]]]]) }),
   ], ["loss"]);
-  const near = (step: bigint, x = xOf(step)): string[] => marksNear(marks, "loss", step, x, xOf).map((m) => m.kind);
+  // Hovering at a point of the series (a point every step here), or `x` between points `reach` from the nearest.
+  const near = (step: bigint, x = xOf(step), reach = 0): string[] =>
+    marksNear(marks, "loss", step, x, reach, xOf).map((m) => m.kind);
 
   it("are those whose span holds the hovered step, never one a few steps away", () => {
     expect(near(1521n)).toEqual(["nonfinite"]);
-    // Less than a pixel from both spikes, but six steps before the NaN.
-    expect(near(1506n)).toEqual(["spike", "spike", "no_progress"]);
     expect(near(1490n)).toEqual(["no_progress"]);
+    // Six steps before the NaN is no NaN; both spikes are within a pixel, under the pointer.
+    expect(near(1506n)).toEqual(["spike", "spike", "no_progress"]);
   });
 
-  it("include a spike whose line is within a few pixels of the pointer, though its point is not the nearest", () => {
-    expect(near(1500n, xOf(1504n) - HIT_PX)).toEqual(["spike", "no_progress"]);
-    expect(near(1500n, xOf(1504n) - HIT_PX - 1)).toEqual(["no_progress"]);
+  it("include a spike whose line is within a few pixels of the pointer and nearer it than the nearest point", () => {
+    // A thinned series: its nearest point 5 px away, at step 1,490.
+    expect(near(1490n, xOf(1504n) - HIT_PX, 5)).toEqual(["spike", "no_progress"]);
+    expect(near(1490n, xOf(1504n) - HIT_PX - 1, 5)).toEqual(["no_progress"]);
+    // The nearest point nearer than the spike's line: that point's step alone.
+    expect(near(1490n, xOf(1504n) - 1.5, 1)).toEqual(["no_progress"]);
+    // Within a pixel the line is under the pointer, though a point of the next step is nearer.
+    expect(near(1502n, xOf(1504n) - 0.5, 0.1)).toEqual(["spike", "no_progress"]);
   });
 });

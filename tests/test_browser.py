@@ -535,6 +535,21 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     assert tab.ui.locator(".gh-detail .gh-role-guess").is_hidden()
 
 
+def test_a_health_cell_hover_adds_the_value_its_rule_read(tab):
+    # The heatmap of scores carries no statistic: the hover asks the cell route for the rule's.
+    expected = _cell(tab.base, RUN, BROKEN, 100)["metrics"]["max_abs"]
+    x, y = tab.cell_point(BROKEN, 100)
+    tab.page.mouse.move(x, y)
+    line = tab.ui.locator(".gh-tooltip .gh-tip-line", has_text="max abs")
+    line.wait_for(state="visible", timeout=5000)
+    value = line.locator(".gh-tip-value").text_content().split(" ", 1)[0]
+    assert float(value) == pytest.approx(expected["value"], rel=1e-3)
+    lines = tab.ui.locator(".gh-tooltip .gh-tip-key").all_text_contents()
+    assert lines[lines.index("score") + 1:lines.index("score") + 3] == ["status", "max abs"], lines
+    tab.page.mouse.move(5, 5)
+    assert tab.errors == []
+
+
 def test_an_ok_cell_where_a_rule_held_too_briefly_says_so_on_hover_and_in_the_detail(tab):
     tab.ui.locator("li.gh-run", has_text=BRIEF_RUN).click()
     _open_cell(tab, "gradient", HEALTHY, BRIEF_STEPS[1])

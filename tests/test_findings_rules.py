@@ -599,6 +599,28 @@ def test_a_heatmap_cell_whose_every_value_was_nan_reads_as_nan_never_as_no_data(
     assert cell["nonfinite"]["value"] == cell["count"]["value"] > 0
 
 
+def test_the_colour_scale_ends_leave_out_the_finite_part_of_a_nan_step(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    # The tab asks for a window of rows, whose answer carries the scale's ends over every row.
+    hm = client.ok("/heatmap", run="run", role="activation", metric="max_abs", rows="0:99")
+    finite_only = hm["quality_names"].index("finite_only")
+    cells = [(v, q) for vs, qs in zip(hm["values"], hm["quality_cells"]) for v, q in zip(vs, qs) if v is not None]
+    kept = [v for v, q in cells if q != finite_only]
+    # What the +-50 weights left at the NaN steps (|x| near 1e4) would be the scale's top, squeezing every
+    # other cell into one colour.
+    assert max(v for v, q in cells if q == finite_only) > 1000 > max(kept)
+    assert hm["value_range"]["finite"] == [min(kept), max(kept)], hm["value_range"]
+
+
+def test_a_heatmap_of_exact_values_with_nan_steps_says_so_never_mixed(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    hm = client.ok("/heatmap", run="run", role="activation", metric="max_abs")
+    # Exact everywhere but at steps 30 to 39, whose finite part is no estimate.
+    assert (hm["quality"], hm["finite_only_cells"]) == ("exact", True), (hm["quality"], hm["finite_only_cells"])
+    before = client.ok("/heatmap", run="run", role="activation", metric="max_abs", start=0, end=20)
+    assert (before["quality"], before["finite_only_cells"]) == ("exact", False)
+
+
 def test_the_distribution_says_how_many_values_were_nan_at_each_step(nan_stretch_logdir, loader_client):
     client = loader_client(nan_stretch_logdir)
     d = client.ok("/distribution", run="run", layer="1", role="activation")["distributions"]["activation"]

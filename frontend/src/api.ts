@@ -104,6 +104,8 @@ export interface Heatmap {
   status: number[][];
   status_names: string[];
   quality: string;
+  /** Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others. */
+  finiteOnlyCells: boolean;
   scale: "linear" | "log";
   rules: (string | null)[][];
   /** Per cell, an index into quality_names; null when the server does not send it. */
@@ -540,6 +542,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     status,
     status_names: names.length > 0 ? names : statusNames(),
     quality: typeof body.quality === "string" ? body.quality : "",
+    finiteOnlyCells: body.finite_only_cells === true,
     scale: body.scale === "log" ? "log" : "linear",
     rules,
     quality_cells: qualityCells,

@@ -38,7 +38,10 @@ export function heatmapDomain(h: Heatmap): Domain | null {
     const ends = h.scale === "log" ? (r.positive ?? r.finite) : r.finite;
     return ends ? metricDomain(h.metric, [ends], h.scale) : null;
   }
-  return metricDomain(h.metric, h.values, h.scale, (i, j) => statusName(h.status[i][j], h.status_names) === "no_data");
+  // A finite_only cell is painted as NaN/Inf: what finite values its tensor kept is no end of the scale.
+  const skip = (i: number, j: number): boolean => statusName(h.status[i][j], h.status_names) === "no_data" ||
+    h.quality_names[h.quality_cells?.[i]?.[j] ?? -1] === "finite_only";
+  return metricDomain(h.metric, h.values, h.scale, skip);
 }
 
 /** The tallest the rows get before they scroll, in CSS pixels. */

@@ -2,14 +2,14 @@
 // drag across steps to zoom (the brush), double-click to zoom out, arrow keys to
 // move the selection.
 
-import { cellStep, columnOfStep, rowLoaded } from "./api";
+import { cellStep, columnOfStep, fetchCell, rowLoaded } from "./api";
 import type { Heatmap } from "./api";
 import { blockOfRow, foldedTooltipLines, isFoldedRow, labelParts, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
 import { ceilStep, floorStep } from "./steps";
 import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
-import { cellTooltipLines, layerLines } from "./tooltip";
+import { cellTooltipLines, layerLines, ruleValueLine } from "./tooltip";
 import type { Tooltip } from "./tooltip";
 
 // A drag shorter than this is a click.
@@ -18,6 +18,8 @@ const BRUSH_MIN_PX = 5;
 // press makes it a double-click (zoom out), which must not open a cell on the way.
 const CLICK_DELAY_MS = 300;
 const ARROWS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"];
+// A health cell's rule value is asked for once the pointer rests on it this long, not for every cell crossed.
+const RULE_VALUE_DELAY_MS = 150;
 
 export interface HeatmapEvents {
   select(layer: string, step: Step): void;
@@ -49,6 +51,9 @@ export class HeatmapPointer {
   private dragStart: { x: number; clientX: number; clientY: number } | null = null;
   /** Where the pointer last moved over the rows; null once it left them. */
   private pointer: { clientX: number; clientY: number } | null = null;
+  private ruleTimer = 0;
+  // Per health cell (run, role, layer, step): the line of its rule's value, null when the cell has none.
+  private ruleValues = new Map<string, [string, string] | null>();
   /** A click's selection, waiting to see whether a second click follows. */
   private pendingClick = 0;
 
@@ -126,7 +131,40 @@ export class HeatmapPointer {
       this.view.tooltip.show([[isFoldedRow(s.h, hit.row) ? "block" : "layer", s.h.layers[hit.row] + after], ["cells", "loading\u2026"]], clientX, clientY);
       return;
     }
-    this.view.tooltip.show(foldedTooltipLines(s.h, hit.row, hit.col, cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel())), clientX, clientY);
+    const lines = foldedTooltipLines(s.h, hit.row, hit.col, cellTooltipLines(s.h, hit.row, hit.col, this.view.runLabel()));
+    this.view.tooltip.show(lines, clientX, clientY);
+    this.addRuleValue(s.h, hit, lines);
+  }
+
+  /**
+   * On a health cell a rule decided, adds the value of the statistic that rule reads: the answer of scores
+   * has none, so it is asked of the cell route once the pointer rests, and kept per cell.
+   */
+  private addRuleValue(h: Heatmap, hit: Hit, lines: [string, string][]): void {
+    window.clearTimeout(this.ruleTimer);
+    const rule = h.rules[hit.row][hit.col];
+    if (h.metric !== "health" || !rule || isFoldedRow(h, hit.row)) return;
+    const layer = h.layers[hit.row];
+    const step = cellStep(h, hit.row, hit.col);
+    const key = [h.run, h.role, layer, step.toString()].join("\u0000");
+    const show = (line: [string, string] | null): void => {
+      const s = this.view.scene;
+      const at = this.pointer;
+      if (line && at && s.h === h && s.hover?.row === hit.row && s.hover.col === hit.col) {
+        this.view.tooltip.show([...lines, line], at.clientX, at.clientY);
+      }
+    };
+    if (this.ruleValues.has(key)) {
+      show(this.ruleValues.get(key) ?? null);
+      return;
+    }
+    this.ruleTimer = window.setTimeout(() => {
+      fetchCell(h.run, layer, step, h.role).then((cell) => {
+        const line = ruleValueLine(cell.roles[h.role], rule, h.role);
+        this.ruleValues.set(key, line);
+        show(line);
+      }, () => undefined);
+    }, RULE_VALUE_DELAY_MS);
   }
 
   /** The row whose label is under a point in client coordinates; -1 for none. */

@@ -26,11 +26,13 @@ export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null =
   const lastCol = cols[cols.length - 1];
   // A binned heatmap's last column starts at its bin's first step; its last step ends the bin.
   const last = lastCol === undefined ? null : zoom && lasts[lastCol] > zoom[1] ? zoom[1] : lasts[lastCol];
+  // The values of a NaN/Inf step are of its finite part alone: said beside the others' quality, not as theirs.
+  const nanNote = h.finiteOnlyCells && h.quality !== "finite_only";
   return [
     layers,
     h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
     last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
-    h.quality && h.metric !== "health" ? qualityValues(h.quality) : "",
+    h.quality && h.metric !== "health" ? qualityValues(h.quality) + (nanNote ? "; NaN/Inf at some steps" : "") : "",
   ]
     .filter(Boolean)
     .join(" \u00b7 ");

@@ -2,12 +2,12 @@
 // its lines are set with textContent.
 
 import { cellQuality, cellStep } from "./api";
-import type { Heatmap, Incomplete } from "./api";
+import type { CellRole, Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
-import { qualityText } from "./quality";
-import { kindLabel, kindStepsNeeded } from "./vocabulary";
+import { metricCell, qualityText } from "./quality";
+import { kindLabel, kindMetric, kindStepsNeeded } from "./vocabulary";
 
 export class Tooltip {
   readonly root = el("div", "gh-tooltip");
@@ -61,6 +61,19 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   }
   if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
+}
+
+/**
+ * A health cell's line for the statistic its rule reads (`rule` a finding kind, `role` the heatmap's), from
+ * the cell's answer: "max |x|": "1.2e+03 (exact)". The heatmap of scores carries no such value. Null when
+ * the cell's answer has none of it.
+ */
+export function ruleValueLine(cell: CellRole | undefined, rule: string, role: string): [string, string] | null {
+  const metric = kindMetric(rule, role);
+  const m = cell?.metrics[metric];
+  if (!m) return null;
+  const [value, , meaning] = metricCell(m.value, m.quality, formatValue);
+  return [humanize(metric), meaning ? `${value} (${meaning})` : value];
 }
 
 /** Why an ok cell where `rule` held is no warning: for how many logged steps in a row it held, against

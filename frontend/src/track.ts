@@ -24,8 +24,10 @@ const LABEL_LANES = [10, 23, TRACK_ROW_H - 5];
 const BOTTOM_LANE = LABEL_LANES.length - 1;
 // Mark labels are drawn at 10px, the track's measure at 12px.
 const LABEL_SCALE = 10 / 12;
-// A pointer this close to a mark (CSS pixels) points at it.
-const HIT_PX = 5;
+// A pointer this close to a spike's line (CSS pixels) points at it, though the point nearest it is not the
+// spike's, when the line is nearer than that point: thousands of steps share a few hundred pixels, so a
+// wider reach would list spikes steps away.
+export const HIT_PX = 2;
 // A press and release further apart than this (CSS pixels) is a drag, which zooms (the heatmap's
 // brush), never a click on the mark under it.
 export const DRAG_PX = 5;
@@ -66,6 +68,24 @@ export function trackMarks(findings: readonly Finding[], tags: readonly string[]
     }
   }
   return out;
+}
+
+/**
+ * The marks of series `tag` under a pointer at plot x `x` whose nearest point is at `step`, `reach` pixels
+ * away: a mark whose spans hold that step, or a spike whose line (or band) is within a pixel of the pointer, or
+ * nearer it than that point and within `HIT_PX`: a thin line is easy to point at, a spike steps away not listed.
+ * `xOf`: a step's x.
+ */
+export function marksNear(marks: readonly TrackMark[], tag: string, step: Step, x: number, reach: number,
+  xOf: (step: Step) => number): TrackMark[] {
+  // Within a pixel a line is under the pointer, whatever the rounding of either.
+  const px = Math.min(HIT_PX, Math.max(1, reach));
+  return marks.filter((m) => m.tag === tag && m.spans.some(([a, b]) => {
+    if (a <= step && step <= b) return true;
+    if (!m.pointwise) return false;
+    const [xa, xb] = [xOf(a), xOf(b)];
+    return x >= Math.min(xa, xb) - px && x <= Math.max(xa, xb) + px;
+  }));
 }
 
 /** A finding's onset in a few words: "No progress begins", "NaN / Inf begins", "Exploding gradients begin". */
@@ -442,13 +462,22 @@ export class RunTrack {
     return row && x >= 0 && x <= frame.plotW ? { row, x } : null;
   }
 
-  /** The marks of a row within reach of plot x. */
+  /** The index of the point of a row nearest plot x, or -1 when the row has none. */
+  private nearest(row: Row, x: number): number {
+    let best = -1;
+    for (let i = 0; i < row.xs.length; i++) {
+      if (best < 0 || Math.abs(row.xs[i] - x) < Math.abs(row.xs[best] - x)) best = i;
+    }
+    return best;
+  }
+
+  /** The marks of a row at plot x: those covering the step of the point nearest it, and spikes within reach. */
   private marksAt(row: Row, x: number): TrackMark[] {
+    const best = this.nearest(row, x);
+    if (best < 0) return [];
     const frame = this.frame as TrackFrame;
-    return this.marks.filter((m) => m.tag === row.series.tag && m.spans.some(([a, b]) => {
-      const [xa, xb] = [frame.x(a), frame.x(b)];
-      return x >= Math.min(xa, xb) - HIT_PX && x <= Math.max(xa, xb) + HIT_PX;
-    }));
+    const reach = Math.abs(row.xs[best] - x);
+    return marksNear(this.marks, row.series.tag, row.series.steps[best], x, reach, (step) => frame.x(step));
   }
 
   private onMove(e: MouseEvent): void {
@@ -459,16 +488,14 @@ export class RunTrack {
     }
     const { row, x } = hit;
     const s = row.series;
-    let best = -1;
-    for (let i = 0; i < row.xs.length; i++) {
-      if (best < 0 || Math.abs(row.xs[i] - x) < Math.abs(row.xs[best] - x)) best = i;
-    }
+    const best = this.nearest(row, x);
     if (best < 0) return;
     const lines: [string, string][] = [[s.label, s.tag], ["step", formatStep(s.steps[best])],
       ["value", s.values[best] === null ? "NaN or Inf" : formatValue(s.values[best])]];
     if (s.binned) lines.push(["note", `${s.logged.toLocaleString("en-US")} points thinned to each bin's first, lowest and highest`]);
-    for (const m of this.marksAt(row, x)) lines.push(["finding", markText(m)]);
-    this.chart.style.cursor = this.marksAt(row, x).length ? "pointer" : "default";
+    const marks = this.marksAt(row, x);
+    for (const m of marks) lines.push(["finding", markText(m)]);
+    this.chart.style.cursor = marks.length ? "pointer" : "default";
     this.tooltip.show(lines, e.clientX, e.clientY);
   }
 

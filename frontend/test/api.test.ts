@@ -225,6 +225,11 @@ describe("parseHeatmap", () => {
     expect(h.status_names).toEqual(["no_data", "ok", "warn", "critical"]);
   });
 
+  it("reads whether some cell is a NaN/Inf step's, none where the server does not say", () => {
+    expect(parseHeatmap({ ...HEATMAP, finite_only_cells: true }).finiteOnlyCells).toBe(true);
+    expect(parseHeatmap(HEATMAP).finiteOnlyCells).toBe(false);
+  });
+
   it("reads how each row's role was decided, convention where the server does not say", () => {
     expect(parseHeatmap({ ...HEATMAP, decided_by: ["name", "fallback"] }).decided_by).toEqual(["name", "fallback"]);
     expect(parseHeatmap({ ...HEATMAP, decided_by: ["name"] }).decided_by).toEqual(["convention", "convention"]);

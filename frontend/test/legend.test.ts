@@ -38,6 +38,15 @@ describe("heatmapDomain", () => {
     });
   });
 
+  it("ignores cells of the finite values of a NaN/Inf step", () => {
+    const quality = { quality_cells: [[1, 1], [5, 0]], quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"] };
+    expect(heatmapDomain(parseHeatmap({ ...base, ...quality, metric: "l2", scale: "log" }))).toEqual({
+      min: 1e-3,
+      max: 1e-3,
+      scale: "log",
+    });
+  });
+
   it("has no domain for health, whose colours are fixed", () => {
     expect(heatmapDomain(parseHeatmap({ ...base, metric: "health" }))).toBeNull();
   });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
-import { cellTooltipLines, layerLines } from "../src/tooltip";
+import type { CellRole } from "../src/api";
+import { cellTooltipLines, layerLines, ruleValueLine } from "../src/tooltip";
 
 const BASE = {
   run: "R", role: "gradient", metric: "health", layers: ["a", "b"],
@@ -62,5 +63,25 @@ describe("cell tooltip", () => {
     expect(call).toMatch(/^relu\[1\] is the second call of module relu in forward/);
     expect(layerLines("relu[1]")).toEqual([["layer", "relu[1]"], ["call", call]]);
     expect(layerLines("relu")).toEqual([["layer", "relu"]]);
+  });
+});
+
+describe("a health cell's rule value", () => {
+  const cell = (metrics: CellRole["metrics"]): CellRole => ({
+    tags: [], source: "", status: "critical", score: 0.1, rule: "exploding_gradients", held: null, metrics,
+    histogram: null, histogram_note: null,
+  } as unknown as CellRole);
+
+  it("is the statistic the deciding rule reads, with its quality", () => {
+    const c = cell({ max_abs: { value: 1234.5, quality: "estimated" }, l2: { value: 9, quality: "exact" } });
+    expect(ruleValueLine(c, "exploding_gradients", "gradient")).toEqual(["max abs", "1235 (estimated from histogram buckets)"]);
+    expect(ruleValueLine(cell({ nonfinite: { value: 12, quality: "exact" } }), "nonfinite", "gradient")).toEqual(["nonfinite", "12 (exact)"]);
+  });
+
+  it("reads NaN/Inf where the tensor had no finite value, and is absent where the cell lacks the statistic", () => {
+    expect(ruleValueLine(cell({ max_abs: { value: null, quality: "finite_only" } }), "exploding_gradients", "gradient"))
+      .toEqual(["max abs", "NaN/Inf (no finite value: this step held NaN/Inf)"]);
+    expect(ruleValueLine(cell({}), "exploding_gradients", "gradient")).toBeNull();
+    expect(ruleValueLine(undefined, "exploding_gradients", "gradient")).toBeNull();
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { beginsText, DRAG_PX, isClick, markText, placeLabels, trackMarks, valueExtent } from "../src/track";
+import { beginsText, DRAG_PX, HIT_PX, isClick, markText, marksNear, placeLabels, trackMarks, valueExtent } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -120,3 +120,34 @@ describe("a span mark's label", () => {
   });
 });
 
+
+describe("the findings a hover on the track lists", () => {
+  // 3,000 steps across 700 pixels, about four steps a pixel.
+  const xOf = (step: bigint): number => (Number(step) * 700) / 3000;
+  const marks = trackMarks([
+    finding({ kind: "spike", covers: new Map([["loss", [[1504n, 1504n]]]]) }),
+    finding({ kind: "spike", covers: new Map([["loss", [[1507n, 1511n]]]]) }),
+    finding({ kind: "no_progress", severity: "warn", covers: new Map([["loss", [[600n, 1511n]]]]) }),
+    finding({ kind: "nonfinite", severity: "critical", covers: new Map([["loss", [[1512n, 2999n]]]]) }),
+  ], ["loss"]);
+  // Hovering at a point of the series (a point every step here), or `x` between points `reach` from the nearest.
+  const near = (step: bigint, x = xOf(step), reach = 0): string[] =>
+    marksNear(marks, "loss", step, x, reach, xOf).map((m) => m.kind);
+
+  it("are those whose span holds the hovered step, never one a few steps away", () => {
+    expect(near(1521n)).toEqual(["nonfinite"]);
+    expect(near(1490n)).toEqual(["no_progress"]);
+    // Six steps before the NaN is no NaN; both spikes are within a pixel, under the pointer.
+    expect(near(1506n)).toEqual(["spike", "spike", "no_progress"]);
+  });
+
+  it("include a spike whose line is within a few pixels of the pointer and nearer it than the nearest point", () => {
+    // A thinned series: its nearest point 5 px away, at step 1,490.
+    expect(near(1490n, xOf(1504n) - HIT_PX, 5)).toEqual(["spike", "no_progress"]);
+    expect(near(1490n, xOf(1504n) - HIT_PX - 1, 5)).toEqual(["no_progress"]);
+    // The nearest point nearer than the spike's line: that point's step alone.
+    expect(near(1490n, xOf(1504n) - 1.5, 1)).toEqual(["no_progress"]);
+    // Within a pixel the line is under the pointer, though a point of the next step is nearer.
+    expect(near(1502n, xOf(1504n) - 0.5, 0.1)).toEqual(["spike", "no_progress"]);
+  });
+});

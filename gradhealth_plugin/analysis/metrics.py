@@ -581,8 +581,11 @@ def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
 
 
 def summarize_quality(codes: np.ndarray) -> Optional[str]:
-    """One word for a set of quality codes: exact, estimated, mixed, or None if no data."""
+    """One word for a set of quality codes: exact, estimated, mixed, or None if no data. `FINITE_ONLY`
+    (a NaN/Inf step's) counts only where it is all there is: it says nothing of how the others were had."""
     present = np.unique(codes[codes != NO_DATA])
+    if len(present) > 1:
+        present = present[present != FINITE_ONLY]
     if len(present) == 0:
         return None
     if len(present) == 1:

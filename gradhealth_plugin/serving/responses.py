@@ -390,7 +390,8 @@ class HeatmapCells:
     def summary(self, layout: str) -> "RowSummary":
         """What every row window of these cells in `layout` shares, worked out once per layout."""
         if layout not in self.summaries:
-            self.summaries[layout] = row_summary(sent_values(self.values, layout), self.status, self.head["blocks"])
+            self.summaries[layout] = row_summary(sent_values(self.values, layout), self.status, self.quality,
+                                                 self.head["blocks"])
         return self.summaries[layout]
 
 
@@ -456,7 +457,8 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
             grid.values, grid.status, grid.rules, grid.quality, grid.has_data)
         quality_codes.extend(grid.codes)
         del grid
-    quality = metrics.summarize_quality(np.concatenate(quality_codes)) if quality_codes else None
+    codes = np.concatenate(quality_codes) if quality_codes else np.zeros(0, dtype=np.uint8)
+    quality = metrics.summarize_quality(codes) if quality_codes else None
     out = {
         "run": rd.run, "role": role, "metric": metric,
         "layers": [layer.name for layer in layers],
@@ -466,6 +468,8 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
         "status_names": list(health.STATUS_NAMES),
         "quality": quality,
+        # Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others.
+        "finite_only_cells": bool((codes == metrics.FINITE_ONLY).any()),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
         # The window asked for (null: open) and how many steps it and the whole run hold.
@@ -590,10 +594,12 @@ def sent_values(values: np.ndarray, layout: str) -> np.ndarray:
     return out
 
 
-def row_summary(sent: np.ndarray, status: np.ndarray, row_blocks: Sequence[Optional[str]]) -> RowSummary:
+def row_summary(sent: np.ndarray, status: np.ndarray, quality: np.ndarray,
+                row_blocks: Sequence[Optional[str]]) -> RowSummary:
     """Each row's and block's worst status in the window (the tab places, sorts and marks rows without
     their cells), and the colour scale's ends over every row (rows arriving later keep their colours).
-    `sent`: the values as the answer sends them (`sent_values`), so the server folds as the tab does."""
+    `sent`: the values as the answer sends them (`sent_values`), so the server folds as the tab does;
+    `quality`: the cells' quality codes."""
     n_cols = status.shape[1]
     sent_values = sent
     groups = _group_by(row_blocks, lambda b: b)
@@ -603,7 +609,9 @@ def row_summary(sent: np.ndarray, status: np.ndarray, row_blocks: Sequence[Optio
                              dtype=np.uint8).reshape(len(names), n_cols)
     worst, worst_columns = _worst(status)
     block_worst, block_worst_columns = _worst(folded_status)
-    shown = np.isfinite(sent_values) & (status != health.NO_DATA)
+    # A value of the finite part of a tensor that held NaN/Inf (painted as NaN) is no end of the scale:
+    # the leftovers of a blown-up layer would squeeze every other cell into one colour.
+    shown = np.isfinite(sent_values) & (status != health.NO_DATA) & (quality != metrics.FINITE_ONLY)
     positive = shown & (sent_values > 0)
     ends = lambda mask: [float(sent_values[mask].min()), float(sent_values[mask].max())] if mask.any() else None
     return RowSummary(sent_values, names, members, {

@@ -20,6 +20,8 @@ const CLICK_DELAY_MS = 300;
 const ARROWS = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"];
 // A health cell's rule value is asked for once the pointer rests on it this long, not for every cell crossed.
 const RULE_VALUE_DELAY_MS = 150;
+// Rule values kept before the cache starts over: hovering a long session's cells never grows it without end.
+const RULE_VALUES_KEPT = 1000;
 
 export interface HeatmapEvents {
   select(layer: string, step: Step): void;
@@ -161,6 +163,7 @@ export class HeatmapPointer {
     this.ruleTimer = window.setTimeout(() => {
       fetchCell(h.run, layer, step, h.role).then((cell) => {
         const line = ruleValueLine(cell.roles[h.role], rule, h.role);
+        if (this.ruleValues.size >= RULE_VALUES_KEPT) this.ruleValues.clear();
         this.ruleValues.set(key, line);
         show(line);
       }, () => undefined);

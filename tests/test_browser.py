@@ -538,6 +538,10 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
 def test_a_health_cell_hover_adds_the_value_its_rule_read(tab):
     # The heatmap of scores carries no statistic: the hover asks the cell route for the rule's.
     expected = _cell(tab.base, RUN, BROKEN, 100)["metrics"]["max_abs"]
+    # The tab is shared: earlier tests leave another run and role shown.
+    tab.ui.locator("li.gh-run", has_text=RUN).click()
+    _open_cell(tab, "gradient", BROKEN, 100)
+    tab.page.mouse.move(5, 5)
     x, y = tab.cell_point(BROKEN, 100)
     tab.page.mouse.move(x, y)
     line = tab.ui.locator(".gh-tooltip .gh-tip-line", has_text="max abs")

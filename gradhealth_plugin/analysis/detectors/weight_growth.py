@@ -84,8 +84,13 @@ def level_since(steps: np.ndarray, values: np.ndarray) -> Optional[int]:
 def _say_where_level(rd: RunData, f: Finding) -> None:
     """Adds to `f` which of its layers have been level, and since when (evidence `level_since` per layer)."""
     since = {}
+    # One lookup table, not a scan of the run's layers per grown layer (`RunData.layer`).
+    layers: Dict[str, object] = {}
+    for layer in rd.layers:
+        if tags_lib.WEIGHT in layer.roles:
+            layers.setdefault(layer.name, layer)  # the first of a name, as `RunData.layer` finds it
     for name in f.layers:
-        layer = rd.layer(name)
+        layer = layers[name]
         table = metrics.judged(layer.roles[tags_lib.WEIGHT].table)
         grown = np.abs(table.get("mean")) if f.evidence["layers"][name].get("metric") == "|mean|" else table.get("std")
         step = level_since(table.steps, grown)

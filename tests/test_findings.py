@@ -1167,6 +1167,20 @@ def test_cell_rules_score_stacked_tables_as_each_table_alone(seed):
             assert stacked.rule[i].tolist() == alone.rule.tolist()
 
 
+def test_decided_cells_say_where_their_score_rests_on_an_estimate_uniform_rows_without_a_byte_a_cell():
+    exact, from_buckets, partly = grad(), grad(seed=1), grad(seed=2)
+    from_buckets.quality["l2"][:] = metrics.ESTIMATED
+    partly.quality["max_abs"][5:9] = metrics.LOWER_BOUND
+    rd = run(layer("d/a", **{T.GRADIENT: exact}), layer("d/b", **{T.GRADIENT: from_buckets}),
+             layer("d/c", **{T.GRADIENT: partly}))
+    findings.decide_cells(rd, find(rd), LIMITS)
+    held = {lay.name: lay.roles[T.GRADIENT].health.estimated for lay in rd.layers}
+    assert held["d/a"].tolist() == [False] * N and held["d/b"].tolist() == [True] * N
+    # Alike at every step: one value broadcast, not a byte a cell.
+    assert held["d/a"].strides == (0,) and held["d/b"].strides == (0,)
+    assert held["d/c"].tolist() == [5 <= i < 9 for i in range(N)]
+
+
 def test_cell_rules_read_stacked_quality_as_each_table_alone():
     # An update ratio known only as a lower bound (a weight logged without its update): under the floor it
     # proves nothing, in a stacked table as in the table alone.

@@ -79,9 +79,11 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
             # rule: it set the cell's score, held at the top of ok, and the tab says why it is no warning.
             rule = np.where((status == health.OK) & (scored.status > health.OK), scored.rule_codes, rule)
             score = health.in_band(scored.score, status)
+            estimated = health.estimated_steps(table)
             for i, (_, rdata) in enumerate(rows):
                 rdata.health = health.CellHealth(score=score[i], status=status[i], rule_codes=rule[i],
-                                                 fired=scored.fired[i])
+                                                 fired=scored.fired[i],
+                                                 estimated=health.compact_flags(estimated[i]))
 
 
 # Cells decided in one stacked pass: about 20 metric arrays of this many float64 each.

@@ -86,6 +86,10 @@ class CellHealth:
     # (N,) uint8: which cell rule fired at each step (1 + its index in the rules scored), 0 where none did,
     # whatever status the findings decide: an ok cell where a rule fired says so (`findings.held`).
     fired: Optional[np.ndarray] = None
+    # (N,) bool: where the score rests on an estimate (some metric of the step read from histogram buckets
+    # or bounded), so an answer says "estimated" rather than "exact". A row estimated nowhere or everywhere
+    # holds a broadcast scalar (no memory a cell). None: not decided.
+    estimated: Optional[np.ndarray] = None
 
 
 def has_data(table: MetricTable) -> np.ndarray:
@@ -161,3 +165,21 @@ def in_band(score: np.ndarray, status: np.ndarray) -> np.ndarray:
         [np.minimum(score, BANDS[CRITICAL][1]), np.clip(score, BANDS[WARN][0] + 1e-4, BANDS[WARN][1]),
          np.maximum(score, BANDS[OK][0] + 1e-4)],
         default=np.nan)
+
+
+def estimated_steps(table: MetricTable) -> np.ndarray:
+    """Where any metric of `table` is not exact (estimated from buckets, or a bound), of the table's shape:
+    (N,) for one tensor, (rows, N) for stacked tables. A metric a row lacks has no quality, so never counts."""
+    out = np.zeros(np.shape(table.steps), dtype=bool)
+    for codes in table.quality.values():
+        out |= codes >= metrics.ESTIMATED
+    return out
+
+
+def compact_flags(flags: np.ndarray) -> np.ndarray:
+    """`flags` (N,) bool as held for a long time: one broadcast value where they are all alike."""
+    if len(flags) and (flags == flags[0]).all():
+        # A value of its own: a view of `flags` would keep the array it is a row of.
+        return np.broadcast_to(np.array(flags[0]), flags.shape)
+    return flags.copy()
+

@@ -705,8 +705,23 @@ def role_union_steps(run_data: RunData, role: str) -> np.ndarray:
     if not steps:
         return np.zeros(0, dtype=np.int64)
     # Most rows are logged at the same steps: each distinct axis once (every zoom's answer asks).
-    distinct = {(row.dtype.str, row.tobytes()): row for row in steps}
-    return np.unique(np.concatenate(list(distinct.values())))
+    return np.unique(np.concatenate([steps[group[0]] for group in equal_arrays(steps)]))
+
+
+def equal_arrays(arrays: Sequence[np.ndarray]) -> List[List[int]]:
+    """The indices of `arrays` grouped by equal contents (dtype and values), in order of first appearance.
+
+    The reader hands rows logged at the same steps one shared array: those are grouped by identity,
+    and only one array of each is compared by its bytes (a long run's step arrays are 40 KB each).
+    """
+    by_id: Dict[int, List[int]] = {}
+    for i, a in enumerate(arrays):
+        by_id.setdefault(id(a), []).append(i)
+    by_bytes: Dict[tuple, List[int]] = {}
+    for members in by_id.values():
+        a = arrays[members[0]]
+        by_bytes.setdefault((a.dtype.str, a.shape, a.tobytes()), []).extend(members)
+    return [sorted(members) for members in by_bytes.values()]
 
 
 def _holds(steps: np.ndarray, step: int) -> bool:

@@ -18,7 +18,7 @@ from ..analysis import blocks as blocks_lib
 from ..analysis import distribution as distribution_lib
 from ..analysis import findings as findings_lib
 from ..analysis import sweep as sweep_lib
-from ..reading.runs import Layer, RoleData, RunData, role_union_steps
+from ..reading.runs import Layer, RoleData, RunData, equal_arrays, role_union_steps
 from ..reading import tags as tags_lib
 from ..reading import trainings as trainings_lib
 from . import jsontext
@@ -304,17 +304,10 @@ def default_role(rd: RunData) -> str:
 def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None)) -> np.ndarray:
     """Quality codes of rows' health scores at their steps `keep`, a row each (the rows logged at the same
     steps): exact where every metric of the row at that step is exact (gradhealth's summaries, per-layer
-    scalars), estimated where any comes from histogram buckets."""
+    scalars), estimated where any comes from histogram buckets or is a bound (`CellHealth.estimated`)."""
     status = np.array([r.health.status[keep] for r in rows], dtype=np.uint8).reshape(len(rows), -1)
-    estimated = np.zeros(status.shape, dtype=bool)
-    for names, members in _group_by(rows, lambda r: tuple(r.table.values)).items():
-        if not names:  # a row without metrics: nothing is known exactly
-            estimated[members] = True
-            continue
-        # Every code of the group in one array: (rows, metrics, steps).
-        codes = np.concatenate([rows[i].table.quality_of(name)[keep] for i in members for name in names])
-        codes = codes.reshape(len(members), len(names), status.shape[1])
-        estimated[members] = np.any(codes >= metrics.ESTIMATED, axis=1)
+    estimated = np.array([(r.health.estimated if r.health.estimated is not None
+                           else health.estimated_steps(r.table))[keep] for r in rows], dtype=bool).reshape(status.shape)
     quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
     return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
 
@@ -329,7 +322,7 @@ def _group_by(items: Sequence, key: Callable) -> Dict[object, List[int]]:
 
 def _same_steps(rows: Sequence[RoleData]) -> Iterator[Tuple[np.ndarray, List[RoleData]]]:
     """(indices, rows) of the rows logged at the same steps, group by group."""
-    for members in _group_by(rows, lambda r: r.table.steps.tobytes()).values():
+    for members in equal_arrays([r.table.steps for r in rows]):
         yield np.array(members, dtype=np.int64), [rows[i] for i in members]
 
 

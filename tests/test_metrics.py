@@ -755,3 +755,21 @@ def test_update_ratio_from_update_and_weight_histograms(update_run, plugin_clien
         assert 1e-3 < exact < 0.1  # SGD on this layer: far from 1, so the inverse is far off too
         assert u_lo / w_hi <= ratio["value"] <= u_hi / w_lo, (name, step, ratio["value"], exact)
         assert ratio["value"] == pytest.approx(exact, rel=0.1), (name, step, ratio["value"], exact)
+
+
+def test_shown_qualities_of_rows_at_once_are_each_tables_own():
+    steps = np.arange(6, dtype=np.int64)
+    exact = np.full(6, metrics.EXACT, dtype=np.uint8)
+
+    def tensor(nonfinite):
+        values = {"max_abs": np.ones(6), "count": np.full(6, 10.0)}
+        if nonfinite is not None:
+            values["nonfinite"] = np.asarray(nonfinite, dtype=np.float64)
+        return metrics.MetricTable(steps=steps, values=values, quality={k: exact.copy() for k in values})
+
+    tables = [tensor([0, 3, 0, np.nan, 0, 10]), tensor(None), tensor([0] * 6)]
+    for name in ("max_abs", "count"):
+        for at in (slice(None), slice(1, 4)):
+            one_by_one = [metrics.shown_quality(t, name, at).tolist() for t in tables]
+            assert metrics.shown_qualities(tables, name, at).tolist() == one_by_one
+    assert metrics.shown_qualities(tables, "max_abs")[0].tolist() == [1, 5, 1, 1, 1, 5]

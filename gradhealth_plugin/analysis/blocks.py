@@ -17,6 +17,7 @@ the whole model into one block.
 from __future__ import annotations
 
 import collections
+import functools
 import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -36,6 +37,12 @@ def blocks(names: Sequence[str], modules: Sequence[str]) -> List[Optional[str]]:
     (``Layer.group``: the name without its parameter word, ``fc1`` for
     ``fc1.weight``), in the same order.
     """
+    # Every heatmap answer (a zoom's, a scroll's) asks again of the same rows.
+    return list(_blocks(tuple(names), tuple(modules)))
+
+
+@functools.lru_cache(maxsize=64)
+def _blocks(names: Tuple[str, ...], modules: Tuple[str, ...]) -> Tuple[Optional[str], ...]:
     split = [_split(m) for m in modules]
     # Per (parent prefix, stem), the numbered parts seen there.
     seen: Dict[Tuple[str, str], Set[str]] = collections.defaultdict(set)
@@ -58,4 +65,4 @@ def blocks(names: Sequence[str], modules: Sequence[str]) -> List[Optional[str]]:
             start = end
         found.append(block)
     counts = collections.Counter(found)
-    return [b if counts[b] > 1 else None for b in found]
+    return tuple(b if counts[b] > 1 else None for b in found)

@@ -13,7 +13,7 @@ bounded from above; such values carry the quality ``upper_bound``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -92,7 +92,12 @@ SPEAKS_AT_NONFINITE = frozenset({"count", "nonfinite"})
 
 def nonfinite_steps(table: MetricTable, at: slice = slice(None)) -> np.ndarray:
     """Where the tensor held NaN or Inf (the table's shape, so also for stacked tables), at its steps `at`."""
-    return np.nan_to_num(table.get("nonfinite")[at], nan=0.0) > 0
+    return _held_nonfinite(table.get("nonfinite")[at])
+
+
+def _held_nonfinite(counts: np.ndarray) -> np.ndarray:
+    """Where `nonfinite` counts say NaN or Inf was held: above 0 (NaN, no count, compares false)."""
+    return np.greater(counts, 0)
 
 
 def judged(table: MetricTable) -> MetricTable:
@@ -112,10 +117,21 @@ def shown_quality(table: MetricTable, name: str, at: slice = slice(None)) -> np.
     (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth.
     Also where it has no value there (every value NaN/Inf): such a step held data, and the tab marks
     it as NaN/Inf, never as "no data". `at`: the steps answered (a zoom's window)."""
-    quality = table.quality_of(name)[at]
+    return _finite_only(table.quality_of(name)[at], lambda: table.get("nonfinite")[at], name)
+
+
+def shown_qualities(tables: Sequence[MetricTable], name: str, at: slice = slice(None)) -> np.ndarray:
+    """`shown_quality` of tables logged at the same steps, a row each, in one pass over the rows."""
+    quality = np.array([t.quality_of(name)[at] for t in tables], dtype=np.uint8).reshape(len(tables), -1)
+    nonfinite = lambda: np.array([t.get("nonfinite")[at] for t in tables], dtype=np.float64).reshape(quality.shape)
+    return _finite_only(quality, nonfinite, name)
+
+
+def _finite_only(quality: np.ndarray, nonfinite: Callable[[], np.ndarray], name: str) -> np.ndarray:
+    """`quality` with `FINITE_ONLY` where the `nonfinite` counts (read only for a metric they concern) say so."""
     if name in SPEAKS_AT_NONFINITE:
         return quality
-    bad = nonfinite_steps(table, at)
+    bad = _held_nonfinite(nonfinite())
     if not bad.any():
         return quality
     return np.where(bad, FINITE_ONLY, quality).astype(np.uint8)

@@ -533,9 +533,10 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
                               dtype=np.float64).reshape(shape)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = np.array([r.health.rule_codes[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
-        codes = (np.array([metrics.shown_quality(r.table, metric, keep) for r in rdatas], dtype=np.uint8).reshape(shape)
+        codes = (metrics.shown_qualities([r.table for r in rdatas], metric, keep).reshape(shape)
                  if metric != "health" else _health_quality(rdatas, keep))
-        codes_of.append(np.unique(codes))
+        # The codes present, by counting (np.unique sorts a copy of every cell).
+        codes_of.append(np.flatnonzero(np.bincount(codes.ravel())).astype(np.uint8))
         cell_quality[at] = codes
     return _Grid(values, status, rules, cell_quality, has_data, codes_of)
 
@@ -605,13 +606,15 @@ def row_summary(sent: np.ndarray, status: np.ndarray, quality: np.ndarray,
     # A value of the finite part of a tensor that held NaN/Inf (painted as NaN) is no end of the scale:
     # the leftovers of a blown-up layer would squeeze every other cell into one colour.
     shown = np.isfinite(sent_values) & (status != health.NO_DATA) & (quality != metrics.FINITE_ONLY)
-    positive = shown & (sent_values > 0)
-    ends = lambda mask: [float(sent_values[mask].min()), float(sent_values[mask].max())] if mask.any() else None
+    # The shown values gathered once; the positive ones among them (a second pass over the matrix costs more).
+    finite = sent_values[shown]
+    positive = finite[finite > 0]
+    ends = lambda kept: [float(kept.min()), float(kept.max())] if kept.size else None
     return RowSummary(sent_values, names, members, {
         "row_worst": worst.tolist(), "row_worst_columns": worst_columns.tolist(),
         "block_names": names, "block_worst": block_worst.tolist(),
         "block_worst_columns": block_worst_columns.tolist(),
-        "value_range": {"finite": ends(shown), "positive": ends(positive)},
+        "value_range": {"finite": ends(finite), "positive": ends(positive)},
     })
 
 

@@ -104,6 +104,11 @@ export interface Heatmap {
   status: number[][];
   status_names: string[];
   quality: string;
+  /**
+   * The quality names the cells hold, in code order ("mixed" is exact beside estimated values or bounds):
+   * the summary line words them. Empty when the server does not say (then `quality` alone).
+   */
+  qualities: string[];
   /** Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others. */
   finiteOnlyCells: boolean;
   scale: "linear" | "log";
@@ -542,6 +547,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     status,
     status_names: names.length > 0 ? names : statusNames(),
     quality: typeof body.quality === "string" ? body.quality : "",
+    qualities: stringArray(body.qualities),
     finiteOnlyCells: body.finite_only_cells === true,
     scale: body.scale === "log" ? "log" : "linear",
     rules,

@@ -230,6 +230,11 @@ describe("parseHeatmap", () => {
     expect(parseHeatmap(HEATMAP).finiteOnlyCells).toBe(false);
   });
 
+  it("reads the qualities the cells hold, none where the server does not say", () => {
+    expect(parseHeatmap({ ...HEATMAP, quality: "mixed", qualities: ["exact", "upper_bound"] }).qualities).toEqual(["exact", "upper_bound"]);
+    expect(parseHeatmap(HEATMAP).qualities).toEqual([]);
+  });
+
   it("reads how each row's role was decided, convention where the server does not say", () => {
     expect(parseHeatmap({ ...HEATMAP, decided_by: ["name", "fallback"] }).decided_by).toEqual(["name", "fallback"]);
     expect(parseHeatmap({ ...HEATMAP, decided_by: ["name"] }).decided_by).toEqual(["convention", "convention"]);

@@ -468,6 +468,8 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
         "status_names": list(health.STATUS_NAMES),
         "quality": quality,
+        # The qualities present ("mixed" is exact beside estimated values or bounds): the tab words them.
+        "qualities": metrics.present_qualities(codes),
         # Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others.
         "finite_only_cells": bool((codes == metrics.FINITE_ONLY).any()),
         "quality_names": list(metrics.QUALITY_NAMES),

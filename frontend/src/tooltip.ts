@@ -3,7 +3,7 @@
 
 import { cellQuality, cellStep } from "./api";
 import type { CellRole, Heatmap, Incomplete } from "./api";
-import { STATUS_LABELS, statusName } from "./colors";
+import { NONFINITE_QUALITY, STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
 import { metricCell, qualityText } from "./quality";
@@ -50,7 +50,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   lines.push(
     ...layerLines(h.layers[row]),
     ["step", formatStep(cellStep(h, row, col))],
-    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${qualityText(cellQuality(h, row, col))})`],
+    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${valueQuality(h, row, col)})`],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   const last = h.stepsLast?.[col];
@@ -61,6 +61,12 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   }
   if (h.incomplete && col === h.steps.length - 1) lines.push(["incomplete", incompleteText(h.incomplete)]);
   return lines;
+}
+
+/** How a cell's value was had, for its hover; a health score at a NaN/Inf step is no statistic of finite values. */
+function valueQuality(h: Heatmap, row: number, col: number): string {
+  const quality = cellQuality(h, row, col);
+  return h.metric === "health" && quality === NONFINITE_QUALITY ? "this step held NaN/Inf" : qualityText(quality);
 }
 
 /**

@@ -37,8 +37,11 @@ describe("cell tooltip", () => {
     expect(warn["status"]).toBe("warn \u2014 Dead units");
     expect(warn["score"]).toBe("0.9 (exact)");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated from histogram buckets)");
-    // A quality in words, never its code.
-    expect(Object.fromEntries(cellTooltipLines(h, 1, 1, ""))["score"]).toBe("0.9 (finite values only: this step also held NaN/Inf)");
+    // A quality in words, never its code; a score at a NaN/Inf step is no statistic of finite values.
+    expect(Object.fromEntries(cellTooltipLines(h, 1, 1, ""))["score"]).toBe("0.9 (this step held NaN/Inf)");
+    const metric = parseHeatmap({ ...BASE, metric: "max_abs", steps: [0, 10, 20], quality_cells: [[1, 1, 2], [2, 5, 0]],
+      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"] });
+    expect(Object.fromEntries(cellTooltipLines(metric, 1, 1, ""))["max abs"]).toBe("0.9 (finite values only: this step also held NaN/Inf)");
   });
 
   it("says of an ok cell where a rule held how many steps in a row, against the steps a finding needs", () => {

@@ -301,10 +301,12 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None)) -> np.ndarray:
+def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None), nonfinite: bool = False) -> np.ndarray:
     """Quality codes of rows' health scores at their steps `keep`, a row each (the rows logged at the same
     steps): exact where every metric of the row at that step is exact (gradhealth's summaries, per-layer
-    scalars), estimated where any comes from histogram buckets."""
+    scalars), estimated where any comes from histogram buckets. With `nonfinite`, `FINITE_ONLY` where the
+    tensor held NaN or Inf: the heatmap paints such a cell as NaN/Inf, as its metric views do (a score
+    chart keeps drawing the score there)."""
     status = np.array([r.health.status[keep] for r in rows], dtype=np.uint8).reshape(len(rows), -1)
     estimated = np.zeros(status.shape, dtype=bool)
     for names, members in _group_by(rows, lambda r: tuple(r.table.values)).items():
@@ -316,6 +318,9 @@ def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None)) -> np.n
         codes = codes.reshape(len(members), len(names), status.shape[1])
         estimated[members] = np.any(codes >= metrics.ESTIMATED, axis=1)
     quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
+    if nonfinite:
+        bad = np.array([metrics.nonfinite_steps(r.table, keep) for r in rows], dtype=bool).reshape(status.shape)
+        quality = np.where(bad, metrics.FINITE_ONLY, quality)
     return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
 
 
@@ -543,7 +548,7 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = np.array([r.health.rule_codes[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         codes = (np.array([metrics.shown_quality(r.table, metric, keep) for r in rdatas], dtype=np.uint8).reshape(shape)
-                 if metric != "health" else _health_quality(rdatas, keep))
+                 if metric != "health" else _health_quality(rdatas, keep, nonfinite=True))
         codes_of.append(np.unique(codes))
         cell_quality[at] = codes
     return _Grid(values, status, rules, cell_quality, has_data, codes_of)

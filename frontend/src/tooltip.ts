@@ -71,10 +71,19 @@ function valueQuality(h: Heatmap, row: number, col: number): string {
 
 /**
  * A health cell's line for the statistic its rule reads (`rule` a finding kind, `role` the heatmap's), from
- * the cell's answer: "max |x|": "1.2e+03 (exact)". The heatmap of scores carries no such value. Null when
- * the cell's answer has none of it.
+ * the cell's answer: "max abs": "1.2e+03 (exact); rule: above 1000". The statistic is the one the rule that
+ * fired there read, as the server says (a kind's two rules may read two statistics, or one against two
+ * thresholds); where none of the kind's cell rules held (a finding's time rule decided), the kind's chart
+ * metric. The heatmap of scores carries no such value. Null when the cell's answer has none of it.
  */
 export function ruleValueLine(cell: CellRole | undefined, rule: string, role: string): [string, string] | null {
+  const read = cell?.rule_read;
+  if (read && read.kind === rule) {
+    const [value, , meaning] = metricCell(read.value, read.quality, formatValue);
+    const name = read.abs ? `|${humanize(read.metric)}|` : humanize(read.metric);
+    const limit = read.limit === null ? "" : `; rule: ${read.side} ${formatValue(read.limit)}`;
+    return [name, (meaning ? `${value} (${meaning})` : value) + limit];
+  }
   const metric = kindMetric(rule, role);
   const m = cell?.metrics[metric];
   if (!m) return null;

@@ -395,6 +395,15 @@ describe("findings, cell and series", () => {
     expect(c.roles.gradient.histogram_note).toBe(note);
   });
 
+  it("reads what the rule that fired at a cell read, none where the server does not say", () => {
+    const rule_read = { kind: "update_ratio", metric: "update_ratio", abs: false, value: 0, quality: "exact",
+      threshold: "update_ratio_low", limit: 1e-6, side: "below" };
+    const c = parseCell({ run: "R", layer: "d", step: 3, roles: { weight: { rule_read }, gradient: {} } });
+    expect(c.roles.weight.rule_read).toEqual({ kind: "update_ratio", metric: "update_ratio", abs: false, value: 0,
+      quality: "exact", limit: 1e-6, side: "below" });
+    expect(c.roles.gradient.rule_read).toBeNull();
+  });
+
   it("parses a series with its thresholds", () => {
     const s = parseSeries({
       run: "R", layer: "d", metric: "max_abs",

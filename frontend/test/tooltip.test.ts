@@ -81,6 +81,24 @@ describe("a health cell's rule value", () => {
     expect(ruleValueLine(cell({ nonfinite: { value: 12, quality: "exact" } }), "nonfinite", "gradient")).toEqual(["nonfinite", "12 (exact)"]);
   });
 
+  it("is the statistic and threshold of the rule that fired there, as the server says, not the kind's chart metric", () => {
+    const read = (over: object): CellRole => ({
+      ...cell({ mean_abs: { value: 0, quality: "exact" }, small_fraction: { value: 1, quality: "exact" } }),
+      rule: "vanishing_gradients",
+      rule_read: { kind: "vanishing_gradients", metric: "small_fraction", abs: false, value: 1, quality: "exact",
+        limit: 0.9, side: "above", ...over },
+    });
+    // Vanishing gradients' chart metric is mean |x|; the fraction near zero is what fired.
+    expect(ruleValueLine(read({}), "vanishing_gradients", "gradient")).toEqual(["small fraction", "1 (exact); rule: above 0.9"]);
+    // One statistic, two thresholds: the update ratio barely moving, not too fast.
+    const slow = read({ kind: "update_ratio", metric: "update_ratio", value: 0, limit: 1e-6, side: "below" });
+    expect(ruleValueLine(slow, "update_ratio", "weight")).toEqual(["update ratio", "0 (exact); rule: below 1e-6"]);
+    const grown = read({ kind: "weight_growth", metric: "mean", abs: true, value: 0.5, limit: 0.3 });
+    expect(ruleValueLine(grown, "weight_growth", "weight")).toEqual(["|mean|", "0.5 (exact); rule: above 0.3"]);
+    // Without a rule of the cell's kind holding there: the kind's chart metric.
+    expect(ruleValueLine({ ...read({}), rule_read: null }, "vanishing_gradients", "gradient")).toEqual(["mean abs", "0 (exact)"]);
+  });
+
   it("reads NaN/Inf where the tensor had no finite value, and is absent where the cell lacks the statistic", () => {
     expect(ruleValueLine(cell({ max_abs: { value: null, quality: "finite_only" } }), "exploding_gradients", "gradient"))
       .toEqual(["max abs", "NaN/Inf (no finite value: this step held NaN/Inf)"]);

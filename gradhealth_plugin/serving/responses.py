@@ -979,14 +979,15 @@ def _histogram(buckets: np.ndarray) -> Tuple[list, Optional[str]]:
 
 def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
               shown: Optional[Tuple[int, Optional[float]]] = None, own: bool = False,
-              held: Optional[dict] = None) -> dict:
+              held: Optional[dict] = None, rule_read: Optional[dict] = None) -> dict:
     """One role of a ``cell`` answer: status, metrics and histogram at one row of its table.
 
     ``shown``: the histogram's own step and, when it is on another step axis
     than the row, the seconds it was written after the row's step (see
     `RoleData.histogram_step_at`). ``own``: the histogram is the one the row's
     gradhealth summary carries (format version 2). ``held``: at an ok cell where a cell rule fired,
-    why that is no warning (`findings.held`).
+    why that is no warning (`findings.held`). ``rule_read``: what the cell rule that fired there read
+    (`findings.rule_read`).
     """
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
@@ -1002,6 +1003,10 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         # At an ok cell where a cell rule fired: its kind, the logged steps in a row it held, the steps its
         # finding needs, the note covering it (or null) and a sentence saying so; null elsewhere.
         "held": held,
+        # What the cell rule of that kind which fired here read: its statistic, value (with its quality) and
+        # threshold, {"kind", "metric", "abs", "value", "quality", "threshold", "limit", "side"}; null where
+        # none of the kind's cell rules holds here. The tab's hover names this statistic, not the kind's chart's.
+        "rule_read": rule_read,
         "metrics": {
             name: {"value": nullable(table.values[name][index:index + 1])[0],
                    # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.

@@ -91,8 +91,23 @@ export function ruleValueLine(cell: CellRole | undefined, rule: string, role: st
   return [humanize(metric), meaning ? `${value} (${meaning})` : value];
 }
 
+/**
+ * A cell's tooltip once its answer came (`cell` its role's): the server's `held` line, counted over the whole
+ * row, in place of the heatmap's (which sees only the steps sent), and on a health cell a rule decided, the
+ * value its rule read (`ruleValueLine`) after them. The lines as they were where the answer adds nothing.
+ */
+export function withCellAnswer(lines: readonly [string, string][], cell: CellRole | undefined, h: Heatmap,
+  rule: string | null): [string, string][] {
+  const held = cell?.held ?? null;
+  const out = lines.map(([key, value]): [string, string] => [key, key === "held" && held !== null ? held : value]);
+  const ruleLine = h.metric === "health" && rule ? ruleValueLine(cell, rule, h.role) : null;
+  return ruleLine ? [...out, ruleLine] : out;
+}
+
 /** Why an ok cell where `rule` held is no warning: for how many logged steps in a row it held, against
- * the steps its finding needs. A binned column stands for several steps: it says only that it held. */
+ * the steps its finding needs. A binned column stands for several steps: it says only that it held. In a
+ * window of the run (a zoom's answer) a stretch reaching the window's edge may go on past it: counted in
+ * view, and said so (the cell's answer, `held`, counts over the whole row and replaces this line). */
 export function heldText(h: Heatmap, row: number, col: number, rule: string): string {
   const label = kindLabel(rule).toLowerCase();
   if (h.stepsLast !== null) return `${label} held in this column, with no warning; zoom in for each step`;
@@ -102,7 +117,10 @@ export function heldText(h: Heatmap, row: number, col: number, rule: string): st
   while (end < rules.length && rules[end] === rule) end++;
   const inARow = end - first;
   const needed = kindStepsNeeded(rule);
-  const held = inARow === 1 ? `${label} at this step only` : `${label} at this step, one of ${inARow} logged steps in a row`;
+  const cut = h.windowSteps < h.stepsTotal && (first === 0 || end === rules.length);
+  const held = cut
+    ? inARow === 1 ? `${label} at this step, the only one in view` : `${label} at this step, one of ${inARow} logged steps in a row in view`
+    : inARow === 1 ? `${label} at this step only` : `${label} at this step, one of ${inARow} logged steps in a row`;
   if (needed !== null && inARow < needed) return `${held}; a finding needs ${needed} logged steps in a row`;
   return `${held}; no warning covers it (see the layer's findings)`;
 }

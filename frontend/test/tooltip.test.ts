@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import type { CellRole } from "../src/api";
-import { cellTooltipLines, layerLines, ruleValueLine } from "../src/tooltip";
+import { cellTooltipLines, layerLines, ruleValueLine, withCellAnswer } from "../src/tooltip";
 
 const BASE = {
   run: "R", role: "gradient", metric: "health", layers: ["a", "b"],
@@ -57,6 +57,32 @@ describe("cell tooltip", () => {
       "vanishing gradients at this step only; a finding needs 5 logged steps in a row");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["held"]).toBeUndefined();
     expect(Object.fromEntries(cellTooltipLines(h, 1, 0, ""))["held"]).toBeUndefined();
+  });
+
+  it("counts the steps in a row in view where a zoom's window may cut them, and takes the cell answer's count", () => {
+    // A zoom's answer: 4 of the run's 60 steps. The stretch at the window's start may begin before it.
+    const h = parseHeatmap({
+      ...BASE, steps: [20, 21, 22, 23], values: [[0.6001, 0.6001, 0.9, 0.6001], [0.9, 0.9, 0.9, 0.9]],
+      status: [[1, 1, 1, 1], [1, 1, 1, 1]], window: { steps: 4, steps_total: 60 },
+      rules: [["vanishing_gradients", "vanishing_gradients", "", "vanishing_gradients"], ["", "", "", ""]],
+    });
+    const lines = cellTooltipLines(h, 0, 1, "");
+    expect(Object.fromEntries(lines)["held"]).toBe(
+      "vanishing gradients at this step, one of 2 logged steps in a row in view; a finding needs 5 logged steps in a row");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 3, ""))["held"]).toBe(
+      "vanishing gradients at this step, the only one in view; a finding needs 5 logged steps in a row");
+    // The cell's answer counts over the whole row: its line replaces the heatmap's, in place.
+    const whole = "vanishing gradients at this step, one of 4 logged steps in a row; a finding needs 5 logged steps in a row";
+    const cell = { held: whole, rule_read: null, metrics: {} } as unknown as CellRole;
+    const answered = withCellAnswer(lines, cell, parseHeatmap({ ...BASE, metric: "max_abs", steps: [20, 21, 22] }), "vanishing_gradients");
+    expect(answered.map(([k]) => k)).toEqual(lines.map(([k]) => k));
+    expect(Object.fromEntries(answered)["held"]).toBe(whole);
+    // A health cell also gets its rule's value, after the lines.
+    const read = { ...cell, rule_read: { kind: "vanishing_gradients", metric: "small_fraction", abs: false, value: 1,
+      quality: "exact", limit: 0.9, side: "above" } } as CellRole;
+    expect(withCellAnswer(lines, read, h, "vanishing_gradients").slice(-2)).toEqual(
+      [["held", whole], ["small fraction", "1 (exact); rule: above 0.9"]]);
+    expect(withCellAnswer(lines, undefined, h, "vanishing_gradients")).toEqual(lines);
   });
 
   it("says what a module's later call in forward is, on a cell and on a row label", () => {

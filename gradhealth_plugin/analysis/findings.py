@@ -167,8 +167,9 @@ def rule_read(rdata: RoleData, index: int, role: str, kind: str, limits: Mapping
     if not fired:
         return None
     r = rules[fired - 1]
-    value = float(rdata.table.get(r.metric)[index])
-    return {"kind": name, "metric": r.metric, "abs": r.use_abs, "value": abs(value) if r.use_abs else value,
+    value = abs(float(rdata.table.get(r.metric)[index])) if r.use_abs else float(rdata.table.get(r.metric)[index])
+    # An infinite value (a std grown from a first std of 0) is none a JSON answer holds: null, as elsewhere.
+    return {"kind": name, "metric": r.metric, "abs": r.use_abs, "value": value if np.isfinite(value) else None,
             "quality": metrics.QUALITY_NAMES[int(metrics.shown_quality(rdata.table, r.metric)[index])],
             "threshold": r.threshold or None, "limit": float(limits[r.threshold]) if r.threshold else None,
             "side": "above" if r.above else "below"}

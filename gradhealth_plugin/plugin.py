@@ -391,7 +391,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 buckets = self._analyzer.histograms_of(ctx, experiment, rd.run, row.own_tag, own=True).get(step)
                 shown = (step, None) if buckets is not None else shown
             held = findings_lib.held(row, index, notes, layer.name, name, self._limits)
-            roles[name] = responses.role_cell(row, index, buckets, shown, own, held)
+            read = findings_lib.rule_read(row, index, name, layer.kind, self._limits)
+            roles[name] = responses.role_cell(row, index, buckets, shown, own, held, read)
         return responses.cell(rd, layer, step, roles)
 
     def distribution_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,

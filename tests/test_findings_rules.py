@@ -599,6 +599,26 @@ def test_a_heatmap_cell_whose_every_value_was_nan_reads_as_nan_never_as_no_data(
     assert cell["nonfinite"]["value"] == cell["count"]["value"] > 0
 
 
+def test_a_health_cell_of_a_nan_step_says_so_as_a_metric_cell_does(nan_stretch_logdir, loader_client):
+    client = loader_client(nan_stretch_logdir)
+    for layout in ("rows", "compact"):
+        hm = client.ok("/heatmap", run="run", role="gradient", metric="health", layout=layout)
+        finite_only = hm["quality_names"].index("finite_only")
+        steps = [int(s) for s in hm["steps_text"]]
+        row = hm["layers"].index("2.weight")
+        if layout == "rows":
+            quality = hm["quality_cells"][row]
+        else:
+            codes = base64.b64decode(hm["cells"])
+            quality = [hm["cell_kinds"][codes[row * len(steps) + j]][1] for j in range(len(steps))]
+        # The tab paints NaN/Inf apart from a critical score, as in the metric views; only there.
+        assert [s for s, q in zip(steps, quality) if q == finite_only] == list(range(30, 40)), (layout, quality)
+        assert hm["finite_only_cells"] is True
+    # The score's chart still draws it: the series keeps its exact or estimated quality.
+    s = client.ok("/series", run="run", layer="2.weight", metric="health", role="gradient")["series"]["gradient"]
+    assert "finite_only" not in s["quality"]
+
+
 def test_the_colour_scale_ends_leave_out_the_finite_part_of_a_nan_step(nan_stretch_logdir, loader_client):
     client = loader_client(nan_stretch_logdir)
     # The tab asks for a window of rows, whose answer carries the scale's ends over every row.

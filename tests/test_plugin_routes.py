@@ -169,6 +169,18 @@ def test_heatmap_rows_and_columns(client):
         assert (hm["values"][bias][j] is None) == (step not in BIAS_GRAD_STEPS)
 
 
+def test_heatmap_names_the_qualities_it_holds(client):
+    """"mixed" is exact beside anything else: the answer names which, so the tab never calls bounds estimates."""
+    hm = client.ok("/heatmap", run="mlp", role="gradient", metric="zero_fraction")
+    # A gradient straddling zero in its buckets gives only an upper bound of its zero fraction.
+    assert (hm["quality"], hm["qualities"]) == ("mixed", ["exact", "upper_bound"])
+    hm = client.ok("/heatmap", run="mlp", role="gradient", metric="small_fraction")
+    assert (hm["quality"], hm["qualities"]) == ("mixed", ["exact", "estimated"])
+    hm = client.ok("/heatmap", run="mlp", role="gradient", metric="max_abs", layout="compact", rows="0:1")
+    assert (hm["quality"], hm["qualities"]) == ("estimated", ["estimated"])
+    assert client.ok("/heatmap", run="mlp", role="gradient", metric="update_ratio")["qualities"] == []
+
+
 def test_heatmap_statuses_cover_every_code(client):
     grad = client.ok("/heatmap", run="mlp", role="gradient")
     act = client.ok("/heatmap", run="mlp", role="activation")

@@ -14,6 +14,7 @@ import types
 import numpy as np
 import pytest
 
+from gradhealth_plugin.analysis import limits
 from gradhealth_plugin.serving import responses
 from tests.test_bad_input import call, event, hist_value, normal_buckets, scalar_value, write_run
 
@@ -268,8 +269,25 @@ def test_an_ok_cell_where_a_rule_held_too_briefly_says_so(brief_vanishing_logdir
     # A cell where no rule fired says nothing more than ok; the heatmap names the rule where it held.
     plain = client.ok("/cell", run="run", layer="0.weight", step="30", role="gradient")["roles"]["gradient"]
     assert (plain["status"], plain["rule"], plain["held"]) == ("ok", "", None)
+    assert plain["rule_read"] is None
     h = client.ok("/heatmap", run="run", role="gradient", metric="health")
     row, status = h["layers"].index("0.weight"), h["status_names"]
     named = {h["steps"][j]: (status[h["status"][row][j]], rule) for j, rule in enumerate(h["rules"][row]) if rule}
     assert named == {20: ("ok", "vanishing_gradients"), 21: ("ok", "vanishing_gradients"),
                      40: ("ok", "vanishing_gradients")}, named
+
+
+def test_a_cell_says_what_the_rule_that_fired_there_read(brief_vanishing_logdir, loader_client):
+    client = loader_client(brief_vanishing_logdir)
+    cell = client.ok("/cell", run="run", layer="0.weight", step="21", role="gradient")["roles"]["gradient"]
+    # Vanishing gradients has two cell rules: the fraction of values near zero, and mean |x|, the kind's chart
+    # metric. An all-zero gradient holds both; the first, the fraction, is the one that fired.
+    assert cell["rule_read"] == {"kind": "vanishing_gradients", "metric": "small_fraction", "abs": False,
+                                 "value": 1.0, "quality": "exact", "threshold": "vanishing_fraction",
+                                 "limit": limits.DEFAULTS["vanishing_fraction"].value, "side": "above"}, cell["rule_read"]
+    assert cell["rule_read"]["value"] == cell["metrics"]["small_fraction"]["value"]
+    # The update ratio's two rules read one statistic against two thresholds: here, barely moving.
+    weight = client.ok("/cell", run="run", layer="0.weight", step="21", role="weight")["roles"]["weight"]
+    assert weight["rule_read"] == {"kind": "update_ratio", "metric": "update_ratio", "abs": False, "value": 0.0,
+                                   "quality": "exact", "threshold": "update_ratio_low",
+                                   "limit": limits.DEFAULTS["update_ratio_low"].value, "side": "below"}, weight

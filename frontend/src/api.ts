@@ -104,6 +104,11 @@ export interface Heatmap {
   status: number[][];
   status_names: string[];
   quality: string;
+  /**
+   * The quality names the cells hold, in code order ("mixed" is exact beside estimated values or bounds):
+   * the summary line words them. Empty when the server does not say (then `quality` alone).
+   */
+  qualities: string[];
   /** Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others. */
   finiteOnlyCells: boolean;
   scale: "linear" | "log";
@@ -264,6 +269,20 @@ export interface MetricValue {
 /** One histogram bucket: [left edge, right edge, count]. */
 export type Bucket = [number, number, number];
 
+/**
+ * What the cell rule that fired at a cell read (the server's `rule_read`): of a kind's rules, the one holding
+ * there, its statistic (as |x| with `abs`), the value and quality it read, and its threshold (null: any).
+ */
+export interface RuleRead {
+  kind: string;
+  metric: string;
+  abs: boolean;
+  value: number | null;
+  quality: string;
+  limit: number | null;
+  side: "above" | "below";
+}
+
 export interface CellRole {
   tags: string[];
   source: string;
@@ -272,6 +291,8 @@ export interface CellRole {
   rule: string | null;
   /** At an ok cell where a cell rule fired: why that is no warning, in the server's words; else null. */
   held: string | null;
+  /** What the rule of the cell's kind that fired there read; null where none of its cell rules holds. */
+  rule_read: RuleRead | null;
   metrics: Record<string, MetricValue>;
   histogram: Bucket[] | null;
   /** Why a logged histogram is not (wholly) drawn (NaN or Inf bucket edges), in the server's words. */
@@ -542,6 +563,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     status,
     status_names: names.length > 0 ? names : statusNames(),
     quality: typeof body.quality === "string" ? body.quality : "",
+    qualities: stringArray(body.qualities),
     finiteOnlyCells: body.finite_only_cells === true,
     scale: body.scale === "log" ? "log" : "linear",
     rules,
@@ -903,6 +925,14 @@ function parseBuckets(v: unknown): Bucket[] | null {
   return out;
 }
 
+function parseRuleRead(v: unknown): RuleRead | null {
+  if (!isRecord(v) || typeof v.kind !== "string" || typeof v.metric !== "string") return null;
+  return {
+    kind: v.kind, metric: v.metric, abs: v.abs === true, value: num(v.value),
+    quality: typeof v.quality === "string" ? v.quality : "", limit: num(v.limit), side: v.side === "below" ? "below" : "above",
+  };
+}
+
 export function parseCell(body: unknown): Cell {
   if (!isRecord(body) || !isRecord(body.roles)) throw malformed('cell: expected {"roles": {...}}');
   const roles: Record<string, CellRole> = {};
@@ -923,6 +953,7 @@ export function parseCell(body: unknown): Cell {
       score: num(r.score),
       rule: typeof r.rule === "string" ? r.rule : null,
       held: isRecord(r.held) && typeof r.held.text === "string" ? r.held.text : null,
+      rule_read: parseRuleRead(r.rule_read),
       metrics,
       histogram: parseBuckets(r.histogram),
       histogram_note: typeof r.histogram_note === "string" ? r.histogram_note : null,

@@ -175,7 +175,15 @@ export const NO_DATA_COLOR = STATUS_COLORS.no_data;
 // A metric cell whose tensor held NaN or Inf: its value (if any) is of the finite numbers alone, so it
 // is drawn apart from the colour scale, in the critical hue its status has, never as "no data" grey.
 export const NONFINITE_COLOR = STATUS_COLORS.critical;
+// A health cell whose tensor held NaN or Inf: there the critical hue is a score's (the critical band's
+// shades), so it gets a hue no band uses, apart from every score and from "no data".
+export const HEALTH_NONFINITE_COLOR = "#6a3d9a";
 export const NONFINITE_LABEL = "NaN / Inf";
+
+/** The paint of a cell whose tensor held NaN or Inf in a view of `metric` (health or a metric's). */
+export function nonfiniteColor(metric: string): string {
+  return metric === "health" ? HEALTH_NONFINITE_COLOR : NONFINITE_COLOR;
+}
 // The quality code (`quality_names`) of a value at a step whose tensor held NaN or Inf.
 export const NONFINITE_QUALITY = "finite_only";
 // A row whose cells are still on their way: paler than "no data", so it never reads as a hole.

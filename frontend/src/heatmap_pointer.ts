@@ -3,13 +3,13 @@
 // move the selection.
 
 import { cellStep, columnOfStep, fetchCell, rowLoaded } from "./api";
-import type { Heatmap } from "./api";
+import type { CellRole, Heatmap } from "./api";
 import { blockOfRow, foldedTooltipLines, isFoldedRow, labelParts, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
 import { ceilStep, floorStep } from "./steps";
 import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
-import { cellTooltipLines, layerLines, ruleValueLine } from "./tooltip";
+import { cellTooltipLines, layerLines, withCellAnswer } from "./tooltip";
 import type { Tooltip } from "./tooltip";
 
 // A drag shorter than this is a click.
@@ -54,8 +54,8 @@ export class HeatmapPointer {
   /** Where the pointer last moved over the rows; null once it left them. */
   private pointer: { clientX: number; clientY: number } | null = null;
   private ruleTimer = 0;
-  // Per health cell (run, role, layer, step): the line of its rule's value, null when the cell has none.
-  private ruleValues = new Map<string, [string, string] | null>();
+  // Per cell hovered (run, role, layer, step): its role's cell answer (its rule's value, its held line).
+  private cellAnswers = new Map<string, CellRole | undefined>();
   /** A click's selection, waiting to see whether a second click follows. */
   private pendingClick = 0;
 
@@ -140,32 +140,34 @@ export class HeatmapPointer {
 
   /**
    * On a health cell a rule decided, adds the value of the statistic that rule reads: the answer of scores
-   * has none, so it is asked of the cell route once the pointer rests, and kept per cell.
+   * has none. On an ok cell where a rule held, puts the cell answer's count of the steps in a row, over
+   * the whole row, for the heatmap's (a zoom's answer holds only the window's steps). Both are asked of
+   * the cell route once the pointer rests, and kept per cell.
    */
   private addRuleValue(h: Heatmap, hit: Hit, lines: [string, string][]): void {
     window.clearTimeout(this.ruleTimer);
     const rule = h.rules[hit.row][hit.col];
-    if (h.metric !== "health" || !rule || isFoldedRow(h, hit.row)) return;
+    const held = lines.some(([key]) => key === "held");
+    if (!((h.metric === "health" && rule) || held) || isFoldedRow(h, hit.row)) return;
     const layer = h.layers[hit.row];
     const step = cellStep(h, hit.row, hit.col);
     const key = [h.run, h.role, layer, step.toString()].join("\u0000");
-    const show = (line: [string, string] | null): void => {
+    const show = (cell: CellRole | undefined): void => {
       const s = this.view.scene;
       const at = this.pointer;
-      if (line && at && s.h === h && s.hover?.row === hit.row && s.hover.col === hit.col) {
-        this.view.tooltip.show([...lines, line], at.clientX, at.clientY);
+      if (cell && at && s.h === h && s.hover?.row === hit.row && s.hover.col === hit.col) {
+        this.view.tooltip.show(withCellAnswer(lines, cell, h, rule), at.clientX, at.clientY);
       }
     };
-    if (this.ruleValues.has(key)) {
-      show(this.ruleValues.get(key) ?? null);
+    if (this.cellAnswers.has(key)) {
+      show(this.cellAnswers.get(key));
       return;
     }
     this.ruleTimer = window.setTimeout(() => {
       fetchCell(h.run, layer, step, h.role).then((cell) => {
-        const line = ruleValueLine(cell.roles[h.role], rule, h.role);
-        if (this.ruleValues.size >= RULE_VALUES_KEPT) this.ruleValues.clear();
-        this.ruleValues.set(key, line);
-        show(line);
+        if (this.cellAnswers.size >= RULE_VALUES_KEPT) this.cellAnswers.clear();
+        this.cellAnswers.set(key, cell.roles[h.role]);
+        show(cell.roles[h.role]);
       }, () => undefined);
     }, RULE_VALUE_DELAY_MS);
   }

@@ -1,6 +1,8 @@
 // Colour legend above the heatmap.
 
-import { denormalize, diverging, healthBands, NONFINITE_COLOR, NONFINITE_LABEL, rgbToCss, STATUS_LABELS, statusColor, viridis } from "./colors";
+import {
+  denormalize, diverging, healthBands, NONFINITE_LABEL, nonfiniteColor, rgbToCss, STATUS_LABELS, statusColor, viridis,
+} from "./colors";
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
 import { formatValue, humanize } from "./format";
@@ -10,6 +12,20 @@ import { vocabulary } from "./vocabulary";
 function legendStatuses(): string[] {
   const byCode = [...vocabulary().statuses].sort((a, b) => a.code - b.code);
   return [...byCode.filter((s) => s.code > 0), ...byCode.filter((s) => s.code <= 0)].map((s) => s.status);
+}
+
+/**
+ * The legend's swatches beside its colour scale, [colour, label]: health's statuses, and in every view a
+ * step whose tensor held NaN or Inf, with its own paint apart from the scale (and from the critical scores),
+ * then no data.
+ */
+export function legendSwatches(metric: string): [string, string][] {
+  const nan: [string, string] = [nonfiniteColor(metric), NONFINITE_LABEL];
+  const noData: [string, string] = [statusColor("no_data"), STATUS_LABELS.no_data];
+  if (metric !== "health") return [nan, noData];
+  const statuses = legendStatuses().map((name): [string, string] => [statusColor(name), STATUS_LABELS[name]]);
+  // No data, the last status, stays last.
+  return [...statuses.slice(0, -1), nan, ...statuses.slice(-1)];
 }
 
 /** CSS linear-gradient sampling a colour map; `stops` samples keep it smooth. */
@@ -55,9 +71,7 @@ function bar(title: string, background: string, left: string, right: string, mid
 export function buildLegend(metric: string, scale: "linear" | "log", domain: Domain | null, shared = false): HTMLElement {
   const legend = el("div", "gh-legend");
   if (metric === "health") {
-    for (const name of legendStatuses()) {
-      legend.append(swatch(statusColor(name), STATUS_LABELS[name]));
-    }
+    for (const [color, label] of legendSwatches(metric)) legend.append(swatch(color, label));
     legend.append(bar("score", healthGradientCss(), "0", "1"));
     return legend;
   }
@@ -70,8 +84,7 @@ export function buildLegend(metric: string, scale: "linear" | "log", domain: Dom
   } else {
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
-  // A step whose tensor held NaN or Inf has its own paint, apart from the scale and from "no data".
-  legend.append(swatch(NONFINITE_COLOR, NONFINITE_LABEL), swatch(statusColor("no_data"), STATUS_LABELS.no_data));
+  for (const [color, label] of legendSwatches(metric)) legend.append(swatch(color, label));
   return legend;
 }
 
@@ -92,9 +105,9 @@ export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, 
     x += 16;
   };
   if (metric === "health") {
-    for (const name of legendStatuses()) {
-      box(statusColor(name));
-      text(STATUS_LABELS[name]);
+    for (const [color, label] of legendSwatches(metric)) {
+      box(color);
+      text(label);
     }
   } else if (domain) {
     text(humanize(metric) + (domain.scale === "log" ? " (log scale)" : ""));
@@ -106,10 +119,10 @@ export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, 
     }
     x += 168;
     text(formatValue(domain.max));
-    box(NONFINITE_COLOR);
-    text(NONFINITE_LABEL);
-    box(statusColor("no_data"));
-    text(STATUS_LABELS.no_data);
+    for (const [color, label] of legendSwatches(metric)) {
+      box(color);
+      text(label);
+    }
   }
   ctx.restore();
 }

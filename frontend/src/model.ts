@@ -3,8 +3,8 @@
 
 import type { Heatmap } from "./api";
 import {
-  DIVERGING_LUT, healthBands, HEALTH_LUTS, hexToRgb, LOADING_COLOR, LUT_SIZE, NO_DATA_COLOR, NONFINITE_COLOR,
-  NONFINITE_QUALITY, packRgb, STATUS_COLORS, VIRIDIS_LUT,
+  DIVERGING_LUT, healthBands, HEALTH_LUTS, HEALTH_NONFINITE_COLOR, hexToRgb, LOADING_COLOR, LUT_SIZE, NO_DATA_COLOR,
+  NONFINITE_COLOR, NONFINITE_QUALITY, packRgb, STATUS_COLORS, VIRIDIS_LUT,
 } from "./colors";
 import type { Domain } from "./colors";
 import type { PixelColumns } from "./layout";
@@ -13,6 +13,7 @@ import { statusRank, vocabulary } from "./vocabulary";
 export const NO_DATA_PIXEL = packRgb(hexToRgb(NO_DATA_COLOR));
 export const LOADING_PIXEL = packRgb(hexToRgb(LOADING_COLOR));
 export const NONFINITE_PIXEL = packRgb(hexToRgb(NONFINITE_COLOR));
+export const HEALTH_NONFINITE_PIXEL = packRgb(hexToRgb(HEALTH_NONFINITE_COLOR));
 const NO_DATA_LUT = new Uint32Array(LUT_SIZE).fill(NO_DATA_PIXEL);
 
 export interface CellModel {
@@ -29,9 +30,10 @@ export interface CellModel {
   /**
    * Health view: a critical cell the raster gives less than 2 pixels is painted
    * 2 pixels wide in the status colour, since its darkest shade reads as black
-   * in one pixel. Null elsewhere: a metric view's colour is the value's.
+   * in one pixel; a NaN/Inf cell keeps its own paint (`keep`), widened alike. Null elsewhere: a metric
+   * view's colour is the value's.
    */
-  narrow: { rank: number; pixel: number } | null;
+  narrow: { rank: number; pixel: number; keep: number } | null;
 }
 
 // The status whose cells are never shown narrower than 2 pixels.
@@ -63,15 +65,27 @@ interface RowContext {
 
 const TOP = LUT_SIZE - 1;
 
+// Above every colour-scale position within a status rank: a pixel covering several steps shows NaN/Inf first.
+const NONFINITE_PRIORITY = 511;
+
 // One row per call: small monomorphic functions that the JIT optimises after a
 // few rows, where one big loop over millions of cells would run unoptimised for long.
-function healthRow(c: RowContext, values: readonly (number | null)[], status: readonly number[], base: number): void {
+/** Health: a cell whose tensor held NaN or Inf (quality `nonfinite`'s) gets its own paint, as in the metric views. */
+function healthRow(
+  c: RowContext, values: readonly (number | null)[], status: readonly number[], quality: readonly number[] | undefined,
+  nonfinite: number, base: number,
+): void {
   const { colors, priority, rankOf, codes, bandLo, bandScale, bandLut } = c;
   const n = values.length;
   for (let j = 0; j < n; j++) {
     const code = status[j];
     const rank = code >= 0 && code < codes ? rankOf[code] : 0;
     const v = values[j];
+    if (rank !== 0 && quality !== undefined && quality[j] === nonfinite) {
+      colors[base + j] = HEALTH_NONFINITE_PIXEL;
+      priority[base + j] = (rank << 9) | NONFINITE_PRIORITY;
+      continue;
+    }
     if (rank === 0 || v === null || !Number.isFinite(v)) {
       colors[base + j] = NO_DATA_PIXEL;
       priority[base + j] = rank << 9;
@@ -85,8 +99,6 @@ function healthRow(c: RowContext, values: readonly (number | null)[], status: re
   }
 }
 
-// Above every colour-scale position within a status rank: a pixel covering several steps shows NaN/Inf first.
-const NONFINITE_PRIORITY = 511;
 
 /**
  * Metric views: a cell whose tensor held NaN or Inf (its `quality` code is `nonfinite`'s, finite_only) gets
@@ -169,10 +181,12 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
     if (h.loaded && !h.loaded[i]) {
       colors.fill(LOADING_PIXEL, i * cols, (i + 1) * cols);
       priority.fill(0, i * cols, (i + 1) * cols);
-    } else if (health) healthRow(ctx, h.values[i], h.status[i], i * cols);
+    } else if (health) healthRow(ctx, h.values[i], h.status[i], h.quality_cells?.[i], nonfinite, i * cols);
     else metricRow(ctx, h.values[i], h.status[i], h.quality_cells?.[i], nonfinite, i * cols);
   }
-  const narrow = health ? { rank: statusRank(CRITICAL), pixel: packRgb(hexToRgb(STATUS_COLORS[CRITICAL])) } : null;
+  const narrow = health
+    ? { rank: statusRank(CRITICAL), pixel: packRgb(hexToRgb(STATUS_COLORS[CRITICAL])), keep: HEALTH_NONFINITE_PIXEL }
+    : null;
   return { rows, cols, colors, priority, narrow };
 }
 
@@ -208,8 +222,8 @@ function rasterRow(m: CellModel, row: number, px: PixelColumns, out: Uint32Array
  * pixel itself and a neighbour showing something milder (right, else left).
  * Columns keep their places; the neighbour gives up one pixel to it.
  */
-function widenNarrow(m: CellModel, narrow: { rank: number; pixel: number }, pick: Int32Array, out: Uint32Array, o: number): void {
-  const { priority } = m;
+function widenNarrow(m: CellModel, narrow: NonNullable<CellModel["narrow"]>, pick: Int32Array, out: Uint32Array, o: number): void {
+  const { colors, priority } = m;
   const width = pick.length;
   const rankAt = (x: number): number => (x >= 0 && x < width && pick[x] >= 0 ? priority[pick[x]] >> 9 : -1);
   const milder = (x: number): boolean => x >= 0 && x < width && rankAt(x) < narrow.rank;
@@ -217,9 +231,10 @@ function widenNarrow(m: CellModel, narrow: { rank: number; pixel: number }, pick
     const c = pick[x];
     if (c < 0 || priority[c] >> 9 !== narrow.rank) continue;
     if ((x > 0 && pick[x - 1] === c) || (x + 1 < width && pick[x + 1] === c)) continue;
-    out[o + x] = narrow.pixel;
+    const paint = colors[c] === narrow.keep ? narrow.keep : narrow.pixel;
+    out[o + x] = paint;
     const n = milder(x + 1) ? x + 1 : milder(x - 1) ? x - 1 : -1;
-    if (n >= 0) out[o + n] = narrow.pixel;
+    if (n >= 0) out[o + n] = paint;
   }
 }
 

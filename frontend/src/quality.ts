@@ -1,5 +1,5 @@
 // What a value's quality code means, in words a person reads: the routes send the codes
-// (metrics.QUALITY_NAMES, and "mixed" for a heatmap of exact and estimated cells), and every
+// (metrics.QUALITY_NAMES; a heatmap's "mixed", exact beside anything else, with the names present), and every
 // place the tab shows one (a chart's hover, a cell's tooltip, the detail table, the summary
 // line) reads it from this one table.
 
@@ -22,9 +22,10 @@ const QUALITY: Record<string, QualityWords> = {
     values: "values of finite numbers only", short: "finite values only",
     long: "finite values only: this step also held NaN/Inf",
   },
+  // An older server's word alone, without the names present: exact beside something else.
   mixed: {
-    values: "exact and estimated values", short: "exact and estimated",
-    long: "exact for some cells, estimated from histogram buckets for others",
+    values: "exact and other values", short: "mixed",
+    long: "exact for some cells, estimated or bounded for others",
   },
 };
 
@@ -54,4 +55,30 @@ export function qualityShort(code: string): string {
 /** A heatmap's values by their quality, for the summary line: "estimated values". */
 export function qualityValues(code: string): string {
   return QUALITY[code]?.values ?? `${plain(code)} values`;
+}
+
+/** Words joined as a sentence lists them: "a", "a and b", "a, b and c". */
+function listed(words: readonly string[]): string {
+  return words.length < 2 ? words.join("") : `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}`;
+}
+
+/**
+ * The quality names a heatmap holds (`Heatmap.qualities`), for the summary line, those of one noun said
+ * together: ["exact", "estimated"] "exact and estimated values", ["exact", "upper_bound"] "exact values
+ * and upper bounds", ["estimated", "upper_bound", "lower_bound"] "estimated values, upper and lower bounds".
+ */
+export function qualitiesValues(names: readonly string[]): string {
+  // Per noun ("values", "bounds"), in the order first met, the words before it.
+  const groups = new Map<string, string[]>();
+  for (const name of names) {
+    const words = qualityValues(name);
+    const cut = words.lastIndexOf(" ");
+    const [before, noun] = cut < 0 || name === "finite_only" ? ["", words] : [words.slice(0, cut), words.slice(cut + 1)];
+    const group = groups.get(noun) ?? [];
+    if (!groups.has(noun)) groups.set(noun, group);
+    if (before) group.push(before);
+  }
+  const phrases = [...groups].map(([noun, before]) => (before.length ? `${listed(before)} ${noun}` : noun));
+  // "and" between two phrases, unless one has its own: "exact and estimated values, upper bounds".
+  return phrases.length === 2 && !phrases.some((p) => p.includes(" and ")) ? listed(phrases) : phrases.join(", ");
 }

@@ -2,7 +2,7 @@
 
 import type { Heatmap } from "./api";
 import { formatStep } from "./format";
-import { qualityValues } from "./quality";
+import { qualitiesValues, qualityValues } from "./quality";
 import { matchesFilter } from "./rows";
 import type { Step } from "./steps";
 
@@ -32,8 +32,14 @@ export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null =
     layers,
     h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
     last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
-    h.quality && h.metric !== "health" ? qualityValues(h.quality) + (nanNote ? "; NaN/Inf at some steps" : "") : "",
+    h.quality && h.metric !== "health" ? valuesText(h) + (nanNote ? "; NaN/Inf at some steps" : "") : "",
   ]
     .filter(Boolean)
     .join(" \u00b7 ");
+}
+
+/** What the heatmap's values are: the qualities its cells hold when the answer names them ("exact values and
+ * upper bounds", where "mixed" alone would call bounds estimates), else its one word's. */
+function valuesText(h: Heatmap): string {
+  return h.qualities.length > 0 ? qualitiesValues(h.qualities) : qualityValues(h.quality);
 }

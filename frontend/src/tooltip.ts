@@ -3,7 +3,7 @@
 
 import { cellQuality, cellStep } from "./api";
 import type { CellRole, Heatmap, Incomplete } from "./api";
-import { STATUS_LABELS, statusName } from "./colors";
+import { NONFINITE_QUALITY, STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
 import { metricCell, qualityText } from "./quality";
@@ -50,7 +50,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   lines.push(
     ...layerLines(h.layers[row]),
     ["step", formatStep(cellStep(h, row, col))],
-    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${qualityText(cellQuality(h, row, col))})`],
+    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${valueQuality(h, row, col)})`],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   const last = h.stepsLast?.[col];
@@ -63,12 +63,27 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   return lines;
 }
 
+/** How a cell's value was had, for its hover; a health score at a NaN/Inf step is no statistic of finite values. */
+function valueQuality(h: Heatmap, row: number, col: number): string {
+  const quality = cellQuality(h, row, col);
+  return h.metric === "health" && quality === NONFINITE_QUALITY ? "this step held NaN/Inf" : qualityText(quality);
+}
+
 /**
  * A health cell's line for the statistic its rule reads (`rule` a finding kind, `role` the heatmap's), from
- * the cell's answer: "max |x|": "1.2e+03 (exact)". The heatmap of scores carries no such value. Null when
- * the cell's answer has none of it.
+ * the cell's answer: "max abs": "1.2e+03 (exact); rule: above 1000". The statistic is the one the rule that
+ * fired there read, as the server says (a kind's two rules may read two statistics, or one against two
+ * thresholds); where none of the kind's cell rules held (a finding's time rule decided), the kind's chart
+ * metric. The heatmap of scores carries no such value. Null when the cell's answer has none of it.
  */
 export function ruleValueLine(cell: CellRole | undefined, rule: string, role: string): [string, string] | null {
+  const read = cell?.rule_read;
+  if (read && read.kind === rule) {
+    const [value, , meaning] = metricCell(read.value, read.quality, formatValue);
+    const name = read.abs ? `|${humanize(read.metric)}|` : humanize(read.metric);
+    const limit = read.limit === null ? "" : `; rule: ${read.side} ${formatValue(read.limit)}`;
+    return [name, (meaning ? `${value} (${meaning})` : value) + limit];
+  }
   const metric = kindMetric(rule, role);
   const m = cell?.metrics[metric];
   if (!m) return null;
@@ -76,8 +91,23 @@ export function ruleValueLine(cell: CellRole | undefined, rule: string, role: st
   return [humanize(metric), meaning ? `${value} (${meaning})` : value];
 }
 
+/**
+ * A cell's tooltip once its answer came (`cell` its role's): the server's `held` line, counted over the whole
+ * row, in place of the heatmap's (which sees only the steps sent), and on a health cell a rule decided, the
+ * value its rule read (`ruleValueLine`) after them. The lines as they were where the answer adds nothing.
+ */
+export function withCellAnswer(lines: readonly [string, string][], cell: CellRole | undefined, h: Heatmap,
+  rule: string | null): [string, string][] {
+  const held = cell?.held ?? null;
+  const out = lines.map(([key, value]): [string, string] => [key, key === "held" && held !== null ? held : value]);
+  const ruleLine = h.metric === "health" && rule ? ruleValueLine(cell, rule, h.role) : null;
+  return ruleLine ? [...out, ruleLine] : out;
+}
+
 /** Why an ok cell where `rule` held is no warning: for how many logged steps in a row it held, against
- * the steps its finding needs. A binned column stands for several steps: it says only that it held. */
+ * the steps its finding needs. A binned column stands for several steps: it says only that it held. In a
+ * window of the run (a zoom's answer) a stretch reaching the window's edge may go on past it: counted in
+ * view, and said so (the cell's answer, `held`, counts over the whole row and replaces this line). */
 export function heldText(h: Heatmap, row: number, col: number, rule: string): string {
   const label = kindLabel(rule).toLowerCase();
   if (h.stepsLast !== null) return `${label} held in this column, with no warning; zoom in for each step`;
@@ -87,7 +117,10 @@ export function heldText(h: Heatmap, row: number, col: number, rule: string): st
   while (end < rules.length && rules[end] === rule) end++;
   const inARow = end - first;
   const needed = kindStepsNeeded(rule);
-  const held = inARow === 1 ? `${label} at this step only` : `${label} at this step, one of ${inARow} logged steps in a row`;
+  const cut = h.windowSteps < h.stepsTotal && (first === 0 || end === rules.length);
+  const held = cut
+    ? inARow === 1 ? `${label} at this step, the only one in view` : `${label} at this step, one of ${inARow} logged steps in a row in view`
+    : inARow === 1 ? `${label} at this step only` : `${label} at this step, one of ${inARow} logged steps in a row`;
   if (needed !== null && inARow < needed) return `${held}; a finding needs ${needed} logged steps in a row`;
   return `${held}; no warning covers it (see the layer's findings)`;
 }

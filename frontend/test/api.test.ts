@@ -230,6 +230,11 @@ describe("parseHeatmap", () => {
     expect(parseHeatmap(HEATMAP).finiteOnlyCells).toBe(false);
   });
 
+  it("reads the qualities the cells hold, none where the server does not say", () => {
+    expect(parseHeatmap({ ...HEATMAP, quality: "mixed", qualities: ["exact", "upper_bound"] }).qualities).toEqual(["exact", "upper_bound"]);
+    expect(parseHeatmap(HEATMAP).qualities).toEqual([]);
+  });
+
   it("reads how each row's role was decided, convention where the server does not say", () => {
     expect(parseHeatmap({ ...HEATMAP, decided_by: ["name", "fallback"] }).decided_by).toEqual(["name", "fallback"]);
     expect(parseHeatmap({ ...HEATMAP, decided_by: ["name"] }).decided_by).toEqual(["convention", "convention"]);
@@ -388,6 +393,15 @@ describe("findings, cell and series", () => {
     const c = parseCell({ run: "R", layer: "d", step: 3, roles: { gradient: { histogram: [], histogram_note: note } } });
     expect(c.roles.gradient.histogram).toEqual([]);
     expect(c.roles.gradient.histogram_note).toBe(note);
+  });
+
+  it("reads what the rule that fired at a cell read, none where the server does not say", () => {
+    const rule_read = { kind: "update_ratio", metric: "update_ratio", abs: false, value: 0, quality: "exact",
+      threshold: "update_ratio_low", limit: 1e-6, side: "below" };
+    const c = parseCell({ run: "R", layer: "d", step: 3, roles: { weight: { rule_read }, gradient: {} } });
+    expect(c.roles.weight.rule_read).toEqual({ kind: "update_ratio", metric: "update_ratio", abs: false, value: 0,
+      quality: "exact", limit: 1e-6, side: "below" });
+    expect(c.roles.gradient.rule_read).toBeNull();
   });
 
   it("parses a series with its thresholds", () => {

@@ -50,7 +50,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
       [OK, CRIT, WARN],
     ],
     status_names: NAMES,
-    quality: "exact", finiteOnlyCells: false, scale: "linear",
+    quality: "exact", qualities: ["exact"], finiteOnlyCells: false, scale: "linear",
     rules: [
       ["", "", ""],
       ["", "w", null],

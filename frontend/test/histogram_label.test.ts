@@ -10,6 +10,7 @@ function role(over: Partial<CellRole>): CellRole {
     score: 1,
     rule: null,
     held: null,
+    rule_read: null,
     metrics: {},
     histogram: [[0, 1, 3]],
     histogram_note: null,

@@ -1,8 +1,19 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
-import { healthBands, rgbToCss, viridis } from "../src/colors";
+import { healthBands, NONFINITE_COLOR, rgbToCss, STATUS_COLORS, viridis } from "../src/colors";
 import { heatmapDomain } from "../src/heatmap";
-import { gradientCss, healthGradientCss } from "../src/legend";
+import { gradientCss, healthGradientCss, legendSwatches } from "../src/legend";
+
+describe("legend swatches", () => {
+  it("marks NaN/Inf in the health view as in a metric's, in a paint apart from the critical scores", () => {
+    const health = legendSwatches("health");
+    expect(health.map(([, label]) => label)).toEqual(["ok", "warn", "critical", "NaN / Inf", "no data"]);
+    const [nan] = health.filter(([, label]) => label === "NaN / Inf");
+    expect(nan[0]).not.toBe(STATUS_COLORS.critical);
+    expect(new Set(health.map(([color]) => color)).size).toBe(health.length);
+    expect(legendSwatches("max_abs")).toEqual([[NONFINITE_COLOR, "NaN / Inf"], [STATUS_COLORS.no_data, "no data"]]);
+  });
+});
 
 describe("legend gradients", () => {
   it("samples a colour map from 0% to 100%", () => {

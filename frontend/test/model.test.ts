@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import { DIVERGING_LUT, HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
 import { columnEdges, fullRange, pixelColumns } from "../src/layout";
-import { buildCells, NO_DATA_PIXEL, NONFINITE_PIXEL, rasterize } from "../src/model";
+import { buildCells, HEALTH_NONFINITE_PIXEL, NO_DATA_PIXEL, NONFINITE_PIXEL, rasterize } from "../src/model";
 import { offsets } from "../src/steps";
 import { statusRank } from "../src/vocabulary";
 import { NO_DATA_COLOR, STATUS_COLORS } from "../src/colors";
@@ -68,6 +68,29 @@ describe("buildCells", () => {
     // A pixel over several steps shows the NaN/Inf one first.
     const m = buildCells(h, { min: 0, max: 10, scale: "linear" });
     expect(m.priority[1]).toBeGreaterThan(m.priority[0]);
+  });
+
+  it("paints a health cell whose tensor held NaN/Inf apart from the critical scores and from no data", () => {
+    const qualityNames = ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"];
+    // Health at 4 steps: ok, critical at a NaN step, critical (finite), no data.
+    const body = {
+      layers: ["l0"], steps: [0, 10, 20, 30], values: [[0.9, 0.05, 0.05, null]], status: [[1, 3, 3, 0]],
+      status_names: NAMES, metric: "health", scale: "linear", quality_cells: [[1, 5, 1, 0]], quality_names: qualityNames,
+    };
+    const m = buildCells(parseHeatmap(body), null);
+    expect(m.colors[1]).toBe(HEALTH_NONFINITE_PIXEL);
+    expect(m.colors[2]).toBe(HEALTH_LUTS.critical[Math.round((0.05 / 0.25) * (LUT_SIZE - 1))]);
+    expect(m.colors[3]).toBe(NO_DATA_PIXEL);
+    // No score's shade, nor the status colour a narrow critical cell is widened in.
+    for (const lut of Object.values(HEALTH_LUTS)) expect(lut).not.toContain(HEALTH_NONFINITE_PIXEL);
+    expect(HEALTH_NONFINITE_PIXEL).not.toBe(packRgb(hexToRgb(STATUS_COLORS.critical)));
+    expect(m.priority[1]).toBeGreaterThan(m.priority[2]);
+    // In one pixel it is widened to two in its own paint, not in the critical status colour.
+    const lone = parseHeatmap({ ...body, values: [[0.9, 0.05, 0.9, 0.9]], status: [[1, 3, 1, 1]], quality_cells: [[1, 5, 1, 1]] });
+    const e = columnEdges(offsets(lone.steps));
+    const out = new Uint32Array(4);
+    rasterize(buildCells(lone, null), [0], pixelColumns(e, fullRange(e), 4), out, 0);
+    expect(Array.from(out).filter((c) => c === HEALTH_NONFINITE_PIXEL).length).toBe(2);
   });
 
   it("knows the status ranks", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_QUALITY_NAMES } from "../src/api";
-import { metricCell, qualityShort, qualityText, qualityValues } from "../src/quality";
+import { metricCell, qualitiesValues, qualityShort, qualityText, qualityValues } from "../src/quality";
 
 describe("quality words", () => {
   it("says what each quality the routes send means, in words", () => {
@@ -21,9 +21,20 @@ describe("quality words", () => {
 
   it("keeps a table cell and the summary line short", () => {
     expect(qualityShort("finite_only")).toBe("finite values only");
-    expect(qualityValues("mixed")).toBe("exact and estimated values");
+    // "mixed" alone may be exact values beside bounds: it never claims they are estimates.
+    expect(qualityValues("mixed")).toBe("exact and other values");
     expect(qualityValues("estimated")).toBe("estimated values");
     expect(qualityValues("lower_bound")).toBe("lower bounds");
+  });
+
+  it("words the qualities a heatmap holds, never calling bounds estimates", () => {
+    expect(qualitiesValues(["exact", "estimated"])).toBe("exact and estimated values");
+    expect(qualitiesValues(["exact", "upper_bound"])).toBe("exact values and upper bounds");
+    expect(qualitiesValues(["estimated", "lower_bound"])).toBe("estimated values and lower bounds");
+    expect(qualitiesValues(["estimated", "upper_bound", "lower_bound"])).toBe("estimated values, upper and lower bounds");
+    expect(qualitiesValues(["exact", "estimated", "upper_bound"])).toBe("exact and estimated values, upper bounds");
+    expect(qualitiesValues(["upper_bound"])).toBe("upper bounds");
+    expect(qualitiesValues(["finite_only"])).toBe("values of finite numbers only");
   });
 });
 

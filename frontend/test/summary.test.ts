@@ -9,7 +9,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
     run: "r", role: "gradient", metric: "max_abs",
     layers, blocks: ["h.0", "h.0", "h.1", "h.1"], steps,
     values: layers.map(() => steps.map(() => 1)), status: layers.map(() => steps.map(() => 1)),
-    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", finiteOnlyCells: false, scale: "log",
+    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", qualities: ["exact"], finiteOnlyCells: false, scale: "log",
     rules: layers.map(() => steps.map(() => "")), quality_cells: null, quality_names: [],
     decided_by: layers.map(() => "convention"), incomplete: null,
     binned: false, stepsLast: null, stepOffsets: null, windowSteps: 6, stepsTotal: 6,
@@ -26,8 +26,15 @@ describe("the summary line", () => {
   it("says exact values are exact when some steps held NaN/Inf, and that they did", () => {
     expect(summaryText(heatmap({ finiteOnlyCells: true }))).toBe(
       "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values; NaN/Inf at some steps");
-    expect(summaryText(heatmap({ quality: "finite_only", finiteOnlyCells: true }))).toBe(
+    expect(summaryText(heatmap({ quality: "finite_only", qualities: ["finite_only"], finiteOnlyCells: true }))).toBe(
       "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 values of finite numbers only");
+  });
+
+  it("says which qualities a mixed heatmap holds: exact values beside bounds are no estimates", () => {
+    expect(summaryText(heatmap({ metric: "zero_fraction", quality: "mixed", qualities: ["exact", "upper_bound"] }))).toBe(
+      "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values and upper bounds");
+    expect(summaryText(heatmap({ quality: "mixed", qualities: ["exact", "estimated"] }))).toBe(
+      "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact and estimated values");
   });
 
   it("says how many of the layers the filter keeps", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import type { CellRole } from "../src/api";
-import { cellTooltipLines, layerLines, ruleValueLine } from "../src/tooltip";
+import { cellTooltipLines, layerLines, ruleValueLine, withCellAnswer } from "../src/tooltip";
 
 const BASE = {
   run: "R", role: "gradient", metric: "health", layers: ["a", "b"],
@@ -37,8 +37,11 @@ describe("cell tooltip", () => {
     expect(warn["status"]).toBe("warn \u2014 Dead units");
     expect(warn["score"]).toBe("0.9 (exact)");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["score"]).toBe("0.9 (estimated from histogram buckets)");
-    // A quality in words, never its code.
-    expect(Object.fromEntries(cellTooltipLines(h, 1, 1, ""))["score"]).toBe("0.9 (finite values only: this step also held NaN/Inf)");
+    // A quality in words, never its code; a score at a NaN/Inf step is no statistic of finite values.
+    expect(Object.fromEntries(cellTooltipLines(h, 1, 1, ""))["score"]).toBe("0.9 (this step held NaN/Inf)");
+    const metric = parseHeatmap({ ...BASE, metric: "max_abs", steps: [0, 10, 20], quality_cells: [[1, 1, 2], [2, 5, 0]],
+      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"] });
+    expect(Object.fromEntries(cellTooltipLines(metric, 1, 1, ""))["max abs"]).toBe("0.9 (finite values only: this step also held NaN/Inf)");
   });
 
   it("says of an ok cell where a rule held how many steps in a row, against the steps a finding needs", () => {
@@ -54,6 +57,32 @@ describe("cell tooltip", () => {
       "vanishing gradients at this step only; a finding needs 5 logged steps in a row");
     expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["held"]).toBeUndefined();
     expect(Object.fromEntries(cellTooltipLines(h, 1, 0, ""))["held"]).toBeUndefined();
+  });
+
+  it("counts the steps in a row in view where a zoom's window may cut them, and takes the cell answer's count", () => {
+    // A zoom's answer: 4 of the run's 60 steps. The stretch at the window's start may begin before it.
+    const h = parseHeatmap({
+      ...BASE, steps: [20, 21, 22, 23], values: [[0.6001, 0.6001, 0.9, 0.6001], [0.9, 0.9, 0.9, 0.9]],
+      status: [[1, 1, 1, 1], [1, 1, 1, 1]], window: { steps: 4, steps_total: 60 },
+      rules: [["vanishing_gradients", "vanishing_gradients", "", "vanishing_gradients"], ["", "", "", ""]],
+    });
+    const lines = cellTooltipLines(h, 0, 1, "");
+    expect(Object.fromEntries(lines)["held"]).toBe(
+      "vanishing gradients at this step, one of 2 logged steps in a row in view; a finding needs 5 logged steps in a row");
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 3, ""))["held"]).toBe(
+      "vanishing gradients at this step, the only one in view; a finding needs 5 logged steps in a row");
+    // The cell's answer counts over the whole row: its line replaces the heatmap's, in place.
+    const whole = "vanishing gradients at this step, one of 4 logged steps in a row; a finding needs 5 logged steps in a row";
+    const cell = { held: whole, rule_read: null, metrics: {} } as unknown as CellRole;
+    const answered = withCellAnswer(lines, cell, parseHeatmap({ ...BASE, metric: "max_abs", steps: [20, 21, 22] }), "vanishing_gradients");
+    expect(answered.map(([k]) => k)).toEqual(lines.map(([k]) => k));
+    expect(Object.fromEntries(answered)["held"]).toBe(whole);
+    // A health cell also gets its rule's value, after the lines.
+    const read = { ...cell, rule_read: { kind: "vanishing_gradients", metric: "small_fraction", abs: false, value: 1,
+      quality: "exact", limit: 0.9, side: "above" } } as CellRole;
+    expect(withCellAnswer(lines, read, h, "vanishing_gradients").slice(-2)).toEqual(
+      [["held", whole], ["small fraction", "1 (exact); rule: above 0.9"]]);
+    expect(withCellAnswer(lines, undefined, h, "vanishing_gradients")).toEqual(lines);
   });
 
   it("says what a module's later call in forward is, on a cell and on a row label", () => {
@@ -76,6 +105,24 @@ describe("a health cell's rule value", () => {
     const c = cell({ max_abs: { value: 1234.5, quality: "estimated" }, l2: { value: 9, quality: "exact" } });
     expect(ruleValueLine(c, "exploding_gradients", "gradient")).toEqual(["max abs", "1235 (estimated from histogram buckets)"]);
     expect(ruleValueLine(cell({ nonfinite: { value: 12, quality: "exact" } }), "nonfinite", "gradient")).toEqual(["nonfinite", "12 (exact)"]);
+  });
+
+  it("is the statistic and threshold of the rule that fired there, as the server says, not the kind's chart metric", () => {
+    const read = (over: object): CellRole => ({
+      ...cell({ mean_abs: { value: 0, quality: "exact" }, small_fraction: { value: 1, quality: "exact" } }),
+      rule: "vanishing_gradients",
+      rule_read: { kind: "vanishing_gradients", metric: "small_fraction", abs: false, value: 1, quality: "exact",
+        limit: 0.9, side: "above", ...over },
+    });
+    // Vanishing gradients' chart metric is mean |x|; the fraction near zero is what fired.
+    expect(ruleValueLine(read({}), "vanishing_gradients", "gradient")).toEqual(["small fraction", "1 (exact); rule: above 0.9"]);
+    // One statistic, two thresholds: the update ratio barely moving, not too fast.
+    const slow = read({ kind: "update_ratio", metric: "update_ratio", value: 0, limit: 1e-6, side: "below" });
+    expect(ruleValueLine(slow, "update_ratio", "weight")).toEqual(["update ratio", "0 (exact); rule: below 1e-6"]);
+    const grown = read({ kind: "weight_growth", metric: "mean", abs: true, value: 0.5, limit: 0.3 });
+    expect(ruleValueLine(grown, "weight_growth", "weight")).toEqual(["|mean|", "0.5 (exact); rule: above 0.3"]);
+    // Without a rule of the cell's kind holding there: the kind's chart metric.
+    expect(ruleValueLine({ ...read({}), rule_read: null }, "vanishing_gradients", "gradient")).toEqual(["mean abs", "0 (exact)"]);
   });
 
   it("reads NaN/Inf where the tensor had no finite value, and is absent where the cell lacks the statistic", () => {

@@ -151,3 +151,27 @@ def held(rdata: RoleData, index: int, notes: Sequence[Finding], layer: str,
         text += "; yet no finding: the rest of the finding's rule did not hold here"
     return {"kind": kind, "steps_in_a_row": in_a_row, "steps_needed": needed,
             "note": note.kind if note is not None else None, "text": text}
+
+
+def rule_read(rdata: RoleData, index: int, role: str, kind: str, limits: Mapping[str, float]) -> Optional[dict]:
+    """What the cell rule that fired at one cell read: of the cell rules of the kind naming the cell
+    (`CellHealth.rule_at`), the one holding there (the first, where two of a kind hold), with its statistic,
+    the value and quality it read, and its threshold. A kind's two rules may read two statistics (vanishing
+    gradients: the fraction near zero, or mean |x|) or one against two thresholds (the update ratio: too fast,
+    or barely moving). None where the cell names no kind, or none of its kind's cell rules holds there (a
+    finding's time rule decided it, as a spike's). `role` and `kind`: the row's role and tensor kind."""
+    name = rdata.health.rule_at(index)
+    rules = [r for r in detectors.CELL_RULES if name and r.name == name]
+    if not rules:
+        return None
+    # The kind's rules alone, scored as the cells were: the fired code names the rule holding at the cell.
+    fired = int(health.rule_health(rdata.table, role, kind, limits, rules).fired[index])
+    if not fired:
+        return None
+    r = rules[fired - 1]
+    value = abs(float(rdata.table.get(r.metric)[index])) if r.use_abs else float(rdata.table.get(r.metric)[index])
+    # An infinite value (a std grown from a first std of 0) is none a JSON answer holds: null, as elsewhere.
+    return {"kind": name, "metric": r.metric, "abs": r.use_abs, "value": value if np.isfinite(value) else None,
+            "quality": metrics.QUALITY_NAMES[int(metrics.shown_quality(rdata.table, r.metric)[index])],
+            "threshold": r.threshold or None, "limit": float(limits[r.threshold]) if r.threshold else None,
+            "side": "above" if r.above else "below"}

@@ -13,7 +13,7 @@ bounded from above; such values carry the quality ``upper_bound``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -596,9 +596,21 @@ def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
                        values={name: column(name) for name in names}, quality={name: codes(name) for name in qualities})
 
 
+def present_qualities(codes: np.ndarray) -> List[str]:
+    """The names of the qualities among `codes`, in code order (exact, estimated, upper_bound,
+    lower_bound): what a heatmap's values are, for the tab to word ("exact values and upper bounds").
+    `FINITE_ONLY` (a NaN/Inf step's) counts only where it is all there is: it says nothing of how the
+    others were had."""
+    present = np.unique(codes[codes != NO_DATA])
+    if len(present) > 1:
+        present = present[present != FINITE_ONLY]
+    return [QUALITY_NAMES[int(c)] for c in present]
+
+
 def summarize_quality(codes: np.ndarray) -> Optional[str]:
-    """One word for a set of quality codes: exact, estimated, mixed, or None if no data. `FINITE_ONLY`
-    (a NaN/Inf step's) counts only where it is all there is: it says nothing of how the others were had."""
+    """One word for a set of quality codes: exact, estimated, mixed, or None if no data. "mixed" is exact
+    beside anything else (estimated values or bounds): `present_qualities` says which. `FINITE_ONLY`
+    counts only where it is all there is."""
     present = np.unique(codes[codes != NO_DATA])
     if len(present) > 1:
         present = present[present != FINITE_ONLY]

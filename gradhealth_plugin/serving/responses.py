@@ -301,14 +301,19 @@ def default_role(rd: RunData) -> str:
     return available[0] if available else tags_lib.GRADIENT
 
 
-def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None)) -> np.ndarray:
+def _health_quality(rows: Sequence[RoleData], keep: slice = slice(None), nonfinite: bool = False) -> np.ndarray:
     """Quality codes of rows' health scores at their steps `keep`, a row each (the rows logged at the same
     steps): exact where every metric of the row at that step is exact (gradhealth's summaries, per-layer
-    scalars), estimated where any comes from histogram buckets or is a bound (`CellHealth.estimated`)."""
+    scalars), estimated where any comes from histogram buckets or is a bound (`CellHealth.estimated`). With
+    `nonfinite`, `FINITE_ONLY` where the tensor held NaN or Inf: the heatmap paints such a cell as NaN/Inf,
+    as its metric views do (a score chart keeps drawing the score there)."""
     status = np.array([r.health.status[keep] for r in rows], dtype=np.uint8).reshape(len(rows), -1)
     estimated = np.array([(r.health.estimated if r.health.estimated is not None
                            else health.estimated_steps(r.table))[keep] for r in rows], dtype=bool).reshape(status.shape)
     quality = np.where(estimated, metrics.ESTIMATED, metrics.EXACT)
+    if nonfinite:
+        bad = np.array([metrics.nonfinite_steps(r.table, keep) for r in rows], dtype=bool).reshape(status.shape)
+        quality = np.where(bad, metrics.FINITE_ONLY, quality)
     return np.where(status == health.NO_DATA, metrics.NO_DATA, quality).astype(np.uint8)
 
 
@@ -461,6 +466,8 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         "blocks": blocks_lib.blocks([layer.name for layer in layers], [layer.group for layer in layers]),
         "status_names": list(health.STATUS_NAMES),
         "quality": quality,
+        # The qualities present ("mixed" is exact beside estimated values or bounds): the tab words them.
+        "qualities": metrics.present_qualities(codes),
         # Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others.
         "finite_only_cells": bool((codes == metrics.FINITE_ONLY).any()),
         "quality_names": list(metrics.QUALITY_NAMES),
@@ -534,7 +541,7 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = np.array([r.health.rule_codes[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         codes = (metrics.shown_qualities([r.table for r in rdatas], metric, keep).reshape(shape)
-                 if metric != "health" else _health_quality(rdatas, keep))
+                 if metric != "health" else _health_quality(rdatas, keep, nonfinite=True))
         # The codes present, by counting (np.unique sorts a copy of every cell).
         codes_of.append(np.flatnonzero(np.bincount(codes.ravel())).astype(np.uint8))
         cell_quality[at] = codes
@@ -968,14 +975,15 @@ def _histogram(buckets: np.ndarray) -> Tuple[list, Optional[str]]:
 
 def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
               shown: Optional[Tuple[int, Optional[float]]] = None, own: bool = False,
-              held: Optional[dict] = None) -> dict:
+              held: Optional[dict] = None, rule_read: Optional[dict] = None) -> dict:
     """One role of a ``cell`` answer: status, metrics and histogram at one row of its table.
 
     ``shown``: the histogram's own step and, when it is on another step axis
     than the row, the seconds it was written after the row's step (see
     `RoleData.histogram_step_at`). ``own``: the histogram is the one the row's
     gradhealth summary carries (format version 2). ``held``: at an ok cell where a cell rule fired,
-    why that is no warning (`findings.held`).
+    why that is no warning (`findings.held`). ``rule_read``: what the cell rule that fired there read
+    (`findings.rule_read`).
     """
     table = rdata.table
     names = [m for m in metrics.METRICS if m in table.values]
@@ -991,6 +999,10 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         # At an ok cell where a cell rule fired: its kind, the logged steps in a row it held, the steps its
         # finding needs, the note covering it (or null) and a sentence saying so; null elsewhere.
         "held": held,
+        # What the cell rule of that kind which fired here read: its statistic, value (with its quality) and
+        # threshold, {"kind", "metric", "abs", "value", "quality", "threshold", "limit", "side"}; null where
+        # none of the kind's cell rules holds here. The tab's hover names this statistic, not the kind's chart's.
+        "rule_read": rule_read,
         "metrics": {
             name: {"value": nullable(table.values[name][index:index + 1])[0],
                    # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.

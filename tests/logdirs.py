@@ -364,3 +364,31 @@ def torch_watch_blocks(logdir):
         loss.backward()
         optimizer.step()
     unwatch(handle)
+
+
+def keras_high_lr_fit(logdir):
+    """Keras 3 ``model.fit`` of a ReLU MLP with Keras' default (Glorot) init and Adam at learning rate 0.5,
+    ``TensorBoard(histogram_freq=1)``: run ``train`` holds weight histograms written at each epoch's end,
+    after that epoch's updates grew the kernels past 3x the He and Glorot std."""
+    _, keras = _keras()
+    model = keras.Sequential([keras.Input((20,))] + [keras.layers.Dense(32, activation="relu") for _ in range(3)]
+                             + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.Adam(0.5), loss="binary_crossentropy")
+    x = np.random.default_rng(0).normal(size=(256, 20)).astype(np.float32)
+    y = (x[:, :5].sum(1) > 0).astype(np.float32)
+    model.fit(x, y, epochs=3, batch_size=32, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def keras_deep_sigmoid_sgd(logdir):
+    """Keras 3 ``model.fit`` of ten Dense(32, sigmoid) layers under SGD 0.01, ``TensorBoard(histogram_freq=1)``:
+    run ``train``. The first kernels' gradients vanish: their updates round away in float32 and their
+    histograms are the same every epoch, while the same layers' biases change."""
+    _, keras = _keras()
+    model = keras.Sequential([keras.Input((20,))] + [keras.layers.Dense(32, activation="sigmoid") for _ in range(10)]
+                             + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy")
+    x = np.random.default_rng(0).normal(size=(512, 20)).astype(np.float32)
+    y = (x[:, :5].sum(1) > 0).astype(np.float32)
+    model.fit(x, y, epochs=5, batch_size=64, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])

@@ -6,7 +6,7 @@ import type { CellRole, Heatmap, Incomplete } from "./api";
 import { STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
-import { metricCell, qualityText } from "./quality";
+import { metricCell, valueText } from "./quality";
 import { kindLabel, kindMetric, kindStepsNeeded } from "./vocabulary";
 
 export class Tooltip {
@@ -50,7 +50,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   lines.push(
     ...layerLines(h.layers[row]),
     ["step", formatStep(cellStep(h, row, col))],
-    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${qualityText(cellQuality(h, row, col))})`],
+    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : valueText(h.metric, value, cellQuality(h, row, col), formatValue)],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   const last = h.stepsLast?.[col];
@@ -72,7 +72,7 @@ export function ruleValueLine(cell: CellRole | undefined, rule: string, role: st
   const metric = kindMetric(rule, role);
   const m = cell?.metrics[metric];
   if (!m) return null;
-  const [value, , meaning] = metricCell(m.value, m.quality, formatValue);
+  const [value, , meaning] = metricCell(m.value, m.quality, formatValue, metric);
   return [humanize(metric), meaning ? `${value} (${meaning})` : value];
 }
 

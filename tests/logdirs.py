@@ -392,3 +392,33 @@ def keras_deep_sigmoid_sgd(logdir):
     y = (x[:, :5].sum(1) > 0).astype(np.float32)
     model.fit(x, y, epochs=5, batch_size=64, verbose=0,
               callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def torch_epoch_start_histograms(logdir):
+    """PyTorch, weights drawn from N(0, 1) (off He and Glorot scale), ``weights/<name>`` written as each epoch
+    starts (step = epoch, the first before any update) and ``epoch_loss`` as it ends."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    for module in model:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=1.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(128, 20)
+    y = (x[:, :5].sum(1, keepdim=True) > 0).float()
+    writer = SummaryWriter(str(logdir))
+    for epoch in range(3):
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, epoch)
+        losses = []
+        for i in range(0, 128, 32):
+            optimizer.zero_grad()
+            loss = nn.functional.binary_cross_entropy_with_logits(model(x[i:i + 32]), y[i:i + 32])
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        writer.add_scalar("epoch_loss", float(np.mean(losses)), epoch)
+    writer.close()

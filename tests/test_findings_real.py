@@ -379,10 +379,17 @@ def test_keras_sigmoid_net_stuck_at_ln2_is_no_progress(keras_stuck_sigmoid_logdi
     assert ev["points"] == 8 and ev["last_median"] == pytest.approx(np.log(2), abs=0.01)
 
 
-def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_high_lr_logdir, loader_client):
+def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_high_lr_logdir,
+                                                                         torch_epoch_start_logdir, loader_client):
     """Keras' callback writes its weight histograms at each epoch's end, just after ``epoch_loss``: its step 0
     holds the weights after one epoch of Adam at 0.5 (std about 1, Glorot's 0.2 long gone). That std is
-    no initialisation: no warning, a note saying what it is."""
+    no initialisation: no warning, a note saying what it is. Histograms written as each epoch starts,
+    before its ``epoch_loss``, show the initialisation at step 0 (N(0, 1) there): a warning as before."""
+    found = loader_client(torch_epoch_start_logdir).ok("/findings", run=".")["findings"]
+    (f,) = [f for f in found if f["kind"] == "init_scale"]
+    assert f["severity"] == "warn" and "not_judged" not in f["evidence"], f
+    assert f["evidence"]["layers"]["2.weight"]["matches"] == "standard_normal"
+
     found = loader_client(keras_high_lr_logdir).ok("/findings", run="train")["findings"]
     (f,) = [f for f in found if f["kind"] == "init_scale"]
     assert f["severity"] == "info" and f["evidence"]["not_judged"] == "initialisation", f

@@ -121,7 +121,7 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         convergence.as_note_if_converged(rd, f, limits, "updates this small")
     moved = _moved_peers(rd, frozen)
     for h in frozen:
-        if moved.get(h.layer):
+        if h.layer in moved:
             h.detail["changing_in_layer"] = moved[h.layer]
     unseen = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if h.layer in moved], 0,
                    "show no change", UNSEEN_ADVICE)
@@ -202,19 +202,24 @@ def _frozen_hits(rd: RunData, min_steps: int, vanished: float) -> List[Hit]:
 
 
 def _moved_peers(rd: RunData, hits: List[Hit]) -> dict:
-    """Per unchanged weight row (`hits`): the other weight rows of its layer (same group) whose histogram
-    statistics differ between two of the unchanged row's logged steps; only rows with some."""
+    """Per unchanged weight row (`hits`) whose gradients were not logged: the other weight rows of its layer
+    (same group) whose histogram statistics differ between two of the unchanged row's logged steps; only
+    rows with some. Gradients logged and flowing rule out updates too small to see: those are left out."""
+    by_group: dict = {}
+    for layer in rd.layers:
+        if tags_lib.WEIGHT in layer.roles:
+            by_group.setdefault(layer.group, []).append(layer)
     out = {}
     for h in hits:
+        if h.detail["gradient_max_abs"] is not None:
+            continue
         layer = rd.layer(h.layer)
-        steps = np.asarray(h.points)
         changing = []
-        for other in rd.layers:
-            rdata = other.roles.get(tags_lib.WEIGHT)
-            if other is layer or other.group != layer.group or rdata is None:
+        for other in by_group.get(layer.group, []):
+            if other is layer:
                 continue
-            table = metrics.judged(rdata.table)
-            at = np.isin(table.steps, steps)
+            table = metrics.judged(other.roles[tags_lib.WEIGHT].table)
+            at = np.isin(table.steps, h.points)
             if at.sum() < 2:
                 continue
             # Proof of a change: a statistic known at two of those steps with two values.

@@ -229,6 +229,25 @@ def keras_stuck_sigmoid_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def keras_high_lr_logdir(tmp_path_factory):
+    """Run ``train``: weight histograms per epoch (written after ``epoch_loss``) of a ReLU MLP under Adam 0.5."""
+    return _written_logdir(tmp_path_factory, "keras_high_lr_fit")
+
+
+@pytest.fixture(scope="session")
+def keras_deep_sigmoid_logdir(tmp_path_factory):
+    """Run ``train``: weight histograms per epoch of ten sigmoid layers under SGD 0.01, first kernels unchanged."""
+    return _written_logdir(tmp_path_factory, "keras_deep_sigmoid_sgd")
+
+
+@pytest.fixture(scope="session")
+def torch_epoch_start_logdir(tmp_path_factory):
+    """Run ``.``: N(0, 1) weights written as each epoch starts (the first before training), ``epoch_loss`` as
+    it ends."""
+    return _written_logdir(tmp_path_factory, "torch_epoch_start_histograms")
+
+
+@pytest.fixture(scope="session")
 def ranks_logdir(tmp_path_factory):
     """Two data-parallel trainings on two torch.distributed (gloo) processes (`tests.ranks_training`):
     ``skipped/rank<r>``, whose all-reduce leaves out ``ranks_training.SKIPPED``, and

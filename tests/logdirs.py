@@ -364,3 +364,61 @@ def torch_watch_blocks(logdir):
         loss.backward()
         optimizer.step()
     unwatch(handle)
+
+
+def keras_high_lr_fit(logdir):
+    """Keras 3 ``model.fit`` of a ReLU MLP with Keras' default (Glorot) init and Adam at learning rate 0.5,
+    ``TensorBoard(histogram_freq=1)``: run ``train`` holds weight histograms written at each epoch's end,
+    after that epoch's updates grew the kernels past 3x the He and Glorot std."""
+    _, keras = _keras()
+    model = keras.Sequential([keras.Input((20,))] + [keras.layers.Dense(32, activation="relu") for _ in range(3)]
+                             + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.Adam(0.5), loss="binary_crossentropy")
+    x = np.random.default_rng(0).normal(size=(256, 20)).astype(np.float32)
+    y = (x[:, :5].sum(1) > 0).astype(np.float32)
+    model.fit(x, y, epochs=3, batch_size=32, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def keras_deep_sigmoid_sgd(logdir):
+    """Keras 3 ``model.fit`` of ten Dense(32, sigmoid) layers under SGD 0.01, ``TensorBoard(histogram_freq=1)``:
+    run ``train``. The first kernels' gradients vanish: their updates round away in float32 and their
+    histograms are the same every epoch, while the same layers' biases change."""
+    _, keras = _keras()
+    model = keras.Sequential([keras.Input((20,))] + [keras.layers.Dense(32, activation="sigmoid") for _ in range(10)]
+                             + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy")
+    x = np.random.default_rng(0).normal(size=(512, 20)).astype(np.float32)
+    y = (x[:, :5].sum(1) > 0).astype(np.float32)
+    model.fit(x, y, epochs=5, batch_size=64, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def torch_epoch_start_histograms(logdir):
+    """PyTorch, weights drawn from N(0, 1) (off He and Glorot scale), ``weights/<name>`` written as each epoch
+    starts (step = epoch, the first before any update) and ``epoch_loss`` as it ends."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    for module in model:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=1.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(128, 20)
+    y = (x[:, :5].sum(1, keepdim=True) > 0).float()
+    writer = SummaryWriter(str(logdir))
+    for epoch in range(3):
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, epoch)
+        losses = []
+        for i in range(0, 128, 32):
+            optimizer.zero_grad()
+            loss = nn.functional.binary_cross_entropy_with_logits(model(x[i:i + 32]), y[i:i + 32])
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        writer.add_scalar("epoch_loss", float(np.mean(losses)), epoch)
+    writer.close()

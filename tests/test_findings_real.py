@@ -316,7 +316,7 @@ def test_layer_left_out_of_the_optimizer_never_changes(proven, framework):
     loud = _loud(p.findings["frozen"])
     assert [(f["kind"], f["layers"]) for f in loud] == [("update_ratio", [frozen])], loud
     (f,) = loud
-    assert "never change although their gradients flow" in f["message"]
+    assert "show no change although their gradients flow" in f["message"]
     assert (f["first_step"], f["last_step"]) == (0, tr.STORIES["frozen"].steps - truth.every)
     ev = f["evidence"]["layers"][frozen]
     assert ev["gradient_max_abs"] > 1e-3 and ev["steps_compared"] == tr.STORIES["frozen"].steps // truth.every
@@ -377,6 +377,40 @@ def test_keras_sigmoid_net_stuck_at_ln2_is_no_progress(keras_stuck_sigmoid_logdi
     assert [(f["kind"], f["layers"]) for f in loud] == [("no_progress", ["epoch_loss"])], loud
     ev = loud[0]["evidence"]["layers"]["epoch_loss"]
     assert ev["points"] == 8 and ev["last_median"] == pytest.approx(np.log(2), abs=0.01)
+
+
+def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_high_lr_logdir,
+                                                                         torch_epoch_start_logdir, loader_client):
+    """Keras' callback writes its weight histograms at each epoch's end, just after ``epoch_loss``: its step 0
+    holds the weights after one epoch of Adam at 0.5 (std about 1, Glorot's 0.2 long gone). That std is
+    no initialisation: no warning, a note saying what it is. Histograms written as each epoch starts,
+    before its ``epoch_loss``, show the initialisation at step 0 (N(0, 1) there): a warning as before."""
+    found = loader_client(torch_epoch_start_logdir).ok("/findings", run=".")["findings"]
+    (f,) = [f for f in found if f["kind"] == "init_scale"]
+    assert f["severity"] == "warn" and "not_judged" not in f["evidence"], f
+    assert f["evidence"]["layers"]["2.weight"]["matches"] == "standard_normal"
+
+    found = loader_client(keras_high_lr_logdir).ok("/findings", run="train")["findings"]
+    (f,) = [f for f in found if f["kind"] == "init_scale"]
+    assert f["severity"] == "info" and f["evidence"]["not_judged"] == "initialisation", f
+    assert "sequential/dense/kernel" in f["layers"] and f["first_step"] == 0
+    ev = f["evidence"]["layers"]["sequential/dense/kernel"]
+    assert ev["value"] > 3 * ev["he_std"] and ev["written_after"]["tag"] == "epoch_loss"
+    assert ev["written_after"]["seconds_after"] >= 0
+    assert "not the initialisation" in f["message"] and "Re-initialise" not in f["advice"]
+
+
+def test_keras_kernel_unchanged_beside_a_changing_bias_is_below_resolution(keras_deep_sigmoid_logdir,
+                                                                          plugin_client):
+    """Ten sigmoid layers under SGD 0.01: the first kernels' updates round away, their histograms are the
+    same every epoch, while each one's bias changes. An identical histogram proves only that any change is
+    smaller than it shows; with the bias moving, the layer is not frozen: no frozen-parameter advice."""
+    found = plugin_client(keras_deep_sigmoid_logdir).ok("/findings", run="train")["findings"]
+    (f,) = [f for f in found if f["kind"] == "update_ratio" and f["evidence"].get("direction") == "frozen"]
+    assert "sequential/dense/kernel" in f["layers"] and f["evidence"]["below_resolution"], f
+    assert f["evidence"]["layers"]["sequential/dense/kernel"]["changing_in_layer"] == ["sequential/dense/bias"]
+    assert "smaller than the histogram shows" in f["message"] and "never change" not in f["message"]
+    assert "passed to the optimizer" not in f["advice"] and "vanish" in f["advice"]
 
 
 def test_findings_after_a_collapse_are_its_consequences(proven):

@@ -10,7 +10,7 @@ import { scaleLinear, scaleLog } from "./scale";
 import type { Scale } from "./scale";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
-import { qualityText } from "./quality";
+import { qualityText, valueText } from "./quality";
 
 const SEVERITY_COLORS: Readonly<Record<Severity, string>> = {
   critical: STATUS_COLORS.critical,
@@ -307,7 +307,9 @@ function addReadout(p: Plot, root: SVGSVGElement, input: LineChartInput): void {
     guide.setAttribute("x2", String(x));
     guide.setAttribute("visibility", "visible");
     const q = input.quality[i] ? ` (${qualityText(input.quality[i])})` : "";
-    readout.textContent = `step ${formatStep(steps[i])}: ${formatValue(values[i])}${q}`;
+    const v = values[i];
+    readout.textContent = `step ${formatStep(steps[i])}: ` + (v !== null && input.quality[i]
+      ? valueText(input.metric, v, input.quality[i], formatValue) : `${formatValue(v)}${q}`);
   });
   hit.addEventListener("mouseleave", () => {
     guide.setAttribute("visibility", "hidden");

@@ -32,12 +32,32 @@ const QUALITY: Record<string, QualityWords> = {
 const plain = (code: string): string => code.replace(/_/g, " ");
 
 /**
+ * An update ratio's lower bound of 0 (proven from the weights' histograms alone) proves nothing, a ratio
+ * never being negative: the histograms show no change bigger than they resolve, and the true ratio may be
+ * anything. Such a value is shown as not judged, never as "0".
+ */
+export function provesNothing(metric: string, value: number | null, quality: string): boolean {
+  return metric === "update_ratio" && quality === "lower_bound" && value === 0;
+}
+
+const NOTHING_PROVEN =
+  "a lower bound of 0 proves nothing: the weights' histograms show no change bigger than they resolve";
+
+/** A value and its quality for a hover: "1.2e+03 (exact)", or "not judged (...)" where it proves nothing. */
+export function valueText(metric: string, value: number, quality: string, format: (v: number) => string): string {
+  if (provesNothing(metric, value, quality)) return `not judged (${NOTHING_PROVEN})`;
+  return `${format(value)} (${qualityText(quality)})`;
+}
+
+/**
  * A statistic in the detail panel's table: its value, its quality in a few words, and what they mean
  * on hover. One without a value at a step whose tensor held NaN or Inf ("finite_only") has none of
  * finite numbers: it reads "NaN/Inf", never "no data", as the heatmap paints it.
  */
-export function metricCell(value: number | null, quality: string, format: (v: number | null) => string): [string, string, string] {
+export function metricCell(value: number | null, quality: string, format: (v: number | null) => string,
+  metric = ""): [string, string, string] {
   if (value === null && quality === "finite_only") return ["NaN/Inf", "", "no finite value: this step held NaN/Inf"];
+  if (provesNothing(metric, value, quality)) return ["not judged", "", NOTHING_PROVEN];
   if (value === null) return [format(value), "", ""];
   return [format(value), qualityShort(quality), qualityText(quality)];
 }

@@ -6,7 +6,7 @@ import type { CellRole, Heatmap, Incomplete } from "./api";
 import { NONFINITE_QUALITY, STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
-import { metricCell, qualityText } from "./quality";
+import { metricCell, valueText } from "./quality";
 import { kindLabel, kindMetric, kindStepsNeeded } from "./vocabulary";
 
 export class Tooltip {
@@ -50,7 +50,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
   lines.push(
     ...layerLines(h.layers[row]),
     ["step", formatStep(cellStep(h, row, col))],
-    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : `${formatValue(value)} (${valueQuality(h, row, col)})`],
+    [h.metric === "health" ? "score" : humanize(h.metric), value === null ? "no data" : cellValueText(h, row, col, value)],
     ["status", (STATUS_LABELS[status] ?? status) + (rule ? ` \u2014 ${kindLabel(rule)}` : "")],
   );
   const last = h.stepsLast?.[col];
@@ -64,9 +64,10 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
 }
 
 /** How a cell's value was had, for its hover; a health score at a NaN/Inf step is no statistic of finite values. */
-function valueQuality(h: Heatmap, row: number, col: number): string {
+function cellValueText(h: Heatmap, row: number, col: number, value: number): string {
   const quality = cellQuality(h, row, col);
-  return h.metric === "health" && quality === NONFINITE_QUALITY ? "this step held NaN/Inf" : qualityText(quality);
+  if (h.metric === "health" && quality === NONFINITE_QUALITY) return `${formatValue(value)} (this step held NaN/Inf)`;
+  return valueText(h.metric, value, quality, formatValue);
 }
 
 /**
@@ -87,7 +88,7 @@ export function ruleValueLine(cell: CellRole | undefined, rule: string, role: st
   const metric = kindMetric(rule, role);
   const m = cell?.metrics[metric];
   if (!m) return null;
-  const [value, , meaning] = metricCell(m.value, m.quality, formatValue);
+  const [value, , meaning] = metricCell(m.value, m.quality, formatValue, metric);
   return [humanize(metric), meaning ? `${value} (${meaning})` : value];
 }
 

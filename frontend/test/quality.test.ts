@@ -45,6 +45,14 @@ describe("metricCell", () => {
     expect(metricCell(null, "finite_only", fmt)).toEqual(["NaN/Inf", "", "no finite value: this step held NaN/Inf"]);
   });
 
+  it("says an update ratio's lower bound of 0 proves nothing, and keeps other zeros", () => {
+    const [value, words, meaning] = metricCell(0, "lower_bound", fmt, "update_ratio");
+    expect([value, words]).toEqual(["not judged", ""]);
+    expect(meaning).toMatch(/proves nothing/);
+    expect(metricCell(0, "lower_bound", fmt, "nonfinite")[0]).toBe("0");
+    expect(metricCell(0, "exact", fmt, "update_ratio")[0]).toBe("0");
+  });
+
   it("keeps no data for a statistic not logged, and the quality of a value", () => {
     expect(metricCell(null, "no_data", fmt)).toEqual(["no data", "", ""]);
     expect(metricCell(0, "finite_only", fmt)).toEqual(["0", "finite values only", "finite values only: this step also held NaN/Inf"]);

@@ -11,6 +11,19 @@ const BASE = {
 };
 
 describe("cell tooltip", () => {
+  it("calls an update ratio's lower bound of 0 not judged, and keeps a positive bound", () => {
+    const h = parseHeatmap({
+      ...BASE, metric: "update_ratio", steps: [0, 10, 20], values: [[null, 0, 0.2], [0.9, 0.9, null]],
+      quality_cells: [[0, 4, 4], [1, 1, 0]],
+      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"],
+    });
+    const zero = Object.fromEntries(cellTooltipLines(h, 0, 1, ""))["update ratio"];
+    expect(zero).toMatch(/^not judged \(a lower bound of 0 proves nothing/);
+    expect(zero).not.toMatch(/at least this/);
+    expect(Object.fromEntries(cellTooltipLines(h, 0, 2, ""))["update ratio"])
+      .toBe("0.2 (lower bound: the true value is at least this)");
+  });
+
   it("names the exact step, however large", () => {
     const h = parseHeatmap({ ...BASE, steps: [0, 0, 0], steps_text: ["1152921504606846976", "1152921504606846977", "1152921504606846978"] });
     expect(Object.fromEntries(cellTooltipLines(h, 0, 1, ""))["step"]).toBe("1,152,921,504,606,846,977");

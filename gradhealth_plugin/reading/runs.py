@@ -157,6 +157,8 @@ class RunData:
     # Per tag of `scalar_series` on another axis (`scalar_axes` False): the layers' step written
     # nearest in time to each of its points, so that its step N is never read as training step N.
     scalar_row_steps: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # Per tag of `scalar_series`: the wall time each of its points was written (absent where unknown).
+    scalar_walls: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     # The earliest wall time of any step read (None where none was recorded): when the run started,
     # which tells the ranks of one training (started together) from runs only named alike.
     first_wall: Optional[float] = None
@@ -524,6 +526,8 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
         scalar_axes=found_axes,
         scalar_row_steps=scalar_row_steps(reads, found_axes),
+        scalar_walls={tag: np.asarray(reads.walls[("scalars", tag)], dtype=np.float64)
+                      for tag in reads.scalar_series if ("scalars", tag) in reads.walls},
         first_wall=min((float(w.min()) for w in reads.walls.values() if len(w)), default=None),
     )
 

@@ -6,7 +6,12 @@ transformers (``initializer_range``), and GPT-2's residual projections at
 
 Only a first logged step at the start of training (`init_scale_max_step`)
 shows the initialisation: a first log after 100 updates shows what they made
-of it. The shape comes from gradhealth's summaries; where only histograms were logged,
+of it. A first histogram written at the end of an epoch is no initialisation
+either, whatever its step: a loss of that epoch (a run-level loss named
+``epoch_...``/``..._epoch``, as Keras' TensorBoard callback writes before its
+histograms of each epoch's end) logged at the same step before it proves that
+the epoch's updates were done. Such weights make an info finding that says so
+and judges no initialiser. The shape comes from gradhealth's summaries; where only histograms were logged,
 the element counts give the fans when the layer's bias is logged too: fan_out
 is the bias count and fan_in the kernel count over it (Dense, Linear and
 convolution kernels alike).
@@ -15,6 +20,7 @@ convolution kernels alike).
 from __future__ import annotations
 
 import collections
+import re
 from typing import List, Mapping, Optional
 
 import numpy as np
@@ -23,7 +29,7 @@ from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import blocks as blocks_lib
 from .. import metrics
-from ..finding import WARN, Finding
+from ..finding import INFO, WARN, Finding
 from ..spans import Hit, group, labelled
 
 KIND = "init_scale"
@@ -64,25 +70,77 @@ _NAMES = {"he": "He", "glorot": "Glorot", "lecun": "LeCun", "pytorch_default": "
 _DEFAULTS = {"transformer_default", "gpt2_residual"}
 # Within this factor of a scheme's std, the std is said to match it.
 MATCH = 1.25
+# A loss of a whole epoch: "epoch" as a word of its tag (Keras' `epoch_loss`, Lightning's `loss_epoch`).
+_EPOCH_WORD = re.compile(r"(?:^|[^a-z0-9])epoch(?:$|[^a-z0-9])", re.IGNORECASE)
+AFTER_EPOCH_ADVICE = ("To judge the initialisation, log the weights before the first update: "
+                      "gradhealth_plugin.keras.GradientHealthCallback(logdir) logs them as step 0 starts; or write "
+                      "one histogram of each weight before training starts.")
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     factor, max_step = limits["init_scale_factor"], limits["init_scale_max_step"]
     bias_counts = _bias_counts(rd)
     n_blocks = depth(rd)
-    hits = [h for h in (_hit(layer, factor, bias_counts.get(layer.group), n_blocks) for layer in rd.layers)
-            if h is not None and h.step <= max_step]
+    hits, after_epoch = [], []
+    for layer in rd.layers:
+        h = _hit(layer, factor, bias_counts.get(layer.group), n_blocks)
+        if h is None or h.step > max_step:
+            continue
+        ended = epoch_ended(rd, layer.roles[tags_lib.WEIGHT], h.step)
+        if ended is None:
+            hits.append(h)
+        else:
+            h.detail["written_after"] = ended
+            after_epoch.append(h)
+    out = []
     f = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, factor,
               f"start with a std more than {factor:g}x away from both the He and the Glorot value", ADVICE)
-    if f is None:
-        return []
-    onset = f.evidence["layers"][f.layers[0]]
-    scheme = onset["matches"]
-    f.message += (f"; {labelled('layer', f.layers[:1])} starts at std {onset['value']:.3g} "
-                  f"(He {onset['he_std']:.3g}, Glorot "
-                  f"{onset['glorot_std']:.3g} for fan_in {onset['fan_in']}), "
-                  + (f"as {_NAMES[scheme]} initialisation gives" if scheme else "matching no common initialisation"))
-    return [f]
+    if f is not None:
+        onset = f.evidence["layers"][f.layers[0]]
+        scheme = onset["matches"]
+        f.message += (f"; {labelled('layer', f.layers[:1])} starts at std {onset['value']:.3g} "
+                      f"(He {onset['he_std']:.3g}, Glorot "
+                      f"{onset['glorot_std']:.3g} for fan_in {onset['fan_in']}), "
+                      + (f"as {_NAMES[scheme]} initialisation gives" if scheme
+                         else "matching no common initialisation"))
+        out.append(f)
+    f = group(rd, KIND, INFO, tags_lib.WEIGHT, after_epoch, factor,
+              f"have a std more than {factor:g}x away from both the He and the Glorot value", AFTER_EPOCH_ADVICE)
+    if f is not None:
+        onset = f.evidence["layers"][f.layers[0]]
+        written = onset["written_after"]
+        f.evidence["not_judged"] = "initialisation"
+        f.message += (f", first logged at the end of an epoch, after its updates (written "
+                      f"{written['seconds_after']:.3g} s after `{written['tag']}` of the same step, a loss of the "
+                      f"whole epoch); {labelled('layer', f.layers[:1])} has std {onset['value']:.3g} there "
+                      f"(He {onset['he_std']:.3g}, Glorot {onset['glorot_std']:.3g} for fan_in {onset['fan_in']}): "
+                      "what training made of the initialisation, not the initialisation, which is not judged")
+        out.append(f)
+    return out
+
+
+def epoch_ended(rd: RunData, rdata, step: int) -> Optional[dict]:
+    """Proof that the row's weights at `step` were written at the end of an epoch, after its updates:
+    a run-level loss of a whole epoch (`_EPOCH_WORD`) logged at the same step, on the same step axis, and
+    written before the histogram holding them. {"tag", "seconds_after"}; None without such proof.
+
+    Only a row read from its histogram on the histogram's own axis has that histogram's wall time; a
+    row set by per-iteration summaries (gradhealth's) is judged from them."""
+    seen = rdata.first_seen
+    if (seen is None or seen[1] is None or seen[0] != step or rdata.histogram_other_axis
+            or rdata.source.split("+")[0] != "histogram"):
+        return None
+    hist_wall = float(seen[1])
+    for tag in sorted(rd.scalar_series):
+        if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS or not _EPOCH_WORD.search(tag):
+            continue
+        steps, walls = np.asarray(rd.scalar_series[tag][0]), rd.scalar_walls.get(tag)
+        if walls is None or len(walls) != len(steps) or rd.scalar_other_axis(tag):
+            continue
+        at = np.nonzero(steps == step)[0]
+        if len(at) and np.isfinite(walls[at[0]]) and walls[at[0]] <= hist_wall:
+            return {"tag": tag, "seconds_after": hist_wall - float(walls[at[0]])}
+    return None
 
 
 def _hit(layer, factor: float, bias_count: Optional[int], n_blocks: int = 0) -> Optional[Hit]:

@@ -5,7 +5,10 @@ alone, a lower bound (`metrics.update_ratio_lower_bound`): the norm change
 between logged steps, proven from the buckets, per step. A lower bound above
 the ceiling proves the updates too large; below the floor it proves nothing,
 so only measured ratios judge "too small". Weights whose every statistic is
-identical at every logged step never moved at all.
+identical at every logged step moved by less than the histogram shows: no
+proof of a frozen parameter. Where another parameter of the same layer (its
+bias) does change at the same logged steps, the layer trains: its updates
+reach that one and are too small to see in this one (vanishing gradients).
 
 Too fast only at the start is a note, not a warning: a ratio past the ceiling
 from the start of training (a first logged step at or before
@@ -34,7 +37,8 @@ from .. import convergence, health, metrics
 from .. import series as series_lib
 from ..finding import INFO, WARN, Finding
 from ..limits import Line
-from ..spans import PARAM_SHAPE_KINDS, Hit, Test, group, group_sustained, role_tables, span_hits, stack
+from ..spans import (PARAM_SHAPE_KINDS, Hit, Test, group, group_sustained, labelled, role_tables, span_hits,
+                     stack)
 from . import weight_growth
 
 KIND = "update_ratio"
@@ -45,9 +49,16 @@ METRIC = "update_ratio"
 NEEDS = (tags_lib.WEIGHT, tags_lib.UPDATE)
 ADVICE = ("Aim for an update-to-weight ratio near 1e-3: lower the learning rate if it is much larger, raise "
           "it (or check that the layer is not frozen) if it is much smaller.")
-FROZEN_ADVICE = ("The weights never move: check that the parameter is passed to the optimizer, that the layer is "
-                 "not frozen (trainable=False, requires_grad=False) and that the learning rate is not zero. "
+FROZEN_ADVICE = ("The weights show no change: check that the parameter is passed to the optimizer, that the layer "
+                 "is not frozen (trainable=False, requires_grad=False) and that the learning rate is not zero. "
                  "Ignore this for a layer frozen on purpose.")
+UNSEEN_ADVICE = ("The layer trains (another of its parameters changes), so these updates are too small for the "
+                 "histogram to show: gradients likely vanish here. Log gradients to know: "
+                 "gradhealth_plugin.keras.GradientHealthCallback(logdir) or gradhealth_plugin.torch.watch(model, "
+                 "logdir). If they vanish: ReLU-family activations with He init, normalisation layers, "
+                 "residual connections.")
+# What an identical histogram at every logged step proves, said in every such finding.
+_UNSEEN = "any change is smaller than the histogram shows"
 # Biases and normalisation parameters often start at zero or one: their ratio means little
 # (a bias starting at zero has ratios of inf, 1, 1/2, ... over its first steps).
 STEPS_NEEDED = "update_ratio_steps"
@@ -108,12 +119,28 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
                            steps_needed)
     for f in slow:
         convergence.as_note_if_converged(rd, f, limits, "updates this small")
+    moved = _moved_peers(rd, frozen)
+    for h in frozen:
+        if h.layer in moved:
+            h.detail["changing_in_layer"] = moved[h.layer]
+    unseen = group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if h.layer in moved], 0,
+                   "show no change", UNSEEN_ADVICE)
+    if unseen is not None:
+        peers = unseen.evidence["layers"][unseen.layers[0]]["changing_in_layer"]
+        unseen.message += (f": their histogram is identical at every logged step ({_UNSEEN}), while "
+                           f"{labelled('parameter', peers)} of the same layer as `{unseen.layers[0]}` "
+                           f"{'changes' if len(peers) == 1 else 'change'} at those steps"
+                           + (" (and likewise in each of their layers)" if len(unseen.layers) > 1 else "")
+                           + ": the layer trains, and these updates are too small for the histogram to show")
+        unseen.evidence["below_resolution"] = True
+    rest = [h for h in frozen if h.layer not in moved]
     still = [
-        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if h.detail["gradient_max_abs"]], 0,
-              "never change although their gradients flow: their histogram is identical at every logged step",
-              FROZEN_ADVICE),
-        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in frozen if not h.detail["gradient_max_abs"]], 0,
-              "never change: their histogram is identical at every logged step", FROZEN_ADVICE),
+        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in rest if h.detail["gradient_max_abs"]], 0,
+              f"show no change although their gradients flow: their histogram is identical at every logged step "
+              f"({_UNSEEN})", FROZEN_ADVICE),
+        group(rd, KIND, SEVERITY, tags_lib.WEIGHT, [h for h in rest if not h.detail["gradient_max_abs"]], 0,
+              f"show no change: their histogram is identical at every logged step ({_UNSEEN})", FROZEN_ADVICE),
+        unseen,
     ]
     if bound is not None:
         bound.evidence["quality"] = "lower_bound"
@@ -172,6 +199,39 @@ def _frozen_hits(rd: RunData, min_steps: int, vanished: float) -> List[Hit]:
                       "proven": "every statistic of the weight histogram is identical at every logged step"}
             hits.append((int(rows[r]), Hit(layer.name, first, last, 0.0, first, detail, table.steps)))
     return [h for _, h in sorted(hits, key=lambda pair: pair[0])]
+
+
+def _moved_peers(rd: RunData, hits: List[Hit]) -> dict:
+    """Per unchanged weight row (`hits`) whose gradients were not logged: the other weight rows of its layer
+    (same group) whose histogram statistics differ between two of the unchanged row's logged steps; only
+    rows with some. Gradients logged and flowing rule out updates too small to see: those are left out."""
+    by_group: dict = {}
+    for layer in rd.layers:
+        if tags_lib.WEIGHT in layer.roles:
+            by_group.setdefault(layer.group, []).append(layer)
+    out = {}
+    for h in hits:
+        if h.detail["gradient_max_abs"] is not None:
+            continue
+        layer = rd.layer(h.layer)
+        changing = []
+        for other in by_group.get(layer.group, []):
+            if other is layer:
+                continue
+            table = metrics.judged(other.roles[tags_lib.WEIGHT].table)
+            at = np.isin(table.steps, h.points)
+            if at.sum() < 2:
+                continue
+            # Proof of a change: a statistic known at two of those steps with two values.
+            for name in _COMPARED:
+                values = table.get(name)[at]
+                values = values[np.isfinite(values)]
+                if len(values) >= 2 and (values != values[0]).any():
+                    changing.append(other.name)
+                    break
+        if changing:
+            out[h.layer] = changing
+    return out
 
 
 def _gradient_max_abs(layer) -> Optional[float]:

@@ -4,6 +4,7 @@ import { denormalize, diverging, healthBands, NONFINITE_COLOR, NONFINITE_LABEL, 
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
 import { formatValue, humanize } from "./format";
+import { guessLegend } from "./role_guess";
 import { vocabulary } from "./vocabulary";
 
 /** Statuses in the legend: the healthiest first, no data (code 0) last. */
@@ -51,14 +52,28 @@ function bar(title: string, background: string, left: string, right: string, mid
   return item;
 }
 
-/** Legend for a metric (or health) and its colour domain; `shared` notes a scale shared by two runs. */
-export function buildLegend(metric: string, scale: "linear" | "log", domain: Domain | null, shared = false): HTMLElement {
+/** The "?" after guessed rows' names, in words (none when no row here is guessed). */
+function guessItem(decidedBy: readonly string[]): HTMLElement[] {
+  const guess = guessLegend(decidedBy);
+  if (!guess) return [];
+  const item = el("span", "gh-legend-item gh-legend-guess", guess.label);
+  item.title = guess.title;
+  return [item];
+}
+
+/**
+ * Legend for a metric (or health) and its colour domain; `shared` notes a scale shared by two runs.
+ * `decidedBy` (per row, how its role was decided) adds what the "?" after a guessed row's name means.
+ */
+export function buildLegend(
+  metric: string, scale: "linear" | "log", domain: Domain | null, shared = false, decidedBy: readonly string[] = [],
+): HTMLElement {
   const legend = el("div", "gh-legend");
   if (metric === "health") {
     for (const name of legendStatuses()) {
       legend.append(swatch(statusColor(name), STATUS_LABELS[name]));
     }
-    legend.append(bar("score", healthGradientCss(), "0", "1"));
+    legend.append(bar("score", healthGradientCss(), "0", "1"), ...guessItem(decidedBy));
     return legend;
   }
   const used = domain?.scale ?? scale;
@@ -71,7 +86,8 @@ export function buildLegend(metric: string, scale: "linear" | "log", domain: Dom
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
   // A step whose tensor held NaN or Inf has its own paint, apart from the scale and from "no data".
-  legend.append(swatch(NONFINITE_COLOR, NONFINITE_LABEL), swatch(statusColor("no_data"), STATUS_LABELS.no_data));
+  legend.append(swatch(NONFINITE_COLOR, NONFINITE_LABEL), swatch(statusColor("no_data"), STATUS_LABELS.no_data),
+    ...guessItem(decidedBy));
   return legend;
 }
 

@@ -195,6 +195,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-track-svg { display: block; overflow: hidden; }
 .gh-track-bg { fill: var(--gh-panel); }
 .gh-track-line { fill: none; stroke: var(--gh-link); stroke-width: 1.2; }
+.gh-track-zero-start { fill: var(--gh-bg); stroke: var(--gh-link); stroke-width: 1.2; }
 .gh-track-label { fill: var(--gh-fg); font-size: 12px; }
 .gh-track-sub { fill: var(--gh-muted); font-size: 10px; }
 .gh-track-onset, .gh-track-finding-onset { stroke-width: 1.5; stroke-dasharray: 3 2; }

@@ -528,6 +528,20 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     guess.locator("summary").click()
     rule = json.loads(guess.locator("pre.gh-rule").text_content())
     assert rule == {"tag_rules": [{"pattern": "^input/images$", "role": "weight"}]}
+    # The "?" after the row's name is said in words: in the legend, and where the name is hovered.
+    legend = tab.ui.locator(".gh-legend .gh-legend-guess")
+    assert legend.text_content() == "name ? = role guessed"
+    assert legend.get_attribute("title").startswith('A "?" after a row\'s name: its role')
+    label = tab.frame.evaluate("""([row, step]) => {
+        const c = window.__gradhealth.cellCenter(row, step);
+        return c && {x: document.querySelector('.gh-hm-port').getBoundingClientRect().left + 12, y: c.y};
+    }""", ["input/images", STEPS[1]])
+    box = tab.page.locator(FRAME).bounding_box()
+    tab.page.mouse.move(box["x"] + label["x"], box["y"] + label["y"])
+    line = tab.ui.locator(".gh-tooltip .gh-tip-line", has=tab.ui.locator(".gh-tip-key", has_text="?"))
+    line.wait_for(state="visible", timeout=5000)
+    assert line.locator(".gh-tip-value").text_content().startswith("Role unknown: nothing in the tag's name tells it")
+    tab.page.mouse.move(5, 5)
     _open_cell(tab, "weight", "W_extra", STEPS[1])
     assert 'Role "weight" guessed' in tab.ui.locator(".gh-detail .gh-role-guess").text_content()
     # A role known by convention offers nothing to fix.

@@ -129,3 +129,42 @@ def test_the_track_labels_do_not_overlap(legibility_server, browser):  # noqa: F
         assert not tab.errors, tab.errors
     finally:
         tab.page.close()
+
+
+# A run name as a new user's logdir gives it: two underscores and parts longer than the list's row leaves
+# beside a badge, in the narrower run list of a window under 1100 px.
+LONG_PART_RUN = "HyoungsungKim__Pytorch-tensorboard_tutorial/histogram/hist"
+
+
+@pytest.fixture(scope="module")
+def long_part_server(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("long_part_logdir")
+    _layer_spikes_run(logdir / LONG_PART_RUN, {}, steps=20)
+    yield from _serve(logdir, lambda runs: runs.get(LONG_PART_RUN, {}).get("steps_kept") == 20)
+
+
+def test_a_run_name_breaks_only_between_its_parts(long_part_server, browser):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1000, "height": 800})
+    tab = Tab(page, long_part_server)
+    try:
+        tab.open(f"gradhealth&p.gradhealth.run={LONG_PART_RUN}")
+        name = tab.ui.locator(".gh-run .gh-run-name")
+        assert name.text_content() == LONG_PART_RUN
+        # Per piece between two line-break chances: its text, the lines it takes, its width alone.
+        pieces = name.evaluate("""n => [...n.childNodes].filter((t) => t.nodeType === 3).map((t) => {
+            const r = document.createRange();
+            r.selectNodeContents(t);
+            const tops = new Set([...r.getClientRects()].map((q) => Math.round(q.top)));
+            const ctx = document.createElement("canvas").getContext("2d");
+            ctx.font = getComputedStyle(n).font;
+            return [t.textContent, tops.size, ctx.measureText(t.textContent).width];
+        })""")
+        row = tab.ui.locator(".gh-run").evaluate("r => r.clientWidth")
+        assert "".join(p[0] for p in pieces) == LONG_PART_RUN
+        # Every piece narrower than the row stays on one line: the badge goes under the name instead.
+        broken = [p for p in pieces if p[1] > 1 and p[2] < row - 20]
+        assert not broken, (broken, row)
+        assert pieces[0][0] == "HyoungsungKim__", pieces  # "__" is one break, after both underscores
+        assert not tab.errors, tab.errors
+    finally:
+        page.close()

@@ -55,6 +55,10 @@ HISTOGRAMS = [
     ("layer1/activations", (), ("layer1", ACTIVATION, "layer1", "output")),
     ("layer1/Wx_plus_b/preactivate", (), ("layer1/preactivate", ACTIVATION, "layer1", "preactivation")),
     ("layer2/Wx_plus_b/pre_activations", (), ("layer2/pre_activations", ACTIVATION, "layer2", "preactivation")),
+    # tf.contrib.learn's DNN estimators: <layer>_activation is that layer's output, as <layer>/activation is
+    ("dnn/hiddenlayer_0_activation", (), ("dnn/hiddenlayer_0", ACTIVATION, "dnn/hiddenlayer_0", "output")),
+    ("dnn/logits_activation", (), ("dnn/logits", ACTIVATION, "dnn/logits", "output")),
+    ("fc1_activations", (), ("fc1", ACTIVATION, "fc1", "output")),
     ("MyLinearLayer/Weights_Distribution", (),
      ("MyLinearLayer/Weights_Distribution", WEIGHT, "MyLinearLayer", "kernel")),
     ("output/Weights", (), ("output/Weights", WEIGHT, "output", "kernel")),
@@ -259,8 +263,8 @@ NAME_WORDS = [
     ("layer_2/Weight/layer1Weights", ("layer_2/Weight/layer1Weights", WEIGHT, "kernel")),
     ("variables", ("variables", WEIGHT, "kernel")),
     ("layer1/weights/stddev/histogram", ("layer1/weights", WEIGHT, "kernel")),
-    ("dnn/hiddenlayer_0_activation", ("dnn/hiddenlayer_0_activation", ACTIVATION, "output")),
     ("embed_out", ("embed_out", ACTIVATION, "output")),
+    ("conv1_pre_activation", ("conv1_pre_activation", ACTIVATION, "preactivation")),
     ("conv1d_out", ("conv1d_out", ACTIVATION, "output")),
     ("output_layer/logits", ("output_layer/logits", ACTIVATION, "output")),
     ("fc2/drop_out1", ("fc2/drop_out1", ACTIVATION, "output")),
@@ -325,6 +329,8 @@ def test_each_tag_says_how_its_role_was_decided():
     assert tags.classify_histogram("grads/fc1.weight").decided_by == tags.BY_CONVENTION
     assert tags.classify_histogram("encoder.alpha", ["encoder.alpha.grad"]).decided_by == tags.BY_PAIRING
     assert tags.classify_histogram("W_conv1").decided_by == tags.BY_NAME
+    # <layer>_activation is a writer's convention, as <layer>/activation is, not a guess from words.
+    assert tags.classify_histogram("dnn/hiddenlayer_0_activation").decided_by == tags.BY_CONVENTION
     # A row separated from another keeps how its role was decided.
     infos = [tags.classify_histogram(t) for t in ("w1_summ", "w1_hist")]
     assert [i.layer for i in infos] == ["w1", "w1"]

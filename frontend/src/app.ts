@@ -737,7 +737,7 @@ export class App {
     const b = rawB ? this.folded(rawB) : null;
     const da = heatmapDomain(a);
     const shared: Domain | null = b ? mergeDomains(da, heatmapDomain(b)) : da;
-    this.legendSlot.replaceChildren(buildLegend(a.metric, a.scale, shared, b !== null));
+    this.legendSlot.replaceChildren(buildLegend(a.metric, a.scale, shared, b !== null, [...a.decided_by, ...(b?.decided_by ?? [])]));
     const zoom = this.state.zoom;
     this.views[1].root.hidden = b === null;
     this.views[0].setCaption(b ? a.run : "");

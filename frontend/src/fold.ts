@@ -28,6 +28,19 @@ const RANGE = "~";
 // A range in a hand-edited URL names at most this many blocks.
 const MAX_RANGE = 100_000;
 
+/** What the fold button says for a run of `blocks` blocks, `folded` of them folded now. With no block
+ * there is nothing to fold: the button is hidden and disabled, and its title says why. */
+export function foldButtonText(blocks: number, folded: number): { text: string; title: string; enabled: boolean } {
+  if (blocks <= 0) {
+    return { text: "Fold all", title: "Nothing to fold: no two rows of this run belong to one module or block", enabled: false };
+  }
+  if (folded > 0) {
+    return { text: "Unfold all", title: `Show every layer of the ${folded} folded block${folded === 1 ? "" : "s"} (the link keeps it)`, enabled: true };
+  }
+  const each = blocks === 1 ? "the block" : `each of the ${blocks} blocks`;
+  return { text: "Fold all", title: `Fold ${each} into one row of its worst layer (the link keeps it)`, enabled: true };
+}
+
 /** A name as a prefix and a number it ends in, when written without leading zeros ("h.10" -> ["h.", 10]). */
 function numbered(name: string): [string, number] | null {
   const m = /^(.*?)(0|[1-9][0-9]{0,8})$/.exec(name);

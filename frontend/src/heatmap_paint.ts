@@ -19,7 +19,7 @@ import { indexOfStep, offset } from "./steps";
 import type { Step } from "./steps";
 import type { Heatmap, StepSpan } from "./api";
 import { isFoldedRow, labelParts } from "./fold";
-import { isGuessed } from "./role_guess";
+import { GUESS_MARK, isGuessed } from "./role_guess";
 import type { CellModel } from "./model";
 
 export const FONT_FAMILY = "Roboto, sans-serif";
@@ -150,7 +150,7 @@ function paintRowLabels(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: 
     if (text === undefined) {
       // A row whose role was guessed says so where it is named.
       const [before, after] = labelParts(h, s.order[p]);
-      const mark = after + (isGuessed(h.decided_by[s.order[p]]) ? " ?" : "");
+      const mark = after + (isGuessed(h.decided_by[s.order[p]]) ? GUESS_MARK : "");
       text = truncateMiddle(name, textW - measure(before + mark), measure) + mark;
       s.labels.set(name, text);
     }

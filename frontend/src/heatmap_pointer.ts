@@ -9,6 +9,7 @@ import { clampRange, columnAt, stepOfX } from "./layout";
 import { ceilStep, floorStep } from "./steps";
 import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
+import { guessLine } from "./role_guess";
 import { cellTooltipLines, layerLines, withCellAnswer } from "./tooltip";
 import type { Tooltip } from "./tooltip";
 
@@ -204,6 +205,9 @@ export class HeatmapPointer {
       this.view.tooltip.show([["block", block], ["layers", `${n}, the worst shown per step; click to unfold`]], clientX, clientY);
     } else {
       const lines = layerLines(h.layers[row]);
+      // The "?" after a guessed row's name, in words where the name is hovered.
+      const guess = guessLine(h.decided_by[row], h.role);
+      if (guess) lines.push(guess);
       if (block) lines.push(["block", `${block}; click to fold`]);
       this.view.tooltip.show(lines, clientX, clientY);
     }

@@ -6,6 +6,7 @@ import {
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
 import { formatValue, humanize } from "./format";
+import { guessLegend } from "./role_guess";
 import { vocabulary } from "./vocabulary";
 
 /** Statuses in the legend: the healthiest first, no data (code 0) last. */
@@ -67,12 +68,26 @@ function bar(title: string, background: string, left: string, right: string, mid
   return item;
 }
 
-/** Legend for a metric (or health) and its colour domain; `shared` notes a scale shared by two runs. */
-export function buildLegend(metric: string, scale: "linear" | "log", domain: Domain | null, shared = false): HTMLElement {
+/** The "?" after guessed rows' names, in words (none when no row here is guessed). */
+function guessItem(decidedBy: readonly string[]): HTMLElement[] {
+  const guess = guessLegend(decidedBy);
+  if (!guess) return [];
+  const item = el("span", "gh-legend-item gh-legend-guess", guess.label);
+  item.title = guess.title;
+  return [item];
+}
+
+/**
+ * Legend for a metric (or health) and its colour domain; `shared` notes a scale shared by two runs.
+ * `decidedBy` (per row, how its role was decided) adds what the "?" after a guessed row's name means.
+ */
+export function buildLegend(
+  metric: string, scale: "linear" | "log", domain: Domain | null, shared = false, decidedBy: readonly string[] = [],
+): HTMLElement {
   const legend = el("div", "gh-legend");
   if (metric === "health") {
     for (const [color, label] of legendSwatches(metric)) legend.append(swatch(color, label));
-    legend.append(bar("score", healthGradientCss(), "0", "1"));
+    legend.append(bar("score", healthGradientCss(), "0", "1"), ...guessItem(decidedBy));
     return legend;
   }
   const used = domain?.scale ?? scale;
@@ -85,6 +100,7 @@ export function buildLegend(metric: string, scale: "linear" | "log", domain: Dom
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
   for (const [color, label] of legendSwatches(metric)) legend.append(swatch(color, label));
+  legend.append(...guessItem(decidedBy));
   return legend;
 }
 

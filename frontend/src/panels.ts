@@ -6,7 +6,7 @@ import { causeText, findingId, foldKey, foldLayers, foldNotes, foldSteps } from 
 import { formatStep, formatStepRange } from "./format";
 import { ranksButton } from "./ranks";
 import { layerCode, paragraph, quotedText } from "./messages";
-import { compareRunNames, nameBreaks } from "./run_names";
+import { compareRunNames, nameBreaks, widestPiece } from "./run_names";
 import { matchesFilter } from "./rows";
 import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "./vocabulary";
 
@@ -351,6 +351,9 @@ function foldedWhat(severity: string, n: number): string {
  * share a long prefix stay apart. */
 function runName(run: string): HTMLSpanElement {
   const span = el("span", "gh-run-name");
+  // As wide as its longest piece (or the whole row), so a piece breaks only where the row is too narrow for
+  // it: the badge goes under the name rather than squeezing it to a letter a line.
+  span.style.flexBasis = `${widestPiece(run)}ch`;
   nameBreaks(run).forEach((piece, i) => {
     if (i > 0) span.append(el("wbr"));
     span.append(piece);

@@ -24,6 +24,25 @@ export function guessNote(decidedBy: DecidedBy | undefined, role: string): strin
   return null;
 }
 
+/** What follows a row's name when its role was guessed. */
+export const GUESS_MARK = " ?";
+
+/** The row label's hover line for a guessed row, saying what its "?" means; null for a row whose role is certain. */
+export function guessLine(decidedBy: DecidedBy | undefined, role: string): [string, string] | null {
+  const note = guessNote(decidedBy, role);
+  return note === null ? null : ["?", `${note} Click a cell for the rule that sets it for good.`];
+}
+
+/** The legend's words for the "?" after row names, when some row of `decidedBy` has a guessed role; null otherwise. */
+export function guessLegend(decidedBy: readonly (DecidedBy | undefined)[]): { label: string; title: string } | null {
+  if (!decidedBy.some(isGuessed)) return null;
+  return {
+    label: "name ? = role guessed",
+    title: "A \"?\" after a row's name: its role (gradient, weight, activation) was guessed from the words of the tag's "
+      + "name or from its values, or not found, because the writer's naming says nothing of it. Hover the name for how.",
+  };
+}
+
 /** The tag as a Python regular expression that matches it alone. */
 export function exactPattern(tag: string): string {
   return `^${tag.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`;

@@ -29,8 +29,9 @@ export function compareRunNames(a: string, b: string): number {
 }
 
 // A run name may break after these: the separators of a sweep's names (lr_0.01/seed_3, bs-64), and a dot
-// unless a digit follows it (never inside the number 0.001).
-const BREAK_AFTER = /(?<=[_\-/=,])|(?<=\.)(?!\d)/;
+// unless a digit follows it (never inside the number 0.001). A run of separators ("__", "_/") is one: the
+// break comes after its last, so no line starts with a separator.
+const BREAK_AFTER = /(?<=[_\-/=,])(?![_\-/=,])|(?<=\.)(?![\d_\-/=,])/;
 
 /**
  * A run name cut into the pieces a line may break between: after each separator, so a long name wraps
@@ -39,4 +40,9 @@ const BREAK_AFTER = /(?<=[_\-/=,])|(?<=\.)(?!\d)/;
  */
 export function nameBreaks(name: string): string[] {
   return name.split(BREAK_AFTER).filter((piece) => piece !== "");
+}
+
+/** The width a run name needs so that no piece of it breaks, in characters: its longest piece. */
+export function widestPiece(name: string): number {
+  return Math.max(0, ...nameBreaks(name).map((piece) => [...piece].length));
 }

@@ -124,6 +124,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-runs input[type="search"] { width: 100%; box-sizing: border-box; margin-bottom: 6px; }
 .gh-run {
   display: flex;
+  flex-wrap: wrap;
   align-items: center;
   gap: 6px;
   padding: 4px 6px;
@@ -134,7 +135,8 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-run:hover { background: var(--gh-hover); }
 .gh-run[aria-selected="true"] { background: var(--gh-selected); border-left-color: var(--gh-accent); }
 .gh-run.gh-compared { border-left-color: var(--gh-link); }
-/* Whole, wrapped after its separators (and anywhere in a piece longer than the column). */
+/* Whole, wrapped after its separators (and anywhere in a piece longer than the row); its flex-basis, set
+ * per name, is its longest piece, so the badge wraps under a name rather than squeeze it. */
 .gh-run-name { flex: 1 1 auto; min-width: 0; overflow-wrap: anywhere; }
 .gh-ranks-button { flex: none; font-size: 11px; line-height: 14px; padding: 0 6px; }
 .gh-run-group summary { cursor: pointer; padding: 4px 6px; font-size: 12px; }
@@ -193,6 +195,7 @@ select:focus, input:focus, button:focus-visible, .gh-hm-port:focus-visible { out
 .gh-track-svg { display: block; overflow: hidden; }
 .gh-track-bg { fill: var(--gh-panel); }
 .gh-track-line { fill: none; stroke: var(--gh-link); stroke-width: 1.2; }
+.gh-track-zero-start { fill: var(--gh-bg); stroke: var(--gh-link); stroke-width: 1.2; }
 .gh-track-label { fill: var(--gh-fg); font-size: 12px; }
 .gh-track-sub { fill: var(--gh-muted); font-size: 10px; }
 .gh-track-onset, .gh-track-finding-onset { stroke-width: 1.5; stroke-dasharray: 3 2; }

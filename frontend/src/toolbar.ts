@@ -6,6 +6,7 @@ import type { RunInfo } from "./api";
 import { button, el, setOptions } from "./dom";
 import { humanize } from "./format";
 import type { ViewState } from "./hash";
+import { foldButtonText } from "./fold";
 import { SORT_KEYS } from "./rows";
 
 export interface ToolbarEvents {
@@ -132,12 +133,13 @@ export class Toolbar {
 
   /** The fold button for a run of `blocks` blocks, `folded` of them folded now (none: no button). */
   setFold(blocks: number, folded: number): void {
-    this.foldButton.hidden = blocks === 0;
-    this.foldButton.textContent = folded > 0 ? "Unfold all" : "Fold all";
-    this.foldButton.title = folded > 0
-      ? `Show every layer of the ${folded} folded block${folded === 1 ? "" : "s"} (the link keeps it)`
-      : `Fold each of the ${blocks} blocks into one row of its worst layer (the link keeps it)`;
+    const state = foldButtonText(blocks, folded);
+    this.foldButton.hidden = !state.enabled;
+    this.foldButton.disabled = !state.enabled;
+    this.foldButton.textContent = state.text;
+    this.foldButton.title = state.title;
   }
+
 
   setZoomed(zoomed: boolean): void {
     this.resetZoom.disabled = !zoomed;

@@ -154,6 +154,21 @@ export function valueExtent(values: readonly (number | null)[], log: boolean): [
   return lo <= hi ? [lo, hi] : null;
 }
 
+// A zero start is told from a true 0 by the points after it: at least this many, none of them 0.
+const ZERO_START_AFTER = 3;
+
+/**
+ * The index of a series' zero start, or -1: its first finite value is exactly 0 and none of the (at least
+ * ZERO_START_AFTER) finite values after it is. A running average (TF's ExponentialMovingAverage, logged as
+ * `<name>_1`) reads 0 before its first update; drawn to scale, that 0 squeezes the series to the top of its row
+ * and its first segment reads as a jump. The track scales the series on its other points and draws the 0 apart.
+ */
+export function zeroStart(values: readonly (number | null)[]): number {
+  const finite = values.flatMap((v, i) => (v !== null && Number.isFinite(v) ? [i] : []));
+  if (finite.length <= ZERO_START_AFTER || values[finite[0]] !== 0) return -1;
+  return finite.slice(1).every((i) => values[i] !== 0) ? finite[0] : -1;
+}
+
 /** Where the track's steps go: the heatmap's mapping of a step to a CSS x inside the plot. */
 export interface TrackFrame {
   labelW: number;
@@ -278,10 +293,13 @@ export class RunTrack {
 
   private paintRow(back: SVGGElement, plot: SVGGElement, s: TrackSeries, top: number, frame: TrackFrame): void {
     const xs = Float64Array.from(s.steps, (step) => frame.x(step));
-    // The y scale fits the points in view, so zooming in on a quiet stretch shows its shape.
-    const inView = s.values.filter((_, i) => xs[i] >= -1 && xs[i] <= frame.plotW + 1);
     const log = s.scale === "log";
-    const ext = valueExtent(inView, log) ?? valueExtent(s.values, log) ?? [0, 1];
+    // A zero start (see zeroStart) stays out of the scale and the line; a log scale leaves out every 0 already.
+    const start = log ? -1 : zeroStart(s.values);
+    const values = start < 0 ? s.values : s.values.map((v, i) => (i === start ? null : v));
+    // The y scale fits the points in view, so zooming in on a quiet stretch shows its shape.
+    const inView = values.filter((_, i) => xs[i] >= -1 && xs[i] <= frame.plotW + 1);
+    const ext = valueExtent(inView, log) ?? valueExtent(values, log) ?? [0, 1];
     let [lo, hi] = log ? [Math.log10(ext[0]), Math.log10(ext[1])] : ext;
     if (hi === lo) [lo, hi] = [lo - 1, hi + 1];
     const y0 = top + PAD_Y;
@@ -290,13 +308,13 @@ export class RunTrack {
     this.rows.push({ series: s, top, xs, y });
     const L = frame.labelW;
     back.append(svg("rect", { x: L, y: top, width: frame.plotW, height: TRACK_ROW_H, class: "gh-track-bg" }));
-    this.paintLabel(back, s, top, frame, ext);
+    this.paintLabel(back, s, top, frame, ext, start >= 0);
     for (const [a, b] of s.nonfinite) this.band(plot, a, b, top, "gh-track-nonfinite", "#d7263d", 0.28, frame);
     const marks = this.marks.filter((m) => m.tag === s.tag);
     for (const m of marks.filter((m) => !m.pointwise)) this.paintSpanMark(plot, m, top, frame);
     let d = "";
     let pen = false;
-    s.values.forEach((v, i) => {
+    values.forEach((v, i) => {
       if (v === null || !Number.isFinite(v) || (log && v <= 0)) {
         pen = false;
         return;
@@ -305,14 +323,26 @@ export class RunTrack {
       pen = true;
     });
     plot.append(svg("path", { d, class: "gh-track-line", "data-tag": s.tag }));
+    if (start >= 0) {
+      // The 0, hollow on the edge of the row that faces it, with what it is in words.
+      const edge = (ext[0] > 0 ? y1 : y0);
+      const dot = svg("circle", { cx: L + xs[start], cy: edge, r: 3, class: "gh-track-zero-start", "data-tag": s.tag });
+      const title = svg("title");
+      title.textContent = `step ${formatStep(s.steps[start])}: 0, outside this row's scale: the series starts at 0 and `
+        + "never returns to it, as a running average does before its first update";
+      dot.append(title);
+      plot.append(dot);
+    }
     for (const m of marks.filter((m) => m.pointwise)) this.paintPointMark(plot, m, top, frame);
   }
 
-  private paintLabel(back: SVGGElement, s: TrackSeries, top: number, frame: TrackFrame, range: [number, number]): void {
+  private paintLabel(back: SVGGElement, s: TrackSeries, top: number, frame: TrackFrame, range: [number, number],
+    fromZero: boolean): void {
     const textW = Math.max(20, frame.labelW - 12);
     const name = svg("text", { x: frame.labelW - 8, y: top + 15, "text-anchor": "end", class: "gh-track-label" },
       truncateMiddle(s.tag, textW, this.measure));
-    const sub = `${formatValue(range[0], 2)} to ${formatValue(range[1], 2)}${s.scale === "log" ? ", log" : ""}`;
+    const sub = `${formatValue(range[0], 2)} to ${formatValue(range[1], 2)}${s.scale === "log" ? ", log" : ""}`
+      + (fromZero ? ", 0 first" : "");
     const detail = svg("text", { x: frame.labelW - 8, y: top + 30, "text-anchor": "end", class: "gh-track-sub" },
       truncateMiddle(sub, textW, (t) => this.measure(t) * 0.85));
     back.append(name, detail);

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { BlockRow, Heatmap } from "../src/api";
 import {
   AUTO_FOLD,
+  foldButtonText,
   anyFolded,
   foldAll,
   blockOfRow,
@@ -286,5 +287,22 @@ describe("foldAll", () => {
   it("is kept in the link", () => {
     expect(encodeFold(foldAll(AUTO_FOLD, blocks, true))).toBe("none");
     expect(decodeFold("all")).toEqual({ mode: "all", except: [] });
+  });
+});
+
+describe("the fold button", () => {
+  it("is off, and says why, when the run has no block to fold", () => {
+    const none = foldButtonText(0, 0);
+    expect(none.enabled).toBe(false);
+    expect(none.title).not.toContain("0 blocks");
+    expect(none.title).toBe("Nothing to fold: no two rows of this run belong to one module or block");
+  });
+
+  it("folds the blocks, or unfolds the folded ones", () => {
+    expect(foldButtonText(1, 0)).toEqual(
+      { text: "Fold all", title: "Fold the block into one row of its worst layer (the link keeps it)", enabled: true });
+    expect(foldButtonText(3, 0).title).toBe("Fold each of the 3 blocks into one row of its worst layer (the link keeps it)");
+    expect(foldButtonText(3, 1)).toEqual(
+      { text: "Unfold all", title: "Show every layer of the 1 folded block (the link keeps it)", enabled: true });
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { exactPattern, fixRule, guessNote, isGuessed } from "../src/role_guess";
+import { exactPattern, fixRule, guessLegend, guessLine, guessNote, isGuessed } from "../src/role_guess";
 
 describe("guessed roles", () => {
   it("are the roles read from name words, or none at all", () => {
@@ -25,5 +25,25 @@ describe("guessed roles", () => {
     expect(rule).toEqual({ tag_rules: [{ pattern, role: "activation" }] });
     // A row of unknown role gets a rule to edit, with a valid role in it.
     expect(JSON.parse(fixRule(tag, "other")).tag_rules[0].role).toBe("weight");
+  });
+});
+
+describe("the ? after a guessed row's name", () => {
+  it("is said in words where the name is hovered, for guessed rows only", () => {
+    const [key, text] = guessLine("name", "activation") as [string, string];
+    expect(key).toBe("?");
+    expect(text).toContain('Role "activation" guessed from the words of the tag\'s name.');
+    expect(text).toContain("rule that sets it");
+    expect(guessLine("convention", "activation")).toBeNull();
+    expect(guessLine(undefined, "weight")).toBeNull();
+  });
+
+  it("is in the legend when some row here was guessed", () => {
+    const legend = guessLegend(["convention", "name", "rule"]);
+    expect(legend?.label).toBe("name ? = role guessed");
+    expect(legend?.title).toContain("guessed from the words of the tag's name or from its values");
+    expect(guessLegend(["fallback"])).not.toBeNull();
+    expect(guessLegend(["convention", "pairing", "rule"])).toBeNull();
+    expect(guessLegend([])).toBeNull();
   });
 });

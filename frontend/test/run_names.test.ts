@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { sortRuns } from "../src/panels";
 import { orderRows } from "../src/rows";
-import { compareRunNames, nameBreaks } from "../src/run_names";
+import { compareRunNames, nameBreaks, widestPiece } from "../src/run_names";
 
 describe("run names", () => {
   it("read <digits>.<digits> as one decimal number", () => {
@@ -39,7 +39,19 @@ describe("run name breaks", () => {
     expect(nameBreaks("sweep/lr_0.01-bs=64,seed_3")).toEqual(["sweep/", "lr_", "0.01-", "bs=", "64,", "seed_", "3"]);
     expect(nameBreaks("resnet.cifar10_wd_1.5e-4")).toEqual(["resnet.", "cifar10_", "wd_", "1.5e-", "4"]);
     expect(nameBreaks("train")).toEqual(["train"]);
-    expect(nameBreaks("a__b_")).toEqual(["a_", "_", "b_"]);
+    // A run of separators is one break, after its last: no line starts with "_" or "/".
+    expect(nameBreaks("a__b_")).toEqual(["a__", "b_"]);
+    expect(nameBreaks("wenjunpku__learning-tensorflow/iris_model")).toEqual(
+      ["wenjunpku__", "learning-", "tensorflow/", "iris_", "model"]);
+    expect(nameBreaks("run._x/_y")).toEqual(["run._", "x/_", "y"]);
     for (const name of ["resnet101_noise_lr20", "x/y/z", "", "<img src=x>"]) expect(nameBreaks(name).join("")).toBe(name);
+  });
+});
+
+describe("run name width", () => {
+  it("is its longest piece, so no piece need break beside the badge", () => {
+    expect(widestPiece("wenjunpku__learning-tensorflow/iris_model")).toBe("wenjunpku__".length);
+    expect(widestPiece("train")).toBe(5);
+    expect(widestPiece("")).toBe(0);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { beginsText, DRAG_PX, HIT_PX, isClick, markText, marksNear, placeLabels, trackMarks, valueExtent } from "../src/track";
+import { beginsText, DRAG_PX, HIT_PX, isClick, markText, marksNear, placeLabels, trackMarks, valueExtent, zeroStart } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -149,5 +149,23 @@ describe("the findings a hover on the track lists", () => {
     expect(near(1490n, xOf(1504n) - 1.5, 1)).toEqual(["no_progress"]);
     // Within a pixel the line is under the pointer, though a point of the next step is nearer.
     expect(near(1502n, xOf(1504n) - 0.5, 0.1)).toEqual(["spike", "no_progress"]);
+  });
+});
+
+describe("a series' zero start", () => {
+  it("is a first value of exactly 0 that the series never returns to", () => {
+    // TF's moving average of a loss, logged before its first update (the cifar10 tutorial's cross_entropy_1).
+    expect(zeroStart([0, 4.376, 4.145, 4.03, 3.903])).toBe(0);
+    // The first finite value counts: a NaN step before it changes nothing.
+    expect(zeroStart([null, 0, 2, 1.5, 1.2])).toBe(1);
+    expect(zeroStart([0, -2, -1.5, -1.2])).toBe(0);
+  });
+
+  it("is not a 0 the series comes back to, nor a start the data cannot tell", () => {
+    expect(zeroStart([0, 1, 0, 2, 3])).toBe(-1);
+    expect(zeroStart([0.219, 2.038, 1.884, 1.743])).toBe(-1);
+    expect(zeroStart([0, 1, 2])).toBe(-1); // too few points after it
+    expect(zeroStart([])).toBe(-1);
+    expect(zeroStart([1, 0, 2, 3, 4])).toBe(-1);
   });
 });

@@ -21,7 +21,7 @@ library):
   ``grad_2.0_norm_total``.
 * TF1 tutorials: ``<layer>/weights/summaries/histogram`` with scalars
   ``.../summaries/{mean,stddev,max,min}``; ``<layer>/outputs``,
-  ``<layer>/activations``; repeated name scopes (``layer1/weights/layer1/weights``).
+  ``<layer>/activations``, ``<layer>_activation`` (tf.contrib.learn); repeated name scopes (``layer1/weights/layer1/weights``).
 
 Users override or extend the mapping without code through a JSON file (see
 ``docs/configuration.md``): its rules are tried before the built-in ones.
@@ -164,6 +164,9 @@ _PARAM_WORDS = {
 }
 _ACTIVATION_WORDS = {"activations", "activation", "outputs", "output", "relu", "act", "acts"}
 _PREACTIVATION_WORDS = {"preactivate", "pre_activations", "preactivation", "pre_activation", "logits_pre"}
+# ``<layer>_activation(s)`` names the same row as ``<layer>/activation(s)``: the output of <layer>
+# (tf.contrib.learn's DNN estimators log ``dnn/hiddenlayer_0_activation``). ``_pre_activation`` is not one.
+_ACTIVATION_SUFFIX_RE = re.compile(r"^(.*[^/](?<!pre))_activations?$", re.I)
 _NORM_MODULE = re.compile(r"(?:^|[/._])(?:bn\d*|batch_?norm\w*|batchnorm\w*|layer_?norm\w*|ln\d*|norm\d*|group_?norm\w*)(?:$|[/._])", re.I)
 
 # Name tokens: the last resort before "unknown". A name is split into words on
@@ -385,6 +388,9 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
         if last in _PREACTIVATION_WORDS:
             layer = layer.split("/")[0] + "/" + last if "/" in layer else layer + "/" + last
         return _make(tag, layer, ACTIVATION)
+    m = _ACTIVATION_SUFFIX_RE.match(name)
+    if m:
+        return _make(tag, m.group(1), ACTIVATION)
     if last in _PARAM_WORDS or re.search(r"(?:^|_)(?:weights?|kernel|bias(?:es)?)(?:_|$)", last):
         return _make(tag, name, WEIGHT)
     return _from_name_words(tag, name) or dataclasses.replace(_make(tag, name, OTHER), decided_by=BY_FALLBACK)

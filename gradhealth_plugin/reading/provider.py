@@ -20,7 +20,6 @@ seen last (`_Held`, told from the multiplexer) is not listed again at all.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import gc
 import threading
 import weakref
@@ -42,6 +41,7 @@ from . import hparams as hparams_lib
 from . import runs, tables
 from . import tags as tags_lib
 from .cache import TagCache
+from .workers import Workers
 
 # Read every sample TensorBoard kept; the loader's reservoir already bounds it.
 _ALL_SAMPLES = 1_000_000
@@ -391,7 +391,8 @@ class Reader:
         is_grpc = isinstance(data_provider, grpc_provider.GrpcDataProvider)
         stub = getattr(data_provider, "_stub", None) if is_grpc else None
         self._grpc = _Grpc(stub) if stub is not None else None
-        self._read_pool = concurrent.futures.ThreadPoolExecutor(_READ_THREADS, "gradhealth-read")
+        # Daemon threads (`workers`): a slow answer from the provider must not hold up TensorBoard's exit.
+        self._read_pool = Workers(_READ_THREADS, "gradhealth-read")
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
                          if count is not None}
@@ -401,7 +402,7 @@ class Reader:
         self._classified: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         self.tag_cache = TagCache()
         self.bucket_cache = TagCache(_BUCKET_CACHE_BYTES)
-        self._listing_pool = concurrent.futures.ThreadPoolExecutor(_LISTING_THREADS, "gradhealth-listing")
+        self._listing_pool = Workers(_LISTING_THREADS, "gradhealth-listing")
 
     def list_runs(self, ctx, experiment_id: str) -> List[str]:
         """Runs with histograms, scalars or gradhealth summaries, in TensorBoard's order."""

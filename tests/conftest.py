@@ -229,6 +229,25 @@ def keras_stuck_sigmoid_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def keras_sigmoid_at_chance_logdir(tmp_path_factory):
+    """Runs ``train`` and ``validation`` of a deep sigmoid classifier whose loss falls to ln 2 and stays."""
+    return _written_logdir(tmp_path_factory, "keras_sigmoid_at_chance")
+
+
+@pytest.fixture(scope="session")
+def keras_healthy_binary_logdir(tmp_path_factory):
+    """Runs ``train`` and ``validation`` of a classifier whose loss starts at ln 2 and falls."""
+    return _written_logdir(tmp_path_factory, "keras_healthy_binary")
+
+
+@pytest.fixture(scope="session")
+def keras_high_lr_logdir(tmp_path_factory):
+    """Runs ``train`` and ``validation`` of a classifier under Adam at 0.5, whose validation loss jumps
+    at epochs 3 and 5 (``evaluation_loss_vs_iterations`` at iterations 28 and 42)."""
+    return _written_logdir(tmp_path_factory, "keras_high_lr")
+
+
+@pytest.fixture(scope="session")
 def ranks_logdir(tmp_path_factory):
     """Two data-parallel trainings on two torch.distributed (gloo) processes (`tests.ranks_training`):
     ``skipped/rank<r>``, whose all-reduce leaves out ``ranks_training.SKIPPED``, and

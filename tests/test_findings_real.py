@@ -379,6 +379,38 @@ def test_keras_sigmoid_net_stuck_at_ln2_is_no_progress(keras_stuck_sigmoid_logdi
     assert ev["points"] == 8 and ev["last_median"] == pytest.approx(np.log(2), abs=0.01)
 
 
+def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdir, loader_client):
+    """The loss falls from 0.80 to ln 2 and stays there: no stall from its first tenth to its last, but a
+    loss at chance level, told at the epochs it settled."""
+    client = loader_client(keras_sigmoid_at_chance_logdir)
+    found = client.ok("/findings", run="train")["findings"]
+    (chance,) = [f for f in found if f["kind"] == "no_progress"]
+    assert chance["severity"] == "info" and chance["layers"] == ["epoch_loss"]
+    assert chance["evidence"]["classes"] == 2 and chance["evidence"]["value"] == pytest.approx(np.log(2), rel=0.01)
+    assert chance["last_step"] == 29 and chance["first_step"] <= 20  # at least its last third
+    assert "ln 2" in chance["message"] and "chance" in chance["message"]
+
+
+def test_keras_loss_falling_through_ln2_is_no_chance_level(keras_high_lr_logdir, keras_healthy_binary_logdir,
+                                                          loader_client):
+    """A loss that starts at ln 2 and falls, or jumps about it and settles elsewhere, is not at chance."""
+    for logdir in (keras_high_lr_logdir, keras_healthy_binary_logdir):
+        client = loader_client(logdir)
+        for run in ("train", "validation"):
+            found = client.ok("/findings", run=run)["findings"]
+            assert not [f for f in found if f["kind"] == "no_progress"], (logdir, run)
+
+
+def test_keras_validation_stall_is_told_per_step_axis(keras_sigmoid_at_chance_logdir, plugin_client):
+    """``epoch_loss`` counts epochs 0-29, ``evaluation_loss_vs_iterations`` iterations 7-210: one
+    finding each, the epoch one at its own steps."""
+    found = plugin_client(keras_sigmoid_at_chance_logdir).ok("/findings", run="validation")["findings"]
+    stalls = {tuple(f["layers"]): f for f in found if f["kind"] == "no_progress"}
+    assert set(stalls) == {("epoch_loss",), ("evaluation_loss_vs_iterations",)}
+    assert "from step 0 to step 29 of its own axis" in stalls[("epoch_loss",)]["message"]
+    assert "from step 7 to step 210" in stalls[("evaluation_loss_vs_iterations",)]["message"]
+
+
 def test_findings_after_a_collapse_are_its_consequences(proven):
     """A batch of NaN inputs turns the first kernel NaN for good; a NaN guard hides it from the layers
     after it, which TF's histograms keep showing: what they show then follows from the collapse.

@@ -411,6 +411,32 @@ def test_keras_validation_stall_is_told_per_step_axis(keras_sigmoid_at_chance_lo
     assert "from step 7 to step 210" in stalls[("evaluation_loss_vs_iterations",)]["message"]
 
 
+def test_keras_validation_spike_is_told_per_step_axis(keras_high_lr_logdir, plugin_client):
+    """The validation loss jumps at epoch 3, iteration 28: ``epoch_loss`` is told at its step 3, apart
+    from ``evaluation_loss_vs_iterations`` at step 28, and an epoch's mean gets no per-batch advice."""
+    found = plugin_client(keras_high_lr_logdir).ok("/findings", run="validation")["findings"]
+    spikes = [f for f in found if f["kind"] == "spike"]
+    assert spikes and all(len(f["layers"]) == 1 for f in spikes)
+    epoch = [f for f in spikes if f["layers"] == ["epoch_loss"]]
+    assert epoch and all("of its own axis" in f["message"] for f in epoch)
+    assert "at step 3 of its own axis" in epoch[0]["message"] and epoch[0]["evidence"]["own_first_step"] == 3
+    assert all("check that batch" not in f["advice"] and "epoch's average" in f["advice"] for f in epoch)
+    iterations = [f for f in spikes if f["layers"] == ["evaluation_loss_vs_iterations"]]
+    assert iterations and iterations[0]["first_step"] == 28 and "of its own axis" not in iterations[0]["message"]
+    # Logged at the layers' axis, nothing in the data tells one batch from an average: both are said.
+    assert "If each value is one batch's loss" in iterations[0]["advice"]
+
+
+def test_report_folds_spikes_only_with_the_same_advice(keras_high_lr_logdir):
+    """The report folds an epoch mean's repeats apart from an iteration series', at their own steps."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["report", str(keras_high_lr_logdir / "validation")])
+    folded = [line for line in out.getvalue().splitlines() if "more like it" in line]
+    assert any("of their own axis, in `epoch_loss`" in line for line in folded), folded
+    assert not any("`epoch_loss`" in line and "evaluation_loss" in line for line in folded), folded
+
+
 def test_findings_after_a_collapse_are_its_consequences(proven):
     """A batch of NaN inputs turns the first kernel NaN for good; a NaN guard hides it from the layers
     after it, which TF's histograms keep showing: what they show then follows from the collapse.

@@ -379,9 +379,11 @@ def test_keras_sigmoid_net_stuck_at_ln2_is_no_progress(keras_stuck_sigmoid_logdi
     assert ev["points"] == 8 and ev["last_median"] == pytest.approx(np.log(2), abs=0.01)
 
 
-def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdir, loader_client):
+def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdir, keras_high_lr_logdir,
+                                                   keras_healthy_binary_logdir, loader_client):
     """The loss falls from 0.80 to ln 2 and stays there: no stall from its first tenth to its last, but a
-    loss at chance level, told at the epochs it settled."""
+    loss at chance level, told at the epochs it settled. One that starts at ln 2 and falls, or jumps
+    about it and settles elsewhere, is not at chance."""
     client = loader_client(keras_sigmoid_at_chance_logdir)
     found = client.ok("/findings", run="train")["findings"]
     (chance,) = [f for f in found if f["kind"] == "no_progress"]
@@ -389,11 +391,6 @@ def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdi
     assert chance["evidence"]["classes"] == 2 and chance["evidence"]["value"] == pytest.approx(np.log(2), rel=0.01)
     assert chance["last_step"] == 29 and chance["first_step"] <= 20  # at least its last third
     assert "ln 2" in chance["message"] and "chance" in chance["message"]
-
-
-def test_keras_loss_falling_through_ln2_is_no_chance_level(keras_high_lr_logdir, keras_healthy_binary_logdir,
-                                                          loader_client):
-    """A loss that starts at ln 2 and falls, or jumps about it and settles elsewhere, is not at chance."""
     for logdir in (keras_high_lr_logdir, keras_healthy_binary_logdir):
         client = loader_client(logdir)
         for run in ("train", "validation"):

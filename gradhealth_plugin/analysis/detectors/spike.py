@@ -20,7 +20,7 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from ..finding import INFO, WARN, Finding
-from ..spans import Hit, group, labelled, when_text
+from ..spans import Hit, group, labelled
 from ..spikes import scan
 from . import periodic_spikes
 
@@ -80,8 +80,10 @@ def _finding(rd: RunData, role: Optional[str], severity: str, part: List[Hit], z
             # A series on another step axis: its own steps, as its chart shows them, never the layers'.
             axis = "the layers" if rd.layers else "the run's other scalars"
             where = f"at step {own[0]}" if len(own) == 1 else f"from step {own[0]} to step {own[-1]}"
+            written = (f"step {f.first_step}" if f.first_step == f.last_step
+                       else f"steps {f.first_step} to {f.last_step}")
             f.message = (f"{labelled('scalar', f.layers)} {what} {where} of its own axis (written about "
-                         f"{when_text(f)[3:]} of {axis}, from wall time)")
+                         f"{written} of {axis}, from wall time)")
             f.evidence.update(own_first_step=own[0], own_last_step=own[-1])
         out.append(f)
     return out

@@ -148,8 +148,8 @@ def _chance(rd: RunData, points: int) -> List[Finding]:
             message=(f"the loss settled at chance level ({layers_text(list(judged))}): its last "
                      f"{onset['settled']:,} of {onset['points']:,} logged values stay within "
                      f"{_GUESS_TOLERANCE:.0%} of ln {k} = {math.log(k):.4g} (median {onset['median']:.4g}), "
-                     f"{_steps_text(rd, judged, own_first, own_last, first, last)} (its first was "
-                     f"{onset['start']:.4g}); ln {k} is the cross-entropy of a uniform guess among {k} classes: "
+                     f"{_steps_text(rd, judged, own_first, own_last, first, last)}; its first value was "
+                     f"{onset['start']:.4g}; ln {k} is the cross-entropy of a uniform guess among {k} classes: "
                      f"if the model has {k}, it predicts no better than chance"),
             advice=CHANCE_ADVICE, role=None,
             spans={t: (v["first_step"], v["last_step"]) for t, v in judged.items()}))

@@ -385,7 +385,8 @@ def _fold_notes(found: List["Finding"]) -> List[Tuple["Finding", List["Finding"]
     folds: Dict[tuple, List["Finding"]] = {}
     for f in found:
         folding = f.severity == INFO or f.kind in EVENT_KINDS
-        key = (f.kind, f.role, f.severity, f.cause)
+        # Repeats fold only where their advice is the same: an epoch's mean and one batch's loss differ.
+        key = (f.kind, f.role, f.severity, f.cause, f.advice)
         if folding and key in folds:
             folds[key].append(f)
             continue
@@ -407,10 +408,16 @@ def _more_text(more: List["Finding"], model_order: Sequence[str]) -> str:
     from .analysis.finding import INFO
     from .analysis.spans import layers_text
 
-    spans = [str(f.first_step) if f.first_step == f.last_step else f"{f.first_step}-{f.last_step}" for f in more]
+    # Scalars on another step axis than the layers' are told at their own steps, as their charts show them.
+    own = all("own_first_step" in f.evidence for f in more)
+    ends = [(f.evidence["own_first_step"], f.evidence["own_last_step"]) if own else (f.first_step, f.last_step)
+            for f in more]
+    spans = [str(a) if a == b else f"{a}-{b}" for a, b in ends]
     steps = ", ".join(spans[:_FOLDED_STEPS])
     if len(spans) > _FOLDED_STEPS:
         steps += f" and {len(spans) - _FOLDED_STEPS} more"
+    if own:
+        steps += " of their own axis"
     layers = _in_model_order([layer for f in more for layer in f.layers], model_order)
     named = layers_text(layers) if more[0].severity == INFO else ", ".join(f"`{name}`" for name in layers)
     return f"{len(more)} more like it at step{'s' if len(spans) > 1 else ''} {steps}, in {named}"

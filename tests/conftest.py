@@ -229,22 +229,29 @@ def keras_stuck_sigmoid_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def keras_high_lr_logdir(tmp_path_factory):
-    """Run ``train``: weight histograms per epoch (written after ``epoch_loss``) of a ReLU MLP under Adam 0.5."""
-    return _written_logdir(tmp_path_factory, "keras_high_lr_fit")
-
-
-@pytest.fixture(scope="session")
-def keras_deep_sigmoid_logdir(tmp_path_factory):
-    """Run ``train``: weight histograms per epoch of ten sigmoid layers under SGD 0.01, first kernels unchanged."""
-    return _written_logdir(tmp_path_factory, "keras_deep_sigmoid_sgd")
-
-
-@pytest.fixture(scope="session")
 def torch_epoch_start_logdir(tmp_path_factory):
     """Run ``.``: N(0, 1) weights written as each epoch starts (the first before training), ``epoch_loss`` as
     it ends."""
     return _written_logdir(tmp_path_factory, "torch_epoch_start_histograms")
+
+
+@pytest.fixture(scope="session")
+def keras_sigmoid_at_chance_logdir(tmp_path_factory):
+    """Runs ``train`` and ``validation`` of a deep sigmoid classifier whose loss falls to ln 2 and stays."""
+    return _written_logdir(tmp_path_factory, "keras_sigmoid_at_chance")
+
+
+@pytest.fixture(scope="session")
+def keras_healthy_binary_logdir(tmp_path_factory):
+    """Runs ``train`` and ``validation`` of a classifier whose loss starts at ln 2 and falls."""
+    return _written_logdir(tmp_path_factory, "keras_healthy_binary")
+
+
+@pytest.fixture(scope="session")
+def keras_high_lr_validation_logdir(tmp_path_factory):
+    """Runs ``train`` and ``validation`` of a classifier under Adam at 0.5, whose validation loss jumps
+    at epochs 3 and 5 (``evaluation_loss_vs_iterations`` at iterations 28 and 42)."""
+    return _written_logdir(tmp_path_factory, "keras_high_lr")
 
 
 @pytest.fixture(scope="session")

@@ -318,6 +318,42 @@ def keras_stuck_sigmoid(logdir):
               callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
 
 
+def _keras_fit_binary(logdir, layers, optimizer) -> None:
+    """Keras 3 ``model.fit`` of a binary classifier for 30 epochs, ``TensorBoard(histogram_freq=1)``
+    with a validation split: runs ``train`` (weights and ``epoch_*`` per epoch) and ``validation``
+    (``epoch_*`` per epoch and ``evaluation_*_vs_iterations`` at the iteration each epoch ends)."""
+    _, keras = _keras()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(512, 20)).astype(np.float32)
+    y = (x[:, :5].sum(1) > 0).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((20,))] + layers(keras) + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer(keras), "binary_crossentropy", metrics=["accuracy"])
+    model.fit(x, y, epochs=30, batch_size=64, validation_split=0.2, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def keras_sigmoid_at_chance(logdir):
+    """Ten sigmoid layers under plain SGD (0.01): the loss falls from about 0.8 to ln 2 in a dozen epochs
+    and stays there, predicting the majority class. The first kernels' updates round away in float32 (their
+    histograms are the same every epoch) while the same layers' biases change."""
+    _keras_fit_binary(logdir, lambda keras: [keras.layers.Dense(32, activation="sigmoid") for _ in range(10)],
+                      lambda keras: keras.optimizers.SGD(0.01))
+
+
+def keras_healthy_binary(logdir):
+    """Three ReLU layers under Adam at 1e-3: the loss starts at ln 2 and falls to 0.03."""
+    _keras_fit_binary(logdir, lambda keras: [keras.layers.Dense(32, activation="relu") for _ in range(3)],
+                      lambda keras: keras.optimizers.Adam(1e-3))
+
+
+def keras_high_lr(logdir):
+    """Three ReLU layers under Adam at 0.5: the validation loss jumps in the first epochs, then settles. The
+    weight histograms, written at each epoch's end, hold kernels grown past 3x the He and Glorot std."""
+    _keras_fit_binary(logdir, lambda keras: [keras.layers.Dense(32, activation="relu") for _ in range(3)],
+                      lambda keras: keras.optimizers.Adam(0.5))
+
+
 def torch_watch_blocks(logdir):
     """gradhealth's torch watch() on a tiny transformer-like model: ``embed``, ``blocks.<i>.attn.qkv``,
     ``blocks.<i>.mlp.0`` ... in a ModuleList of nested blocks, ``norm`` and ``head``."""
@@ -364,34 +400,6 @@ def torch_watch_blocks(logdir):
         loss.backward()
         optimizer.step()
     unwatch(handle)
-
-
-def keras_high_lr_fit(logdir):
-    """Keras 3 ``model.fit`` of a ReLU MLP with Keras' default (Glorot) init and Adam at learning rate 0.5,
-    ``TensorBoard(histogram_freq=1)``: run ``train`` holds weight histograms written at each epoch's end,
-    after that epoch's updates grew the kernels past 3x the He and Glorot std."""
-    _, keras = _keras()
-    model = keras.Sequential([keras.Input((20,))] + [keras.layers.Dense(32, activation="relu") for _ in range(3)]
-                             + [keras.layers.Dense(1, activation="sigmoid")])
-    model.compile(optimizer=keras.optimizers.Adam(0.5), loss="binary_crossentropy")
-    x = np.random.default_rng(0).normal(size=(256, 20)).astype(np.float32)
-    y = (x[:, :5].sum(1) > 0).astype(np.float32)
-    model.fit(x, y, epochs=3, batch_size=32, verbose=0,
-              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
-
-
-def keras_deep_sigmoid_sgd(logdir):
-    """Keras 3 ``model.fit`` of ten Dense(32, sigmoid) layers under SGD 0.01, ``TensorBoard(histogram_freq=1)``:
-    run ``train``. The first kernels' gradients vanish: their updates round away in float32 and their
-    histograms are the same every epoch, while the same layers' biases change."""
-    _, keras = _keras()
-    model = keras.Sequential([keras.Input((20,))] + [keras.layers.Dense(32, activation="sigmoid") for _ in range(10)]
-                             + [keras.layers.Dense(1, activation="sigmoid")])
-    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy")
-    x = np.random.default_rng(0).normal(size=(512, 20)).astype(np.float32)
-    y = (x[:, :5].sum(1) > 0).astype(np.float32)
-    model.fit(x, y, epochs=5, batch_size=64, verbose=0,
-              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
 
 
 def torch_epoch_start_histograms(logdir):

@@ -298,6 +298,41 @@ def test_a_per_epoch_loss_places_its_stall_and_spike_at_the_layers_steps(flat_ep
     assert spike["covers"] == {"epoch_loss": [[spike["first_step"]] * 2]}
 
 
+@pytest.fixture(scope="module")
+def two_axis_loss_spike_logdir(tmp_path_factory):
+    """Healthy per-iteration gradient histograms and ``loss``, and a per-epoch ``epoch_loss`` that jumps at
+    epochs 15 and 16, while the per-iteration loss jumps at iterations 159 and 169, when they end."""
+    root = tmp_path_factory.mktemp("two_axis_loss_spike")
+    rng = np.random.default_rng(7)
+    steps = np.arange(EPOCHS_LONG * ITERS_LONG)
+    loss = 1.0 + 0.002 * rng.standard_normal(len(steps))
+    epoch_loss = 1.0 + 0.002 * rng.standard_normal(EPOCHS_LONG)
+    for e in (SPIKE_EPOCH, SPIKE_EPOCH + 1):
+        epoch_loss[e] = 5.0
+        loss[(e + 1) * ITERS_LONG - 1] = 5.0
+    events = [event(int(s), hist_value("gradients/dense_0/kernel", normal_buckets(rng)),
+                    wall_time=1000.0 + s * SECONDS_PER_ITER) for s in steps]
+    events += [event(int(s), scalar_value("loss", loss[s]), wall_time=1000.0 + s * SECONDS_PER_ITER + 0.01)
+               for s in steps]
+    events += [event(e, scalar_value("epoch_loss", epoch_loss[e]),
+                     wall_time=1000.0 + ((e + 1) * ITERS_LONG - 1) * SECONDS_PER_ITER + 0.05) for e in range(EPOCHS_LONG)]
+    events.sort(key=lambda e: e.wall_time)
+    write_run(root / "run", events)
+    return root
+
+
+def test_loss_spikes_on_two_step_axes_never_share_a_finding(two_axis_loss_spike_logdir, loader_client):
+    """``loss`` (iterations) and ``epoch_loss`` (epochs) jump at the same moments: one finding each, the
+    epoch one at its own steps 15 and 16, and only the per-iteration one may be one batch's."""
+    found = loader_client(two_axis_loss_spike_logdir).ok("/findings", run="run")["findings"]
+    spikes = [f for f in found if f["kind"] == "spike"]
+    assert sorted(tuple(f["layers"]) for f in spikes) == [("epoch_loss",), ("loss",), ("loss",)]
+    (epoch,) = [f for f in spikes if f["layers"] == ["epoch_loss"]]
+    assert "from step 15 to step 16 of its own axis (written about steps 159 to 169 of the layers" in epoch["message"]
+    assert "one batch" not in epoch["advice"]
+    assert all("If each value is one batch's loss" in f["advice"] for f in spikes if f["layers"] == ["loss"])
+
+
 def test_a_loss_written_after_its_steps_histograms_on_a_busy_machine_shares_their_axis():
     """100 steps of 10 ms, the loss written 8 ms into each; on a busy machine the scheduler holds up
     three in ten of the histograms' writes by 25 ms (so the gaps after them are long too) and four in

@@ -379,7 +379,7 @@ def test_keras_sigmoid_net_stuck_at_ln2_is_no_progress(keras_stuck_sigmoid_logdi
     assert ev["points"] == 8 and ev["last_median"] == pytest.approx(np.log(2), abs=0.01)
 
 
-def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_high_lr_logdir,
+def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_high_lr_validation_logdir,
                                                                          torch_epoch_start_logdir, loader_client):
     """Keras' callback writes its weight histograms at each epoch's end, just after ``epoch_loss``: its step 0
     holds the weights after one epoch of Adam at 0.5 (std about 1, Glorot's 0.2 long gone). That std is
@@ -390,7 +390,7 @@ def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_
     assert f["severity"] == "warn" and "not_judged" not in f["evidence"], f
     assert f["evidence"]["layers"]["2.weight"]["matches"] == "standard_normal"
 
-    found = loader_client(keras_high_lr_logdir).ok("/findings", run="train")["findings"]
+    found = loader_client(keras_high_lr_validation_logdir).ok("/findings", run="train")["findings"]
     (f,) = [f for f in found if f["kind"] == "init_scale"]
     assert f["severity"] == "info" and f["evidence"]["not_judged"] == "initialisation", f
     assert "sequential/dense/kernel" in f["layers"] and f["first_step"] == 0
@@ -400,17 +400,72 @@ def test_keras_weights_first_logged_at_an_epoch_end_are_no_initialisation(keras_
     assert "not the initialisation" in f["message"] and "Re-initialise" not in f["advice"]
 
 
-def test_keras_kernel_unchanged_beside_a_changing_bias_is_below_resolution(keras_deep_sigmoid_logdir,
+def test_keras_kernel_unchanged_beside_a_changing_bias_is_below_resolution(keras_sigmoid_at_chance_logdir,
                                                                           plugin_client):
     """Ten sigmoid layers under SGD 0.01: the first kernels' updates round away, their histograms are the
     same every epoch, while each one's bias changes. An identical histogram proves only that any change is
     smaller than it shows; with the bias moving, the layer is not frozen: no frozen-parameter advice."""
-    found = plugin_client(keras_deep_sigmoid_logdir).ok("/findings", run="train")["findings"]
+    found = plugin_client(keras_sigmoid_at_chance_logdir).ok("/findings", run="train")["findings"]
     (f,) = [f for f in found if f["kind"] == "update_ratio" and f["evidence"].get("direction") == "frozen"]
     assert "sequential/dense/kernel" in f["layers"] and f["evidence"]["below_resolution"], f
     assert f["evidence"]["layers"]["sequential/dense/kernel"]["changing_in_layer"] == ["sequential/dense/bias"]
     assert "smaller than the histogram shows" in f["message"] and "never change" not in f["message"]
     assert "passed to the optimizer" not in f["advice"] and "vanish" in f["advice"]
+
+
+def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdir, keras_high_lr_validation_logdir,
+                                                   keras_healthy_binary_logdir, loader_client):
+    """The loss falls from 0.80 to ln 2 and stays there: no stall from its first tenth to its last, but a
+    loss at chance level, told at the epochs it settled. One that starts at ln 2 and falls, or jumps
+    about it and settles elsewhere, is not at chance."""
+    client = loader_client(keras_sigmoid_at_chance_logdir)
+    found = client.ok("/findings", run="train")["findings"]
+    (chance,) = [f for f in found if f["kind"] == "no_progress"]
+    assert chance["severity"] == "info" and chance["layers"] == ["epoch_loss"]
+    assert chance["evidence"]["classes"] == 2 and chance["evidence"]["value"] == pytest.approx(np.log(2), rel=0.01)
+    assert chance["last_step"] == 29 and chance["first_step"] <= 20  # at least its last third
+    assert "ln 2" in chance["message"] and "chance" in chance["message"]
+    for logdir in (keras_high_lr_validation_logdir, keras_healthy_binary_logdir):
+        client = loader_client(logdir)
+        for run in ("train", "validation"):
+            found = client.ok("/findings", run=run)["findings"]
+            assert not [f for f in found if f["kind"] == "no_progress"], (logdir, run)
+
+
+def test_keras_validation_stall_is_told_per_step_axis(keras_sigmoid_at_chance_logdir, plugin_client):
+    """``epoch_loss`` counts epochs 0-29, ``evaluation_loss_vs_iterations`` iterations 7-210: one
+    finding each, the epoch one at its own steps."""
+    found = plugin_client(keras_sigmoid_at_chance_logdir).ok("/findings", run="validation")["findings"]
+    stalls = {tuple(f["layers"]): f for f in found if f["kind"] == "no_progress"}
+    assert set(stalls) == {("epoch_loss",), ("evaluation_loss_vs_iterations",)}
+    assert "from step 0 to step 29 of its own axis" in stalls[("epoch_loss",)]["message"]
+    assert "from step 7 to step 210" in stalls[("evaluation_loss_vs_iterations",)]["message"]
+
+
+def test_keras_validation_spike_is_told_per_step_axis(keras_high_lr_validation_logdir, plugin_client):
+    """The validation loss jumps at epoch 3, iteration 28: ``epoch_loss`` is told at its step 3, apart
+    from ``evaluation_loss_vs_iterations`` at step 28, and an epoch's mean gets no per-batch advice."""
+    found = plugin_client(keras_high_lr_validation_logdir).ok("/findings", run="validation")["findings"]
+    spikes = [f for f in found if f["kind"] == "spike"]
+    assert spikes and all(len(f["layers"]) == 1 for f in spikes)
+    epoch = [f for f in spikes if f["layers"] == ["epoch_loss"]]
+    assert epoch and all("of its own axis" in f["message"] for f in epoch)
+    assert "at step 3 of its own axis" in epoch[0]["message"] and epoch[0]["evidence"]["own_first_step"] == 3
+    assert all("check that batch" not in f["advice"] and "epoch's average" in f["advice"] for f in epoch)
+    iterations = [f for f in spikes if f["layers"] == ["evaluation_loss_vs_iterations"]]
+    assert iterations and iterations[0]["first_step"] == 28 and "of its own axis" not in iterations[0]["message"]
+    # Logged at the layers' axis, nothing in the data tells one batch from an average: both are said.
+    assert "If each value is one batch's loss" in iterations[0]["advice"]
+
+
+def test_report_folds_spikes_only_with_the_same_advice(keras_high_lr_validation_logdir):
+    """The report folds an epoch mean's repeats apart from an iteration series', at their own steps."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["report", str(keras_high_lr_validation_logdir / "validation")])
+    folded = [line for line in out.getvalue().splitlines() if "more like it" in line]
+    assert any("of their own axis, in `epoch_loss`" in line for line in folded), folded
+    assert not any("`epoch_loss`" in line and "evaluation_loss" in line for line in folded), folded
 
 
 def test_findings_after_a_collapse_are_its_consequences(proven):

@@ -106,9 +106,12 @@ export function foldNotes(findings: readonly Finding[]): Finding[][] {
   return entries;
 }
 
-/** What the findings folded together share: run, kind, role, severity and cause. */
+/**
+ * What the findings folded together share: run, kind, role, severity, cause and advice (an epoch's mean loss
+ * and one batch's are told apart by their advice, and never fold together).
+ */
 export function foldKey(f: Finding): string {
-  return JSON.stringify([f.run, f.kind, f.role, f.severity, f.cause ?? null]);
+  return JSON.stringify([f.run, f.kind, f.role, f.severity, f.cause ?? null, f.advice]);
 }
 
 /**

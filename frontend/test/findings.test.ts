@@ -260,6 +260,12 @@ describe("foldNotes", () => {
     expect(twoWarnings.map((e) => e.length)).toEqual([1, 1]);
   });
 
+  it("keeps apart notes whose advice differs: an epoch's mean loss and one batch's", () => {
+    const epochMean = { ...lossSpike, first_step: 28n, layers: ["epoch_loss"], advice: "an epoch's average" };
+    const again = { ...epochMean, first_step: 42n };
+    expect(foldNotes([lossSpike, epochMean, again]).map((e) => e.length)).toEqual([1, 2]);
+  });
+
   it("keeps notes of two runs apart", () => {
     const other = { ...spikes[1], run: "other" };
     expect(foldNotes([spikes[0], other]).map((e) => e.length)).toEqual([1, 1]);

@@ -55,11 +55,12 @@ def _series(rd):
             values = table.get("l2")
             if np.all(np.isnan(values)):
                 values = table.get("max_abs")
-            yield layer.name, role, table.steps, values
-    for tag, (_, values) in rd.scalar_series.items():
+            yield layer.name, role, table.steps, values, None
+    for tag, (own, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) in (tags_lib.SCALAR_GRAD_NORM, tags_lib.SCALAR_LOSS):
-            # A series on another step axis is placed at the layers' steps written nearest in time.
-            yield tag, None, rd.scalar_steps(tag), values
+            # A series on another step axis is placed at the layers' steps written nearest in time,
+            # its own steps kept for what its chart shows.
+            yield tag, None, rd.scalar_steps(tag), values, (np.asarray(own) if rd.scalar_other_axis(tag) else None)
 
 
 def _scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
@@ -72,20 +73,20 @@ def _scan(rd: RunData, limits: Mapping[str, float]) -> Scan:
     for rows, values in series_lib.stacked([s[3] for s in checked], series_lib.spike_window_points(window)):
         for i, hit in zip(rows.tolist(), series_lib.spike_mask(values, z, window)):
             found[i] = np.nonzero(hit)[0]
-    for (name, role, steps, values), idx in zip(checked, found):
+    for (name, role, steps, values, own), idx in zip(checked, found):
         # The first logged value has no past to compare with, and early training is loud.
         idx = idx[idx > 0]
         if len(idx):
             _sort(out, rd.histogram_interval, epoch, name, role, steps, values, idx, window,
-                  periodic=not (role is None and rd.scalar_other_axis(name)))
+                  periodic=own is None, own=own)
     return out
 
 
 def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx, window: int,
-          periodic: bool = True) -> None:
+          periodic: bool = True, own: Optional[np.ndarray] = None) -> None:
     """Files one series' spikes as unjudged, periodic or single. `periodic` False: single only, for a
     series whose steps were placed on the layers' axis by wall time (a period there would be only
-    as exact as those times)."""
+    as exact as those times). `own`: such a series' own steps, each single spike's kept in its detail."""
     spike_steps = steps[idx]
     period, reason = series_lib.judge_period(spike_steps, steps) if periodic else (None, None)
     first = (name, int(spike_steps[0]), int(spike_steps[-1]), float(values[idx[0]]), int(spike_steps[0]))
@@ -103,7 +104,8 @@ def _sort(out: Scan, hist_interval, epoch, name, role, steps, values, idx, windo
         for i in idx:
             out.single.setdefault((int(steps[i]), role), []).append(
                 Hit(name, int(steps[i]), int(steps[i]), float(values[i]), int(steps[i]),
-                    {"jump": float(jump[i])}, steps[i:i + 1]))
+                    {"jump": float(jump[i]), **({"own_step": int(own[i])} if own is not None else {})},
+                    steps[i:i + 1]))
 
 
 def is_artefact(period: int, own_interval: Optional[float], hist_interval: Optional[float],

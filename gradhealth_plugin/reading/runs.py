@@ -191,6 +191,29 @@ class RunData:
         """Whether a run-level scalar is proven to count steps otherwise than the layers' rows."""
         return self.scalar_axes.get(tag) is False
 
+    def scalar_axis_groups(self, tags: Sequence[str]) -> List[List[str]]:
+        """`tags` (run-level scalars) in groups that count steps alike, in their given order: first those
+        on the layers' axis (or whose wall times cannot tell), then each other axis. Two scalars on
+        other axes share one when, at the own steps both logged, the layers' steps written nearest in
+        time agree for at least three quarters of them: Keras' `epoch_loss` and `epoch_accuracy` do."""
+        rows = [t for t in tags if not self.scalar_other_axis(t)]
+        others: List[List[str]] = []
+        for tag in (t for t in tags if self.scalar_other_axis(t)):
+            for members in others:
+                if self._same_other_axis(members[0], tag):
+                    members.append(tag)
+                    break
+            else:
+                others.append([tag])
+        return ([rows] if rows else []) + others
+
+    def _same_other_axis(self, a: str, b: str) -> bool:
+        """Whether two scalars on other axes than the layers' count steps alike (`scalar_axis_groups`)."""
+        _, ia, ib = np.intersect1d(self.scalar_series[a][0], self.scalar_series[b][0], return_indices=True)
+        if not len(ia):
+            return False
+        return bool(np.mean(self.scalar_steps(a)[ia] == self.scalar_steps(b)[ib]) >= 0.75)
+
     def role_rows(self, role: str, kinds: Optional[tuple] = None) -> List[Tuple[Layer, metrics.MetricTable]]:
         """(layer, metric table) of every layer with logged steps in `role`, of the tensor `kinds` given
         (None: any), in model order: the tables the detectors judge, with a step whose tensor held NaN or

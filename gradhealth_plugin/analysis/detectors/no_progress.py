@@ -8,11 +8,16 @@ value lower only by the loss's noise is no start of its own. Every loss tag must
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
+
+A loss that fell and then settled at chance is no stall, and is told as one at chance level (info): every
+loss series, up to its first NaN or Inf, stays within 1% of one ln k (k = 2..10) over at least its last
+third. Loss series on different step axes (Keras' per-epoch `epoch_loss` beside per-iteration series)
+get one finding each, told at their own steps.
 """
 
 from __future__ import annotations
 
-from typing import List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import math
 
@@ -20,7 +25,7 @@ import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from ..finding import WARN, Finding
+from ..finding import INFO, WARN, Finding
 from ..spans import layers_text
 
 KIND = "no_progress"
@@ -33,6 +38,11 @@ NEEDS = (tags_lib.SCALAR_LOSS,)
 ADVICE = ("Training makes no progress. Check that gradients flow (log them: a deep sigmoid or tanh net can stall "
           "with vanishing gradients while its weights look fine), that the learning rate is neither tiny nor so "
           "large that the loss bounces, and that the labels match the inputs.")
+# A loss that settled at ln k: a classifier guessing, if the model has k classes.
+CHANCE_ADVICE = ("A classifier whose loss sits at ln k predicts each class's frequency and has learnt nothing from "
+                 "its inputs. Check that the labels match the inputs, that gradients reach the early layers (a deep "
+                 "sigmoid or tanh net can stall with vanishing gradients), and that the learning rate is not tiny. "
+                 "Ignore this if the model does not have k classes.")
 CELL_RULES = ()
 THRESHOLDS = ()
 
@@ -51,7 +61,10 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
             # Rising into its NaN is the blow-up the nonfinite finding tells, not a stall.
             verdict = None
         if verdict is not None and rd.scalar_other_axis(tag):
-            verdict.update(axis="other", own_first_step=int(own[0]), own_last_step=int(own[-1]))
+            # Its message counts its own steps, as its chart does.
+            mine = _judge(np.asarray(own), np.asarray(values, dtype=np.float64), points)
+            verdict.update(axis="other", own_first_step=mine["first_step"], own_last_step=mine["last_step"],
+                           own_lowest_step=mine["lowest_step"], own_nonfinite_step=mine["nonfinite_step"])
         if verdict is not None and verdict["k"] == 1 and verdict["spread"] > needed:
             # With under 20 values each tenth is one value: only a flat loss (every value within
             # the improvement asked for of their median) proves a stall; a few early per-batch
@@ -62,23 +75,113 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     # Stalled only when even the noise cannot hide an improvement: a per-batch loss early in
     # training bounces by more than the improvement asked for, and proves nothing yet.
     if not judged or any(v["improvement"] + v["noise_margin"] >= needed for v in judged.values()):
-        return []
+        return _chance(rd, points)
+    # One finding per step axis: a loss counted in epochs never shares a "step N" with one counted in
+    # iterations.
+    return [_stalled(rd, {t: judged[t] for t in tags}, needed) for tags in rd.scalar_axis_groups(list(judged))]
+
+
+def _stalled(rd: RunData, judged: Dict[str, dict], needed: float) -> Finding:
+    """The no-progress finding over loss series of one step axis."""
     tags = sorted(judged, key=lambda t: (-judged[t]["points"], t))
     onset = judged[tags[0]]
     worse = onset["worse"]
     first, last = min(v["first_step"] for v in judged.values()), max(v["last_step"] for v in judged.values())
     subject = layers_text(tags)
-    return [Finding(
+    own = {k: onset.get(f"own_{k}", onset[k]) for k in ("first_step", "last_step", "lowest_step", "nonfinite_step")}
+    return Finding(
         run=rd.run, kind=KIND, severity=SEVERITY, layers=tags, first_step=first, last_step=last,
         evidence={"threshold": needed, "value": onset["improvement"], "step": onset["last_step"],
                   "layers": judged},
-        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({subject}): {_windows(onset)} "
-                 f"({-onset['improvement']:+.1%}; an improvement of at least {needed:.0%} expected) from step {first} "
-                 f"to step {last}"
+        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({subject}): {_windows({**onset, **own})} "
+                 f"({-onset['improvement']:+.1%}; an improvement of at least {needed:.0%} expected) "
+                 + _steps_text(rd, judged, own["first_step"], own["last_step"], first, last)
                  # Where it turned: a loss that fell and rose again was fine up to there.
-                 + (f"; it was lowest, {onset['lowest']:.4g}, at step {onset['lowest_step']}" if worse else "")
+                 + (f"; it was lowest, {onset['lowest']:.4g}, at step {own['lowest_step']}" if worse else "")
                  + ("" if worse else _uniform_guess(onset["last_median"]))),
-        advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags})]
+        advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags})
+
+
+def _steps_text(rd: RunData, judged: Mapping[str, dict], own_first: int, own_last: int, first: int,
+                last: int) -> str:
+    """'from step 5 to step 99'; for losses on another step axis than the layers', their own steps and
+    where they were written on the run's."""
+    span = f"from step {own_first} to step {own_last}"
+    if not all(v.get("axis") == "other" for v in judged.values()):
+        return span
+    axis = "the layers" if rd.layers else "the run's other scalars"
+    return f"{span} of its own axis (written about steps {first} to {last} of {axis}, from wall time)"
+
+
+def _chance(rd: RunData, points: int) -> List[Finding]:
+    """A loss that settled at chance: every loss series whose values up to its first NaN or Inf stay
+    within 1% of one ln k (k = 2..10) over at least their last third, one finding per step axis; none
+    where any loss series with enough values to judge does not (a loss still falling has not settled)."""
+    settled = {}
+    for tag, (own, values) in rd.scalar_series.items():
+        if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS:
+            continue
+        values = np.asarray(values, dtype=np.float64)
+        verdict = _settled(rd.scalar_steps(tag), values, points)
+        if verdict is None and _judgeable(values, points):
+            return []
+        if verdict is not None and rd.scalar_other_axis(tag):
+            mine = _settled(np.asarray(own), values, points)
+            verdict.update(axis="other", own_first_step=mine["first_step"], own_last_step=mine["last_step"])
+        if verdict is not None:
+            settled[tag] = verdict
+    # One model has one number of classes.
+    if not settled or len({v["classes"] for v in settled.values()}) > 1:
+        return []
+    out = []
+    for tags in rd.scalar_axis_groups(list(settled)):
+        judged = {t: settled[t] for t in sorted(tags, key=lambda t: (-settled[t]["points"], t))}
+        onset = next(iter(judged.values()))
+        k = onset["classes"]
+        first = min(v["first_step"] for v in judged.values())
+        last = max(v["last_step"] for v in judged.values())
+        own_first, own_last = onset.get("own_first_step", first), onset.get("own_last_step", last)
+        out.append(Finding(
+            run=rd.run, kind=KIND, severity=INFO, layers=list(judged), first_step=first, last_step=last,
+            evidence={"threshold": _GUESS_TOLERANCE, "value": onset["median"], "step": onset["first_step"],
+                      "classes": k, "layers": judged},
+            message=(f"the loss settled at chance level ({layers_text(list(judged))}): its last "
+                     f"{onset['settled']:,} of {onset['points']:,} logged values stay within "
+                     f"{_GUESS_TOLERANCE:.0%} of ln {k} = {math.log(k):.4g} (median {onset['median']:.4g}), "
+                     f"{_steps_text(rd, judged, own_first, own_last, first, last)}; its first value was "
+                     f"{onset['start']:.4g}; ln {k} is the cross-entropy of a uniform guess among {k} classes: "
+                     f"if the model has {k}, it predicts no better than chance"),
+            advice=CHANCE_ADVICE, role=None,
+            spans={t: (v["first_step"], v["last_step"]) for t, v in judged.items()}))
+    return out
+
+
+def _judgeable(values: np.ndarray, points: int) -> bool:
+    """Whether a loss has enough values before its first NaN or Inf to be judged for chance level."""
+    bad = np.flatnonzero(~np.isfinite(values))
+    return (bad[0] if len(bad) else len(values)) >= max(points, 3)
+
+
+def _settled(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]:
+    """Where a loss's values up to its first NaN or Inf stay within `_GUESS_TOLERANCE` of one ln k over
+    at least their last third: k, and the stretch that does (from the earliest value after which
+    every one does); None where they do not, or fewer than `points` values are there to judge."""
+    if not _judgeable(values, points):
+        return None
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        steps, values = steps[:bad[0]], values[:bad[0]]
+    n = len(values)
+    third = n - (2 * n) // 3
+    for k in _GUESS_CLASSES:
+        inside = np.abs(values / math.log(k) - 1) <= _GUESS_TOLERANCE
+        if not inside[-third:].all():
+            continue
+        outside = np.flatnonzero(~inside)
+        i = int(outside[-1]) + 1 if len(outside) else 0
+        return {"classes": k, "settled": n - i, "points": n, "median": float(np.median(values[i:])),
+                "start": float(values[0]), "first_step": int(steps[i]), "last_step": int(steps[-1])}
+    return None
 
 
 def _sampled(rd: RunData, tag: str) -> bool:

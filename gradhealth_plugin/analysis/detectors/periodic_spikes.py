@@ -123,6 +123,9 @@ def one_hit_per_series(groups: Iterable[List[Hit]]) -> List[Hit]:
         jumps = [h.detail["jump"] for h in hits if np.isfinite(h.detail.get("jump", np.nan))]
         if jumps:
             detail["jump"] = max(jumps)  # the largest jump above its neighbours' median
+        own = sorted(h.detail["own_step"] for h in hits if "own_step" in h.detail)
+        if own:  # a series on another step axis: the steps its own chart shows
+            detail["own_spike_steps"] = own[:50]
         out.append(Hit(name, steps[0], steps[-1], worst.value, worst.step, detail,
                        np.array(steps, dtype=np.int64)))
     return out

@@ -5,6 +5,10 @@ A spike is a note, but a norm's spike that jumps `spike_warn_jump` (100x) or
 more above the median of its neighbours is a warning: far past the several-fold
 swings of healthy gradient norms between batches. A loss is left at info
 whatever its jump: near its floor it moves by factors without harm.
+
+Run-level scalars on different step axes never share a finding, and one on
+another axis than the layers' is told at its own steps. A loss spike's advice
+says what one of its values is, from its step axis (`_advice`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from ..finding import INFO, WARN, Finding
-from ..spans import Hit, group
+from ..spans import Hit, group, labelled
 from ..spikes import scan
 from . import periodic_spikes
 
@@ -44,22 +48,79 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     singles = sorted((key for key in found.single if key not in folded), key=lambda k: k[0])
     out = []
     for role in dict.fromkeys(r for _, r in singles):
-        for episode in _episodes(rd, [(step, found.single[(step, r)]) for step, r in singles if r == role], role):
-            hits = periodic_spikes.one_hit_per_series(episode)
-            large = [h for h in hits if _large(rd, h, role, jump)]
-            for severity, part in ((WARN, large), (SEVERITY, [h for h in hits if h not in large])):
-                if not part:
-                    continue
-                plural = "s" if len(part) == 1 and role is None else ""
-                what = f"spike{plural} (robust z-score above {z:g} against the rolling median)"
-                if severity == WARN:
-                    top = max(h.detail["jump"] for h in part)
-                    what = (f"spike{plural} {top:.0f}x above the median of their neighbours (at least {jump:g}x)")
-                f = group(rd, KIND, severity, role, part, z, what, ADVICE)
-                if severity == WARN:
-                    f.evidence["jump_threshold"] = jump
-                out.append(f)
+        for spikes in _by_axis(rd, [(step, found.single[(step, r)]) for step, r in singles if r == role], role):
+            for episode in _episodes(rd, spikes, role):
+                hits = periodic_spikes.one_hit_per_series(episode)
+                large = [h for h in hits if _large(rd, h, role, jump)]
+                for severity, part in ((WARN, large), (SEVERITY, [h for h in hits if h not in large])):
+                    if part:
+                        out.extend(_finding(rd, role, severity, part, z, jump))
     return out
+
+
+def _finding(rd: RunData, role: Optional[str], severity: str, part: List[Hit], z: float,
+             jump: float) -> List[Finding]:
+    """The findings of one episode's spikes of one severity: one per kind of series, whose advice
+    differs (`_advice`)."""
+    out = []
+    kinds: dict = {}
+    for h in part:
+        kinds.setdefault(_advice(rd, h.layer) if role is None else ADVICE, []).append(h)
+    for advice, hits in kinds.items():
+        plural = "s" if len(hits) == 1 and role is None else ""
+        what = f"spike{plural} (robust z-score above {z:g} against the rolling median)"
+        if severity == WARN:
+            top = max(h.detail["jump"] for h in hits)
+            what = (f"spike{plural} {top:.0f}x above the median of their neighbours (at least {jump:g}x)")
+        f = group(rd, KIND, severity, role, hits, z, what, advice)
+        if severity == WARN:
+            f.evidence["jump_threshold"] = jump
+        own = sorted({s for h in hits for s in h.detail.get("own_spike_steps", ())})
+        if own:
+            # A series on another step axis: its own steps, as its chart shows them, never the layers'.
+            axis = "the layers" if rd.layers else "the run's other scalars"
+            where = f"at step {own[0]}" if len(own) == 1 else f"from step {own[0]} to step {own[-1]}"
+            written = (f"step {f.first_step}" if f.first_step == f.last_step
+                       else f"steps {f.first_step} to {f.last_step}")
+            f.message = (f"{labelled('scalar', f.layers)} {what} {where} of its own axis (written about "
+                         f"{written} of {axis}, from wall time)")
+            f.evidence.update(own_first_step=own[0], own_last_step=own[-1])
+        out.append(f)
+    return out
+
+
+def _by_axis(rd: RunData, spikes: List[Tuple[int, List[Hit]]],
+             role: Optional[str]) -> List[List[Tuple[int, List[Hit]]]]:
+    """Run-level scalars' spikes split by step axis (`RunData.scalar_axis_groups`): series counting steps
+    differently never share a finding, nor a "step N". A row's spikes stay together."""
+    if role is not None:
+        return [spikes]
+    names = list(dict.fromkeys(h.layer for _, hits in spikes for h in hits))
+    out = []
+    for members in rd.scalar_axis_groups(names):
+        mine = [(step, [h for h in hits if h.layer in members]) for step, hits in spikes]
+        out.append([(step, hits) for step, hits in mine if hits])
+    return out
+
+
+# What a spike in a loss says depends on what one of its values is. One logged on another step axis
+# than the layers' (Keras' per-epoch scalars beside per-iteration rows) is an epoch's mean or an
+# evaluation, over many batches: no one batch's data makes it jump. On the layers' own axis the data
+# cannot tell one batch's loss from an average logged as often.
+EPOCH_ADVICE = ("This loss is logged on another step axis than the training steps: each value is an epoch's "
+                "average or an evaluation, over many batches, so no single batch made it jump; the model "
+                "itself did for a while. Look at the per-step loss and gradient norms around it; lower the "
+                "learning rate or clip gradients if they jump there too.")
+LOSS_ADVICE = ("If each value is one batch's loss, that batch produced the outlier: check its data; clipping "
+               "bounds its effect. If each is an average over an epoch or an evaluation, no single batch made it "
+               "jump: the model itself did for a while; lower the learning rate or clip gradients.")
+
+
+def _advice(rd: RunData, tag: str) -> str:
+    """A run-level scalar spike's advice: a norm's as a row's; a loss's by what its step axis shows."""
+    if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS:
+        return ADVICE
+    return EPOCH_ADVICE if rd.scalar_other_axis(tag) else LOSS_ADVICE
 
 
 def _large(rd: RunData, h: Hit, role: Optional[str], jump: float) -> bool:

@@ -238,3 +238,15 @@ def ranks_logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("ranks")
     ranks_training.write([(root / "skipped", ranks_training.SKIPPED), (root / "reduced", None)])
     return root
+
+
+@pytest.fixture(scope="session")
+def keras_uniform_and_two_clusters_logdir(tmp_path_factory):
+    """Run ``train``: Keras weight histograms, a kernel of two clusters at +-0.5 and Glorot uniform ones."""
+    return _written_logdir(tmp_path_factory, "keras_uniform_and_two_clusters")
+
+
+@pytest.fixture(scope="session")
+def torch_uniform_and_two_clusters_logdir(tmp_path_factory):
+    """Run ``.``: ``weights/<name>``, an ``nn.Linear`` kernel of two clusters at +-0.5 and uniform ones."""
+    return _written_logdir(tmp_path_factory, "torch_uniform_and_two_clusters")

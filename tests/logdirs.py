@@ -425,3 +425,40 @@ def torch_uniform_and_two_clusters(logdir):
         for name, p in model.named_parameters():
             writer.add_histogram(f"weights/{name}", p, step)
     writer.close()
+
+
+def tf_zero_fraction_scalars(logdir):
+    """TF's own zero-fraction conventions: each hidden ReLU output as a histogram and as the exact
+    ``tf.nn.zero_fraction`` scalar beside it, written in a ``tf.function`` loop.
+
+    Run ``cifar10``: the TF1 CIFAR-10 tutorial's ``_activation_summary`` names,
+    ``hidden<i>/activations`` and ``hidden<i>/sparsity``. Run ``estimator``: a
+    canned DNN estimator's ``dnn/hiddenlayer_<i>_activation`` and
+    ``dnn/hiddenlayer_<i>_fraction_of_zero_values``. A negative bias keeps most
+    units at 0, some of them in the histogram's bucket around 0 with small
+    positive values: that bucket gives the zero share only as an upper bound.
+    """
+    tf, _ = _keras()
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(256, 16)).astype(np.float32))
+    w1 = tf.Variable(rng.normal(size=(16, 32)).astype(np.float32) / 4)
+    w2 = tf.Variable(rng.normal(size=(32, 32)).astype(np.float32) / 4)
+    b = tf.constant(-1.0)
+    for run, hist_name, scalar_name in (("cifar10", "hidden{}/activations", "hidden{}/sparsity"),
+                                        ("estimator", "dnn/hiddenlayer_{}_activation",
+                                         "dnn/hiddenlayer_{}_fraction_of_zero_values")):
+        writer = tf.summary.create_file_writer(os.path.join(str(logdir), run))
+
+        @tf.function
+        def step(i):
+            h1 = tf.nn.relu(x @ w1 + b)
+            h2 = tf.nn.relu(h1 @ w2 + b / 4)
+            with writer.as_default(step=i):
+                for k, h in enumerate((h1, h2)):
+                    tf.summary.histogram(hist_name.format(k), h)
+                    tf.summary.scalar(scalar_name.format(k), tf.nn.zero_fraction(h))
+            w1.assign_add(0.01 * tf.ones_like(w1))
+
+        for i in range(STEPS):
+            step(tf.constant(i, dtype=tf.int64))
+        writer.close()

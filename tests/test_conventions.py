@@ -375,3 +375,13 @@ def test_tf_zero_fraction_scalars_are_the_activation_rows_exact_zero_fraction(
         assert dict(zip(series["steps"], series["values"])) == pytest.approx(written)
         assert set(series["quality"]) == {"exact"}  # not the bucket's upper bound
         assert max(written.values()) > 0.5  # a share worth telling exactly
+
+
+@pytest.mark.parametrize("run", ["cifar10", "estimator"])
+def test_dead_units_on_a_written_zero_fraction_say_it_is_exact(plugin_client, tf_zero_fraction_scalars_logdir, run):
+    client = plugin_client(tf_zero_fraction_scalars_logdir)
+    dead = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "dead_units" and f["severity"] == "warn"]
+    assert dead, run
+    for f in dead:
+        for layer, evidence in f["evidence"]["layers"].items():
+            assert evidence["quality"] == "exact", (layer, evidence)

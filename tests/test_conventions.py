@@ -380,7 +380,8 @@ def test_tf_zero_fraction_scalars_are_the_activation_rows_exact_zero_fraction(
 @pytest.mark.parametrize("run", ["cifar10", "estimator"])
 def test_dead_units_on_a_written_zero_fraction_say_it_is_exact(plugin_client, tf_zero_fraction_scalars_logdir, run):
     client = plugin_client(tf_zero_fraction_scalars_logdir)
-    dead = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "dead_units" and f["severity"] == "warn"]
+    dead = [f for f in client.ok("/findings", run=run)["findings"]
+            if f["kind"] == "dead_units" and f["severity"] == "warn"]
     assert dead, run
     for f in dead:
         for layer, evidence in f["evidence"]["layers"].items():

@@ -264,3 +264,22 @@ def ranks_logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("ranks")
     ranks_training.write([(root / "skipped", ranks_training.SKIPPED), (root / "reduced", None)])
     return root
+
+
+@pytest.fixture(scope="session")
+def keras_uniform_and_two_clusters_logdir(tmp_path_factory):
+    """Run ``train``: Keras weight histograms, a kernel of two clusters at +-0.5 and Glorot uniform ones."""
+    return _written_logdir(tmp_path_factory, "keras_uniform_and_two_clusters")
+
+
+@pytest.fixture(scope="session")
+def torch_uniform_and_two_clusters_logdir(tmp_path_factory):
+    """Run ``.``: ``weights/<name>``, an ``nn.Linear`` kernel of two clusters at +-0.5 and uniform ones."""
+    return _written_logdir(tmp_path_factory, "torch_uniform_and_two_clusters")
+
+
+@pytest.fixture(scope="session")
+def tf_zero_fraction_scalars_logdir(tmp_path_factory):
+    """Runs ``cifar10`` (``hidden<i>/sparsity``) and ``estimator`` (``dnn/hiddenlayer_<i>_fraction_of_zero_values``):
+    ReLU outputs as histograms with their exact ``tf.nn.zero_fraction`` scalars."""
+    return _written_logdir(tmp_path_factory, "tf_zero_fraction_scalars")

@@ -430,3 +430,101 @@ def torch_epoch_start_histograms(logdir):
             losses.append(loss.item())
         writer.add_scalar("epoch_loss", float(np.mean(losses)), epoch)
     writer.close()
+
+
+# Weights of `two_clusters` layers sit at +-TWO_CLUSTERS_AT (noise 2% of that): two separated modes.
+TWO_CLUSTERS_AT = 0.5
+# Uniform 32 x 32 kernels beside them: a flat histogram of 1024 weights, about 34 a bucket, whose buckets
+# differ by counting noise alone (by half and more between the fullest and the emptiest, in some of them).
+UNIFORM_LAYERS = 8
+
+
+def _two_clusters(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    signs = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    return (TWO_CLUSTERS_AT * (signs + 0.02 * rng.normal(size=shape))).astype(np.float32)
+
+
+def keras_uniform_and_two_clusters(logdir):
+    """Keras 3 ``model.fit`` with ``TensorBoard(histogram_freq=1)``: run ``train``.
+
+    The kernel of ``sequential/dense`` (32 x 32) starts as two clusters at
+    +-0.5 and a small learning rate keeps it so; those of ``sequential/dense_1``
+    to ``dense_8`` keep Keras' default Glorot uniform initialisation.
+    """
+    _, keras = _keras()
+    model = keras.Sequential(
+        [keras.Input((32,)),
+         keras.layers.Dense(32, activation="relu", kernel_initializer=lambda shape, dtype=None: _two_clusters(shape))]
+        + [keras.layers.Dense(32, activation="relu") for _ in range(UNIFORM_LAYERS)]
+        + [keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="binary_crossentropy")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 32)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)[:, None]
+    model.fit(x, y, epochs=6, batch_size=16, verbose=0,
+              callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def torch_uniform_and_two_clusters(logdir):
+    """PyTorch ``weights/<name>`` histograms of 32 x 32 ``nn.Linear`` layers at six steps.
+
+    ``0.weight`` holds two clusters at +-0.5; ``1.weight`` to ``8.weight`` keep
+    torch's default (Kaiming) uniform initialisation.
+    """
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(1 + UNIFORM_LAYERS)])
+    with torch.no_grad():
+        model[0].weight.copy_(torch.from_numpy(_two_clusters((32, 32))))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 32)
+    writer = SummaryWriter(str(logdir))
+    for step in range(6):
+        optimizer.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, step)
+    writer.close()
+
+
+def tf_zero_fraction_scalars(logdir):
+    """TF's own zero-fraction conventions: each hidden ReLU output as a histogram and as the exact
+    ``tf.nn.zero_fraction`` scalar beside it, written in a ``tf.function`` loop.
+
+    Run ``cifar10``: the TF1 CIFAR-10 tutorial's ``_activation_summary`` names,
+    ``hidden<i>/activations`` and ``hidden<i>/sparsity``. Run ``estimator``: a
+    canned DNN estimator's ``dnn/hiddenlayer_<i>_activation`` and
+    ``dnn/hiddenlayer_<i>_fraction_of_zero_values``. A negative bias keeps most
+    units at 0, some of them in the histogram's bucket around 0 with small
+    positive values: that bucket gives the zero share only as an upper bound.
+    """
+    tf, _ = _keras()
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(256, 16)).astype(np.float32))
+    w1 = tf.Variable(rng.normal(size=(16, 32)).astype(np.float32) / 4)
+    w2 = tf.Variable(rng.normal(size=(32, 32)).astype(np.float32) / 4)
+    b = tf.constant(-1.0)
+    for run, hist_name, scalar_name in (("cifar10", "hidden{}/activations", "hidden{}/sparsity"),
+                                        ("estimator", "dnn/hiddenlayer_{}_activation",
+                                         "dnn/hiddenlayer_{}_fraction_of_zero_values")):
+        writer = tf.summary.create_file_writer(os.path.join(str(logdir), run))
+
+        @tf.function
+        def step(i):
+            h1 = tf.nn.relu(x @ w1 + b)
+            h2 = tf.nn.relu(h1 @ w2 + b / 4)
+            with writer.as_default(step=i):
+                for k, h in enumerate((h1, h2)):
+                    tf.summary.histogram(hist_name.format(k), h)
+                    tf.summary.scalar(scalar_name.format(k), tf.nn.zero_fraction(h))
+            w1.assign_add(0.01 * tf.ones_like(w1))
+
+        for i in range(STEPS):
+            step(tf.constant(i, dtype=tf.int64))
+        writer.close()

@@ -353,3 +353,36 @@ def test_malformed_rule_is_rejected_with_a_clear_problem(tmp_path, content, mess
     cfg = config_lib.load(logdir=str(tmp_path))
     assert cfg.tag_rules == [] and len(cfg.problems) == 1
     assert str(path) in cfg.problems[0] and message in cfg.problems[0]
+
+
+# --- TF's exact zero-fraction scalars on the activation rows ------------------------------------------
+
+@pytest.mark.parametrize("run, layer, hist_tag, scalar_tag", [
+    ("cifar10", "hidden{}", "hidden{}/activations", "hidden{}/sparsity"),
+    ("estimator", "dnn/hiddenlayer_{}_activation", "dnn/hiddenlayer_{}_activation",
+     "dnn/hiddenlayer_{}_fraction_of_zero_values")])
+def test_tf_zero_fraction_scalars_are_the_activation_rows_exact_zero_fraction(
+        plugin_client, tf_zero_fraction_scalars_logdir, run, layer, hist_tag, scalar_tag):
+    client = plugin_client(tf_zero_fraction_scalars_logdir)
+    layers = {lay["name"]: lay for lay in runs_of(client)[run]["layers"]}
+    for k in range(2):
+        row = layers[layer.format(k)]["roles"]["activation"]
+        assert row["source"] == "histogram+scalar"
+        assert set(row["tags"]) == {hist_tag.format(k), scalar_tag.format(k)}
+        written = written_scalar(client, run, scalar_tag.format(k))
+        series = client.ok("/series", run=run, layer=layer.format(k), metric="zero_fraction",
+                           role="activation")["series"]["activation"]
+        assert dict(zip(series["steps"], series["values"])) == pytest.approx(written)
+        assert set(series["quality"]) == {"exact"}  # not the bucket's upper bound
+        assert max(written.values()) > 0.5  # a share worth telling exactly
+
+
+@pytest.mark.parametrize("run", ["cifar10", "estimator"])
+def test_dead_units_on_a_written_zero_fraction_say_it_is_exact(plugin_client, tf_zero_fraction_scalars_logdir, run):
+    client = plugin_client(tf_zero_fraction_scalars_logdir)
+    dead = [f for f in client.ok("/findings", run=run)["findings"]
+            if f["kind"] == "dead_units" and f["severity"] == "warn"]
+    assert dead, run
+    for f in dead:
+        for layer, evidence in f["evidence"]["layers"].items():
+            assert evidence["quality"] == "exact", (layer, evidence)

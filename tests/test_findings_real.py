@@ -545,3 +545,15 @@ def test_gpt2_standard_initialisation_is_no_init_scale_finding(tmp_path, plugin_
     halved = [f for f in client.ok("/findings", run="gpt2_c_fc_halved")["findings"] if f["kind"] == "init_scale"]
     assert len(halved) == 1 and halved[0]["layers"] == ["transformer.h.1.mlp.c_fc.weight"], halved
     assert halved[0]["evidence"]["layers"]["transformer.h.1.mlp.c_fc.weight"]["matches"] is None
+
+
+# --- bimodal weights: two clusters, not a flat histogram's counting noise ---------------------------
+
+@pytest.mark.parametrize("fixture,run,two_clusters", [
+    ("keras_uniform_and_two_clusters_logdir", "train", "sequential/dense/kernel"),
+    ("torch_uniform_and_two_clusters_logdir", ".", "0.weight")])
+def test_bimodal_weights_are_two_clusters_not_a_noisy_uniform(request, plugin_client, fixture, run, two_clusters):
+    client = plugin_client(request.getfixturevalue(fixture))
+    found = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "bimodal_weights"]
+    # Only the kernel of two clusters: the uniform ones (1024 weights in 30 noisy buckets) have no valley.
+    assert [f["layers"] for f in found] == [[two_clusters]], [_key(f) for f in found]

@@ -116,6 +116,10 @@ PER_LAYER_SCALARS = [
     ("grad_std/fc2.bias", ("fc2.bias", GRADIENT, "std", "bias")),
     ("layer1/weights/summaries/stddev_1", ("layer1/weights", WEIGHT, "std", "kernel")),
     ("layer2/biases/summaries/max", ("layer2/biases", WEIGHT, "max", "bias")),
+    # tf.nn.zero_fraction of a layer's output: the TF1 CIFAR-10 tutorial, canned DNN estimators.
+    ("conv2/conv2/conv2/sparsity", ("conv2", ACTIVATION, "zero_fraction", "output")),
+    ("dnn/hiddenlayer_0_fraction_of_zero_values", ("dnn/hiddenlayer_0", ACTIVATION, "zero_fraction", "output")),
+    ("dnn/hiddenlayer_1/fraction_of_zero_values", ("dnn/hiddenlayer_1", ACTIVATION, "zero_fraction", "output")),
 ]
 
 
@@ -145,6 +149,10 @@ RUN_SCALARS = [
     ("accuracy", "other"),
     ("glossary", "other"),
     ("clr", "other"),
+    # The sparsity of a pruning mask or of a weight is no activation's zero fraction.
+    ("conv1/mask/sparsity", "other"),
+    ("fc/weights/sparsity", "other"),
+    ("sparsity", "other"),
 ]
 
 

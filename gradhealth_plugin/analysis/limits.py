@@ -70,7 +70,8 @@ DEFAULTS: Dict[str, Threshold] = {
     "steps_per_epoch": Threshold(0, "seed 000", "steps in one epoch (0: unknown); spikes with this period are a logging artefact"),
     "depth_ratio": Threshold(1e-3, "seed 003", "first layers' gradient norm below this fraction of the last layers' is depth vanishing"),
     "init_scale_factor": Threshold(3.0, "seeds 002, 003", "initial std further than this factor from both He and Glorot"),
-    "bimodal_dip": Threshold(0.5, "seed 004", "valley between two weight modes below this share of the smaller peak"),
+    "bimodal_dip": Threshold(0.5, "seed 004", "valley between two weight modes below this share of the smaller peak, "
+                             "both taken with their counting noise"),
     "exploding_steps": Threshold(2, "seed 004 (a one-off is a spike)",
                                  "logged steps in a row past an explosion limit (or not back to normal after) that "
                                  "make an explosion"),

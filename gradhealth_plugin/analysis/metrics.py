@@ -623,6 +623,10 @@ def summarize_quality(codes: np.ndarray) -> Optional[str]:
     return "estimated"
 
 
+# Standard deviations of counting noise a valley and a peak are given (see `bimodal_dip`).
+_DIP_Z = 2.0
+
+
 def bimodal_dip(h: Histograms, bins: int = 24) -> np.ndarray:
     """Per step: the deepest valley between two modes, as valley / lower peak.
 
@@ -631,6 +635,13 @@ def bimodal_dip(h: Histograms, bins: int = 24) -> np.ndarray:
     densities so that a bin collecting two source buckets is no peak. 1 means
     unimodal; near 0, two well-separated modes; NaN, no valid bucket. A mode
     must reach a fifth of the tallest bin, so a stray tail bin is no mode.
+
+    Counts are read as counts, with a counting noise of about their square
+    root: a valley is the most its bin could hold (count + 2 sqrt(count)) over
+    the least the lower peak could (count - 2 sqrt(count)). A flat histogram of
+    a few thousand weights has bins that differ by twice as much by chance
+    alone (the tallest of 24 noisy bins over the lowest), and none of it is a
+    valley; two real clusters with an empty gap between them stay near 0.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         return _bimodal_dip(h, bins)
@@ -654,14 +665,17 @@ def _bimodal_dip(h: Histograms, bins: int) -> np.ndarray:
     widths = np.bincount(flat, weights=np.where(valid, h.right - h.left, 0.0).ravel(),
                          minlength=n * bins).reshape(n, bins)
     density = np.where(widths > 0, counts / widths, counts)
+    # A bin no bucket reached holds nothing over its nominal width (for the noise below).
+    per = np.where(widths > 0, widths, np.where(counts > 0, 1.0, span[:, None] / bins))
+    noise = _DIP_Z * np.sqrt(np.maximum(counts, 1.0)) / per
     floor = 0.2 * density.max(axis=1, keepdims=True)
-    modes = np.where((density > 0) & (density >= floor), density, 0.0)
+    modes = np.where((density > 0) & (density >= floor), np.maximum(density - noise, 0.0), 0.0)
     # Over all pairs of modes i < j, the lowest bin m between them over the lower
-    # mode: for each valley bin m that is its density over the lower of the
-    # tallest mode left of it and the tallest mode right of it.
+    # mode: for each valley bin m that is its density's upper bound over the
+    # lower bound of the lower of the tallest mode left of it and right of it.
     left = np.maximum.accumulate(modes, axis=1)[:, :-2]
     right = np.maximum.accumulate(modes[:, ::-1], axis=1)[:, ::-1][:, 2:]
     peak = np.minimum(left, right)
-    ratio = np.where(peak > 0, density[:, 1:-1] / peak, 1.0)
+    ratio = np.where(peak > 0, (density + noise)[:, 1:-1] / peak, 1.0)
     # No valid bucket, no verdict: 1 ("unimodal") would count as data and make an empty histogram look healthy.
     return np.where(valid.any(axis=1), np.minimum(ratio.min(axis=1), 1.0), np.nan)

@@ -293,6 +293,7 @@ def classify_run_tags(hist_tags: Sequence[str], scalar_tags: Sequence[str], own_
         if "shape" in meta:
             shapes[meta["layer"]] = meta["shape"]
     histograms = tags_lib.separate_shared_rows(tags_lib.pair_rows(infos))
+    layer_scalars = tags_lib.join_output_scalars(layer_scalars, histograms)
     return RunTags(histograms=histograms, layer_scalars=layer_scalars, own=own,
                    scalars=scalars, shapes=shapes, unclassified=unclassified, unreadable=unreadable)
 

@@ -149,6 +149,14 @@ _GRAD_SCALARS = (
     (re.compile(r"^grad_norm/(.+)$", re.I), "l2"),
     (re.compile(r"^grad_std/(.+)$", re.I), "std"),
 )
+# Per-layer scalars carrying the exact share of zeros in a layer's output (`tf.nn.zero_fraction`):
+# the TF1 CIFAR-10 tutorial's ``<scope>/sparsity`` next to its ``<scope>/activations`` histogram,
+# and canned DNN estimators' ``dnn/hiddenlayer_<i>_fraction_of_zero_values`` (``/`` in tf.estimator)
+# next to ``dnn/hiddenlayer_<i>_activation``.
+_ZERO_FRACTION_SCALARS = (
+    re.compile(r"^(.+)/sparsity$", re.I),
+    re.compile(r"^(.+?)[/_]fraction_of_zero_values$", re.I),
+)
 # TF1 tutorial ``variable_summaries``: ``<var>/summaries/<stat>``.
 _SUMMARY_STATS = {"mean": "mean", "stddev": "std", "max": "max", "min": "min"}
 _SUMMARIES_RE = re.compile(r"^(.+)/summaries/(mean|stddev|max|min)(?:_\d+)?$", re.I)
@@ -162,6 +170,8 @@ _PARAM_WORDS = {
     "running_mean": KIND_NORM, "running_var": KIND_NORM, "num_batches_tracked": KIND_NORM,
     "scale": KIND_NORM, "offset": KIND_NORM,
 }
+# A ``sparsity`` of a parameter or a pruning mask (``conv1/mask/sparsity``) is no activation's.
+_NOT_AN_OUTPUT = {"mask", "masks"} | set(_PARAM_WORDS)
 _ACTIVATION_WORDS = {"activations", "activation", "outputs", "output", "relu", "act", "acts"}
 _PREACTIVATION_WORDS = {"preactivate", "pre_activations", "preactivation", "pre_activation", "logits_pre"}
 # ``<layer>_activation(s)`` names the same row as ``<layer>/activation(s)``: the output of <layer>
@@ -449,6 +459,28 @@ def pair_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
     return moved
 
 
+def join_output_scalars(scalars: Sequence[TagInfo], histograms: Sequence[TagInfo]) -> List[TagInfo]:
+    """Puts a per-layer scalar of a layer's output on its activation histogram's row where the names differ.
+
+    A writer names both after one scope, the histogram with an activation word
+    after it: ``dnn/hiddenlayer_0_fraction_of_zero_values`` belongs on the row of
+    ``dnn/hiddenlayer_0_activation``. The scalar joins the activation row named
+    like its layer plus activation words only, where that row is unique.
+    """
+    rows = {i.layer for i in histograms if i.metric is None and i.role == ACTIVATION}
+    out = []
+    for info in scalars:
+        if info.role == ACTIVATION and info.metric and info.layer not in rows:
+            n = len(info.layer)
+            found = [row for row in rows if row.startswith(info.layer) and row[n:n + 1] in ("/", "_", ".")
+                     and all(p.lower() in _ACTIVATION_WORDS for p in _PIECES_RE.split(row[n + 1:].replace("/", "_")))]
+            if len(found) == 1:
+                info = dataclasses.replace(info, layer=found[0], group=_group_of(found[0], ACTIVATION),
+                                           kind=_kind_of(found[0], ACTIVATION))
+        out.append(info)
+    return out
+
+
 def separate_shared_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
     """Gives each histogram its own row where two would claim one (layer, role).
 
@@ -485,6 +517,10 @@ def classify_scalar(tag: str, rules: Sequence[UserRule] = ()) -> object:
     m = _SUMMARIES_RE.match(tag)
     if m:
         return _make(tag, m.group(1), WEIGHT, _SUMMARY_STATS[m.group(2).lower()])
+    for regex in _ZERO_FRACTION_SCALARS:
+        m = regex.match(tag)
+        if m and _split_param(m.group(1))[1].lower() not in _NOT_AN_OUTPUT:
+            return _make(tag, m.group(1), ACTIVATION, "zero_fraction")
     if _LR_RE.search(tag):
         return ScalarInfo(tag, SCALAR_LR)
     if _LOSS_RE.search(tag):

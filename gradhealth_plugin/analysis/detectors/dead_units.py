@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import List, Mapping
 
+import numpy as np
+
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from .. import health
+from .. import health, metrics
 from ..finding import INFO, WARN, Finding
 from ..limits import Line
-from ..spans import Test, group_sustained, span_hits
+from ..spans import Test, group_sustained, role_tables, span_hits
 
 KIND = "dead_units"
 ORDER = 40
@@ -36,8 +38,14 @@ THRESHOLDS = (
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     danger, normal = limits["dead_zero_fraction"], limits["dead_info_zero_fraction"]
     hits = span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger)], STEPS_NEEDED, _OUTPUTS)
+    # What the row holds at the step shown: a written zero-fraction scalar is exact, a bucket
+    # straddling zero gives an upper bound only.
+    tables = {layer.name: table for layer, table in role_tables(rd, tags_lib.ACTIVATION, _OUTPUTS)}
     for h in hits:
-        h.detail["quality"] = "upper bound from buckets" if h.value < 1 else "exact"
+        table = tables[h.layer]
+        at = np.flatnonzero(table.steps == h.step)
+        exact = len(at) and table.quality_of("zero_fraction")[at[0]] == metrics.EXACT
+        h.detail["quality"] = "exact" if exact else "upper bound from buckets"
     warn = group_sustained(rd, KIND, WARN, tags_lib.ACTIVATION, hits, danger,
                            f"are mostly dead (zero fraction above {danger:.0%})", ADVICE, STEPS_NEEDED)
     warned = {layer for f in warn for layer in f.layers}

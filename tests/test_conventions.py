@@ -359,7 +359,7 @@ def test_malformed_rule_is_rejected_with_a_clear_problem(tmp_path, content, mess
 
 @pytest.mark.parametrize("run, layer, hist_tag, scalar_tag", [
     ("cifar10", "hidden{}", "hidden{}/activations", "hidden{}/sparsity"),
-    ("estimator", "dnn/hiddenlayer_{}_activation", "dnn/hiddenlayer_{}_activation",
+    ("estimator", "dnn/hiddenlayer_{}", "dnn/hiddenlayer_{}_activation",
      "dnn/hiddenlayer_{}_fraction_of_zero_values")])
 def test_tf_zero_fraction_scalars_are_the_activation_rows_exact_zero_fraction(
         plugin_client, tf_zero_fraction_scalars_logdir, run, layer, hist_tag, scalar_tag):

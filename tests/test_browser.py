@@ -827,13 +827,16 @@ def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
     cell_x = tab.frame.evaluate("window.__gradhealth.cellCenter('sequential/dense/kernel', 140).x")
     assert abs(x140 - cell_x) < 1.5, (x140, cell_x)
     assert track.locator(".gh-track-label", has_text="loss").count() == 1
-    # Validation folders, scalars only, are folded away under "no data".
+    # Validation folders, scalars only, are folded away under their shared word ("scalars only").
     # A run with a finding stays listed, whatever its data.
-    no_data = [r["run"] for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
-               if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    folded = [r for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
+              if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    no_data = [r["run"] for r in folded]
     assert "healthy/keras/validation" in no_data
+    words = {r["verdict_word"] for r in folded}
     group = tab.ui.locator(".gh-run-group details")
-    assert group.locator("summary").text_content() == f"no data ({len(no_data)})"
+    heading = f"{words.pop() if len(words) == 1 else 'no layer data'} ({len(no_data)})"
+    assert group.locator("summary").text_content() == heading
     assert group.get_attribute("open") is None and not group.locator("li.gh-run").first.is_visible()
     # Clicking the finding selects it on the track, and leaves the all-green heatmap unveiled.
     tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()

@@ -1040,3 +1040,27 @@ def test_the_detail_panel_opens_in_view_below_26_rows(demo_tab):
     assert detail.locator(".gh-detail-title").text_content() == layers[25]
     assert tab.errors == []
 
+
+
+def test_a_validation_half_points_to_its_train_run_instead_of_how_to_log(demo_server, browser):
+    # Keras' validation folder holds scalars only: the tab says where its layers are and opens them,
+    # never the integrations' how-to, which no validation run could follow.
+    page = browser.new_page(viewport=DEMO_VIEWPORT)
+    try:
+        tab = Tab(page, demo_server)
+        tab.open(f"gradhealth&p.gradhealth.run={urllib.parse.quote('healthy/keras/train', safe='')}")
+        tab.ui.locator(".gh-run-group summary").click()
+        half = tab.ui.locator("li.gh-run[data-run='healthy/keras/validation']")
+        assert half.locator(".gh-badge").text_content().startswith("scalars only")
+        half.click()
+        message = tab.ui.locator(".gh-message", has_text="its layers are in")
+        message.wait_for(timeout=20_000)
+        assert "healthy/keras/train" in message.text_content()
+        assert "GradientHealthCallback" not in message.text_content()
+        before = tab.drawn()
+        message.locator("button", has_text="Open healthy/keras/train").click()
+        tab.frame.wait_for_function("window.__gradhealth.viewState.run === 'healthy/keras/train'")
+        tab.wait_redraw(before)
+        assert tab.errors == []
+    finally:
+        page.close()

@@ -165,8 +165,8 @@ def _read_s3_without_tensorflow(logdir: str) -> None:
 def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Optional[str],
              by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict], Dict[str, object]]:
     """(run data, its findings) per run of the logdir, through TensorBoard's data provider; the config's
-    problems; with ``by_hparams`` the sweep's answer (else None); the training each run is a rank of
-    (`Analyzer.training_of`), by run. Every skipped file and config problem is said on stderr."""
+    problems; with ``by_hparams`` the sweep's answer (else None); by run, the training it is a rank of
+    (`Analyzer.training_of`) and the run beside it that holds its layers (`Analyzer.layers_in`). Every skipped file and config problem is said on stderr."""
     url = "://" in logdir
     if url:
         _read_s3_without_tensorflow(logdir)
@@ -203,7 +203,8 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
 def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config",
                   by_hparams: bool = False) -> Tuple[List[tuple], Optional[dict], Dict[str, object]]:
     """(run data, its findings) per run, or (run name, error) for a run that could not be analysed;
-    with ``by_hparams``, the sweep's answer over the same runs; the training each run is a rank of."""
+    with ``by_hparams``, the sweep's answer over the same runs; by run, the training it is a rank of and
+    the run beside it that holds its layers (`run_summary`'s last two arguments)."""
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
@@ -227,6 +228,8 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
     analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance), multiplexer=multiplexer)
     ctx = tb_context.RequestContext()
     names = analyzer.list_runs(ctx, "")
+    # Every run's listing, --run or not: the run beside a validation run is named even when it is not reported.
+    listings = analyzer.listings(ctx, "")
     if not names:
         raise UsageError(f"no TensorBoard event files with histograms or scalars under {logdir!r}")
     if run is not None:
@@ -238,8 +241,8 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
     for name in names:
         try:
             analyses.append(analyzer.run(ctx, "", name))
-            # The training the run is a rank of, as the runs route says it.
-            trainings[name] = analyzer.training_of(analyses[-1][0])
+            # The training the run is a rank of and the run holding its layers, as the runs route says them.
+            trainings[name] = (analyzer.training_of(analyses[-1][0]), analyzer.layers_in(ctx, "", name, listings))
         except analyzer_lib.RunFailed as e:  # this run only: the others are still reported
             analyses.append((name, _one_line(str(e).partition(": ")[2] or e)))
     # The analyses above are cached: the sweep's lines cost no second analysis.
@@ -308,11 +311,11 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
     scalars_only = []
     for summary, (rd, mine) in zip(summaries, analyses):
         if _scalars_only(summary, mine):
-            scalars_only.append(summary["run"])
+            beside = f" (layers in {summary['layers_in']})" if summary["layers_in"] else ""
+            scalars_only.append(summary["run"] + beside)
             continue
-        verdict = responses.verdict(mine, summary["gradients_judged"], summary["sampling"],
-                                    summary["scalars_sampling"])
-        out.write(f"run {summary['run']}: {verdict} - {_tensors_text(summary)}, "
+        # The route's verdict: the word the tab's badge says, then why.
+        out.write(f"run {summary['run']}: {summary['verdict']} - {_tensors_text(summary)}, "
                   f"{summary['steps_kept']} steps kept, {_last_steps(rd)}\n")
         for sampling in (responses.cli_sampling(summary["sampling"]),
                          responses.cli_scalars_sampling(summary["scalars_sampling"])):
@@ -320,7 +323,9 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
                 out.write(f"  {sampling['message']}\n")
         if summary["stopped"]:
             out.write(f"  stopped: {_one_line(summary['stopped']['message'])}\n")
-        if summary["coverage_note"]:
+        # A scalars-only half's verdict says where its layers are already: its note would say it again.
+        if summary["coverage_note"] and not (summary["layers_in"]
+                                             and summary["verdict_word"].startswith(responses.SCALARS_ONLY)):
             out.write(f"  {summary['coverage_note']}\n")
         if summary["unclassified"]:
             out.write(f"  unclassified tags: {', '.join(summary['unclassified'])}\n")
@@ -345,8 +350,12 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
 
 
 def _scalars_only(summary: dict, mine: list) -> bool:
-    """A run without layers that has nothing to say but that: no finding, nothing unreadable or unclassified."""
-    return not (summary["layers"] or mine or summary["unclassified"] or summary["unreadable"] or summary["stopped"])
+    """A run of scalars only (its verdict word) that has nothing to say but that: no finding, nothing
+    unreadable or unclassified."""
+    from .serving import responses
+
+    return summary["verdict_word"] == responses.SCALARS_ONLY and not (
+        mine or summary["unclassified"] or summary["unreadable"] or summary["stopped"])
 
 
 # A quoted layer name the PyTorch integration gave a module's later call in one forward pass: `relu[1]`.
@@ -543,7 +552,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         _warn(f"run {name!r} skipped: {error}")
     found = [f for _, fs in analyses for f in fs]
     if args.command == "report":
-        summaries = [responses.run_summary(rd, fs, trainings.get(rd.run)) for rd, fs in analyses]
+        summaries = [responses.run_summary(rd, fs, *trainings.get(rd.run, (None, None))) for rd, fs in analyses]
         if args.format == "json":
             report = responses.cli_report(summaries, analyses)
             report["runs"] += [responses.failed_run(name, error) for name, error in failed]

@@ -332,7 +332,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             try:
                 rd, found = self._analyzer.run(ctx, experiment, run, names, listings)
                 # With the training many workers logged that the run is a rank of (None: it is none).
-                summary = responses.run_summary(rd, found, self._analyzer.training_of(rd))
+                summary = responses.run_summary(rd, found, self._analyzer.training_of(rd),
+                                                self._analyzer.layers_in(ctx, experiment, run, listings))
                 summaries.append(summary)
             except errors.NotFoundError:
                 continue

@@ -193,6 +193,24 @@ def keras_fit_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def keras_halves_logdir(tmp_path_factory, keras_fit_logdir):
+    """Two Keras fits side by side, as TensorBoard(log_dir=<logdir>/<name>) writes them: runs ``adam/train``,
+    ``adam/validation``, ``sgd/train`` and ``sgd/validation`` (copies of `keras_fit_logdir`'s runs)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("keras_halves")
+    for name in ("adam", "sgd"):
+        shutil.copytree(keras_fit_logdir, root / name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tensorboardx_samples_logdir(tmp_path_factory):
+    """Run ``.``: tensorboardX histograms ``hist-numpy`` and ``hist-torch`` of random samples, nothing else."""
+    return _written_logdir(tmp_path_factory, "tensorboardx_sample_histograms")
+
+
+@pytest.fixture(scope="session")
 def torch_prefixes_logdir(tmp_path_factory):
     """Run ``.``: ``weights/<name>``, ``grads/<name>``, ``activations/<module>``, scalar ``Loss/train``."""
     return _written_logdir(tmp_path_factory, "torch_prefixes")

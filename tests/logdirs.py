@@ -253,6 +253,22 @@ def tensorboardx_data_grad(logdir):
     writer.close()
 
 
+def tensorboardx_sample_histograms(logdir):
+    """tensorboardX histograms of samples drawn from N(0, sigma), ``hist-numpy`` and ``hist-torch``: no layer,
+    no role, no loss (the tensorboardX tutorial's histogram example)."""
+    import torch
+    from tensorboardX import SummaryWriter
+
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    writer = SummaryWriter(str(logdir))
+    for step in range(5):
+        sigma = 1.0 + step
+        writer.add_histogram("hist-numpy", rng.normal(0, sigma, 1000), step)
+        writer.add_histogram("hist-torch", torch.distributions.Normal(0.0, sigma).sample((1, 1000)), step)
+    writer.close()
+
+
 def lightning_scalars(logdir):
     """Lightning's names through torch's SummaryWriter, into ``version_0`` as its TensorBoardLogger does.
 

@@ -841,13 +841,16 @@ def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
     cell_x = tab.frame.evaluate("window.__gradhealth.cellCenter('sequential/dense/kernel', 140).x")
     assert abs(x140 - cell_x) < 1.5, (x140, cell_x)
     assert track.locator(".gh-track-label", has_text="loss").count() == 1
-    # Validation folders, scalars only, are folded away under "no data".
+    # Validation folders, scalars only, are folded away under their shared word ("scalars only").
     # A run with a finding stays listed, whatever its data.
-    no_data = [r["run"] for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
-               if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    folded = [r for r in _get(f"{tab.base}/data/plugin/gradhealth/runs")["runs"]
+              if r.get("worst_status") == "no_data" and not r.get("worst_severity")]
+    no_data = [r["run"] for r in folded]
     assert "healthy/keras/validation" in no_data
+    words = {r["verdict_word"] for r in folded}
     group = tab.ui.locator(".gh-run-group details")
-    assert group.locator("summary").text_content() == f"no data ({len(no_data)})"
+    heading = f"{words.pop() if len(words) == 1 else 'no layer data'} ({len(no_data)})"
+    assert group.locator("summary").text_content() == heading
     assert group.get_attribute("open") is None and not group.locator("li.gh-run").first.is_visible()
     # Clicking the finding selects it on the track, and leaves the all-green heatmap unveiled.
     tab.ui.locator("li.gh-finding", has_text="Periodic spikes").click()
@@ -1051,3 +1054,27 @@ def test_the_detail_panel_opens_in_view_below_26_rows(demo_tab):
     assert detail.locator(".gh-detail-title").text_content() == layers[25]
     assert tab.errors == []
 
+
+
+def test_a_validation_half_points_to_its_train_run_instead_of_how_to_log(demo_server, browser):
+    # Keras' validation folder holds scalars only: the tab says where its layers are and opens them,
+    # never the integrations' how-to, which no validation run could follow.
+    page = browser.new_page(viewport=DEMO_VIEWPORT)
+    try:
+        tab = Tab(page, demo_server)
+        tab.open(f"gradhealth&p.gradhealth.run={urllib.parse.quote('healthy/keras/train', safe='')}")
+        tab.ui.locator(".gh-run-group summary").click()
+        half = tab.ui.locator("li.gh-run[data-run='healthy/keras/validation']")
+        assert half.locator(".gh-badge").text_content().startswith("scalars only")
+        half.click()
+        message = tab.ui.locator(".gh-message", has_text="its layers are in")
+        message.wait_for(timeout=20_000)
+        assert "healthy/keras/train" in message.text_content()
+        assert "GradientHealthCallback" not in message.text_content()
+        before = tab.drawn()
+        message.locator("button", has_text="Open healthy/keras/train").click()
+        tab.frame.wait_for_function("window.__gradhealth.viewState.run === 'healthy/keras/train'")
+        tab.wait_redraw(before)
+        assert tab.errors == []
+    finally:
+        page.close()

@@ -527,11 +527,56 @@ def test_runs_of_scalars_only_are_one_line_at_the_end(keras_fit_logdir, run_cli)
     assert code == 0
     lines = out.strip().splitlines()
     assert lines[-1] == ("1 run with scalars only and no finding (no layers logged, so only the loss and other "
-                         "scalars are judged): validation"), out
+                         "scalars are judged): validation (layers in train)"), out
     assert not any(line.startswith("run validation") for line in lines)
     assert sum("Not judged" in line for line in lines) == 1  # the train run's own note stays
     validation = next(r for r in _report(run_cli, keras_fit_logdir)["runs"] if r["run"] == "validation")
     assert validation["layers"] == [] and validation["coverage_note"]  # the JSON report keeps each run whole
+
+
+def _line_word(word):
+    # The text report spells a severity in capitals, the word the tab's badge shows in lower case.
+    return word.upper() if word in ("warn", "critical") else word
+
+
+@pytest.mark.parametrize("which", ["keras_halves_logdir", "tensorboardx_samples_logdir"])
+def test_the_report_says_the_word_the_runs_route_says(which, request, run_cli, plugin_client):
+    # One function words a run for the tab's badge and for the report: they can never disagree.
+    logdir = request.getfixturevalue(which)
+    route = {r["run"]: r for r in plugin_client(logdir).ok("/runs")["runs"]}
+    payload = _report(run_cli, logdir)
+    assert {r["run"]: r["verdict_word"] for r in payload["runs"]} == {
+        name: r["verdict_word"] for name, r in route.items()}
+    assert {r["run"]: r["verdict"] for r in payload["runs"]} == {name: r["verdict"] for name, r in route.items()}
+    _, out, _ = run_cli("report", logdir)
+    for name, r in route.items():
+        line = next((line for line in out.splitlines() if line.startswith(f"run {name}: ")), None)
+        if line is None:  # a run of scalars only without a finding: on the last line, with where its layers are
+            assert r["verdict_word"] == "scalars only" and f"{name} (layers in {r['layers_in']})" in out.splitlines()[-1]
+        else:
+            word, notes = r["verdict_word"].partition(" (notes only)")[:2]
+            # The word leads; where it has notes, the reasons come between it and "(notes only)".
+            assert line.startswith(f"run {name}: {_line_word(word)}") and (notes in line.split(" - ")[0]), line
+
+
+def test_a_validation_half_is_pointed_to_its_train_run_not_told_to_log_layers(keras_halves_logdir, run_cli):
+    payload = _report(run_cli, keras_halves_logdir, "--run", "sgd/validation")
+    (half,) = payload["runs"]
+    # Named from the listing of every run: the train run need not be reported beside it.
+    assert half["layers_in"] == "sgd/train" and half["verdict_word"] == "scalars only"
+    assert "Log gradients" not in half["coverage_note"]
+    code, out, _ = run_cli("report", keras_halves_logdir)
+    assert code == 0
+    assert out.strip().splitlines()[-1].endswith(
+        "adam/validation (layers in adam/train), sgd/validation (layers in sgd/train)"), out
+    assert "Log gradients" in out  # the train runs' own note, on weights without gradients, stays
+
+
+def test_a_run_no_rule_could_judge_says_not_judged(tensorboardx_samples_logdir, run_cli):
+    code, out, _ = run_cli("report", tensorboardx_samples_logdir)
+    assert code == 0
+    assert out.startswith("run .: not judged (no gradient, weight, activation or loss data logged) - "), out
+    assert "no warnings" not in out
 
 
 def test_a_run_with_gradients_judges_every_gradient_kind(main_logdir, run_cli):

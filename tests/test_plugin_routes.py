@@ -509,3 +509,28 @@ def test_a_data_server_that_stopped_answering_is_a_503_for_every_route(routes_lo
             assert body["error"].startswith("TensorBoard's data server is not answering (UNAVAILABLE"), body
     finally:
         rust.close()
+
+
+def test_a_validation_half_says_which_run_holds_its_layers(keras_halves_logdir, loader_client):
+    # Keras' TensorBoard callback writes <dir>/train (weights, scalars) and <dir>/validation (scalars only):
+    # the validation run could never hold layers, so how to log them is no help; where they are is.
+    runs = {r["run"]: r for r in loader_client(keras_halves_logdir).ok("/runs")["runs"]}
+    for fit in ("adam", "sgd"):
+        half, train = runs[f"{fit}/validation"], runs[f"{fit}/train"]
+        assert half["layers_in"] == f"{fit}/train", half  # its own folder's train run, not the other fit's
+        assert half["verdict_word"] == "scalars only"
+        assert half["verdict"] == f"scalars only: the validation half of {fit}; its layers are in {fit}/train"
+        assert f"its layers are in {fit}/train" in half["coverage_note"]
+        assert "Log gradients" not in half["coverage_note"] and "Weight growth" not in half["coverage_note"]
+        # The train run holds layers itself: nothing points away from it.
+        assert train["layers_in"] is None and train["verdict_word"] == "no warnings"
+
+
+def test_a_run_no_rule_could_judge_is_not_judged_never_without_warnings(tensorboardx_samples_logdir,
+                                                                         loader_client):
+    # Histograms of random samples, no role, no loss: every rule needing a role or the loss is not judged,
+    # so "no warnings" (drawn green) would speak for rules that never ran.
+    (run,) = loader_client(tensorboardx_samples_logdir).ok("/runs")["runs"]
+    assert run["layers"] and run["roles"] == ["other"], run
+    assert run["verdict_word"] == "not judged"
+    assert run["verdict"].startswith("not judged (")

@@ -55,6 +55,14 @@ export interface RunInfo {
   gradients_judged: boolean;
   /** What the run's logs could not judge, in the server's words; null when it judged every kind. */
   coverage_note: string | null;
+  /**
+   * The run in one word, as `gradhealth report` says it: "critical", "warn", "healthy", "no warnings",
+   * "scalars only" or "not judged" (the last four with " (notes only)" when it has notes); null from an
+   * older server, when the badge is worded from the fields above.
+   */
+  verdict_word: string | null;
+  /** The run beside this one that holds its training's layers (Keras' X/train beside X/validation); null if none. */
+  layers_in: string | null;
   /** Why the server could not analyse the run, in its words; null when it could. A failed run has nothing else. */
   error: string | null;
   /** Tags left out because what they hold cannot be read, each with why. */
@@ -460,6 +468,8 @@ export function parseRuns(body: unknown): RunsResponse {
       finding_counts: counts(r.findings),
       gradients_judged: r.gradients_judged !== false,
       coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
+      verdict_word: typeof r.verdict_word === "string" ? r.verdict_word : null,
+      layers_in: typeof r.layers_in === "string" ? r.layers_in : null,
       error: typeof r.error === "string" ? r.error : null,
       training: parseTraining(r.training),
       unreadable: Array.isArray(r.unreadable)

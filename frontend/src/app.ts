@@ -547,7 +547,7 @@ export class App {
     this.drawRunPickers();
     const { role, metric, compare } = this.state;
     if (!role) {
-      this.showNoHeatmap("info", noRolesMessage(run));
+      this.showNoHeatmap("info", noRolesMessage(run, (r) => this.selectRun(r)));
       this.persist();
       return;
     }

@@ -2,7 +2,7 @@
 // layers, and the message boxes that carry those texts and errors.
 
 import type { RunInfo } from "./api";
-import { el } from "./dom";
+import { button, el } from "./dom";
 import { callText } from "./format";
 
 export type MessageKind = "info" | "error" | "loading";
@@ -80,7 +80,19 @@ export function howToLog(): HTMLElement[] {
   ];
 }
 
-export function noRolesMessage(run: RunInfo): HTMLElement[] {
+/**
+ * What the centre says of a run without layer data. An evaluation half whose layers another run
+ * holds (`RunInfo.layers_in`) is pointed there, with a button that opens it (`open`): how to log
+ * layers is no help for a run that could never hold them.
+ */
+export function noRolesMessage(run: RunInfo, open: (run: string) => void = () => undefined): HTMLElement[] {
+  if (run.layers_in !== null && run.unclassified.length === 0) {
+    return [
+      paragraph("Run ", code(run.run), " holds scalars only: its layers are in ", code(run.layers_in),
+        ". Its loss and other scalars are judged here, in its findings."),
+      paragraph(button(`Open ${run.layers_in}`, () => open(run.layers_in as string))),
+    ];
+  }
   const out: HTMLElement[] = [
     paragraph("Run ", code(run.run), " has no gradient, weight or activation data that matches a layer."),
   ];

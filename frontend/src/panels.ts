@@ -17,7 +17,8 @@ import { kindLabel, mildestSeverity, severitiesWorstFirst, severityRank } from "
  * ranks above a run with no finding at all.
  */
 export function runBadge(
-  r: Pick<RunInfo, "worst_severity" | "worst_status"> & Partial<Pick<RunInfo, "gradients_judged" | "error" | "sampling" | "growing">>,
+  r: Pick<RunInfo, "worst_severity" | "worst_status">
+    & Partial<Pick<RunInfo, "gradients_judged" | "error" | "sampling" | "growing" | "verdict_word">>,
 ): { text: string; cls: string; rank: number } {
   // A run the server could not analyse says nothing about training: ranked with no data.
   if (r.error) return { text: "failed", cls: "gh-run-failed", rank: 0 };
@@ -27,6 +28,8 @@ export function runBadge(
     const read = runBadge({ ...r, growing: false });
     return { ...read, text: `${read.text} so far` };
   }
+  // The server's word, the one `gradhealth report` prints: the tab never words a run otherwise.
+  if (r.verdict_word) return wordBadge(r.verdict_word, r.worst_severity);
   // Any finding ranks above a healthy run (1) and one with no data (0).
   const rank = r.worst_severity ? severityRank(r.worst_severity) : 0;
   if (rank > 0 && r.worst_severity === mildestSeverity()) {
@@ -40,6 +43,20 @@ export function runBadge(
   // Steps TensorBoard's sampling dropped were never read: no warning in the rest is not health.
   if (r.sampling) return { text: "no warnings", cls: "gh-status-ok", rank: 1 };
   return { text: "healthy", cls: "gh-status-ok", rank: 1 };
+}
+
+// Words for a run where nothing, or nothing about its layers, could be judged: no health is claimed,
+// so they are drawn in the no-data grey, never the green of a run judged clean.
+const UNJUDGED_WORDS = ["not judged", "scalars only"];
+
+/** The badge of the server's verdict word (`RunInfo.verdict_word`): its colour and its rank among runs. */
+export function wordBadge(word: string, worst: string | null): { text: string; cls: string; rank: number } {
+  const rank = worst ? severityRank(worst) : 0;
+  if (rank > 0 && worst !== mildestSeverity()) return { text: word, cls: `gh-sev-${worst}`, rank: rank + 1 };
+  const unjudged = UNJUDGED_WORDS.some((w) => word.startsWith(w));
+  const cls = unjudged ? "gh-status-no_data" : "gh-status-ok";
+  // Notes rank above a run without findings, as in the fallback below; an unjudged run ranks with no data.
+  return { text: word, cls, rank: rank > 0 ? rank + 1 : unjudged ? 0 : 1 };
 }
 
 /** The run to open first: the one with the worst finding, the first listed among equals. */
@@ -132,6 +149,12 @@ export function sortRuns<R extends Pick<RunInfo, "run" | "worst_severity" | "wor
   return indexed.map(({ r }) => r);
 }
 
+/** The folded runs' heading: their badge's word when they share one ("scalars only (3)"), else "no layer data (3)". */
+export function foldedText(runs: readonly Parameters<typeof runBadge>[0][]): string {
+  const words = new Set(runs.map((r) => runBadge(r).text));
+  return `${words.size === 1 ? [...words][0] : "no layer data"} (${runs.length})`;
+}
+
 export class RunList {
   readonly root = el("aside", "gh-runs");
   private readonly list = el("ul");
@@ -177,7 +200,7 @@ export class RunList {
       const details = el("details");
       // Folded unless the run shown is one of them.
       details.open = noData.some((r) => r.run === this.selected || r.run === this.compared);
-      const summary = el("summary", "gh-muted", `no data (${noData.length})`);
+      const summary = el("summary", "gh-muted", foldedText(noData));
       summary.title = `Runs with no layer data to draw (scalars only, such as a validation folder):\n${noData.map((r) => r.run).join("\n")}`;
       const inner = el("ul");
       inner.append(...noData.map((r) => this.item(r)));

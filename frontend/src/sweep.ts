@@ -42,6 +42,8 @@ export interface SweepLine {
   gradients_judged: boolean;
   /** What TensorBoard's sampling dropped, as in `runs`; null where every logged step was read. */
   sampling: RunInfo["sampling"];
+  /** The line in one word, as the run list's badge says it (`RunInfo.verdict_word`). */
+  verdict_word: string | null;
   /** `role`: the heatmap that shows it (null: it is about scalars alone). */
   worst: { kind: string; severity: string; message: string; first_step_text: string; layer: string | null; role: string | null } | null;
   kinds: SweepKind[];
@@ -92,6 +94,7 @@ export function parseSweep(body: unknown): Sweep {
       worst_status: str(r.worst_status) ?? "no_data",
       gradients_judged: r.gradients_judged !== false,
       sampling: parseSampling(r.sampling),
+      verdict_word: str(r.verdict_word),
       worst: w && {
         kind: w.kind as string, severity: str(w.severity) ?? "", message: str(w.message) ?? "",
         first_step_text: str(w.first_step_text) ?? "", layer: str(w.layer), role: str(w.role),
@@ -306,7 +309,10 @@ function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLC
 
 /** A line's badge as the run list words it (`runBadge`): the same run reads the same in both. */
 function lineBadge(l: SweepLine): { text: string; cls: string; rank: number } {
-  return runBadge({ worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error, gradients_judged: l.gradients_judged, sampling: l.sampling });
+  return runBadge({
+    worst_severity: l.worst_severity, worst_status: l.worst_status, error: l.error, gradients_judged: l.gradients_judged,
+    sampling: l.sampling, verdict_word: l.verdict_word,
+  });
 }
 
 /**

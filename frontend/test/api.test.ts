@@ -135,6 +135,8 @@ describe("parseRuns", () => {
       finding_counts: {},
       gradients_judged: true,
       coverage_note: null,
+      verdict_word: null,
+      layers_in: null,
       error: null,
       training: null,
     });

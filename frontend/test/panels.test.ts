@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { countsText, groupRuns, growingRuns, roleToOpen, runBadge, runTitle, runToShow, worstRun } from "../src/panels";
+import { countsText, foldedText, groupRuns, growingRuns, roleToOpen, runBadge, runTitle, runToShow, worstRun } from "../src/panels";
 
 const run = (name: string, worst: "info" | "warn" | "critical" | null, status = "ok") => ({
   run: name, worst_severity: worst, worst_status: status,
@@ -30,6 +30,32 @@ describe("run badges", () => {
     expect(runBadge({ ...run("a", null), sampling } as never).text).toBe("no warnings");
     expect(runBadge({ ...run("a", null), sampling: null }).text).toBe("healthy");
     expect(runBadge({ ...run("a", "critical"), sampling } as never).text).toBe("critical");
+  });
+
+  it("says the server's verdict word, the one the CLI prints, never a word of its own", () => {
+    // A validation half with a note: the fields alone once read "no data (notes only)".
+    const half = { ...run("x/validation", "info", "no_data"), gradients_judged: false, verdict_word: "scalars only (notes only)" };
+    expect(runBadge(half).text).toBe("scalars only (notes only)");
+    expect(runBadge({ ...run("a", "warn"), verdict_word: "warn" })).toMatchObject({ text: "warn", cls: "gh-sev-warn" });
+    expect(runBadge({ ...run("a", null), verdict_word: "no warnings" })).toMatchObject({ text: "no warnings", cls: "gh-status-ok" });
+    expect(runBadge({ ...run("a", null), verdict_word: "healthy" })).toEqual(runBadge(run("a", null)));
+    expect(runBadge({ ...run("a", "info"), verdict_word: "healthy (notes only)" })).toEqual(runBadge(run("a", "info")));
+    expect(runBadge({ ...run("a", null), verdict_word: "healthy", growing: true }).text).toBe("healthy so far");
+  });
+
+  it("never gives a run where nothing was judged the green of a run judged clean", () => {
+    // Rows of an unknown role only (tensorboardX `other` histograms), no loss: no rule could run.
+    const unjudged = { ...run("hist", null), gradients_judged: false, verdict_word: "not judged" };
+    expect(runBadge(unjudged)).toEqual({ text: "not judged", cls: "gh-status-no_data", rank: 0 });
+    const scalars = { ...run("x/validation", null, "no_data"), verdict_word: "scalars only" };
+    expect(runBadge(scalars)).toEqual({ text: "scalars only", cls: "gh-status-no_data", rank: 0 });
+    expect(runBadge(scalars).rank).toBeLessThan(runBadge({ ...run("a", null), verdict_word: "no warnings" }).rank);
+  });
+
+  it("heads the folded runs with their shared word", () => {
+    const scalars = (name: string) => ({ ...run(name, null, "no_data"), verdict_word: "scalars only" });
+    expect(foldedText([scalars("a/validation"), scalars("b/validation")])).toBe("scalars only (2)");
+    expect(foldedText([scalars("a/validation"), { ...run("c", null, "no_data"), verdict_word: "not judged" }])).toBe("no layer data (2)");
   });
 
   it("opens the sickest run first", () => {

@@ -7,7 +7,7 @@ const KINDS = fixture.kinds.map((k) => k.kind);
 
 function line(name: string, hparams: SweepLine["hparams"], kinds: string[] = [], worst: string | null = null): SweepLine {
   return {
-    run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok", gradients_judged: true, sampling: null,
+    run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok", gradients_judged: true, sampling: null, verdict_word: null,
     worst: kinds.length ? { kind: kinds[0], severity: worst ?? "warn", message: "", first_step_text: "0", layer: null, role: null } : null,
     kinds: kinds.map((kind) => ({ kind, severity: worst ?? "warn", first_step_text: "0", layer: "dense", run: "" })),
     strip: { steps_text: [], last_steps_text: [], status: [] },

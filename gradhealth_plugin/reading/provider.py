@@ -242,6 +242,12 @@ def run_names(listings: Mapping[str, Mapping]) -> List[str]:
     return sorted(seen, key=sweep_lib.run_key)
 
 
+def layer_runs(listings: Mapping[str, Mapping]) -> List[str]:
+    """The runs a `Reader.listings` answer lists histograms or gradhealth statistics for: those that may hold layers."""
+    return sorted({run for plugin in ("histograms", metadata.PLUGIN_NAME)
+                   for run, tags in listings.get(plugin, {}).items() if tags}, key=sweep_lib.run_key)
+
+
 def _bucket_values(result: Mapping[str, Sequence]) -> int:
     """How many numbers a read of histogram tags holds (the last sample's size for each sample of a list)."""
     count = 0

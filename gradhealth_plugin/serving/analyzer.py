@@ -32,6 +32,7 @@ from ..reading.runs import NotFound, RunData
 from ..reading import tags as tags_lib
 from ..reading import trainings as trainings_lib
 from . import jsontext
+from . import responses
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +280,19 @@ class Analyzer:
         if isinstance(decided[1], str):
             raise RunFailed(decided[1])
         return rd, decided[1]
+
+    def layers_in(self, ctx: tb_context.RequestContext, experiment_id: str, run: str,
+                  listings: Optional[Mapping[str, Mapping]] = None) -> Optional[Tuple[str, bool]]:
+        """The run beside ``run`` (same folder) that holds its training's layers, as `responses.layers_in` finds
+        it among the runs listed with histograms or gradhealth statistics, and whether the two are their
+        folder's only runs; None where no single such run is beside it."""
+        if listings is None:
+            listings = self.listings(ctx, experiment_id)
+        sibling = responses.layers_in(run, provider_lib.layer_runs(listings))
+        if sibling is None:
+            return None
+        parent = responses.parent_run(run)
+        return sibling, sum(responses.parent_run(r) == parent for r in provider_lib.run_names(listings)) == 2
 
     def training_of(self, rd: RunData) -> Optional[trainings_lib.Training]:
         """The training `rd` is a rank of, as `run` last judged it: its name groups it with other runs

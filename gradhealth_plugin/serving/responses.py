@@ -95,25 +95,91 @@ def worst_severity(found: Sequence[finding.Finding]) -> Optional[str]:
 _GRADIENT_KINDS = {d.KIND for d in detectors.DETECTORS if tags_lib.GRADIENT in d.NEEDS}
 
 
+# The kinds a rule needs a role or the loss for; a run that can judge none of them is "not judged"
+# (what is left, NaN and spike checks, reads any number and says nothing of a role's health).
+_NEEDING_KINDS = {d.KIND for d in detectors.DETECTORS if d.NEEDS}
+
+# The verdict words, the run list's badge and the CLI's line alike: a finding's severity, or what the logs allow.
+NOT_JUDGED, SCALARS_ONLY, NO_WARNINGS, HEALTHY = "not judged", "scalars only", "no warnings", "healthy"
+_NOTES = " (notes only)"
+
+
+def verdict_word(worst: Optional[str], unjudged: Sequence[str], has_layers: bool,
+                 sampling: Optional[Mapping] = None, scalars_sampling: Optional[Mapping] = None) -> str:
+    """The one word on a run that the run list's badge and ``gradhealth report``/``check`` both say.
+
+    ``worst``: the run's `worst_severity`. "critical" or "warn" for a run with such a finding;
+    otherwise what the logs allow, worst first:
+    "not judged" where no rule needing a role or the loss could run (``unjudged``: `not_judged`),
+    "scalars only" where no layer row holds a step (``has_layers``), "no warnings" where gradients
+    were not logged or TensorBoard's sampling dropped steps or points, else "healthy"; each with
+    " (notes only)" when the run has notes.
+    """
+    if worst in (finding.CRITICAL, finding.WARN):
+        return worst
+    notes = _NOTES if worst else ""
+    if _NEEDING_KINDS <= set(unjudged):
+        return NOT_JUDGED + notes
+    if not has_layers:
+        return SCALARS_ONLY + notes
+    if set(unjudged) & _GRADIENT_KINDS or sampling is not None or scalars_sampling is not None:
+        return NO_WARNINGS + notes
+    return HEALTHY + notes
+
+
+def parent_run(run: str) -> Optional[str]:
+    """The folder a run sits in, as a run name ("" for the logdir itself); None for the logdir's own run."""
+    return None if run in (".", "") else run.rpartition("/")[0]
+
+
+def layers_in(run: str, runs_with_layers: Sequence[str]) -> Optional[str]:
+    """The run beside ``run`` that holds its training's layers: the only run of the same parent among
+    ``runs_with_layers`` (Keras' ``X/train`` beside ``X/validation``); None where there is none or several."""
+    parent = parent_run(run)
+    if parent is None:
+        return None
+    beside = [r for r in runs_with_layers if r != run and parent_run(r) == parent]
+    return beside[0] if len(beside) == 1 else None
+
+
+def beside_text(run: str, sibling: str, halves: bool) -> str:
+    """'the validation half of sigmoid10_sgd; its layers are in sigmoid10_sgd/train' (``halves``: the two
+    are the parent's only runs; "run" otherwise)."""
+    parent = parent_run(run)
+    leaf = run[len(parent) + 1:] if parent else run
+    of = f" of {parent}" if parent else " of the logdir"
+    return f"the {leaf} {'half' if halves else 'run'}{of}; its layers are in {sibling}"
+
+
 def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,
-            sampling: Optional[Mapping] = None, scalars_sampling: Optional[Mapping] = None) -> str:
-    """The verdict on one run's findings (the CLI's line, the ``runs`` route's ``verdict``).
+            sampling: Optional[Mapping] = None, scalars_sampling: Optional[Mapping] = None,
+            word: Optional[str] = None, beside: Optional[str] = None) -> str:
+    """The verdict on one run in words: its `verdict_word` (``word``; from the findings and
+    ``gradients_judged`` alone when not given) and why, for the CLI's line and the ``runs`` route.
 
     A run is called healthy only where its gradients could be judged and every logged
     step was read: without gradients, or where TensorBoard's sampling dropped steps
     (``sampling``, `RunData.sampling`) or points of the loss and other run-level scalars
     (``scalars_sampling``, `RunData.scalars_sampling`), "no warnings" is all the logs read can say.
+    ``beside``: `beside_text`, for a run of scalars only whose layers another run holds.
     """
     worst = worst_severity(found)
-    notes = " (notes only)" if worst else ""
-    if worst in (None, finding.INFO) and not gradients_judged:
-        return "no warnings (no gradients logged: exploding and vanishing gradients not judged)"
-    if worst in (None, finding.INFO) and sampling is not None:
+    if word is None:
+        word = verdict_word(worst, [] if gradients_judged else sorted(_GRADIENT_KINDS), True,
+                            sampling, scalars_sampling)
+    notes = _NOTES if worst else ""
+    if word.startswith(NOT_JUDGED):
+        return word + " (no gradient, weight, activation or loss data logged)"
+    if word.startswith(SCALARS_ONLY):
+        return f"{word}: {beside or 'no layers logged, only the loss and other scalars are judged'}"
+    if word.startswith(NO_WARNINGS) and not gradients_judged:
+        return "no warnings (no gradients logged: exploding and vanishing gradients not judged)" + notes
+    if word.startswith(NO_WARNINGS) and sampling is not None:
         lo, hi = sampling["kept_min"], sampling["kept_max"]
         kept = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         logged = f"{'at least ' if sampling['logged_at_least'] else ''}{sampling['logged']:,}"
         return f"no warnings in the {kept} steps read of {logged}" + notes
-    if worst in (None, finding.INFO) and scalars_sampling is not None:
+    if word.startswith(NO_WARNINGS) and scalars_sampling is not None:
         # The rows are whole, a scalar is not: a loss spike or NaN may lie in the points not kept.
         cut = scalars_sampling["series"]
         first = cut[0]
@@ -156,13 +222,22 @@ def _role_summary(rdata: RoleData) -> dict:
 
 
 def run_summary(rd: RunData, found: Sequence[finding.Finding],
-                training_of: Optional[trainings_lib.Training] = None) -> dict:
+                training_of: Optional[trainings_lib.Training] = None,
+                beside: Optional[Tuple[str, bool]] = None) -> dict:
     """One run's entry in the ``runs`` route: its layers, roles, sampling, findings counts and the
-    training many workers logged it is a rank of (`training_of`, from `Analyzer.training_of`)."""
+    training many workers logged it is a rank of (`training_of`, from `Analyzer.training_of`).
+
+    ``beside``: (the run that holds this run's layers, whether the two are their folder's only runs),
+    from `Analyzer.layers_in`; said only of a run whose own layer rows hold no step.
+    """
     worst = worst_severity(found)
     has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
     counts = {sev: sum(1 for f in found if f.severity == sev) for sev in finding.SEVERITY_RANK}
     unjudged = not_judged(rd)
+    word = verdict_word(worst, unjudged, has_data, rd.sampling, rd.scalars_sampling)
+    layers_run = beside[0] if beside is not None and not has_data else None
+    # An evaluation half says where its layers are; how to log layers would be advice it cannot take.
+    beside_note = beside_text(rd.run, beside[0], beside[1]) if layers_run is not None else None
     return {
         "run": rd.run,
         "layers": [
@@ -190,10 +265,15 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
         # What the logs could not show: "ok" speaks only for the kinds that were judged.
         "not_judged": unjudged,
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
-        "coverage_note": coverage_note(unjudged),
-        # The run in words: "healthy" only where gradients were judged and every logged step was read.
-        "verdict": (verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling, rd.scalars_sampling)
-                    if has_data else "no data"),
+        "coverage_note": (f"This is {beside_note}; only its loss and other scalars are judged here."
+                          if beside_note else coverage_note(unjudged)),
+        # The run that holds this run's layers (Keras' X/train beside X/validation), or None.
+        "layers_in": layers_run,
+        # The run in one word, the badge and the CLI alike: "healthy" only where gradients were judged and
+        # every logged step was read; then the same in words, with why.
+        "verdict_word": word,
+        "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling, rd.scalars_sampling,
+                           word, beside_note),
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
         "training": training(training_of, rd.run),
@@ -1146,7 +1226,8 @@ def cli_scalars_sampling(sampling: Optional[dict],
 
 def cli_run(summary: dict) -> dict:
     """A run in ``gradhealth report --format json``: the route's `run_summary`, layers by name only."""
-    return {"run": summary["run"], "verdict": summary["verdict"],
+    return {"run": summary["run"], "verdict_word": summary["verdict_word"], "verdict": summary["verdict"],
+            "layers_in": summary["layers_in"],
             "layers": [layer["name"] for layer in summary["layers"]],
             "roles": summary["roles"], "steps_kept": summary["steps_kept"], "steps_logged": summary["steps_logged"],
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
@@ -1248,7 +1329,9 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "not_judged": summary_status["not_judged"],
         # As in `runs`, so the sweep words a run's badge as the run list does.
         "gradients_judged": summary_status["gradients_judged"],
+        "verdict_word": summary_status["verdict_word"],
         "sampling": summary_status["sampling"],
+        "scalars_sampling": summary_status["scalars_sampling"],
         "last_step": rd.last_step,
         "last_step_text": step_text(rd.last_step),
         "strip": status_strip(rd),
@@ -1278,12 +1361,15 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
     # A part without layers (validation scalars) has no status of its own, only its findings' severity.
     statuses = [p["worst_status"] for p in parts] + [s for s in severities if s in health.STATUS_NAMES]
     unjudged = set.intersection(*(set(p["not_judged"]) for p in parts))
+    worst_sev = max(severities, key=finding.SEVERITY_RANK.__getitem__, default=None)
+    sampling = next((p["sampling"] for p in parts if p["sampling"] is not None), None)
+    scalars_sampling = next((p["scalars_sampling"] for p in parts if p["scalars_sampling"] is not None), None)
     last = max((p for p in parts if p["last_step"] is not None), key=lambda p: p["last_step"], default=parts[0])
     return {
         **parts[0],
         "trial": trial,
         "parts": [p["run"] for p in parts],
-        "worst_severity": max(severities, key=finding.SEVERITY_RANK.__getitem__, default=None),
+        "worst_severity": worst_sev,
         "worst_status": max(statuses, key=health.STATUS_NAMES.index),
         # The line opens the first part: the role to open on is that part's.
         "worst": None if worst is None else {**worst[1], "run": worst[0],
@@ -1291,7 +1377,11 @@ def sweep_trial(trial: str, parts: Sequence[dict]) -> dict:
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": [k for k in parts[0]["not_judged"] if k in unjudged],
         "gradients_judged": any(p["gradients_judged"] for p in parts),
-        "sampling": next((p["sampling"] for p in parts if p["sampling"] is not None), None),
+        # The trial in the run list's words, judged over its parts together.
+        "verdict_word": verdict_word(worst_sev, sorted(unjudged), any(p["strip"]["steps"] for p in parts),
+                                     sampling, scalars_sampling),
+        "sampling": sampling,
+        "scalars_sampling": scalars_sampling,
         "last_step": last["last_step"],
         "last_step_text": last["last_step_text"],
         "strip": next((p["strip"] for p in parts if p["strip"]["steps"]), parts[0]["strip"]),

@@ -982,7 +982,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
     why that is no warning (`findings.held`).
     """
     table = rdata.table
-    names = [m for m in metrics.METRICS if m in table.values]
+    names = [m for m in metrics.METRICS if table.has(m)]
     has_histogram = buckets is not None and shown is not None
     histogram, histogram_note = _histogram(buckets) if buckets is not None else (None, None)
     return {
@@ -996,7 +996,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         # finding needs, the note covering it (or null) and a sentence saying so; null elsewhere.
         "held": held,
         "metrics": {
-            name: {"value": nullable(table.values[name][index:index + 1])[0],
+            name: {"value": nullable(table.get(name)[index:index + 1])[0],
                    # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.
                    "quality": metrics.QUALITY_NAMES[int(metrics.shown_quality(table, name)[index])]}
             for name in names

@@ -13,7 +13,7 @@ bounded from above; such values carry the quality ``upper_bound``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Collection, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -82,14 +82,14 @@ class MetricTable:
         if name in self.values:
             return self.values[name]
         if name in DERIVED and "std" in self.values:
-            return std_rel_first(self)[0]
+            return derived(self, name)[0]
         return np.full(np.shape(self.steps), np.nan)
 
     def quality_of(self, name: str) -> np.ndarray:
         if name in self.quality:
             return self.quality[name]
         if name in DERIVED and "std" in self.values:
-            return std_rel_first(self)[1]
+            return derived(self, name)[1]
         return np.zeros(np.shape(self.steps), dtype=np.uint8)
 
     def has(self, name: str) -> bool:
@@ -101,6 +101,8 @@ class MetricTable:
 # values and one of quality codes fewer per tensor, 9 bytes per logged step (45 MB on a run of
 # 1,000 tensors x 5,000 kept steps), for a few array passes over the rows a request reads.
 DERIVED = frozenset({"std_rel_first"})
+# The columns a derived statistic is computed from, and those its answers read (`shown_quality`).
+DERIVED_FROM = ("std", "nonfinite")
 
 
 def first_stds(std: np.ndarray) -> np.ndarray:
@@ -110,6 +112,13 @@ def first_stds(std: np.ndarray) -> np.ndarray:
     ok = np.isfinite(std) & (std > 0)
     first = np.take_along_axis(std, np.argmax(ok, axis=-1)[..., None], axis=-1)[..., 0]
     return np.where(ok.any(axis=-1), first, np.nan)
+
+
+def derived(table: MetricTable, name: str) -> tuple:
+    """(values, quality) of the `DERIVED` statistic `name` of a table holding a std column."""
+    if name != "std_rel_first":
+        raise KeyError(name)
+    return std_rel_first(table)
 
 
 def std_rel_first(table: MetricTable) -> tuple:
@@ -130,8 +139,9 @@ def std_rel_first(table: MetricTable) -> tuple:
 SPEAKS_AT_NONFINITE = frozenset({"count", "nonfinite"})
 
 
-def nonfinite_steps(table: MetricTable, at: slice = slice(None)) -> np.ndarray:
-    """Where the tensor held NaN or Inf (the table's shape, so also for stacked tables), at its steps `at`."""
+def nonfinite_steps(table: MetricTable, at: Union[slice, tuple] = slice(None)) -> np.ndarray:
+    """Where the tensor held NaN or Inf (the table's shape, so also for stacked tables), at its steps `at`
+    (of a stacked table: its rows and steps)."""
     return np.nan_to_num(table.get("nonfinite")[at], nan=0.0) > 0
 
 
@@ -152,7 +162,7 @@ def judged(table: MetricTable) -> MetricTable:
                        std_first=std_first)
 
 
-def shown_quality(table: MetricTable, name: str, at: slice = slice(None)) -> np.ndarray:
+def shown_quality(table: MetricTable, name: str, at: Union[slice, tuple] = slice(None)) -> np.ndarray:
     """`quality_of(name)[at]` for an answer: `FINITE_ONLY` where the tensor held NaN or Inf and the value
     (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth.
     Also where it has no value there (every value NaN/Inf): such a step held data, and the tab marks
@@ -579,13 +589,14 @@ def empty_table() -> MetricTable:
     return MetricTable(steps=np.zeros(0, dtype=np.int64), values={}, quality={})
 
 
-def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
-    """Equally long tables as one, a row each: every metric any of them has, NaN (no data) where one lacks it.
+def stack_tables(tables: Sequence[MetricTable], only: Optional[Collection[str]] = None) -> MetricTable:
+    """Equally long tables as one, a row each: every metric any of them has (of `only`, if given), NaN (no
+    data) where one lacks it.
 
     The quality codes are stacked too where any table has them (the rules read them: a lower bound
     under a floor proves nothing); answers read each table's own.
     """
-    names = dict.fromkeys(name for t in tables for name in t.values)
+    names = dict.fromkeys(name for t in tables for name in t.values if only is None or name in only)
     if not tables:
         return MetricTable(steps=np.zeros(0, dtype=np.int64), values={}, quality={})
     shape = (len(tables), len(tables[0].steps))
@@ -599,7 +610,7 @@ def stack_tables(tables: Sequence[MetricTable]) -> MetricTable:
     def codes(name: str) -> np.ndarray:
         return np.concatenate([t.quality_of(name) for t in tables]).astype(np.uint8, copy=False).reshape(shape)
 
-    qualities = dict.fromkeys(name for t in tables for name in t.quality)
+    qualities = dict.fromkeys(name for t in tables for name in t.quality if only is None or name in only)
     std_first = None
     if any(t.std_first is not None for t in tables):  # judged tables: each row keeps the std it is measured from
         std_first = np.array([first_stds(t.get("std")) if t.std_first is None else t.std_first for t in tables],

@@ -536,12 +536,20 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
         cols = np.searchsorted(steps, own[keep])
         at, shape = np.ix_(idx, cols), (len(idx), len(cols))
         has_data[at] = True
-        values[at] = np.array([(r.health.score if metric == "health" else r.table.get(metric))[keep] for r in rdatas],
-                              dtype=np.float64).reshape(shape)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = np.array([r.health.rule_codes[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
-        codes = (np.array([metrics.shown_quality(r.table, metric, keep) for r in rdatas], dtype=np.uint8).reshape(shape)
-                 if metric != "health" else _health_quality(rdatas, keep))
+        if metric in metrics.DERIVED:
+            # Computed once for the block's rows, values and quality: a row at a time costs numpy calls per row.
+            block = metrics.stack_tables([r.table for r in rdatas], only=metrics.DERIVED_FROM)
+            if block.has(metric):
+                block.values[metric], block.quality[metric] = metrics.derived(block, metric)
+            values[at] = block.get(metric)[:, keep]
+            codes = metrics.shown_quality(block, metric, (slice(None), keep))
+        else:
+            values[at] = np.array([(r.health.score if metric == "health" else r.table.get(metric))[keep]
+                                   for r in rdatas], dtype=np.float64).reshape(shape)
+            codes = (np.array([metrics.shown_quality(r.table, metric, keep) for r in rdatas],
+                              dtype=np.uint8).reshape(shape) if metric != "health" else _health_quality(rdatas, keep))
         codes_of.append(np.unique(codes))
         cell_quality[at] = codes
     return _Grid(values, status, rules, cell_quality, has_data, codes_of)

@@ -88,7 +88,6 @@ def _tables(rows: Sequence[_Row]) -> List[metrics.MetricTable]:
     for row, n in zip(rows, counts):
         values = {k: stacked[i, start:start + n] for i, k in enumerate(names)}
         quality = {k: known[i, start:start + n] for i, k in enumerate(names)}
-        metrics.add_std_rel_first(values, quality)
         out.append(metrics.MetricTable(steps=row.steps[:n].copy(), values=values, quality=quality))
         start += n
     return out
@@ -174,7 +173,7 @@ class LiveRun:
         contents = {tag: metadata.metadata_content(row.role, row.layer, row.position, row.shape)
                     for tag, row in self._rows.items()}
         run_tags = runs.classify_run_tags([], [], contents)
-        own = {tag: (t.steps, {k: v for k, v in t.values.items() if k != "std_rel_first"}) for tag, t in tables.items()}
+        own = {tag: (t.steps, t.values) for tag, t in tables.items()}
         reads = runs.RunReads(histograms={}, exact={}, own=own, scalar_series={}, sampling={})
         return runs.build_run(self.run, run_tags, reads, last)
 

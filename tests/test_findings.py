@@ -28,8 +28,6 @@ def table(steps=STEPS, **values):
     n = len(steps)
     vals = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)).copy() for k, v in values.items()}
     quality = {k: np.full(n, metrics.EXACT, dtype=np.uint8) for k in vals}
-    if "std" in vals and "std_rel_first" not in vals:
-        metrics.add_std_rel_first(vals, quality)
     return metrics.MetricTable(steps=steps, values=vals, quality=quality)
 
 
@@ -416,9 +414,6 @@ def test_a_layer_that_held_and_one_that_only_ended_so_are_two_findings():
 
 def _two_last_steps(table_, metric, value):
     table_.values[metric] = at(table_.values[metric], slice(N - 2, N), value)
-    if metric == "std":
-        table_.values.pop("std_rel_first", None)
-        metrics.add_std_rel_first(table_.values, table_.quality)
     return table_
 
 

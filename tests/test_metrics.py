@@ -551,10 +551,10 @@ def test_merge_exact_nan_does_not_override():
 
 def test_merge_exact_std_recomputes_std_rel_first():
     base = _table([0, 1, 2], std=[1.0, 2.0, 4.0])
-    metrics.add_std_rel_first(base.values, base.quality)
+    assert base.get("std_rel_first").tolist() == [1.0, 2.0, 4.0]
     merged = metrics.merge_exact(base, np.array([0]), {"std": np.array([2.0])})
-    assert merged.values["std_rel_first"].tolist() == [1.0, 1.0, 2.0]
-    assert merged.quality["std_rel_first"][0] == metrics.EXACT
+    assert merged.get("std_rel_first").tolist() == [1.0, 1.0, 2.0]
+    assert merged.quality_of("std_rel_first")[0] == metrics.EXACT
 
 
 def test_merge_exact_onto_empty_table():
@@ -773,3 +773,103 @@ def test_shown_qualities_of_rows_at_once_are_each_tables_own():
             one_by_one = [metrics.shown_quality(t, name, at).tolist() for t in tables]
             assert metrics.shown_qualities(tables, name, at).tolist() == one_by_one
     assert metrics.shown_qualities(tables, "max_abs")[0].tolist() == [1, 5, 1, 1, 1, 5]
+
+
+# --- std_rel_first: computed from the std column when asked, never stored ---------------------------
+
+GROWTH_STEPS = 12
+
+
+def _growth_array(tag: str, step: int) -> np.ndarray:
+    """Weights whose first positive std comes at different steps: 'late' is all zeros (std 0) for its first
+    steps, 'empty' holds no value at all (no std) for its first, 'nonfinite' holds a NaN at step 0 only."""
+    x = np.random.default_rng([len(tag), step]).normal(0.0, 0.02 * (1 + step), 64)
+    if tag == "late" and step < 4:
+        x = np.zeros(64)
+    if tag == "empty" and step < 3:
+        x = np.zeros(0)
+    if tag == "nonfinite" and step == 0:
+        x[5] = np.inf
+    return x.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def growth_logdir(tmp_path_factory):
+    """TF2 weight histograms of a few tags, few steps each: the reading path computes them in one batch."""
+    import tensorflow as tf
+
+    logdir = tmp_path_factory.mktemp("growth_logdir")
+    writer = tf.summary.create_file_writer(str(logdir / "run"))
+    with writer.as_default():
+        for step in range(GROWTH_STEPS):
+            for tag in ("plain", "late", "empty", "nonfinite", "later_start"):
+                if tag == "later_start" and step < 5:
+                    continue
+                tf.summary.histogram(f"weights/{tag}/kernel", tf.constant(_growth_array(tag, step)), step=step)
+    writer.close()
+    return logdir
+
+
+def _std_rel_first_as_stored(std: np.ndarray, std_quality: np.ndarray) -> tuple:
+    """The column tables held before it was derived: the std over the tensor's first positive, finite std,
+    NaN (no data) where that is not finite. Written out step by step, apart from the code it checks."""
+    positive = [s for s in std.tolist() if math.isfinite(s) and s > 0]
+    values, quality = [], []
+    for s, q in zip(std.tolist(), std_quality.tolist()):
+        with np.errstate(invalid="ignore", over="ignore"):
+            rel = np.float64(s) / np.float64(positive[0]) if positive else np.nan
+        values.append(float(rel) if math.isfinite(rel) else np.nan)
+        quality.append(q if math.isfinite(rel) else metrics.NO_DATA)
+    return np.array(values), np.array(quality, dtype=np.uint8)
+
+
+def test_std_rel_first_is_derived_from_the_std_of_each_tag(loader_client, growth_logdir):
+    """Tables read in one batch of tags whose first std comes at different steps (after zeros, after steps
+    without any value, after a step holding an Inf, on a later first step) hold no `std_rel_first` column,
+    and give the one they held: per tag, per row once stacked, and from the first std also where `judged`
+    leaves that step out."""
+    from tensorboard import context as tb_context
+
+    client = loader_client(growth_logdir)
+    rd, _ = client.plugin._analyzer.run(tb_context.RequestContext(), "", "run")
+    tables = {layer.name: layer.roles["weight"].table for layer in rd.layers}
+    assert len(tables) == 5
+    same_length = []
+    for name, table in tables.items():
+        assert "std_rel_first" not in table.values and "std_rel_first" not in table.quality, name
+        want, want_quality = _std_rel_first_as_stored(table.get("std"), table.quality_of("std"))
+        np.testing.assert_array_equal(table.get("std_rel_first"), want, err_msg=name)
+        np.testing.assert_array_equal(table.quality_of("std_rel_first"), want_quality, err_msg=name)
+        assert table.has("std_rel_first")
+        if len(table.steps) == GROWTH_STEPS:
+            same_length.append((table, want, want_quality))
+    late = tables["late/kernel"]
+    assert late.get("std_rel_first")[:4].tolist() == [0.0] * 4 and late.get("std_rel_first")[4] == 1.0
+    assert np.isnan(tables["empty/kernel"].get("std_rel_first")[:3]).all()
+    assert tables["empty/kernel"].get("std_rel_first")[3] == 1.0
+    assert tables["later_start/kernel"].get("std_rel_first")[0] == 1.0
+
+    stacked = metrics.stack_tables([t for t, _, _ in same_length])
+    assert len(same_length) == 4 and "std_rel_first" not in stacked.values
+    np.testing.assert_array_equal(stacked.get("std_rel_first"), np.array([w for _, w, _ in same_length]))
+    np.testing.assert_array_equal(stacked.quality_of("std_rel_first"), np.array([q for _, _, q in same_length]))
+
+    # A tensor holding an Inf at step 0, its std there of its finite values (as gradhealth's own summaries
+    # give it): judged, that step is the non-finite rule's alone, and the growth after it is still
+    # measured from the std logged there.
+    plain = tables["plain/kernel"]
+    held_inf = metrics.MetricTable(steps=plain.steps, values={**plain.values, "nonfinite": np.eye(1, GROWTH_STEPS)[0]},
+                                   quality=plain.quality)
+    judged = metrics.judged(held_inf)
+    want, want_quality = _std_rel_first_as_stored(plain.get("std"), plain.quality_of("std"))
+    assert np.isnan(judged.get("std")[0]) and want[0] == 1.0
+    np.testing.assert_array_equal(judged.get("std_rel_first"), np.concatenate([[np.nan], want[1:]]))
+    np.testing.assert_array_equal(judged.quality_of("std_rel_first"), np.concatenate([[0], want_quality[1:]]))
+    both = metrics.stack_tables([judged, metrics.judged(late)])
+    np.testing.assert_array_equal(both.get("std_rel_first"), np.array([judged.get("std_rel_first"),
+                                                                       late.get("std_rel_first")]))
+
+    series = client.ok("/series", run="run", layer="late/kernel", metric="std_rel_first", role="weight")
+    assert series["series"]["weight"]["values"][:5] == [0.0, 0.0, 0.0, 0.0, 1.0]
+    cell = client.ok("/cell", run="run", layer="late/kernel", step=4, role="weight")
+    assert cell["roles"]["weight"]["metrics"]["std_rel_first"] == {"value": 1.0, "quality": "estimated"}

@@ -218,25 +218,6 @@ def _select_rows(h: metrics.Histograms, rows: np.ndarray) -> metrics.Histograms:
                                      if getattr(h, f.name) is not None})
 
 
-def _std_rel_first(table: metrics.MetricTable, starts: np.ndarray, lengths: np.ndarray) -> None:
-    """`metrics.add_std_rel_first` for each tag of a batch: std relative to that tag's own first step."""
-    std = table.values["std"]
-    n = len(std)
-    if n == 0:
-        return
-    ok = np.isfinite(std) & (std > 0)
-    candidates = np.where(ok, np.arange(n), n)
-    first_rows = np.full(len(lengths), n)
-    nonempty = lengths > 0
-    first_rows[nonempty] = np.minimum.reduceat(candidates, starts[nonempty])
-    first = np.append(std, np.nan)[first_rows]  # NaN for a tag without a positive, finite std
-    with np.errstate(over="ignore", invalid="ignore"):
-        rel = std / np.repeat(first, lengths)
-    known = np.isfinite(rel)
-    table.values["std_rel_first"] = np.where(known, rel, np.nan)
-    table.quality["std_rel_first"] = np.where(known, table.quality["std"], metrics.NO_DATA).astype(np.uint8)
-
-
 def _weight_columns(h: metrics.Histograms, wanted: np.ndarray) -> tuple:
     """(values, quality) of the weight tags' own columns, over the `wanted` rows of the batch only.
 
@@ -281,7 +262,6 @@ def _fresh_tables(rows: _Rows, index: np.ndarray, lengths: np.ndarray, bimodal: 
     arrays = rows.stacked[index] if rows.stacked is not None else [rows.arrays[r] for r in index.tolist()]
     h = metrics.stack_histograms(rows.steps[index], rows.walls[index], arrays)
     table = metrics.histogram_metrics(h)
-    _std_rel_first(table, np.cumsum(lengths) - lengths, lengths)
     weight_values, weight_quality = {}, {}
     if any(bimodal):
         weight_values, weight_quality = _weight_columns(h, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
@@ -320,14 +300,11 @@ def _assemble(steps: np.ndarray, walls: np.ndarray, source: np.ndarray, previous
     kept = np.flatnonzero(source >= 0)
     values, quality = {}, {}
     for name, v_new in fresh.values.items():
-        if name == "std_rel_first":
-            continue
         v = np.empty(n, dtype=v_new.dtype)
         v[new], v[kept] = v_new, old.values[name][source[kept]]
         q = np.empty(n, dtype=np.uint8)
         q[new], q[kept] = fresh.quality[name], old.quality[name][source[kept]]
         values[name], quality[name] = v, q
-    metrics.add_std_rel_first(values, quality)
     table = metrics.MetricTable(steps=steps, values=values, quality=quality, first_wall=float(walls[0]))
     return TagMetrics(table=table, wall_times=walls)
 
@@ -379,4 +356,4 @@ def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
 def copy_table(table: metrics.MetricTable) -> metrics.MetricTable:
     """A table whose dicts can be extended without touching the cached one."""
     return metrics.MetricTable(steps=table.steps, values=dict(table.values), quality=dict(table.quality),
-                               first_wall=table.first_wall)
+                               first_wall=table.first_wall, std_first=table.std_first)

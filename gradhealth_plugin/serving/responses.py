@@ -616,12 +616,20 @@ def _grid(rows: Sequence[RoleData], metric: str, steps: np.ndarray, whole: bool)
         cols = np.searchsorted(steps, own[keep])
         at, shape = np.ix_(idx, cols), (len(idx), len(cols))
         has_data[at] = True
-        values[at] = np.array([(r.health.score if metric == "health" else r.table.get(metric))[keep] for r in rdatas],
-                              dtype=np.float64).reshape(shape)
         status[at] = np.array([r.health.status[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
         rules[at] = np.array([r.health.rule_codes[keep] for r in rdatas], dtype=np.uint8).reshape(shape)
-        codes = (metrics.shown_qualities([r.table for r in rdatas], metric, keep).reshape(shape)
-                 if metric != "health" else _health_quality(rdatas, keep, nonfinite=True))
+        if metric in metrics.DERIVED:
+            # Computed once for the block's rows, values and quality: a row at a time costs numpy calls per row.
+            block = metrics.stack_tables([r.table for r in rdatas], only=metrics.DERIVED_FROM)
+            if block.has(metric):
+                block.values[metric], block.quality[metric] = metrics.derived(block, metric)
+            values[at] = block.get(metric)[:, keep]
+            codes = metrics.shown_quality(block, metric, (slice(None), keep))
+        else:
+            values[at] = np.array([(r.health.score if metric == "health" else r.table.get(metric))[keep]
+                                   for r in rdatas], dtype=np.float64).reshape(shape)
+            codes = (metrics.shown_qualities([r.table for r in rdatas], metric, keep).reshape(shape)
+                     if metric != "health" else _health_quality(rdatas, keep, nonfinite=True))
         # The codes present, by counting (np.unique sorts a copy of every cell).
         codes_of.append(np.flatnonzero(np.bincount(codes.ravel())).astype(np.uint8))
         cell_quality[at] = codes
@@ -1066,7 +1074,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
     (`findings.rule_read`).
     """
     table = rdata.table
-    names = [m for m in metrics.METRICS if m in table.values]
+    names = [m for m in metrics.METRICS if table.has(m)]
     has_histogram = buckets is not None and shown is not None
     histogram, histogram_note = _histogram(buckets) if buckets is not None else (None, None)
     return {
@@ -1084,7 +1092,7 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
         # none of the kind's cell rules holds here. The tab's hover names this statistic, not the kind's chart's.
         "rule_read": rule_read,
         "metrics": {
-            name: {"value": nullable(table.values[name][index:index + 1])[0],
+            name: {"value": nullable(table.get(name)[index:index + 1])[0],
                    # "finite_only" at a step whose tensor held NaN or Inf: of its finite values alone.
                    "quality": metrics.QUALITY_NAMES[int(metrics.shown_quality(table, name)[index])]}
             for name in names

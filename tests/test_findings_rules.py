@@ -576,6 +576,15 @@ def test_a_note_that_finds_no_fault_advises_nothing_to_fix_and_when_to_act(conve
         assert not f["advice"].startswith("Nothing to fix"), f
 
 
+def _row_quality(hm: dict, row: int) -> list:
+    """A heatmap row's quality codes, from either layout's answer."""
+    if "quality_cells" in hm:
+        return hm["quality_cells"][row]
+    width = len(hm["steps_text"])
+    codes = base64.b64decode(hm["cells"])
+    return [hm["cell_kinds"][c][1] for c in codes[row * width:(row + 1) * width]]
+
+
 def test_a_heatmap_cell_whose_every_value_was_nan_reads_as_nan_never_as_no_data(nan_stretch_logdir, loader_client):
     client = loader_client(nan_stretch_logdir)
     for layout in ("rows", "compact"):
@@ -583,14 +592,10 @@ def test_a_heatmap_cell_whose_every_value_was_nan_reads_as_nan_never_as_no_data(
         finite_only = hm["quality_names"].index("finite_only")
         steps = [int(s) for s in hm["steps_text"]]
         row = hm["layers"].index("2.weight")
+        quality = [_row_quality(hm, row)[steps.index(s)] for s in range(30, 40)]
         if layout == "rows":
-            quality = [hm["quality_cells"][row][steps.index(s)] for s in range(30, 40)]
             values = [hm["values"][row][steps.index(s)] for s in range(30, 40)]
             assert values == [None] * 10, values
-        else:
-            kinds = hm["cell_kinds"]
-            codes = base64.b64decode(hm["cells"])
-            quality = [kinds[codes[row * len(steps) + steps.index(s)]][1] for s in range(30, 40)]
         # No value at all there (every value of the last layer's gradient was NaN), yet data: NaN/Inf, never
         # "no data".
         assert quality == [finite_only] * 10, (layout, quality)
@@ -605,12 +610,7 @@ def test_a_health_cell_of_a_nan_step_says_so_as_a_metric_cell_does(nan_stretch_l
         hm = client.ok("/heatmap", run="run", role="gradient", metric="health", layout=layout)
         finite_only = hm["quality_names"].index("finite_only")
         steps = [int(s) for s in hm["steps_text"]]
-        row = hm["layers"].index("2.weight")
-        if layout == "rows":
-            quality = hm["quality_cells"][row]
-        else:
-            codes = base64.b64decode(hm["cells"])
-            quality = [hm["cell_kinds"][codes[row * len(steps) + j]][1] for j in range(len(steps))]
+        quality = _row_quality(hm, hm["layers"].index("2.weight"))
         # The tab paints NaN/Inf apart from a critical score, as in the metric views; only there.
         assert [s for s, q in zip(steps, quality) if q == finite_only] == list(range(30, 40)), (layout, quality)
         assert hm["finite_only_cells"] is True

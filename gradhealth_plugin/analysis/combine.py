@@ -323,7 +323,19 @@ def advise_causes(findings: List[Finding]) -> None:
         if said is None:
             continue
         lead, otherwise = said
-        f.advice = lead if f.advice in lead else f"{lead} {otherwise}: {f.advice}"
+        own = _unsaid(f.advice, lead)
+        f.advice = lead if not own else f"{lead} {otherwise}: {own}"
+
+
+def _unsaid(advice: str, lead: str) -> str:
+    """`advice` without what `lead` already says: all of it when the lead holds it whole, or its first
+    clause (up to the first comma) when the lead opens with that clause ("Lower the learning rate")."""
+    if advice in lead:
+        return ""
+    first, _, rest = advice.partition(", ")
+    if rest and lead.lower().startswith(first.lower()):
+        return rest[:1].upper() + rest[1:]
+    return advice
 
 
 def _cause_advice(f: Finding) -> Optional[Tuple[str, str]]:

@@ -61,6 +61,8 @@ export interface RunInfo {
    * older server, when the badge is worded from the fields above.
    */
   verdict_word: string | null;
+  /** The verdict in a sentence, as `gradhealth report` prints it ("no warnings (no gradients logged: …)"); null from an older server. */
+  verdict: string | null;
   /** The run beside this one that holds its training's layers (Keras' X/train beside X/validation); null if none. */
   layers_in: string | null;
   /** Why the server could not analyse the run, in its words; null when it could. A failed run has nothing else. */
@@ -469,6 +471,7 @@ export function parseRuns(body: unknown): RunsResponse {
       gradients_judged: r.gradients_judged !== false,
       coverage_note: typeof r.coverage_note === "string" ? r.coverage_note : null,
       verdict_word: typeof r.verdict_word === "string" ? r.verdict_word : null,
+      verdict: typeof r.verdict === "string" ? r.verdict : null,
       layers_in: typeof r.layers_in === "string" ? r.layers_in : null,
       error: typeof r.error === "string" ? r.error : null,
       training: parseTraining(r.training),

@@ -108,10 +108,14 @@ export function roleToOpen(run: Pick<RunInfo, "roles" | "worst_role">, asked: st
 }
 
 /** A run's tooltip in the list: its name, then why it failed or its findings and last step. */
-export function runTitle(r: Pick<RunInfo, "run" | "finding_counts" | "last_step"> & Partial<Pick<RunInfo, "error" | "growing">>): string {
+export function runTitle(
+  r: Pick<RunInfo, "run" | "finding_counts" | "last_step"> & Partial<Pick<RunInfo, "error" | "growing" | "verdict">>,
+): string {
   if (r.error) return `${r.run}\n${r.error}`;
   const growing = r.growing ? "\nstill growing: more steps were read since the previous look" : "";
-  return `${r.run}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}${growing}`;
+  // The badge's word in the report's sentence: what "no warnings" leaves unjudged.
+  const verdict = r.verdict ? `\n${r.verdict}` : "";
+  return `${r.run}${verdict}\n${countsText(r.finding_counts)}${r.last_step !== null ? `\nlast step ${formatStep(r.last_step)}` : ""}${growing}`;
 }
 
 export function countsText(counts: Record<string, number>): string {

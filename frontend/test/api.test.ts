@@ -136,6 +136,7 @@ describe("parseRuns", () => {
       gradients_judged: true,
       coverage_note: null,
       verdict_word: null,
+      verdict: null,
       layers_in: null,
       error: null,
       training: null,

@@ -72,6 +72,9 @@ describe("run badges", () => {
     expect(worstRun([failed, run("a", null)] as never)?.run).toBe("a");
     expect(runTitle({ ...failed, finding_counts: {}, last_step: null })).toBe(`b\n${error}`);
     expect(runTitle({ run: "a", finding_counts: { warn: 2 }, last_step: 9n, error: null })).toBe("a\n2 warn\nlast step 9");
+    // The badge's word said as the report says it, under the run's name.
+    const verdict = "no warnings (no gradients logged: exploding and vanishing gradients not judged)";
+    expect(runTitle({ run: "a", finding_counts: {}, last_step: 9n, verdict })).toBe(`a\n${verdict}\nno findings\nlast step 9`);
   });
 
   it("summarises finding counts", () => {

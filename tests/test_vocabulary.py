@@ -151,3 +151,13 @@ def test_the_runs_route_says_what_a_weights_only_run_cannot_show(plugin_client, 
     assert {"exploding_gradients", "vanishing_gradients"} <= set(train["not_judged"])
     assert train["gradients_judged"] is False  # the tab's badge says "no warnings", not "healthy"
     assert "Exploding gradients" in train["coverage_note"] and "watch(" in train["coverage_note"]
+
+
+def test_a_run_whose_loss_was_not_found_is_told_which_names_are_read_as_one():
+    from gradhealth_plugin.serving import responses
+
+    note = responses.coverage_note(["no_progress"])
+    assert "loss, cost, cross_entropy, xent or nll" in note and "`train/loss`" in note
+    # Only where the loss was what was missing.
+    assert "cross_entropy" not in responses.coverage_note(["exploding_gradients"])
+

@@ -203,6 +203,10 @@ def coverage_note(kinds: Sequence[str]) -> Optional[str]:
     if _GRADIENT_KINDS & set(kinds):
         note += (" Log gradients to judge them: gradhealth_plugin.torch.watch(model, logdir) or"
                  " gradhealth_plugin.keras.GradientHealthCallback(logdir).")
+    if tags_lib.SCALAR_LOSS in {n for d in detectors.DETECTORS if d.KIND in kinds for n in d.NEEDS}:
+        # A loss logged under another name (``train/mse``) is not recognised: say which names are.
+        note += (" The loss is read from a run-level scalar with loss, cost, cross_entropy, xent or nll as a"
+                 " word of its name (`loss`, `train/loss`, `epoch_loss`).")
     return note
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from gradhealth_plugin import cli
 from gradhealth_plugin.analysis import findings
+from gradhealth_plugin.analysis.detectors import spike
 from gradhealth_plugin.analysis.detectors.spike import ADVICE as SPIKE_ADVICE
 
 
@@ -213,8 +214,10 @@ def test_a_spike_a_learning_rate_jump_caused_is_advised_to_undo_the_jump_not_to_
     for f in spikes:
         assert f["cause"] == "learning_rate_jump", f
         assert f["advice"].startswith(UNDO_THE_JUMP), f["advice"]
-        # The detector's own advice follows, for the case the jump is not the whole story.
-        assert f["advice"].endswith("Should it persist without the jump: " + SPIKE_ADVICE), f["advice"]
+        # The detector's own advice follows, for the case the jump is not the whole story: the gradients' as
+        # a spike's, the loss's as a loss logged at the layers' steps (one batch's, or an average).
+        own = SPIKE_ADVICE if f["role"] == "gradient" else spike.LOSS_ADVICE
+        assert f["advice"].endswith("Should it persist without the jump: " + own), f["advice"]
 
 
 def test_every_kind_a_learning_rate_jump_blew_up_leads_its_advice_with_the_jump(lr_jump_logdir, plugin_client):

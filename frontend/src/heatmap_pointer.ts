@@ -6,11 +6,11 @@ import { cellStep, columnOfStep, fetchCell, rowLoaded } from "./api";
 import type { CellRole, Heatmap } from "./api";
 import { blockOfRow, foldedTooltipLines, isFoldedRow, labelParts, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
-import { ceilStep, floorStep } from "./steps";
+import { ceilStep, floorStep, roundStep } from "./steps";
 import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
 import { guessLine } from "./role_guess";
-import { cellTooltipLines, layerLines, withCellAnswer } from "./tooltip";
+import { cellTooltipLines, layerLines, unloggedLines, withCellAnswer } from "./tooltip";
 import type { Tooltip } from "./tooltip";
 
 // A drag shorter than this is a click.
@@ -125,7 +125,7 @@ export class HeatmapPointer {
     s.hover = hit && s.h ? hit : null;
     this.view.paintOverlay();
     if (!hit || !s.h) {
-      this.labelTooltip(clientX, clientY);
+      if (!this.unloggedTooltip(clientX, clientY)) this.labelTooltip(clientX, clientY);
       return;
     }
     this.view.port.style.cursor = "";
@@ -190,6 +190,23 @@ export class HeatmapPointer {
     const row = this.labelRowAt(e.clientX, e.clientY);
     const block = h && row >= 0 ? blockOfRow(h, row) : null;
     if (h && block) this.view.events.toggleBlock?.(block, this.view.rowOffset(h.layers[row]));
+  }
+
+  /** Over the rows where they logged nothing (the track goes on past them): says so; false elsewhere. */
+  private unloggedTooltip(clientX: number, clientY: number): boolean {
+    const s = this.view.scene;
+    const g = s.geo;
+    if (!g || !s.h) return false;
+    const rect = this.view.port.getBoundingClientRect();
+    const x = clientX - rect.left - g.labelW;
+    const y = clientY - rect.top;
+    if (x < 0 || x >= g.plotW || y < 0 || y + s.scrollTop >= s.order.length * g.cellH) return false;
+    const at = stepOfX(x, s.range, g.plotW);
+    const u = s.unlogged.find((r) => at >= r.lo && at < r.hi);
+    if (!u) return false;
+    this.view.port.style.cursor = "";
+    this.view.tooltip.show(unloggedLines(s.h, roundStep(s.origin, at), u.after, this.view.runLabel()), clientX, clientY);
+    return true;
   }
 
   /** Hovering a (possibly shortened) row label shows the full layer name. */

@@ -84,8 +84,8 @@ export class HeatmapPointer {
     window.addEventListener("mouseup", (e) => this.onUp(e));
   }
 
-  /** The cell under a point in client coordinates. */
-  private hitAt(clientX: number, clientY: number): Hit | null {
+  /** The row position and the axis position under a point in client coordinates, inside the rows' plot. */
+  private plotAt(clientX: number, clientY: number): { pos: number; at: number } | null {
     const s = this.view.scene;
     const g = s.geo;
     if (!g || !s.h) return null;
@@ -94,10 +94,14 @@ export class HeatmapPointer {
     const y = clientY - rect.top;
     if (x < 0 || x >= g.plotW || y < 0 || y >= g.viewH) return null;
     const pos = Math.floor((y + s.scrollTop) / g.cellH);
-    if (pos < 0 || pos >= s.order.length) return null;
-    const col = columnAt(s.edges, stepOfX(x, s.range, g.plotW));
-    if (col < 0) return null;
-    return { pos, row: s.order[pos], col };
+    return pos >= 0 && pos < s.order.length ? { pos, at: stepOfX(x, s.range, g.plotW) } : null;
+  }
+
+  /** The cell under a point in client coordinates. */
+  private hitAt(clientX: number, clientY: number): Hit | null {
+    const p = this.plotAt(clientX, clientY);
+    const col = p ? columnAt(this.view.scene.edges, p.at) : -1;
+    return p && col >= 0 ? { pos: p.pos, row: this.view.scene.order[p.pos], col } : null;
   }
 
   private plotX(clientX: number): number {
@@ -195,15 +199,10 @@ export class HeatmapPointer {
   /** Over the rows where they logged nothing (the track goes on past them): says so; false elsewhere. */
   private unloggedTooltip(clientX: number, clientY: number): boolean {
     const s = this.view.scene;
-    const g = s.geo;
-    if (!g || !s.h) return false;
-    const rect = this.view.port.getBoundingClientRect();
-    const x = clientX - rect.left - g.labelW;
-    const y = clientY - rect.top;
-    if (x < 0 || x >= g.plotW || y < 0 || y + s.scrollTop >= s.order.length * g.cellH) return false;
-    const at = stepOfX(x, s.range, g.plotW);
-    const u = s.unlogged.find((r) => at >= r.lo && at < r.hi);
-    if (!u) return false;
+    const p = this.plotAt(clientX, clientY);
+    const u = p && s.h ? s.unlogged.find((r) => p.at >= r.lo && p.at < r.hi) : undefined;
+    if (!p || !u || !s.h) return false;
+    const at = p.at;
     this.view.port.style.cursor = "";
     this.view.tooltip.show(unloggedLines(s.h, roundStep(s.origin, at), u.after, this.view.runLabel()), clientX, clientY);
     return true;

@@ -301,3 +301,10 @@ def tf_zero_fraction_scalars_logdir(tmp_path_factory):
     """Runs ``cifar10`` (``hidden<i>/sparsity``) and ``estimator`` (``dnn/hiddenlayer_<i>_fraction_of_zero_values``):
     ReLU outputs as histograms with their exact ``tf.nn.zero_fraction`` scalars."""
     return _written_logdir(tmp_path_factory, "tf_zero_fraction_scalars")
+
+
+@pytest.fixture(scope="session")
+def torch_nan_loss_logdir(tmp_path_factory):
+    """Run ``.``: torch ``weights/<name>`` and ``grads/<name>`` every 10 steps to step 150, then none (NaN);
+    ``loss`` every step to 299, NaN from step 157 (`logdirs.torch_nan_loss_after_histograms`)."""
+    return _written_logdir(tmp_path_factory, "torch_nan_loss_after_histograms")

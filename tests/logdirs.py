@@ -544,3 +544,43 @@ def tf_zero_fraction_scalars(logdir):
         for i in range(STEPS):
             step(tf.constant(i, dtype=tf.int64))
         writer.close()
+
+
+NAN_LOSS_STEPS = 300
+NAN_LOSS_HISTOGRAM_EVERY = 10
+NAN_LOSS_FROM = 157
+
+
+def torch_nan_loss_after_histograms(logdir):
+    """PyTorch ``SummaryWriter``: ``weights/<name>`` and ``grads/<name>`` every NAN_LOSS_HISTOGRAM_EVERY steps,
+    ``loss`` every step, for NAN_LOSS_STEPS steps. A NaN gradient one step before NAN_LOSS_FROM turns the weights,
+    and so the loss from that step on, NaN. ``add_histogram`` raises on NaN, and the loop (as a user's does to go on
+    training) skips the histograms that fail: the last is at step 150, while the loss runs on, NaN, to step 299."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 8, generator=g)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    writer = SummaryWriter(str(logdir))
+    for step in range(NAN_LOSS_STEPS):
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        if step == NAN_LOSS_FROM - 1:
+            with torch.no_grad():
+                model[0].weight.grad[:4] = float("nan")
+        writer.add_scalar("loss", loss.item(), step)
+        if step % NAN_LOSS_HISTOGRAM_EVERY == 0:
+            try:
+                for name, p in model.named_parameters():
+                    writer.add_histogram(f"weights/{name}", p, step)
+                    writer.add_histogram(f"grads/{name}", p.grad, step)
+            except ValueError:  # "The histogram is empty, please file a bug report." on NaN input
+                pass
+        optimizer.step()
+    writer.close()

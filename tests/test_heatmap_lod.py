@@ -95,7 +95,9 @@ def test_within_the_budget_every_step_is_sent_as_without_one(long_run, loader_cl
     whole = client.ok("/heatmap", run="long", role="gradient", metric="health")
     part = client.ok("/heatmap", run="long", role="gradient", metric="health", start="100", end="199", columns=100)
     assert part["steps"] == list(range(100, 200)) and part["binned"] is False
-    assert part["window"] == {"start_text": "100", "end_text": "199", "steps": 100, "steps_total": STEPS}
+    assert part["window"] == {"start_text": "100", "end_text": "199", "steps": 100, "steps_total": STEPS,
+                              "first_step": 0, "first_step_text": "0",
+                              "last_step": STEPS - 1, "last_step_text": str(STEPS - 1)}
     for key in ("values", "status", "rules", "quality_cells"):
         assert part[key] == [row[100:200] for row in whole[key]], key
     # Zoomed into 100 steps with 40 columns: bins of the window only.

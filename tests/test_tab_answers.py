@@ -291,3 +291,52 @@ def test_a_cell_says_what_the_rule_that_fired_there_read(brief_vanishing_logdir,
     assert weight["rule_read"] == {"kind": "update_ratio", "metric": "update_ratio", "abs": False, "value": 0.0,
                                    "quality": "exact", "threshold": "update_ratio_low",
                                    "limit": limits.DEFAULTS["update_ratio_low"].value, "side": "below"}, weight
+
+
+# `logdirs.torch_nan_loss_after_histograms`: histograms every 10 steps to step 150 (torch refuses NaN ones after),
+# the loss every step to 299, NaN from step 157.
+LAYERS_LAST = 150
+LOSS_NAN_FROM = 157
+LOSS_LAST = 299
+
+
+def test_a_window_past_the_layers_last_step_is_empty_and_names_the_layers_last_step(torch_nan_loss_logdir,
+                                                                                    loader_client):
+    client = loader_client(torch_nan_loss_logdir)
+    whole = client.ok("/heatmap", run=".", role="gradient")
+    assert whole["steps"][-1] == LAYERS_LAST
+    # Every answer names the role's first and last step in the whole run, whatever its window.
+    ends = {"first_step": 0, "first_step_text": "0", "last_step": LAYERS_LAST, "last_step_text": str(LAYERS_LAST)}
+    assert {k: whole["window"][k] for k in ends} == ends
+    for layout in ("rows", "compact"):
+        for columns in (None, 4):
+            params = {"start": LAYERS_LAST + 10, "end": LOSS_LAST, "layout": layout}
+            if columns:
+                params["columns"] = columns
+            past = client.ok("/heatmap", run=".", role="gradient", **params)
+            assert past["layers"] == whole["layers"] and past["steps"] == [] and past["steps_text"] == []
+            assert past["window"]["steps"] == 0 and past["binned"] is False
+            assert {k: past["window"][k] for k in ends} == ends
+            if layout == "rows":
+                assert past["status"] == [[] for _ in whole["layers"]]
+    # A window across the last histogram: its steps up to it, binned to the budget.
+    across = client.ok("/heatmap", run=".", role="gradient", start=0, end=LOSS_LAST, columns=3)
+    assert across["binned"] is True and len(across["steps"]) <= 3
+    assert across["steps_last_text"][-1] == str(LAYERS_LAST) and across["window"]["last_step"] == LAYERS_LAST
+
+
+def test_the_track_runs_past_the_layers_last_step_with_its_nan_steps(torch_nan_loss_logdir, loader_client):
+    client = loader_client(torch_nan_loss_logdir)
+    (loss,) = client.ok("/track", run=".")["series"]
+    assert loss["tag"] == "loss" and loss["axis"] == "row"
+    assert loss["steps"] == list(range(LOSS_LAST + 1))
+    assert loss["nonfinite"] == [[LOSS_NAN_FROM, LOSS_LAST]]
+    # Zoomed past the layers: the window's points and the one before it, still NaN.
+    (past,) = client.ok("/track", run=".", start=LAYERS_LAST + 10, end=LOSS_LAST)["series"]
+    assert past["steps"] == list(range(LAYERS_LAST + 9, LOSS_LAST + 1))
+    assert past["nonfinite"] == [[LAYERS_LAST + 9, LOSS_LAST]]
+    # The finding the tab lists and marks on the track, with its steps.
+    (found,) = client.ok("/findings", run=".")["findings"]
+    assert found["kind"] == "nonfinite" and found["layers"] == ["loss"]
+    assert (found["first_step"], found["last_step"]) == (LOSS_NAN_FROM, LOSS_LAST)
+    assert found["covers"] == {"loss": [[LOSS_NAN_FROM, LOSS_LAST]]}

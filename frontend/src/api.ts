@@ -144,6 +144,11 @@ export interface Heatmap {
   windowSteps: number;
   stepsTotal: number;
   /**
+   * The role's first and last step in the whole run, whatever the window (null: no step, or not said):
+   * past them nothing was logged for these rows, though the run's loss may go on.
+   */
+  loggedSteps?: [Step, Step] | null;
+  /**
    * Per row, 1 when its cells are here; null when every row's are (no row window was asked for).
    * A row not here yet holds cells of no data and is drawn as loading (`rowLoaded`).
    */
@@ -567,6 +572,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     stepOffsets,
     windowSteps: count(win.steps, cols),
     stepsTotal: count(win.steps_total, cols),
+    loggedSteps: loggedSteps(win, exact, stepsLast, count(win.steps, cols) >= count(win.steps_total, cols)),
     run: typeof body.run === "string" ? body.run : "",
     role: typeof body.role === "string" ? body.role : "",
     metric: typeof body.metric === "string" ? body.metric : "",
@@ -593,6 +599,19 @@ export function parseHeatmap(body: unknown): Heatmap {
     valueRange: null,
   };
   return window ? spreadRows(h, window, body, cols) : h;
+}
+
+/**
+ * The role's first and last logged step in the whole run: the server's, else (an older server) the
+ * answer's own ends when it holds the whole run; null when neither tells.
+ */
+function loggedSteps(win: Record<string, unknown>, steps: readonly Step[], lasts: readonly Step[] | null,
+  whole: boolean): [Step, Step] | null {
+  const first = stepField(win, "first_step");
+  const last = stepField(win, "last_step");
+  if (first !== null && last !== null && first <= last) return [first, last];
+  const end = (lasts ?? steps)[steps.length - 1];
+  return whole && steps.length > 0 && end !== undefined ? [steps[0], end] : null;
 }
 
 /** What a row window's answer says besides its cells. */

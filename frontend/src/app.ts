@@ -29,6 +29,7 @@ import { fetchSweep, SweepView } from "./sweep";
 import type { HeatmapPair } from "./store";
 import { Toolbar } from "./toolbar";
 import { Tooltip } from "./tooltip";
+import { trackReach } from "./track";
 import { mildestSeverity } from "./vocabulary";
 
 const POLL_MS = 30_000;
@@ -576,6 +577,11 @@ export class App {
     const [mine, theirs] = await tracks;
     if (id !== this.requestId) return;
     this.tracks = this.wholeTracks = [mine, theirs];
+    // The axis spans the whole tracks' steps (a loss logged on past the layers), whatever window is drawn.
+    [run.run, compare].forEach((r, i) => {
+      if (r) this.views[i].setTrackReach(r, trackReach(this.wholeTracks[i]));
+    });
+    this.showSummary();
     this.drawTracks();
     if (this.state.zoom) void this.loadTrackWindow();
   }
@@ -770,7 +776,8 @@ export class App {
     const h = this.store.heatmaps[0];
     if (!h) return;
     const filter = this.state.filter;
-    this.summary.textContent = summaryText(h, filter, this.state.zoom);
+    const reach = this.wholeTracks[0]?.run === h.run ? trackReach(this.wholeTracks[0]) : null;
+    this.summary.textContent = summaryText(h, filter, this.state.zoom, reach);
     const none = filter !== "" && h.layers.length > 0 && h.steps.length > 0 && keptLayers(h, filter) === 0;
     this.filterNote.hidden = !none;
     if (!none) {

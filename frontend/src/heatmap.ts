@@ -13,8 +13,9 @@ import { metricDomain, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { el, measurer } from "./dom";
 import { labelParts, rowMembers } from "./fold";
-import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, revealTop, rowHeight, rowLabelWidth, xOfStep } from "./layout";
-import type { StepRange } from "./layout";
+import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, outsideRanges, revealTop, rowHeight, rowLabelWidth,
+  spanRange, xOfStep } from "./layout";
+import type { OutsideRange, StepRange } from "./layout";
 import { buildCells } from "./model";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
@@ -24,7 +25,7 @@ import { HeatmapPointer } from "./heatmap_pointer";
 import type { HeatmapEvents } from "./heatmap_pointer";
 import type { Tooltip } from "./tooltip";
 import { RunTrack } from "./track";
-import type { TrackFrame } from "./track";
+import type { TrackFrame, TrackReach } from "./track";
 
 export type { HeatmapEvents } from "./heatmap_pointer";
 export type { Highlight, Selection } from "./heatmap_paint";
@@ -57,6 +58,8 @@ class ViewScene implements Scene {
   origin: Step = 0n;
   edges: Float64Array = new Float64Array(1);
   full: StepRange = { lo: 0, hi: 1 };
+  unlogged: OutsideRange[] = [];
+  labelled: StepRange = { lo: 0, hi: 0 };
   zoom: StepRange | null = null;
   order: number[] = [];
   position = new Map<string, number>();
@@ -97,6 +100,7 @@ export class HeatmapView {
   private pending = 0;
   private rasterDirty = true;
   private heldRowH: { key: string; cellH: number } | null = null;
+  private reach: { run: string; reach: TrackReach | null } | null = null;
   private readonly pointer: HeatmapPointer;
 
   constructor(
@@ -144,9 +148,43 @@ export class HeatmapView {
     // Positions from the first step: far from zero, neighbouring steps stay apart as doubles.
     s.origin = h.steps[0] ?? 0n;
     s.edges = h.stepsLast ? binEdges(h, s.origin) : columnEdges(offsets(h.steps, s.origin));
-    s.full = h.steps.length > 0 ? fullRange(s.edges) : { lo: 0, hi: 1 };
+    this.spanAxis();
     s.zoom = this.toRange(zoom);
     this.setOrder(order);
+  }
+
+  /**
+   * The steps the run track's scalars reach in `run` (null: none drawn): the axis spans them too, so a loss
+   * logged on past the layers' last step (NaN from there, say) is drawn, over columns marked not logged.
+   */
+  setTrackReach(run: string, reach: TrackReach | null): void {
+    this.reach = { run, reach };
+    if (!this.scene.h) return;
+    this.spanAxis();
+    this.rasterDirty = true;
+    this.paintAll();
+  }
+
+  /** The axis' whole range, the stretches of it without the rows' steps, and where it names steps. */
+  private spanAxis(): void {
+    const s = this.scene;
+    const h = s.h;
+    if (!h) return;
+    // Another run's reach (the track of the run shown before is still loading) is not this one's.
+    const reach = this.reach?.run === h.run ? this.reach.reach : null;
+    const n = h.steps.length;
+    const track = reach ? { lo: offset(reach.first, s.origin), hi: offset(reach.last, s.origin) } : null;
+    s.full = spanRange(n > 0 ? fullRange(s.edges) : null, track);
+    // Steps are named from the first logged step to the last, of the rows or the track.
+    const own = n > 0 ? { lo: 0, hi: offset((h.stepsLast ?? h.steps)[n - 1], s.origin) } : { lo: 0, hi: 0 };
+    s.labelled = track ? { lo: Math.min(own.lo, track.lo), hi: Math.max(own.hi, track.hi) } : own;
+    const ends = h.loggedSteps;
+    // The rows' cells reach their first and last step's edges; a window's answer short of them, half a step.
+    const cells = ends && n > 0 ? {
+      lo: h.steps[0] <= ends[0] ? s.edges[0] : offset(ends[0], s.origin) - 0.5,
+      hi: (h.stepsLast ?? h.steps)[n - 1] >= ends[1] ? s.edges[n] : offset(ends[1], s.origin) + 0.5,
+    } : null;
+    s.unlogged = cells ? outsideRanges(s.full, cells) : [];
   }
 
   /** A zoom window of exact steps as positions on this view's axis. */

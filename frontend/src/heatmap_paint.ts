@@ -13,8 +13,9 @@ import {
   truncateMiddle,
   xOfStep,
 } from "./layout";
-import type { AxisLabel, StepRange } from "./layout";
+import type { AxisLabel, OutsideRange, StepRange } from "./layout";
 import { rasterize } from "./model";
+import { formatStep } from "./format";
 import { indexOfStep, offset } from "./steps";
 import type { Step } from "./steps";
 import type { Heatmap, StepSpan } from "./api";
@@ -62,7 +63,12 @@ export interface Scene {
   /** The step at position 0: positions (edges, range) are offsets from it. */
   origin: Step;
   edges: Float64Array;
+  /** The whole axis: the cells, and the track's scalars where they were logged before or past them. */
   full: StepRange;
+  /** Stretches of `full` where these rows logged nothing (the loss went on past their last step): "not logged". */
+  unlogged: OutsideRange[];
+  /** Positions of the first and last step logged on this axis, rows and track alike: the axis names steps there. */
+  labelled: StepRange;
   /** The step window shown. */
   readonly range: StepRange;
   order: number[];
@@ -121,6 +127,8 @@ function paintGutters(ctx: CanvasRenderingContext2D, s: Scene, g: Geometry, rows
   }
   const r = s.range;
   const edges = s.edges;
+  // A window wholly before or past the cells (the loss logged on after them) has no column to part.
+  if (!(r.hi > edges[0] && r.lo < edges[edges.length - 1])) return;
   const c0 = Math.max(0, columnAt(edges, r.lo));
   const c1 = columnAt(edges, Math.min(r.hi, edges[edges.length - 1] - 1e-9));
   if (c1 >= c0 && (g.plotW * sc) / (c1 - c0 + 1) >= 8) {
@@ -183,8 +191,69 @@ export function paintBody(s: Scene, canvas: HTMLCanvasElement): void {
   const count = last - first + 1;
   ctx.drawImage(s.offscreen, 0, first, w, count, Math.round(g.labelW * g.scale), Math.round(y0), w, Math.round(count * g.cellH * g.scale));
   paintGutters(ctx, s, g, [first, last], canvas.height);
+  paintUnlogged(ctx, s, h, g, Math.min(g.viewH, s.order.length * g.cellH - top));
   paintRowLabels(ctx, s, h, g, [first, last]);
   paintLoadingRows(ctx, s, h, g, [first, last]);
+}
+
+// "Not logged": stripes across the rows where the axis goes on (for the loss) past their last step. Set
+// apart from the grey of "no data" (a row without a value at a logged step) and from the white stripes of
+// rows still loading.
+const UNLOGGED_STRIPE_GAP = 8;
+const UNLOGGED_LABEL_PAD = 6;
+
+/** Plot x ranges (CSS pixels) of the stretches not logged in the window shown, each at least a pixel wide. */
+export function unloggedX(s: Scene): { a: number; b: number; after: boolean }[] {
+  const g = s.geo;
+  if (!g) return [];
+  return s.unlogged.flatMap((u) => {
+    const a = Math.max(0, xOfStep(u.lo, s.range, g.plotW));
+    const b = Math.min(g.plotW, xOfStep(u.hi, s.range, g.plotW));
+    return b - a >= 1 ? [{ a, b, after: u.after }] : [];
+  });
+}
+
+/** The words over a stretch not logged: after the rows' last step, or before their first. */
+export function unloggedLabel(h: Heatmap, after: boolean): string {
+  const ends = h.loggedSteps;
+  if (!ends) return "not logged";
+  return after ? `not logged after step ${formatStep(ends[1])}` : `not logged before step ${formatStep(ends[0])}`;
+}
+
+function paintUnlogged(ctx: CanvasRenderingContext2D, s: Scene, h: Heatmap, g: Geometry, bottom: number): void {
+  if (bottom <= 0) return;
+  ctx.setTransform(g.scale, 0, 0, g.scale, 0, 0);
+  const measure = measurer(AXIS_FONT);
+  for (const { a, b, after } of unloggedX(s)) {
+    const x = g.labelW + a;
+    const w = b - a;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(x, 0, w, bottom);
+    ctx.clip();
+    ctx.fillStyle = cssVar("--gh-panel", "#f5f5f5");
+    ctx.fillRect(x, 0, w, bottom);
+    ctx.strokeStyle = cssVar("--gh-border", "#d0d0d0");
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    // Stripes falling to the right (the loading rows' rise): anchored to the plot, so they do not crawl on a zoom.
+    const start = g.labelW + Math.floor((a - bottom) / UNLOGGED_STRIPE_GAP) * UNLOGGED_STRIPE_GAP;
+    for (let d = start; d < x + w; d += UNLOGGED_STRIPE_GAP) {
+      ctx.moveTo(d, 0);
+      ctx.lineTo(d + bottom, bottom);
+    }
+    ctx.stroke();
+    // Its name along the top, where it fits: the longest that does.
+    const text = [unloggedLabel(h, after), "not logged"].find((t) => measure(t) + 2 * UNLOGGED_LABEL_PAD <= w);
+    if (text && bottom >= 14) {
+      ctx.font = AXIS_FONT;
+      ctx.textAlign = "left";
+      ctx.textBaseline = "middle";
+      ctx.fillStyle = cssVar("--gh-muted", "#616161");
+      ctx.fillText(text, x + UNLOGGED_LABEL_PAD, Math.min(bottom / 2, 12));
+    }
+    ctx.restore();
+  }
 }
 
 // The stripes across a row still loading: its cells are not here, so no status (not even "no data")
@@ -223,8 +292,7 @@ export function axisLabels(s: Scene): AxisLabel[] {
   const g = s.geo;
   const h = s.h;
   if (!g || !h || h.steps.length === 0) return [];
-  const logged = { lo: 0, hi: offset(h.steps[h.steps.length - 1], s.origin) };
-  return stepAxisLabels(s.range, g.plotW, measurer(AXIS_FONT), s.origin, undefined, logged);
+  return stepAxisLabels(s.range, g.plotW, measurer(AXIS_FONT), s.origin, undefined, s.labelled);
 }
 
 export function paintAxis(s: Scene, canvas: HTMLCanvasElement): void {

@@ -6,11 +6,11 @@ import { cellStep, columnOfStep, fetchCell, rowLoaded } from "./api";
 import type { CellRole, Heatmap } from "./api";
 import { blockOfRow, foldedTooltipLines, isFoldedRow, labelParts, rowMembers } from "./fold";
 import { clampRange, columnAt, stepOfX } from "./layout";
-import { ceilStep, floorStep } from "./steps";
+import { ceilStep, floorStep, roundStep } from "./steps";
 import type { Step } from "./steps";
 import type { Hit, Scene } from "./heatmap_paint";
 import { guessLine } from "./role_guess";
-import { cellTooltipLines, layerLines, withCellAnswer } from "./tooltip";
+import { cellTooltipLines, layerLines, unloggedLines, withCellAnswer } from "./tooltip";
 import type { Tooltip } from "./tooltip";
 
 // A drag shorter than this is a click.
@@ -84,8 +84,8 @@ export class HeatmapPointer {
     window.addEventListener("mouseup", (e) => this.onUp(e));
   }
 
-  /** The cell under a point in client coordinates. */
-  private hitAt(clientX: number, clientY: number): Hit | null {
+  /** The row position and the axis position under a point in client coordinates, inside the rows' plot. */
+  private plotAt(clientX: number, clientY: number): { pos: number; at: number } | null {
     const s = this.view.scene;
     const g = s.geo;
     if (!g || !s.h) return null;
@@ -94,10 +94,14 @@ export class HeatmapPointer {
     const y = clientY - rect.top;
     if (x < 0 || x >= g.plotW || y < 0 || y >= g.viewH) return null;
     const pos = Math.floor((y + s.scrollTop) / g.cellH);
-    if (pos < 0 || pos >= s.order.length) return null;
-    const col = columnAt(s.edges, stepOfX(x, s.range, g.plotW));
-    if (col < 0) return null;
-    return { pos, row: s.order[pos], col };
+    return pos >= 0 && pos < s.order.length ? { pos, at: stepOfX(x, s.range, g.plotW) } : null;
+  }
+
+  /** The cell under a point in client coordinates. */
+  private hitAt(clientX: number, clientY: number): Hit | null {
+    const p = this.plotAt(clientX, clientY);
+    const col = p ? columnAt(this.view.scene.edges, p.at) : -1;
+    return p && col >= 0 ? { pos: p.pos, row: this.view.scene.order[p.pos], col } : null;
   }
 
   private plotX(clientX: number): number {
@@ -125,7 +129,7 @@ export class HeatmapPointer {
     s.hover = hit && s.h ? hit : null;
     this.view.paintOverlay();
     if (!hit || !s.h) {
-      this.labelTooltip(clientX, clientY);
+      if (!this.unloggedTooltip(clientX, clientY)) this.labelTooltip(clientX, clientY);
       return;
     }
     this.view.port.style.cursor = "";
@@ -190,6 +194,18 @@ export class HeatmapPointer {
     const row = this.labelRowAt(e.clientX, e.clientY);
     const block = h && row >= 0 ? blockOfRow(h, row) : null;
     if (h && block) this.view.events.toggleBlock?.(block, this.view.rowOffset(h.layers[row]));
+  }
+
+  /** Over the rows where they logged nothing (the track goes on past them): says so; false elsewhere. */
+  private unloggedTooltip(clientX: number, clientY: number): boolean {
+    const s = this.view.scene;
+    const p = this.plotAt(clientX, clientY);
+    const u = p && s.h ? s.unlogged.find((r) => p.at >= r.lo && p.at < r.hi) : undefined;
+    if (!p || !u || !s.h) return false;
+    const at = p.at;
+    this.view.port.style.cursor = "";
+    this.view.tooltip.show(unloggedLines(s.h, roundStep(s.origin, at), u.after, this.view.runLabel()), clientX, clientY);
+    return true;
   }
 
   /** Hovering a (possibly shortened) row label shows the full layer name. */

@@ -94,6 +94,30 @@ export function fullRange(edges: Float64Array): StepRange {
   return { lo: edges[0], hi: edges[edges.length - 1] };
 }
 
+/**
+ * The range a step axis spans: the cells' (null: no cell) widened to hold `others`, the positions of the first
+ * and last point of other series drawn on it (the run's loss, logged past the layers), half a step out as a
+ * lone cell's edges are. Neither: one step around 0.
+ */
+export function spanRange(cells: StepRange | null, others: StepRange | null): StepRange {
+  const out = others ? { lo: others.lo - 0.5, hi: others.hi + 0.5 } : null;
+  if (!cells) return out ?? { lo: 0, hi: 1 };
+  return out ? { lo: Math.min(cells.lo, out.lo), hi: Math.max(cells.hi, out.hi) } : cells;
+}
+
+/** A stretch of an axis outside the layers' cells, `after` them or before them. */
+export interface OutsideRange extends StepRange {
+  after: boolean;
+}
+
+/** The stretches of `full` outside `logged` (where the layers have cells): before it, after it, or both. */
+export function outsideRanges(full: StepRange, logged: StepRange): OutsideRange[] {
+  const out: OutsideRange[] = [];
+  if (full.lo < logged.lo) out.push({ lo: full.lo, hi: Math.min(full.hi, logged.lo), after: false });
+  if (full.hi > logged.hi) out.push({ lo: Math.max(full.lo, logged.hi), hi: full.hi, after: true });
+  return out.filter((r) => r.hi > r.lo);
+}
+
 /** Clamps a zoom window to the data and keeps it at least one step wide. */
 export function clampRange(r: StepRange, full: StepRange): StepRange | null {
   let lo = Math.max(full.lo, Math.min(r.lo, r.hi));

@@ -66,6 +66,11 @@ export function floorStep(origin: Step, position: number): Step {
   return origin + BigInt(Math.floor(position));
 }
 
+/** The whole step nearest a layout position. */
+export function roundStep(origin: Step, position: number): Step {
+  return origin + BigInt(Math.round(position));
+}
+
 /** The whole step at or above a layout position. */
 export function ceilStep(origin: Step, position: number): Step {
   return origin + BigInt(Math.ceil(position));

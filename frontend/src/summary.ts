@@ -5,6 +5,7 @@ import { formatStep } from "./format";
 import { qualitiesValues, qualityValues } from "./quality";
 import { matchesFilter } from "./rows";
 import type { Step } from "./steps";
+import type { TrackReach } from "./track";
 
 /** How many of the heatmap's layers the filter keeps (all of them with no filter). */
 export function keptLayers(h: Pick<Heatmap, "layers">, filter: string): number {
@@ -15,7 +16,8 @@ export function keptLayers(h: Pick<Heatmap, "layers">, filter: string): number {
  * The summary of a heatmap as the server sent it (unfolded), under a layer filter and a zoom
  * window: "47 of 292 layers" when the filter hides some, and the steps and last step in view.
  */
-export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null = null): string {
+export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null = null,
+  reach: TrackReach | null = null): string {
   const kept = keptLayers(h, filter);
   const layers = kept < h.layers.length ? `${kept} of ${h.layers.length} layers` : `${h.layers.length} layers`;
   const lasts = h.stepsLast ?? h.steps;
@@ -33,9 +35,20 @@ export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null =
     h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
     last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
     h.quality && h.metric !== "health" ? valuesText(h) + (nanNote ? "; NaN/Inf at some steps" : "") : "",
+    pastText(h, reach),
   ]
     .filter(Boolean)
     .join(" \u00b7 ");
+}
+
+/**
+ * Where the run track's scalars were logged past the rows' last step: "no gradient data after step 150; loss
+ * to 299" (the axis runs on for them, its columns there marked not logged); "" where they were not.
+ */
+export function pastText(h: Heatmap, reach: TrackReach | null): string {
+  const last = h.loggedSteps?.[1];
+  if (!reach || last === undefined || reach.last <= last) return "";
+  return `no ${h.role} data after step ${formatStep(last)}; ${reach.lastTags.join(", ")} to ${formatStep(reach.last)}`;
 }
 
 /** What the heatmap's values are: the qualities its cells hold when the answer names them ("exact values and

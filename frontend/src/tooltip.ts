@@ -7,6 +7,7 @@ import { NONFINITE_QUALITY, STATUS_LABELS, statusName } from "./colors";
 import { el } from "./dom";
 import { callText, formatStep, formatValue, humanize } from "./format";
 import { metricCell, valueText } from "./quality";
+import type { Step } from "./steps";
 import { kindLabel, kindMetric, kindStepsNeeded } from "./vocabulary";
 
 export class Tooltip {
@@ -38,6 +39,20 @@ export class Tooltip {
   hide(): void {
     this.root.hidden = true;
   }
+}
+
+/**
+ * The tooltip over a stretch of the axis the rows did not log (the run track's loss goes on past them):
+ * the step under the pointer, and that the rows have nothing there, after their last step or before their first.
+ */
+export function unloggedLines(h: Heatmap, step: Step, after: boolean, run: string): [string, string][] {
+  const lines: [string, string][] = run ? [["run", run]] : [];
+  const ends = h.loggedSteps;
+  const edge = ends ? formatStep(after ? ends[1] : ends[0]) : null;
+  const where = edge === null ? "" : after ? ` after step ${edge}` : ` before step ${edge}`;
+  lines.push(["step", formatStep(step)],
+    ["layers", `not logged: no ${h.role} data${where}; the run track above shows the steps logged here`]);
+  return lines;
 }
 
 /** The tooltip of one heatmap cell: run (when two are compared), layer, step, value and status. */

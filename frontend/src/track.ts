@@ -169,12 +169,39 @@ export function zeroStart(values: readonly (number | null)[]): number {
   return finite.slice(1).every((i) => values[i] !== 0) ? finite[0] : -1;
 }
 
+/** The series of a track drawn on the heatmap's step axis: those with points, on its axis or perhaps on it. */
+export function drawnSeries(track: Track | null): TrackSeries[] {
+  return (track?.series ?? []).filter((s) => s.axis !== "other" && s.steps.length > 0);
+}
+
+/** The steps the drawn series reach (the heatmap's axis spans them too), and the tags reaching the last. */
+export interface TrackReach {
+  first: Step;
+  last: Step;
+  lastTags: string[];
+}
+
+export function trackReach(track: Track | null): TrackReach | null {
+  const series = drawnSeries(track);
+  if (series.length === 0) return null;
+  const ends = series.map((s) => [s.steps[0], s.steps[s.steps.length - 1]] as const);
+  const first = ends.reduce((m, [a]) => (a < m ? a : m), ends[0][0]);
+  const last = ends.reduce((m, [, b]) => (b > m ? b : m), ends[0][1]);
+  return { first, last, lastTags: series.filter((_, i) => ends[i][1] === last).map((s) => s.tag) };
+}
+
 /** Where the track's steps go: the heatmap's mapping of a step to a CSS x inside the plot. */
 export interface TrackFrame {
   labelW: number;
   plotW: number;
   /** x of a step relative to the plot's left edge. */
   x(step: Step): number;
+}
+
+/** Whether a step lies in the window a frame shows. */
+export function inPlot(frame: TrackFrame, step: Step): boolean {
+  const x = frame.x(step);
+  return x >= 0 && x <= frame.plotW;
 }
 
 export interface TrackEvents {
@@ -244,7 +271,7 @@ export class RunTrack {
 
   /** The series drawn on the heatmap's axis; per-epoch ones are named in a note instead. */
   private shown(): TrackSeries[] {
-    return (this.track?.series ?? []).filter((s) => s.axis !== "other" && s.steps.length > 0);
+    return drawnSeries(this.track);
   }
 
   /** Draws the track on the heatmap's current axis (`frame`); hidden without a series to draw. */
@@ -396,7 +423,10 @@ export class RunTrack {
     group.append(svg("line", { x1: x, x2: x, y1: top, y2: top + TRACK_ROW_H, stroke: color, class: "gh-track-onset",
       "data-step": onset.toString() }));
     // Named, as the selected finding's line is: two bare "onset"s (a loss's no progress and its NaN) say neither.
-    this.wantLabel(group, top, x, beginsText(m.kind), color, "gh-track-mark-text", this.labelRank(m), BOTTOM_LANE);
+    // An onset zoomed out of view has no line to name: its label would stand clipped at the plot's edge.
+    if (inPlot(frame, onset)) {
+      this.wantLabel(group, top, x, beginsText(m.kind), color, "gh-track-mark-text", this.labelRank(m), BOTTOM_LANE);
+    }
     g.append(group);
   }
 
@@ -467,7 +497,7 @@ export class RunTrack {
   /** The selected finding's onset across every row, when it is about layers, and the selected cell's step. */
   private paintSelection(g: SVGGElement, height: number, frame: TrackFrame): void {
     const f = this.findings.find((x) => findingId(x) === this.selected);
-    if (f && !this.marks.some((m) => m.finding === this.selected)) {
+    if (f && !this.marks.some((m) => m.finding === this.selected) && inPlot(frame, f.first_step)) {
       const x = Math.round(frame.labelW + frame.x(f.first_step)) + 0.5;
       const color = severityColor(f.severity);
       g.append(svg("line", { x1: x, x2: x, y1: 0, y2: height, stroke: color, class: "gh-track-finding-onset",

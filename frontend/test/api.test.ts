@@ -244,6 +244,14 @@ describe("parseHeatmap", () => {
     expect(parseHeatmap(HEATMAP).decided_by).toEqual(["convention", "convention"]);
   });
 
+  it("reads the role's first and last step in the whole run, whatever the window", () => {
+    const zoomed = { ...HEATMAP, window: { steps: 0, steps_total: 16, first_step_text: "0", last_step_text: "150" } };
+    expect(parseHeatmap(zoomed).loggedSteps).toEqual([0n, 150n]);
+    // An older server: the answer's own ends when it holds the whole run, else unknown.
+    expect(parseHeatmap(HEATMAP).loggedSteps).toEqual([HEATMAP.steps[0], HEATMAP.steps[2]].map(BigInt));
+    expect(parseHeatmap({ ...HEATMAP, window: { steps: 3, steps_total: 16 } }).loggedSteps).toBeNull();
+  });
+
   it("reads each row's block, none where the server does not say or says something else", () => {
     expect(parseHeatmap({ ...HEATMAP, blocks: ["h.0", null] }).blocks).toEqual(["h.0", null]);
     expect(parseHeatmap({ ...HEATMAP, blocks: [3, ""] }).blocks).toEqual([null, null]);

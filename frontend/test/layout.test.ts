@@ -6,6 +6,7 @@ import {
   columnEdges,
   edge,
   fullRange,
+  outsideRanges,
   LABEL_GAP,
   labelsOverlap,
   MAX_CANVAS_AREA,
@@ -19,6 +20,7 @@ import {
   rowHeight,
   rowLabelStride,
   rowLabelWidth,
+  spanRange,
   stepAxisLabels,
   stepOfX,
   truncateMiddle,
@@ -91,6 +93,27 @@ describe("step range", () => {
     const tiny = clampRange({ lo: 500, hi: 500.2 }, full);
     expect(tiny).not.toBeNull();
     expect((tiny?.hi ?? 0) - (tiny?.lo ?? 0)).toBeCloseTo(1);
+  });
+});
+
+describe("an axis spanning the track's scalars too", () => {
+  // Histograms every 10 steps to step 150 (cells to 155), the loss every step to 299.
+  const cells = fullRange(columnEdges(range(16, 0, 10)));
+
+  it("reaches the loss's last step, half a step out, and keeps the cells' range without one", () => {
+    expect(spanRange(cells, { lo: 0, hi: 299 })).toEqual({ lo: -5, hi: 299.5 });
+    expect(spanRange(cells, { lo: 0, hi: 100 })).toEqual(cells);
+    expect(spanRange(cells, null)).toEqual(cells);
+    expect(spanRange(null, { lo: 3, hi: 7 })).toEqual({ lo: 2.5, hi: 7.5 });
+    expect(spanRange(null, null)).toEqual({ lo: 0, hi: 1 });
+  });
+
+  it("finds the stretches without cells, after them or before them", () => {
+    expect(outsideRanges({ lo: -5, hi: 299.5 }, cells)).toEqual([{ lo: 155, hi: 299.5, after: true }]);
+    expect(outsideRanges({ lo: -20, hi: 155 }, cells)).toEqual([{ lo: -20, hi: -5, after: false }]);
+    expect(outsideRanges(cells, cells)).toEqual([]);
+    // A zoom window wholly past the cells is wholly outside them.
+    expect(outsideRanges({ lo: 170, hi: 299 }, cells)).toEqual([{ lo: 170, hi: 299, after: true }]);
   });
 });
 

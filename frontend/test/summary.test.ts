@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Heatmap } from "../src/api";
-import { keptLayers, summaryText } from "../src/summary";
+import { keptLayers, pastText, summaryText } from "../src/summary";
 
 function heatmap(over: Partial<Heatmap> = {}): Heatmap {
   const layers = ["h.0.attn.c_attn.weight", "h.0.mlp.c_fc.weight", "h.1.attn.c_attn.weight", "h.1.mlp.c_fc.weight"];
@@ -47,6 +47,21 @@ describe("the summary line", () => {
   it("describes the steps in a zoom window the loaded columns hold", () => {
     expect(summaryText(heatmap(), "", [226n, 241n])).toBe("4 layers \u00b7 3 steps \u00b7 last 241 \u00b7 exact values");
     expect(summaryText(heatmap(), "", [100n, 400n])).toBe("4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values");
+  });
+
+  it("says where the layers' steps end when the loss was logged past them", () => {
+    const h = heatmap({ loggedSteps: [200n, 288n] });
+    const reach = { first: 0n, last: 299n, lastTags: ["loss"] };
+    expect(pastText(h, reach)).toBe("no gradient data after step 288; loss to 299");
+    expect(summaryText(h, "", null, reach)).toBe(
+      "4 layers · 6 steps · last 288 · exact values · no gradient data after step 288; loss to 299");
+    // Zoomed past the layers: no step of theirs in view, still said.
+    expect(summaryText(h, "", [290n, 299n], reach)).toBe(
+      "4 layers · 0 steps · exact values · no gradient data after step 288; loss to 299");
+    // Nothing to say where the scalars end with the layers, or are not known.
+    expect(pastText(h, { ...reach, last: 288n })).toBe("");
+    expect(pastText(h, null)).toBe("");
+    expect(pastText(heatmap({ loggedSteps: null }), reach)).toBe("");
   });
 
   it("ends a zoomed binned column at the window's end", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import type { CellRole } from "../src/api";
-import { cellTooltipLines, layerLines, ruleValueLine, withCellAnswer } from "../src/tooltip";
+import { cellTooltipLines, layerLines, ruleValueLine, unloggedLines, withCellAnswer } from "../src/tooltip";
 
 const BASE = {
   run: "R", role: "gradient", metric: "health", layers: ["a", "b"],
@@ -9,6 +9,17 @@ const BASE = {
   status: [[1, 1, 1], [1, 1, 0]],
   status_names: ["no_data", "ok", "warn", "critical"],
 };
+
+describe("the tooltip where the layers logged nothing", () => {
+  const h = parseHeatmap({ ...BASE, steps: [0, 10, 20], window: { first_step_text: "0", last_step_text: "150" } });
+
+  it("names the step and the layers' last step (or first, before them)", () => {
+    expect(unloggedLines(h, 228n, true, "")).toEqual([["step", "228"],
+      ["layers", "not logged: no gradient data after step 150; the run track above shows the steps logged here"]]);
+    expect(Object.fromEntries(unloggedLines(h, 0n, false, "R"))).toMatchObject({ run: "R" });
+    expect(Object.fromEntries(unloggedLines(h, 0n, false, ""))["layers"]).toMatch(/^not logged: no gradient data before step 0;/);
+  });
+});
 
 describe("cell tooltip", () => {
   it("calls an update ratio's lower bound of 0 not judged, and keeps a positive bound", () => {

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { Finding } from "../src/api";
 import { thresholdSentences } from "../src/detail";
-import { beginsText, DRAG_PX, HIT_PX, isClick, markText, marksNear, placeLabels, trackMarks, valueExtent, zeroStart } from "../src/track";
+import type { Track, TrackSeries } from "../src/api";
+import { beginsText, DRAG_PX, HIT_PX, inPlot, isClick, markText, marksNear, placeLabels, trackMarks, trackReach, valueExtent,
+  zeroStart } from "../src/track";
 
 function finding(over: Partial<Finding>): Finding {
   return {
@@ -9,6 +11,31 @@ function finding(over: Partial<Finding>): Finding {
     message: "m", advice: "a", evidence: {}, role: null, covers: null, ...over,
   };
 }
+
+describe("the steps the track reaches", () => {
+  const series = (tag: string, steps: bigint[], axis: TrackSeries["axis"] = "row"): TrackSeries => ({
+    tag, kind: "loss", label: tag, axis, steps, values: steps.map(() => 1), logged: steps.length, binned: false,
+    scale: "linear", nonfinite: [],
+  });
+  const track = (...s: TrackSeries[]): Track => ({ run: "R", series: s });
+
+  it("spans the series drawn on the layers' axis, naming those that reach the last step", () => {
+    const reach = trackReach(track(series("loss", [0n, 1n, 299n]), series("lr", [5n, 299n]), series("norm", [2n, 150n])));
+    expect(reach).toEqual({ first: 0n, last: 299n, lastTags: ["loss", "lr"] });
+  });
+
+  it("leaves out a per-epoch series and empty ones; none drawn, no reach", () => {
+    expect(trackReach(track(series("loss", [0n, 150n]), series("epoch_loss", [0n, 900n], "other"), series("e", []))))
+      .toEqual({ first: 0n, last: 150n, lastTags: ["loss"] });
+    expect(trackReach(track(series("epoch_loss", [0n, 9n], "other")))).toBeNull();
+    expect(trackReach(null)).toBeNull();
+  });
+
+  it("tells a step in the window shown from one zoomed out of it", () => {
+    const frame = { labelW: 100, plotW: 400, x: (step: bigint) => Number(step - 160n) * 2 };
+    expect([inPlot(frame, 157n), inPlot(frame, 160n), inPlot(frame, 360n), inPlot(frame, 361n)]).toEqual([false, true, true, false]);
+  });
+});
 
 describe("the run track's marks", () => {
   const periodic = finding({

@@ -511,6 +511,7 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
     hi = len(all_steps) if end is None else int(np.searchsorted(all_steps, end, side="right"))
     steps = all_steps[lo:max(lo, hi)]
     whole = len(steps) == len(all_steps)
+    first_step, last_step = (int(all_steps[0]), int(all_steps[-1])) if len(all_steps) else (None, None)
     layers = [layer for layer in rd.layers if role in layer.roles]
     n_rows, n_cols = len(layers), len(steps)
     binned = columns is not None and n_cols > columns
@@ -556,9 +557,12 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         "finite_only_cells": bool((codes == metrics.FINITE_ONLY).any()),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
-        # The window asked for (null: open) and how many steps it and the whole run hold.
+        # The window asked for (null: open), how many steps it and the whole run hold, and the role's first
+        # and last step in the whole run: past them the tab's axis (which spans the loss too) is "not logged".
         "window": {"start_text": step_text(start), "end_text": step_text(end),
-                   "steps": int(n_cols), "steps_total": int(len(all_steps))},
+                   "steps": int(n_cols), "steps_total": int(len(all_steps)),
+                   "first_step": first_step, "first_step_text": step_text(first_step),
+                   "last_step": last_step, "last_step_text": step_text(last_step)},
     }
     if binned:
         last = np.append(first[1:], n_cols) - 1

@@ -417,19 +417,19 @@ def _more_text(more: List["Finding"], model_order: Sequence[str]) -> str:
     from .analysis.finding import INFO
     from .analysis.spans import layers_text
 
-    # Scalars on another step axis than the layers' are told at their own steps, as their charts show them.
-    own = all("own_first_step" in f.evidence for f in more)
-    ends = [(f.evidence["own_first_step"], f.evidence["own_last_step"]) if own else (f.first_step, f.last_step)
-            for f in more]
+    # Scalars told in their own step axis (an epoch's loss) are listed at their own steps, in its unit.
+    axis = more[0].axis if all(f.axis is not None and f.axis.unit == more[0].axis.unit for f in more) else None
+    ends = [(f.axis.first_step, f.axis.last_step) if axis else (f.first_step, f.last_step) for f in more]
     spans = [str(a) if a == b else f"{a}-{b}" for a, b in ends]
     steps = ", ".join(spans[:_FOLDED_STEPS])
     if len(spans) > _FOLDED_STEPS:
         steps += f" and {len(spans) - _FOLDED_STEPS} more"
-    if own:
+    unit = axis.unit if axis else "step"
+    if axis and axis.other and axis.unit == "step":
         steps += " of their own axis"
     layers = _in_model_order([layer for f in more for layer in f.layers], model_order)
     named = layers_text(layers) if more[0].severity == INFO else ", ".join(f"`{name}`" for name in layers)
-    return f"{len(more)} more like it at step{'s' if len(spans) > 1 else ''} {steps}, in {named}"
+    return f"{len(more)} more like it at {unit}{'s' if len(spans) > 1 else ''} {steps}, in {named}"
 
 
 def _in_model_order(names: List[str], model_order: Sequence[str]) -> List[str]:

@@ -221,25 +221,32 @@ def epoch_loss_logdir(tmp_path_factory):
 
 
 def _nonfinite(client, run):
+    """The run's nonfinite findings by their step axis' unit ("step" for the layers' plain steps)."""
     found = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "nonfinite"]
-    assert len(found) == 1, found
-    return found[0]
+    by_unit = {(f.get("axis") or {}).get("unit", "step"): f for f in found}
+    assert len(by_unit) == len(found), found
+    return by_unit
 
 
 def test_a_per_epoch_scalar_never_sets_a_training_step(epoch_loss_logdir, loader_client):
     """The layers turn NaN at iteration 20; epoch_loss is NaN from its epoch 0, written at iteration 24:
-    the finding begins at 20, and epoch 0 is nowhere read as step 0."""
+    the layers' finding begins at 20, epoch_loss's is apart, told in epochs, placed at 24, and epoch 0 is
+    nowhere read as step 0."""
     client = loader_client(epoch_loss_logdir)
-    f = _nonfinite(client, "train")
-    assert "epoch_loss" in f["layers"] and "gradients/dense_0/kernel" not in f["layers"]
+    found = _nonfinite(client, "train")
+    assert set(found) == {"step", "epoch"}
+    f, epoch = found["step"], found["epoch"]
+    assert "epoch_loss" not in f["layers"] and epoch["layers"] == ["epoch_loss"]
     assert f["first_step"] == NAN_FROM and f["last_step"] == RUN_ITERS - 1
     assert f"from step {NAN_FROM} to step {RUN_ITERS - 1}" in f["message"]
-    assert "from its step 0, written about step 24 of the layers" in f["message"]
-    assert f["evidence"]["collapse_step"] == NAN_FROM
-    loss = f["evidence"]["layers"]["epoch_loss"]
+    assert epoch["message"].startswith("scalar `epoch_loss`, per epoch, is NaN or Inf from epoch 0 to epoch 3 "
+                                       "(written about steps 24 to ")
+    assert epoch["axis"]["other"] and (epoch["axis"]["first_step"], epoch["axis"]["last_step"]) == (0, 3)
+    assert f["evidence"]["collapse_step"] == epoch["evidence"]["collapse_step"] == NAN_FROM
+    loss = epoch["evidence"]["layers"]["epoch_loss"]
     assert loss["axis"] == "other" and loss["own_first_step"] == 0 and loss["own_last_step"] == 3
-    assert loss["first_step"] == 24  # written nearest iteration 24 (epoch 0 ends after it)
-    assert all(a >= NAN_FROM for spans in f["covers"].values() for a, _ in spans), f["covers"]
+    assert epoch["first_step"] == loss["first_step"] == 24  # written nearest iteration 24 (epoch 0 ends after it)
+    assert all(a >= NAN_FROM for g in (f, epoch) for spans in g["covers"].values() for a, _ in spans)
     # The track says the series counts steps otherwise than the heatmap.
     series = {s["tag"]: s for s in client.ok("/track", run="train")["series"]}
     assert series["epoch_loss"]["axis"] == "other"
@@ -247,12 +254,16 @@ def test_a_per_epoch_scalar_never_sets_a_training_step(epoch_loss_logdir, loader
 
 def test_a_run_without_layers_reads_its_scalars_on_its_finest_axis(epoch_loss_logdir, loader_client):
     """Keras' validation run: evaluation_loss_vs_iterations counts iterations (25, 50, ...), epoch_loss
-    epochs (0, 1, ...): the finding begins at iteration 25, not at epoch 0."""
-    client = loader_client(epoch_loss_logdir)
-    f = _nonfinite(client, "validation")
+    epochs (0, 1, ...): one finding each, the iteration one from iteration 25, the epoch one placed there
+    too, never at epoch 0."""
+    found = _nonfinite(loader_client(epoch_loss_logdir), "validation")
+    assert set(found) == {"iteration", "epoch"}
+    f, epoch = found["iteration"], found["epoch"]
+    assert f["layers"] == ["evaluation_loss_vs_iterations"] and epoch["layers"] == ["epoch_loss"]
     assert f["first_step"] == EPOCH_ITERS and f["last_step"] == RUN_ITERS
-    assert f["evidence"]["layers"]["epoch_loss"]["axis"] == "other"
-    assert f["covers"]["epoch_loss"] == [[EPOCH_ITERS, RUN_ITERS]]
+    assert epoch["evidence"]["layers"]["epoch_loss"]["axis"] == "other"
+    assert epoch["covers"]["epoch_loss"] == [[EPOCH_ITERS, RUN_ITERS]]
+    assert "from epoch 0 to epoch 3" in epoch["message"]
 
 
 def test_a_loss_written_after_its_steps_histograms_shares_their_axis():
@@ -328,7 +339,9 @@ def test_loss_spikes_on_two_step_axes_never_share_a_finding(two_axis_loss_spike_
     spikes = [f for f in found if f["kind"] == "spike"]
     assert sorted(tuple(f["layers"]) for f in spikes) == [("epoch_loss",), ("loss",), ("loss",)]
     (epoch,) = [f for f in spikes if f["layers"] == ["epoch_loss"]]
-    assert "from step 15 to step 16 of its own axis (written about steps 159 to 169 of the layers" in epoch["message"]
+    assert epoch["message"].startswith("scalar `epoch_loss`, per epoch: ")
+    assert "from epoch 15 to epoch 16 (written about steps 159 to 169 of the layers" in epoch["message"]
+    assert (epoch["axis"]["first_step"], epoch["axis"]["last_step"]) == (15, 16)
     assert "one batch" not in epoch["advice"]
     assert all("If each value is one batch's loss" in f["advice"] for f in spikes if f["layers"] == ["loss"])
 

@@ -416,15 +416,19 @@ def test_keras_kernel_unchanged_beside_a_changing_bias_is_below_resolution(keras
 def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdir, keras_high_lr_validation_logdir,
                                                    keras_healthy_binary_logdir, loader_client):
     """The loss falls from 0.80 to ln 2 and stays there: no stall from its first tenth to its last, but a
-    loss at chance level, told at the epochs it settled. One that starts at ln 2 and falls, or jumps
-    about it and settles elsewhere, is not at chance."""
+    loss that stalled at chance level, told at the epochs it settled, a warning as the validation half's
+    weaker stall is: one finding saying both. One that starts at ln 2 and falls, or jumps about it and
+    settles elsewhere, is not at chance."""
     client = loader_client(keras_sigmoid_at_chance_logdir)
     found = client.ok("/findings", run="train")["findings"]
     (chance,) = [f for f in found if f["kind"] == "no_progress"]
-    assert chance["severity"] == "info" and chance["layers"] == ["epoch_loss"]
+    assert chance["severity"] == "warn" and chance["layers"] == ["epoch_loss"]
     assert chance["evidence"]["classes"] == 2 and chance["evidence"]["value"] == pytest.approx(np.log(2), rel=0.01)
     assert chance["last_step"] == 29 and chance["first_step"] <= 20  # at least its last third
-    assert "ln 2" in chance["message"] and "chance" in chance["message"]
+    assert "ln 2" in chance["message"] and "stalled at chance level" in chance["message"]
+    assert "do not improve" in chance["message"]
+    stalls = [f for f in client.ok("/findings", run="validation")["findings"] if f["kind"] == "no_progress"]
+    assert stalls and {f["severity"] for f in stalls} == {chance["severity"]}
     for logdir in (keras_high_lr_validation_logdir, keras_healthy_binary_logdir):
         client = loader_client(logdir)
         for run in ("train", "validation"):
@@ -434,12 +438,23 @@ def test_keras_loss_settled_at_ln2_is_chance_level(keras_sigmoid_at_chance_logdi
 
 def test_keras_validation_stall_is_told_per_step_axis(keras_sigmoid_at_chance_logdir, plugin_client):
     """``epoch_loss`` counts epochs 0-29, ``evaluation_loss_vs_iterations`` iterations 7-210: one
-    finding each, the epoch one at its own steps."""
+    finding each, each naming its series and axis, the epoch one at its own steps, which its `axis`
+    carries for the card's header; its span stays where it was written on the run's steps."""
     found = plugin_client(keras_sigmoid_at_chance_logdir).ok("/findings", run="validation")["findings"]
     stalls = {tuple(f["layers"]): f for f in found if f["kind"] == "no_progress"}
     assert set(stalls) == {("epoch_loss",), ("evaluation_loss_vs_iterations",)}
-    assert "from step 0 to step 29 of its own axis" in stalls[("epoch_loss",)]["message"]
-    assert "from step 7 to step 210" in stalls[("evaluation_loss_vs_iterations",)]["message"]
+    epoch, iteration = stalls[("epoch_loss",)], stalls[("evaluation_loss_vs_iterations",)]
+    assert epoch["message"].startswith("the loss does not improve (`epoch_loss`, per epoch): ")
+    assert "from epoch 0 to epoch 29 (written about steps 7 to 210" in epoch["message"]
+    assert iteration["message"].startswith("the loss does not improve (`evaluation_loss_vs_iterations`, per iteration): ")
+    assert "from iteration 7 to iteration 210" in iteration["message"]
+    # The two cards never read the same: what follows the subject differs in its steps.
+    assert epoch["message"].split(": ", 1)[0] != iteration["message"].split(": ", 1)[0]
+    assert epoch["axis"] == {"unit": "epoch", "other": True, "first_step": 0, "last_step": 29,
+                             "first_step_text": "0", "last_step_text": "29"}
+    assert (epoch["first_step"], epoch["last_step"]) == (7, 210)
+    assert iteration["axis"]["unit"] == "iteration" and iteration["axis"]["other"] is False
+    assert (iteration["axis"]["first_step"], iteration["axis"]["last_step"]) == (7, 210)
 
 
 def test_keras_validation_spike_is_told_per_step_axis(keras_high_lr_validation_logdir, plugin_client):
@@ -449,11 +464,12 @@ def test_keras_validation_spike_is_told_per_step_axis(keras_high_lr_validation_l
     spikes = [f for f in found if f["kind"] == "spike"]
     assert spikes and all(len(f["layers"]) == 1 for f in spikes)
     epoch = [f for f in spikes if f["layers"] == ["epoch_loss"]]
-    assert epoch and all("of its own axis" in f["message"] for f in epoch)
-    assert "at step 3 of its own axis" in epoch[0]["message"] and epoch[0]["evidence"]["own_first_step"] == 3
+    assert epoch and all(f["message"].startswith("scalar `epoch_loss`, per epoch: ") for f in epoch)
+    assert "at epoch 3 (written about step 28" in epoch[0]["message"] and epoch[0]["evidence"]["own_first_step"] == 3
+    assert epoch[0]["axis"]["unit"] == "epoch" and epoch[0]["axis"]["first_step"] == 3
     assert all("check that batch" not in f["advice"] and "epoch's average" in f["advice"] for f in epoch)
     iterations = [f for f in spikes if f["layers"] == ["evaluation_loss_vs_iterations"]]
-    assert iterations and iterations[0]["first_step"] == 28 and "of its own axis" not in iterations[0]["message"]
+    assert iterations and iterations[0]["first_step"] == 28 and "per epoch" not in iterations[0]["message"]
     # Logged at the layers' axis, nothing in the data tells one batch from an average: both are said.
     assert "If each value is one batch's loss" in iterations[0]["advice"]
 
@@ -464,8 +480,27 @@ def test_report_folds_spikes_only_with_the_same_advice(keras_high_lr_validation_
     with contextlib.redirect_stdout(out):
         cli.main(["report", str(keras_high_lr_validation_logdir / "validation")])
     folded = [line for line in out.getvalue().splitlines() if "more like it" in line]
-    assert any("of their own axis, in `epoch_loss`" in line for line in folded), folded
+    assert any("more like it at epoch 5, in `epoch_loss`" in line for line in folded), folded
     assert not any("`epoch_loss`" in line and "evaluation_loss" in line for line in folded), folded
+
+
+def test_report_tells_each_stall_in_its_own_axis(keras_sigmoid_at_chance_logdir):
+    """The report's two validation stalls read apart, each naming its series and axis, and its JSON
+    carries the epoch one's own steps; the train half's loss settled at chance is a warning there too."""
+    text, as_json = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(text):
+        cli.main(["report", str(keras_sigmoid_at_chance_logdir)])
+    with contextlib.redirect_stdout(as_json):
+        cli.main(["report", str(keras_sigmoid_at_chance_logdir), "--format", "json"])
+    stalls = [line for line in text.getvalue().splitlines() if "] no_progress:" in line]
+    assert any(line.startswith("  [warn] no_progress: the loss stalled at chance level (`epoch_loss`, per epoch)")
+               for line in stalls), stalls
+    assert any("(`epoch_loss`, per epoch): " in line and "from epoch 0 to epoch 29" in line for line in stalls)
+    assert any("(`evaluation_loss_vs_iterations`, per iteration): " in line for line in stalls), stalls
+    assert len(set(stalls)) == len(stalls) == 3
+    (epoch,) = [f for f in json.loads(as_json.getvalue())["findings"]
+                if f["run"] == "validation" and f["kind"] == "no_progress" and f["layers"] == ["epoch_loss"]]
+    assert (epoch["axis"]["unit"], epoch["axis"]["first_step"], epoch["axis"]["last_step"]) == ("epoch", 0, 29)
 
 
 def test_findings_after_a_collapse_are_its_consequences(proven):

@@ -232,6 +232,11 @@ export interface Finding {
   artefact?: boolean;
   cause?: string;
   /**
+   * For run-level scalars told in their own step axis (an epoch's loss): what one step counts and the
+   * finding's steps there. `first_step`/`last_step` stay where its values were written on the layers' axis.
+   */
+  axis?: FindingAxis;
+  /**
    * Per layer (or run-level scalar), the steps the finding covers: spans of that
    * layer's consecutive logged steps, exactly the cells whose status it sets.
    * Null from a server that does not send them.
@@ -242,6 +247,16 @@ export interface Finding {
    * weights and outputs): per role, per layer, the steps it covers in that role's rows.
    */
   coversByRole?: Map<string, Map<string, StepSpan[]>>;
+}
+
+/** The step axis a finding counts in, where it is not the layers' plain steps (`Finding.axis`). */
+export interface FindingAxis {
+  /** "epoch", "iteration", "batch" or "step". */
+  unit: string;
+  /** Counts steps otherwise than the layers' rows. */
+  other: boolean;
+  first_step: Step;
+  last_step: Step;
 }
 
 /** An inclusive range of exact steps. */
@@ -897,6 +912,11 @@ export function parseFindings(body: unknown): FindingsResponse {
     if (typeof f.period === "number") out.period = f.period;
     if (typeof f.artefact === "boolean") out.artefact = f.artefact;
     if (typeof f.cause === "string") out.cause = f.cause;
+    const axis = isRecord(f.axis) ? f.axis : null;
+    const [first, last] = axis ? [stepField(axis, "first_step"), stepField(axis, "last_step")] : [null, null];
+    if (axis && typeof axis.unit === "string" && first !== null && last !== null) {
+      out.axis = { unit: axis.unit, other: axis.other === true, first_step: first, last_step: last };
+    }
     return out;
   });
   return { run: typeof body.run === "string" ? body.run : "", findings };

@@ -9,7 +9,7 @@ import { histogramLabel, missingHistogram, outlineLabel } from "./histogram_labe
 import type { Span } from "./charts";
 import { STATUS_LABELS, statusName } from "./colors";
 import { button, el, setOptions } from "./dom";
-import { causeText, findingsFor, findingSpans, spansText, spikeSteps } from "./findings";
+import { causeText, findingsFor, findingSpans, findingStepsText, spansText, spikeSteps } from "./findings";
 import { callText, formatStep, formatStepRange, formatValue, humanize } from "./format";
 import { errorText } from "./json";
 import { paragraph, quotedText } from "./messages";
@@ -417,7 +417,7 @@ export class DetailPanel {
         const head = el("div", "gh-finding-head");
         const badge = el("span", `gh-badge gh-sev-${f.severity}`, f.severity);
         badge.style.borderColor = severityColor(f.severity);
-        head.append(badge, el("strong", "", kindLabel(f.kind)), el("span", "gh-muted", ` ${formatStepRange(f.first_step, f.last_step)}`));
+        head.append(badge, el("strong", "", kindLabel(f.kind)), el("span", "gh-muted", ` ${findingStepsText(f)}`));
         item.append(head, paragraph(...quotedText(f.message)));
         // The message spans every layer of the finding; this layer's own steps may be fewer.
         if (f.layers.length > 1 || f.covers) {

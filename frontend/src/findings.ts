@@ -1,8 +1,8 @@
 // Pure handling of findings: order, identity, where they are on the heatmap, and
 // export as CSV or JSON.
 
-import type { Finding, StepSpan } from "./api";
-import { formatStep } from "./format";
+import type { Finding, FindingAxis, StepSpan } from "./api";
+import { formatStep, formatStepRange } from "./format";
 import { isRecord } from "./json";
 import { compareSteps, jsonWithSteps, parseStep, stepField } from "./steps";
 import type { Step } from "./steps";
@@ -69,8 +69,9 @@ export function findingCell(f: Finding, role: string, layers: readonly string[],
   return { layer, step };
 }
 
-/** "steps 7 to 8, 15, 17 and 30": a layer's covered spans in words. */
-export function spansText(spans: readonly StepSpan[], max = 6): string {
+/** "steps 7 to 8, 15, 17 and 30": a layer's covered spans in words; "epochs 3 and 5" in another `axis`'s unit
+ * ("steps 3 and 5 of its own axis" where no name tells what its steps count). */
+export function spansText(spans: readonly StepSpan[], max = 6, axis?: Pick<FindingAxis, "unit" | "other">): string {
   if (spans.length === 0) return "no step";
   const one = ([a, b]: StepSpan): string => (a === b ? formatStep(a) : `${formatStep(a)} to ${formatStep(b)}`);
   const shown = spans.slice(0, max).map(one);
@@ -78,7 +79,15 @@ export function spansText(spans: readonly StepSpan[], max = 6): string {
   if (rest > 0) shown.push(`${rest} more`);
   const list = shown.length === 1 ? shown[0] : `${shown.slice(0, -1).join(", ")} and ${shown[shown.length - 1]}`;
   const single = spans.length === 1 && spans[0][0] === spans[0][1];
-  return `${single ? "step" : "steps"} ${list}`;
+  const unit = axis?.unit ?? "step";
+  const own = axis?.other && unit === "step" ? " of its own axis" : "";
+  return `${single ? unit : `${unit}s`} ${list}${own}`;
+}
+
+/** "steps 7 to 210"; "epochs 0 to 29" for a finding told in its own step axis (`Finding.axis`): the steps
+ * its text gives, never the layers' steps it was placed at. */
+export function findingStepsText(f: Finding): string {
+  return f.axis ? spansText([[f.axis.first_step, f.axis.last_step]], 1, f.axis) : formatStepRange(f.first_step, f.last_step);
 }
 
 /**
@@ -128,8 +137,13 @@ export function foldLayers(fold: readonly Finding[], order: readonly string[], m
   return { names: all.slice(0, shown), more: Math.max(0, all.length - shown) };
 }
 
-/** "steps 1, 180, 220 to 240 and 12 more": where folded findings begin and end, one span each. */
+/** "steps 1, 180, 220 to 240 and 12 more": where folded findings begin and end, one span each; in their own
+ * axis ("epochs 3 and 5") where every one is told in the same one. */
 export function foldSteps(fold: readonly Finding[], max = 6): string {
+  const axis = fold[0]?.axis;
+  if (axis && fold.every((f) => f.axis?.unit === axis.unit && f.axis.other === axis.other)) {
+    return spansText(fold.map((f): StepSpan => [f.axis!.first_step, f.axis!.last_step]), max, axis);
+  }
   return spansText(fold.map((f): StepSpan => [f.first_step, f.last_step]), max);
 }
 

@@ -2,8 +2,8 @@
 
 import type { Finding, RunInfo } from "./api";
 import { button, el } from "./dom";
-import { causeText, findingId, foldKey, foldLayers, foldNotes, foldSteps } from "./findings";
-import { formatStep, formatStepRange } from "./format";
+import { causeText, findingId, findingStepsText, foldKey, foldLayers, foldNotes, foldSteps } from "./findings";
+import { formatStep } from "./format";
 import { ranksButton } from "./ranks";
 import { layerCode, paragraph, quotedText } from "./messages";
 import { compareRunNames, nameBreaks, widestPiece } from "./run_names";
@@ -305,7 +305,7 @@ export class FindingsList {
     head.append(
       el("span", `gh-badge gh-sev-${f.severity}`, f.severity),
       el("strong", "", kindLabel(f.kind)),
-      el("span", "gh-muted", formatStepRange(f.first_step, f.last_step)),
+      el("span", "gh-muted", findingStepsText(f)),
     );
     li.append(head, paragraph(...quotedText(f.message)));
     if (f.cause) li.append(el("p", "gh-cause", causeText(f.cause)));

@@ -11,6 +11,7 @@ import {
   findingsFor,
   findingsJson,
   findingSpans,
+  findingStepsText,
   foldLayers,
   foldNotes,
   foldSteps,
@@ -302,5 +303,36 @@ describe("foldNotes", () => {
     const order = ["conv1.weight", "layer4.1.bn2.bias", "layer4.2.bn1.bias", "fc.weight"];
     const many = [...warnSpikes, warnSpike(400n, "fc.weight"), warnSpike(500n, "conv1.weight")];
     expect(foldLayers(many, order)).toEqual({ names: ["conv1.weight", "layer4.1.bn2.bias", "layer4.2.bn1.bias", "fc.weight"], more: 0 });
+  });
+});
+
+describe("a finding told in its own step axis", () => {
+  // Keras' validation run: epoch_loss counts epochs 0-29, written about iterations 7 to 210.
+  const sent = {
+    run: "validation", kind: "no_progress", severity: "warn", layers: ["epoch_loss"], first_step: 7, last_step: 210,
+    first_step_text: "7", last_step_text: "210", message: "m", advice: "a", evidence: {}, role: null,
+    axis: { unit: "epoch", other: true, first_step: 0, last_step: 29, first_step_text: "0", last_step_text: "29" },
+  };
+
+  it("heads its card with its own steps and their unit, never the layers' steps it was placed at", () => {
+    const [f] = parseFindings({ findings: [sent] }).findings;
+    expect(f.axis).toEqual({ unit: "epoch", other: true, first_step: 0n, last_step: 29n });
+    expect(findingStepsText(f)).toBe("epochs 0 to 29");
+    expect(findingStepsText({ ...f, axis: { ...f.axis!, last_step: 0n } })).toBe("epoch 0");
+    // Another axis whose unit no name tells still says the steps are not the layers'.
+    expect(findingStepsText({ ...f, axis: { ...f.axis!, unit: "step" } })).toBe("steps 0 to 29 of its own axis");
+    // A finding on the layers' axis, or from a server that sends no axis: the layers' steps.
+    const [plain] = parseFindings({ findings: [{ ...sent, axis: undefined }] }).findings;
+    expect(plain.axis).toBeUndefined();
+    expect(findingStepsText(plain)).toBe("steps 7 to 210");
+  });
+
+  it("lists folded notes of one axis at their own steps, and mixed ones at the layers'", () => {
+    const [f] = parseFindings({ findings: [sent] }).findings;
+    const spike = (own: bigint, at: bigint): Finding =>
+      ({ ...f, kind: "spike", severity: "info", first_step: at, last_step: at,
+        axis: { unit: "epoch", other: true, first_step: own, last_step: own } });
+    expect(foldSteps([spike(3n, 28n), spike(5n, 42n)])).toBe("epochs 3 and 5");
+    expect(foldSteps([spike(3n, 28n), { ...spike(5n, 42n), axis: undefined }])).toBe("steps 28 and 42");
   });
 });

@@ -20,6 +20,34 @@ SEVERITY_RANK = {INFO: 1, WARN: 2, CRITICAL: 3}
 
 
 @dataclasses.dataclass
+class Axis:
+    """The step axis a finding about run-level scalars counts in (`Finding.axis`): what one of its steps
+    is ("epoch", "iteration", or "step" where the scalars' names do not say), whether it is another axis
+    than the layers' rows (Keras' `epoch_loss`: the finding's first and last step are then where its
+    values were written on the rows' axis), and its first and last step on its own axis."""
+
+    unit: str
+    other: bool
+    first_step: int
+    last_step: int
+
+    def per(self) -> str:
+        """'per epoch'; 'per step of its own axis' for another axis whose unit no name tells."""
+        return f"per {self.unit}" + (" of its own axis" if self.other and self.unit == "step" else "")
+
+    def span(self, first: int, last: int) -> str:
+        """'from epoch 0 to epoch 29', 'at epoch 3': steps of this axis, saying which."""
+        own = " of its own axis" if self.other and self.unit == "step" else ""
+        if first == last:
+            return f"at {self.unit} {first}{own}"
+        return f"from {self.unit} {first} to {self.unit} {last}{own}"
+
+    def to_json(self) -> dict:
+        return {"unit": self.unit, "other": self.other, "first_step": int(self.first_step),
+                "last_step": int(self.last_step)}
+
+
+@dataclasses.dataclass
 class Finding:
     run: str
     kind: str
@@ -45,6 +73,9 @@ class Finding:
     # For a finding gathered from several roles (role None): role -> layer -> the exact steps
     # of that layer in that role, so a row is covered only where its own role has the problem.
     role_points: Dict[str, Dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
+    # For run-level scalars told in their own step axis (an epoch's loss): that axis and the finding's
+    # steps on it. None: the finding counts the layers' steps, as `first_step` and `last_step` do.
+    axis: Optional[Axis] = None
 
     def points_of(self, layer: str, role: str) -> Optional[np.ndarray]:
         """The exact steps this finding covers in one row (layer and role); None: its whole span."""
@@ -63,6 +94,8 @@ class Finding:
             out["artefact"] = bool(self.artefact)
         if self.cause:
             out["cause"] = self.cause
+        if self.axis is not None:
+            out["axis"] = self.axis.to_json()
         return out
 
 

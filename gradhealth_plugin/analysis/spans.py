@@ -13,7 +13,7 @@ from ..reading import tags as tags_lib
 from ..reading.runs import Layer, RunData
 from . import metrics
 from . import series as series_lib
-from .finding import CRITICAL, INFO, WARN, Finding
+from .finding import CRITICAL, INFO, WARN, Axis, Finding
 
 # Weight-shape rules (std growth, |mean|, skewness, update ratio) mean little for
 # biases and normalisation parameters that start constant.
@@ -99,6 +99,23 @@ def _named(rows: List[str], scalars: List[str], role: Optional[str]) -> str:
     parts = ([labelled("scalar", scalars)] if scalars else []) + ([labelled("layer", rows)] if rows else [])
     names = " and ".join(parts)
     return f"{names}: {role}s" if role else names
+
+
+def scalar_axis(rd: RunData, tags: Sequence[str], first: int, last: int) -> Axis:
+    """The step axis of run-level scalars that count steps alike (one of `RunData.scalar_axis_groups`),
+    with a finding's `first` and `last` step on it: the unit their names agree on ("epoch" for Keras'
+    `epoch_loss`), else "step"."""
+    units = {tags_lib.step_unit(tag) for tag in tags}
+    unit = units.pop() if len(units) == 1 else None
+    return Axis(unit or "step", all(rd.scalar_other_axis(tag) for tag in tags), int(first), int(last))
+
+
+def written_text(rd: RunData, first: int, last: int) -> str:
+    """'written about steps 7 to 210 of the layers, from wall time': where values on another step axis
+    were written on the rows' axis (`RunData.scalar_steps`)."""
+    axis = "the layers" if rd.layers else "the run's other scalars"
+    where = f"step {first}" if first == last else f"steps {first} to {last}"
+    return f"written about {where} of {axis}, from wall time"
 
 
 def when_text(f: Finding) -> str:

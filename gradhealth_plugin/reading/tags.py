@@ -604,3 +604,16 @@ def parse_user_rules(entries: object, source: str = "tag rules") -> Tuple[List[U
         else:
             problems.append(f"{source}: rule {i}: {problem}; rule ignored")
     return rules, problems
+
+
+# Words a scalar's name uses for what one of its steps counts: Keras' `epoch_loss` counts epochs, its
+# `evaluation_loss_vs_iterations` optimizer iterations.
+_STEP_UNITS = {"epoch": "epoch", "epochs": "epoch", "iteration": "iteration", "iterations": "iteration",
+               "iter": "iteration", "iters": "iteration", "batch": "batch", "batches": "batch"}
+
+
+def step_unit(tag: str) -> Optional[str]:
+    """What one step of a scalar counts, where a word of its tag names it ("epoch", "iteration", "batch");
+    None where none does."""
+    units = {_STEP_UNITS[w.lower()] for part in tag.split("/") for w in _name_words(part) if w.lower() in _STEP_UNITS}
+    return units.pop() if len(units) == 1 else None

@@ -9,10 +9,11 @@ training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
 
-A loss that fell and then settled at chance is no stall, and is told as one at chance level (info): every
-loss series, up to its first NaN or Inf, stays within 1% of one ln k (k = 2..10) over at least its last
-third. Loss series on different step axes (Keras' per-epoch `epoch_loss` beside per-iteration series)
-get one finding each, told at their own steps.
+A loss that fell and then settled at chance has stalled there, and is told as a stall at chance level,
+a warning as any stall: every loss series, up to its first NaN or Inf, stays within 1% of one ln k
+(k = 2..10) over at least its last third. Loss series on different step axes (Keras' per-epoch
+`epoch_loss` beside per-iteration series) get one finding each, told at their own steps and naming
+their axis ("per epoch", "per iteration": `Finding.axis`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from ..finding import INFO, WARN, Finding
-from ..spans import layers_text
+from ..finding import WARN, Axis, Finding
+from ..spans import layers_text, scalar_axis, written_text
 
 KIND = "no_progress"
 ORDER = 130
@@ -78,45 +79,61 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         return _chance(rd, points)
     # One finding per step axis: a loss counted in epochs never shares a "step N" with one counted in
     # iterations.
-    return [_stalled(rd, {t: judged[t] for t in tags}, needed) for tags in rd.scalar_axis_groups(list(judged))]
+    groups = rd.scalar_axis_groups(list(judged))
+    return [_stalled(rd, {t: judged[t] for t in tags}, needed, len(groups) > 1) for tags in groups]
 
 
-def _stalled(rd: RunData, judged: Dict[str, dict], needed: float) -> Finding:
-    """The no-progress finding over loss series of one step axis."""
+def _stalled(rd: RunData, judged: Dict[str, dict], needed: float, several: bool) -> Finding:
+    """The no-progress finding over loss series of one step axis (`several`: of more than one the run's
+    losses count steps on)."""
     tags = sorted(judged, key=lambda t: (-judged[t]["points"], t))
     onset = judged[tags[0]]
     worse = onset["worse"]
     first, last = min(v["first_step"] for v in judged.values()), max(v["last_step"] for v in judged.values())
-    subject = layers_text(tags)
     own = {k: onset.get(f"own_{k}", onset[k]) for k in ("first_step", "last_step", "lowest_step", "nonfinite_step")}
+    axis = _axis(rd, judged, several)
+    at = axis or Axis("step", False, first, last)
     return Finding(
         run=rd.run, kind=KIND, severity=SEVERITY, layers=tags, first_step=first, last_step=last,
         evidence={"threshold": needed, "value": onset["improvement"], "step": onset["last_step"],
                   "layers": judged},
-        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({subject}): {_windows({**onset, **own})} "
+        message=(f"the loss {'gets worse' if worse else 'does not improve'} ({_subject(tags, axis)}): "
+                 f"{_windows({**onset, **own}, at.unit)} "
                  f"({-onset['improvement']:+.1%}; an improvement of at least {needed:.0%} expected) "
-                 + _steps_text(rd, judged, own["first_step"], own["last_step"], first, last)
+                 + _steps_text(rd, at, first, last)
                  # Where it turned: a loss that fell and rose again was fine up to there.
-                 + (f"; it was lowest, {onset['lowest']:.4g}, at step {own['lowest_step']}" if worse else "")
+                 + (f"; it was lowest, {onset['lowest']:.4g}, {at.span(own['lowest_step'], own['lowest_step'])}"
+                    if worse else "")
                  + ("" if worse else _uniform_guess(onset["last_median"]))),
-        advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags})
+        advice=ADVICE, role=None, spans={t: (judged[t]["first_step"], judged[t]["last_step"]) for t in tags},
+        axis=axis)
 
 
-def _steps_text(rd: RunData, judged: Mapping[str, dict], own_first: int, own_last: int, first: int,
-                last: int) -> str:
-    """'from step 5 to step 99'; for losses on another step axis than the layers', their own steps and
-    where they were written on the run's."""
-    span = f"from step {own_first} to step {own_last}"
-    if not all(v.get("axis") == "other" for v in judged.values()):
-        return span
-    axis = "the layers" if rd.layers else "the run's other scalars"
-    return f"{span} of its own axis (written about steps {first} to {last} of {axis}, from wall time)"
+def _axis(rd: RunData, judged: Mapping[str, dict], several: bool) -> Optional[Axis]:
+    """The step axis of losses that count steps alike, on their own steps; None where it is the layers'
+    plain steps and the run's losses count no other (nothing to tell apart)."""
+    axis = scalar_axis(rd, list(judged), min(v.get("own_first_step", v["first_step"]) for v in judged.values()),
+                       max(v.get("own_last_step", v["last_step"]) for v in judged.values()))
+    return axis if several or axis.other or axis.unit != "step" else None
+
+
+def _subject(tags: List[str], axis: Optional[Axis]) -> str:
+    """'`epoch_loss`, per epoch': the series, and the axis they count steps on where it needs saying."""
+    return layers_text(tags) + (f", {axis.per()}" if axis is not None else "")
+
+
+def _steps_text(rd: RunData, axis: Axis, first: int, last: int) -> str:
+    """'from step 5 to step 99', 'from epoch 0 to epoch 29'; for losses on another step axis than the
+    layers', where they were written on the rows' axis too."""
+    span = axis.span(axis.first_step, axis.last_step)
+    return f"{span} ({written_text(rd, first, last)})" if axis.other else span
 
 
 def _chance(rd: RunData, points: int) -> List[Finding]:
     """A loss that settled at chance: every loss series whose values up to its first NaN or Inf stay
     within 1% of one ln k (k = 2..10) over at least their last third, one finding per step axis; none
-    where any loss series with enough values to judge does not (a loss still falling has not settled)."""
+    where any loss series with enough values to judge does not (a loss still falling has not settled).
+    Settled there, it has stalled: a warning, as a stall is."""
     settled = {}
     for tag, (own, values) in rd.scalar_series.items():
         if rd.scalar_kinds.get(tag) != tags_lib.SCALAR_LOSS:
@@ -134,25 +151,26 @@ def _chance(rd: RunData, points: int) -> List[Finding]:
     if not settled or len({v["classes"] for v in settled.values()}) > 1:
         return []
     out = []
-    for tags in rd.scalar_axis_groups(list(settled)):
+    groups = rd.scalar_axis_groups(list(settled))
+    for tags in groups:
         judged = {t: settled[t] for t in sorted(tags, key=lambda t: (-settled[t]["points"], t))}
         onset = next(iter(judged.values()))
         k = onset["classes"]
         first = min(v["first_step"] for v in judged.values())
         last = max(v["last_step"] for v in judged.values())
-        own_first, own_last = onset.get("own_first_step", first), onset.get("own_last_step", last)
+        axis = _axis(rd, judged, len(groups) > 1)
         out.append(Finding(
-            run=rd.run, kind=KIND, severity=INFO, layers=list(judged), first_step=first, last_step=last,
+            run=rd.run, kind=KIND, severity=SEVERITY, layers=list(judged), first_step=first, last_step=last,
             evidence={"threshold": _GUESS_TOLERANCE, "value": onset["median"], "step": onset["first_step"],
                       "classes": k, "layers": judged},
-            message=(f"the loss settled at chance level ({layers_text(list(judged))}): its last "
+            message=(f"the loss stalled at chance level ({_subject(list(judged), axis)}): its last "
                      f"{onset['settled']:,} of {onset['points']:,} logged values stay within "
                      f"{_GUESS_TOLERANCE:.0%} of ln {k} = {math.log(k):.4g} (median {onset['median']:.4g}), "
-                     f"{_steps_text(rd, judged, own_first, own_last, first, last)}; its first value was "
-                     f"{onset['start']:.4g}; ln {k} is the cross-entropy of a uniform guess among {k} classes: "
-                     f"if the model has {k}, it predicts no better than chance"),
+                     f"{_steps_text(rd, axis or Axis('step', False, first, last), first, last)}, and do not "
+                     f"improve there; its first value was {onset['start']:.4g}; ln {k} is the cross-entropy of a "
+                     f"uniform guess among {k} classes: if the model has {k}, it predicts no better than chance"),
             advice=CHANCE_ADVICE, role=None,
-            spans={t: (v["first_step"], v["last_step"]) for t, v in judged.items()}))
+            spans={t: (v["first_step"], v["last_step"]) for t, v in judged.items()}, axis=axis))
     return out
 
 
@@ -189,20 +207,20 @@ def _sampled(rd: RunData, tag: str) -> bool:
     return any(c["tag"] == tag for c in (rd.scalars_sampling or {}).get("series", ()))
 
 
-def _windows(v: dict) -> str:
+def _windows(v: dict, unit: str = "step") -> str:
     """The two values compared, and over which values: the median of the last tenth against the first
     tenth's median, or against the first value where that was lower."""
     # A sampled loss's values are the ones TensorBoard kept, not every one logged.
     values = "kept values" if v.get("sampled") else "logged values"
     whole = v["nonfinite_step"] is None
     if v["from_first"]:
-        start = f"{v['first_median']:.4g}, its first value (step {v['first_step']}), below the median of its first "
+        start = f"{v['first_median']:.4g}, its first value ({unit} {v['first_step']}), below the median of its first "
     else:
         start = f"{v['first_median']:.4g} {'in' if whole else 'over'} its first "
     medians = f"is {v['last_median']:.4g} against {start}"
     if whole:
         return f"the median of its last tenth of {v['points']:,} {values} {medians}tenth"
-    return (f"the median of its {v['k']} {values} before it turned NaN or Inf at step {v['nonfinite_step']} "
+    return (f"the median of its {v['k']} {values} before it turned NaN or Inf at {unit} {v['nonfinite_step']} "
             f"{medians}{v['k']}, a tenth of its {v['logged']:,} each")
 
 

@@ -17,9 +17,9 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from .. import health
-from ..finding import CRITICAL, Finding
+from ..finding import CRITICAL, Axis, Finding
 from .. import series as series_lib
-from ..spans import Hit, gather, gt, kept_before, labelled, role_tables, stack, when_text
+from ..spans import Hit, gather, gt, kept_before, labelled, role_tables, scalar_axis, stack, when_text, written_text
 
 KIND = "nonfinite"
 ORDER = 10
@@ -34,16 +34,45 @@ THRESHOLDS = ()
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    """One finding per run: every layer and scalar with NaN or Inf, each row covered at its own steps."""
-    parts = [(role, _tensor_hits(rd, role)) for role in tags_lib.ROLES] + [(None, _scalar_hits(rd))]
+    """One finding per step axis: every layer and scalar counting the layers' steps with NaN or Inf in
+    one, each row covered at its own steps; scalars on another axis (Keras' per-epoch `epoch_loss`)
+    apart, one finding per axis told at their own steps (`RunData.scalar_axis_groups`)."""
+    scalars = {h.layer: h for h in _scalar_hits(rd)}
+    groups = rd.scalar_axis_groups(list(scalars))
+    rows = [name for names in groups if not rd.scalar_other_axis(names[0]) for name in names]
+    parts = [(role, _tensor_hits(rd, role)) for role in tags_lib.ROLES] + [(None, [scalars[n] for n in rows])]
+    out = []
     f = gather(rd, KIND, SEVERITY, parts, 0, "contain NaN or Inf values", ADVICE)
-    if f is None:
-        return []
-    if f.layers == [h.layer for h in parts[-1][1]] and len(f.layers) == 1:
-        f.message = f"{labelled('scalar', f.layers)} is NaN or Inf {when_text(f)}"
-    f.message += "".join(_other_axis_text(h, bool(rd.layers)) for h in parts[-1][1] if h.detail.get("axis") == "other")
-    f.evidence["collapse_step"] = _collapse_step(rd)
-    return [f]
+    if f is not None and set(f.layers) == set(rows):
+        # Scalars alone (a run without layers): their axis is said where another is in the run too.
+        axis = scalar_axis(rd, rows, f.first_step, f.last_step)
+        if len(groups) > 1 or axis.unit != "step":
+            _tell_in(rd, f, axis)
+        elif len(rows) == 1:
+            f.message = f"{labelled('scalar', f.layers)} is NaN or Inf {when_text(f)}"
+    if f is not None:
+        out.append(f)
+    for names in groups:
+        if rd.scalar_other_axis(names[0]):
+            hits = [scalars[n] for n in names]
+            f = gather(rd, KIND, SEVERITY, [(None, hits)], 0, "contain NaN or Inf values", ADVICE)
+            out.append(_tell_in(rd, f, scalar_axis(rd, f.layers, min(h.detail["own_first_step"] for h in hits),
+                                                   max(h.detail["own_last_step"] for h in hits))))
+    collapse = _collapse_step(rd)
+    for f in out:
+        f.evidence["collapse_step"] = collapse
+    return out
+
+
+def _tell_in(rd: RunData, f: Finding, axis: Axis) -> Finding:
+    """A finding about scalars alone told in their step axis: its unit, and its steps there; on another
+    axis than the layers', where they were written on the layers' axis too."""
+    f.axis = axis
+    verb = "is" if len(f.layers) == 1 else "are"
+    f.message = (f"{labelled('scalar', f.layers)}, {axis.per()}, {verb} NaN or Inf "
+                 f"{axis.span(axis.first_step, axis.last_step)}"
+                 + (f" ({written_text(rd, f.first_step, f.last_step)})" if axis.other else ""))
+    return f
 
 
 def _collapse_step(rd) -> Optional[int]:
@@ -104,11 +133,3 @@ def _scalar_hits(rd) -> List[Hit]:
             hits.append(Hit(tag, int(steps[idx[0]]), int(steps[idx[-1]]), float(values[idx[0]]), int(steps[idx[0]]),
                             detail))
     return hits
-
-
-def _other_axis_text(h: Hit, rows: bool) -> str:
-    """What a scalar on another step axis says in its own terms, and where that falls on the run's steps."""
-    axis = "the layers" if rows else "the run's per-step scalars"
-    return (f"; {labelled('scalar', [h.layer])} counts steps on another axis: it is NaN or Inf from its step "
-            f"{h.detail['own_first_step']}, "
-            f"written about step {h.first} of {axis} (from wall time)")

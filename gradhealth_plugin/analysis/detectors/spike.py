@@ -20,7 +20,7 @@ import numpy as np
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
 from ..finding import INFO, WARN, Finding
-from ..spans import Hit, group, labelled
+from ..spans import Hit, group, labelled, scalar_axis, written_text
 from ..spikes import scan
 from . import periodic_spikes
 
@@ -78,12 +78,9 @@ def _finding(rd: RunData, role: Optional[str], severity: str, part: List[Hit], z
         own = sorted({s for h in hits for s in h.detail.get("own_spike_steps", ())})
         if own:
             # A series on another step axis: its own steps, as its chart shows them, never the layers'.
-            axis = "the layers" if rd.layers else "the run's other scalars"
-            where = f"at step {own[0]}" if len(own) == 1 else f"from step {own[0]} to step {own[-1]}"
-            written = (f"step {f.first_step}" if f.first_step == f.last_step
-                       else f"steps {f.first_step} to {f.last_step}")
-            f.message = (f"{labelled('scalar', f.layers)} {what} {where} of its own axis (written about "
-                         f"{written} of {axis}, from wall time)")
+            f.axis = scalar_axis(rd, f.layers, own[0], own[-1])
+            f.message = (f"{labelled('scalar', f.layers)}, {f.axis.per()}: {what} {f.axis.span(own[0], own[-1])} "
+                         f"({written_text(rd, f.first_step, f.last_step)})")
             f.evidence.update(own_first_step=own[0], own_last_step=own[-1])
         out.append(f)
     return out

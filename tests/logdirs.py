@@ -310,6 +310,23 @@ def torch_custom_prefix(logdir):
     writer.close()
 
 
+def torch_own_prefixes(logdir):
+    """A user's own naming, no role word: weights as ``net/<name>``, gradients as ``net_g/<name>``."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch, model, optimizer, x, y = _torch_mlp()
+    writer = SummaryWriter(str(logdir))
+
+    def log(step, loss):
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"net/{name}", p, step)
+            writer.add_histogram(f"net_g/{name}", p.grad, step)
+
+    _torch_steps(torch, model, optimizer, x, y, log)
+    writer.close()
+
+
 STUCK_EPOCHS = 8
 
 

@@ -241,6 +241,12 @@ def torch_custom_prefix_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def torch_own_prefixes_logdir(tmp_path_factory):
+    """Run ``.``: weights ``net/<name>`` and gradients ``net_g/<name>`` (no role word), scalar ``loss``."""
+    return _written_logdir(tmp_path_factory, "torch_own_prefixes")
+
+
+@pytest.fixture(scope="session")
 def keras_stuck_sigmoid_logdir(tmp_path_factory):
     """Run ``train``: weight histograms per epoch and ``epoch_loss`` of a sigmoid net stuck at ln 2."""
     return _written_logdir(tmp_path_factory, "keras_stuck_sigmoid")

@@ -219,21 +219,28 @@ def torch_prefixes(logdir):
     writer.close()
 
 
-def torch_dot_grad(logdir):
-    """PyTorch ``<name>`` next to ``<name>.grad``, with the official tutorial's ``training loss`` scalar."""
+def _torch_parameters(logdir, histograms, loss_tag=None):
+    """Trains `_torch_mlp` with torch's SummaryWriter, logging for every parameter, in order, each
+    ``(tag format, "weight" or "grad")`` of `histograms`, and the loss as `loss_tag` where one is given."""
     from torch.utils.tensorboard import SummaryWriter
 
     torch, model, optimizer, x, y = _torch_mlp()
     writer = SummaryWriter(str(logdir))
 
     def log(step, loss):
-        writer.add_scalar("training loss", loss.item(), step)
+        if loss_tag:
+            writer.add_scalar(loss_tag, loss.item(), step)
         for name, p in model.named_parameters():
-            writer.add_histogram(name, p, step)
-            writer.add_histogram(name + ".grad", p.grad, step)
+            for tag, what in histograms:
+                writer.add_histogram(tag.format(name), p.grad if what == "grad" else p, step)
 
     _torch_steps(torch, model, optimizer, x, y, log)
     writer.close()
+
+
+def torch_dot_grad(logdir):
+    """PyTorch ``<name>`` next to ``<name>.grad``, with the official tutorial's ``training loss`` scalar."""
+    _torch_parameters(logdir, (("{}", "weight"), ("{}.grad", "grad")), "training loss")
 
 
 def tensorboardx_data_grad(logdir):
@@ -296,18 +303,12 @@ def lightning_scalars(logdir):
 
 def torch_custom_prefix(logdir):
     """Gradients under a prefix no built-in rule knows (``mygrads/<name>``), weights under ``weights/<name>``."""
-    from torch.utils.tensorboard import SummaryWriter
+    _torch_parameters(logdir, (("mygrads/{}", "grad"), ("weights/{}", "weight")))
 
-    torch, model, optimizer, x, y = _torch_mlp()
-    writer = SummaryWriter(str(logdir))
 
-    def log(step, loss):
-        for name, p in model.named_parameters():
-            writer.add_histogram(f"mygrads/{name}", p.grad, step)
-            writer.add_histogram(f"weights/{name}", p, step)
-
-    _torch_steps(torch, model, optimizer, x, y, log)
-    writer.close()
+def torch_own_prefixes(logdir):
+    """A user's own naming, no role word: weights as ``net/<name>``, gradients as ``net_g/<name>``."""
+    _torch_parameters(logdir, (("net/{}", "weight"), ("net_g/{}", "grad")), "loss")
 
 
 STUCK_EPOCHS = 8

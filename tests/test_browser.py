@@ -52,6 +52,7 @@ XSS_RUN = "<img src=x onerror=alert(1)>"
 XSS_LAYER = "<img src=x onerror=window.__xss=1>"
 # Weights only, as Keras' callback logs them: nothing in it can show a gradient problem.
 WEIGHTS_RUN = "weights_only"
+SHARED_PARAMETER = "fc9.weight"
 # Statistics per iteration, histograms per epoch: two step axes in one row.
 TWO_AXES_RUN = "two_axes"
 TWO_AXES_LAYER = "layer_0"
@@ -88,6 +89,9 @@ def _write_logdir(root: pathlib.Path) -> None:
             # No word of these names tells a role: W_extra's is guessed, input/images has none.
             tf.summary.histogram("W_extra", rng.normal(0.0, 0.1, size=(4, 4)), step=step)
             tf.summary.histogram("input/images", rng.uniform(0.0, 1.0, size=64), step=step)
+            # One parameter under two prefixes, no role word: which is the weight goes unsaid.
+            tf.summary.histogram(f"net/{SHARED_PARAMETER}", rng.normal(0.0, 0.1, size=(4, 4)), step=step)
+            tf.summary.histogram(f"net_g/{SHARED_PARAMETER}", rng.normal(0.0, 1e-3, size=(4, 4)), step=step)
     writer.close()
     writer = tf.summary.create_file_writer(str(root / BRIEF_RUN))
     with writer.as_default():
@@ -532,12 +536,7 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     legend = tab.ui.locator(".gh-legend .gh-legend-guess")
     assert legend.text_content() == "name ? = role guessed"
     assert legend.get_attribute("title").startswith('A "?" after a row\'s name: its role')
-    label = tab.frame.evaluate("""([row, step]) => {
-        const c = window.__gradhealth.cellCenter(row, step);
-        return c && {x: document.querySelector('.gh-hm-port').getBoundingClientRect().left + 12, y: c.y};
-    }""", ["input/images", STEPS[1]])
-    box = tab.page.locator(FRAME).bounding_box()
-    tab.page.mouse.move(box["x"] + label["x"], box["y"] + label["y"])
+    _hover_row_name(tab, "input/images", STEPS[1])
     line = tab.ui.locator(".gh-tooltip .gh-tip-line", has=tab.ui.locator(".gh-tip-key", has_text="?"))
     line.wait_for(state="visible", timeout=5000)
     assert line.locator(".gh-tip-value").text_content().startswith("Role unknown: nothing in the tag's name tells it")
@@ -547,6 +546,30 @@ def test_a_guessed_role_says_so_and_offers_the_rule_that_fixes_it(tab):
     # A role known by convention offers nothing to fix.
     _open_cell(tab, "weight", "dense/kernel", STEPS[1])
     assert tab.ui.locator(".gh-detail .gh-role-guess").is_hidden()
+
+
+def _hover_row_name(tab, row, step):
+    """Moves the pointer onto the row's name at the heatmap's left edge."""
+    label = tab.frame.evaluate("""([row, step]) => {
+        const c = window.__gradhealth.cellCenter(row, step);
+        return c && {x: document.querySelector('.gh-hm-port').getBoundingClientRect().left + 12, y: c.y};
+    }""", [row, step])
+    box = tab.page.locator(FRAME).bounding_box()
+    tab.page.mouse.move(box["x"] + label["x"], box["y"] + label["y"])
+
+
+def test_two_tags_naming_one_parameter_say_why_neither_is_a_weight(tab):
+    tab.ui.locator("li.gh-run", has_text=WEIGHTS_RUN).click()
+    _open_cell(tab, "other", f"net_g/{SHARED_PARAMETER}", STEPS[1])
+    guess = tab.ui.locator(".gh-detail .gh-role-guess")
+    assert guess.is_visible() and "another tag names the same parameter" in guess.text_content()
+    legend = tab.ui.locator(".gh-legend .gh-legend-guess")
+    assert "two tags name one parameter" in legend.get_attribute("title")
+    _hover_row_name(tab, f"net/{SHARED_PARAMETER}", STEPS[1])
+    line = tab.ui.locator(".gh-tooltip .gh-tip-line", has=tab.ui.locator(".gh-tip-key", has_text="?"))
+    line.wait_for(state="visible", timeout=5000)
+    assert "both cannot be its weights" in line.locator(".gh-tip-value").text_content()
+    tab.page.mouse.move(5, 5)
 
 
 def test_a_health_cell_hover_adds_the_value_its_rule_read(tab):

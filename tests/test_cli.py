@@ -902,3 +902,14 @@ def test_report_says_what_a_modules_later_call_in_forward_is(notes_logdir, run_c
     assert code == 0 and "`relu[1]`" in out, out
     assert ("  `relu[1]` is the second call of module `relu` in forward: a module called several times in one "
             "forward pass (a shared ReLU) is logged once per call, `[1]` for the second\n") in out, out
+
+
+def test_report_judges_no_weight_whose_parameter_another_tag_names(torch_own_prefixes_logdir, run_cli):
+    payload = _report(run_cli, torch_own_prefixes_logdir)
+    (run,) = payload["runs"]
+    assert run["roles"] == ["other"]
+    assert "two tags that name one parameter cannot both be its weights" in run["coverage_note"]
+    # A gradient's first histogram is no initialisation, nor its change a weight update.
+    assert not {f["kind"] for f in payload["findings"]} & {"init_scale", "update_ratio", "weight_growth"}
+    code, out, _ = run_cli("report", torch_own_prefixes_logdir)
+    assert code == 0 and "16 histograms name parameters that another tag names too" in out

@@ -299,6 +299,39 @@ def test_lightning_grad_norm_cell_is_exact(plugin_client, lightning_logdir):
         written_scalar(client, "version_0", "grad_2.0_norm/bn1.weight")[2])
 
 
+# --- a user's own prefixes, no role word ---------------------------------------------------------------
+
+# Rules that judge a tensor as a weight or a gradient (every kind but those that need no role).
+ROLE_FREE_KINDS = {"nonfinite", "spike", "periodic_spikes", "no_progress"}
+
+
+def test_two_tags_naming_one_parameter_are_not_both_its_weights(plugin_client, torch_own_prefixes_logdir):
+    client = plugin_client(torch_own_prefixes_logdir)
+    run = only_run(client, ".")
+    assert run["roles"] == ["other"]
+    for name in TORCH_PARAMS:
+        shared = name != "logit_scale"  # named like no weight: no role at all, as before
+        for prefix in ("net", "net_g"):
+            assert by_name(run)[f"{prefix}/{name}"]["roles"] == {"other": {
+                **hist_role(f"{prefix}/{name}"), "decided_by": "shared_name" if shared else "fallback"}}, name
+    rows, body = heatmap_rows(client, ".", "other", "std")
+    assert dict(zip(body["layers"], body["decided_by"]))["net_g/fc1.weight"] == "shared_name"
+    assert client.ok("/heatmap", run=".", role="weight", metric="std")["layers"] == []
+    kinds = {f["kind"] for f in client.ok("/findings", run=".")["findings"]}
+    assert kinds <= ROLE_FREE_KINDS, kinds  # no init_scale on a gradient's first histogram
+
+
+def test_a_rule_decides_which_of_two_alike_names_is_the_weight(plugin_client, torch_own_prefixes_logdir, tmp_path):
+    logdir = tmp_path / "logdir"
+    shutil.copytree(torch_own_prefixes_logdir, logdir)
+    (logdir / "gradhealth.json").write_text(json.dumps(
+        {"tag_rules": [{"pattern": "^net_g/(?P<layer>.+)$", "role": "gradient"}]}))
+    run = only_run(plugin_client(logdir), ".")
+    assert set(run["roles"]) == {"gradient", "weight", "other"}  # other: logit_scale, named like no weight
+    assert by_name(run)["net/fc1.weight"]["roles"]["weight"]["decided_by"] == "convention"
+    assert by_name(run)["fc1.weight"]["roles"]["gradient"]["decided_by"] == "rule"
+
+
 # --- user rule file ------------------------------------------------------------------------------------
 
 RULE_FILE = {"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+)$", "role": "gradient"}]}
@@ -307,7 +340,10 @@ RULE_FILE = {"tag_rules": [{"pattern": "^mygrads/(?P<layer>.+)$", "role": "gradi
 def test_without_rule_file_an_unknown_prefix_is_not_a_gradient(plugin_client, torch_custom_prefix_logdir):
     run = only_run(plugin_client(torch_custom_prefix_logdir), ".")
     assert "gradient" not in run["roles"]
-    assert by_name(run)["mygrads/fc1.weight"]["roles"].keys() == {"weight"}
+    # ``weights/fc1.weight`` says it is the weight: ``mygrads/fc1.weight``, named alike, cannot be it too.
+    assert by_name(run)["fc1.weight"]["roles"] == {"weight": hist_role("weights/fc1.weight")}
+    assert by_name(run)["mygrads/fc1.weight"]["roles"] == {
+        "other": {**hist_role("mygrads/fc1.weight"), "decided_by": "shared_name"}}
 
 
 def test_rule_file_at_logdir_root_overrides_the_mapping(plugin_client, torch_custom_prefix_logdir, tmp_path):

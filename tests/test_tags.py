@@ -344,3 +344,32 @@ def test_each_tag_says_how_its_role_was_decided():
     assert [i.layer for i in infos] == ["w1", "w1"]
     separated = tags.separate_shared_rows(infos)
     assert [(i.layer, i.decided_by) for i in separated] == [("w1", tags.BY_NAME), ("w1_hist", tags.BY_NAME)]
+
+
+def _infos(*tag_names):
+    return [tags.classify_histogram(t) for t in tag_names]
+
+
+def test_weights_named_alike_under_other_prefixes_share_a_parameter():
+    groups = tags.weights_sharing_a_name(_infos("net/fc1.weight", "net_g/fc1.weight", "net/fc2.weight",
+                                                "model/conv1/weights", "model_g/conv1/weights"))
+    assert sorted(sorted(i.tag for i in g) for g in groups) == [
+        ["model/conv1/weights", "model_g/conv1/weights"], ["net/fc1.weight", "net_g/fc1.weight"]]
+    assert all(tags.weight_by_parameter_word_alone(i) for g in groups for i in g)
+
+
+@pytest.mark.parametrize("names", [
+    ("layer1/weights", "layer2/weights"),  # one word per scope: two parameters
+    ("conv1/weights", "conv1/biases"),
+    ("grads/fc1.weight", "weights/fc1.weight"),  # a gradient and its weight, by their role words
+])
+def test_different_parameters_or_roles_share_no_name(names):
+    assert tags.weights_sharing_a_name(_infos(*names)) == []
+
+
+def test_a_role_word_or_a_rule_says_weight_beyond_the_parameter_word():
+    word, bare = _infos("weights/fc1.weight", "mygrads/fc1.weight")
+    assert [len(g) for g in tags.weights_sharing_a_name([word, bare])] == [2]
+    assert not tags.weight_by_parameter_word_alone(word) and tags.weight_by_parameter_word_alone(bare)
+    rules, _ = tags.parse_user_rules([{"pattern": "^net/(?P<layer>.+)$", "role": "weight"}])
+    assert not tags.weight_by_parameter_word_alone(tags.classify_histogram("net/fc1.weight", rules=rules))

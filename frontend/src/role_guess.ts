@@ -6,9 +6,10 @@ import { button, el } from "./dom";
 /** How a row's role was decided, as the server says it (runs and heatmap routes). */
 export type DecidedBy = string;
 
-/** A guess is a role read from name words or from the data, or no role at all (the row is "other"). */
+/** A guess is a role read from name words or from the data, or no role at all (the row is "other"): nothing
+ * told it, or another tag names the same parameter ("shared_name") so which one is the weight goes unsaid. */
 export function isGuessed(decidedBy: DecidedBy | undefined): boolean {
-  return decidedBy === "name" || decidedBy === "data" || decidedBy === "fallback";
+  return decidedBy === "name" || decidedBy === "data" || decidedBy === "fallback" || decidedBy === "shared_name";
 }
 
 /** One sentence on how the role was found, for a guessed row; null otherwise. */
@@ -17,6 +18,10 @@ export function guessNote(decidedBy: DecidedBy | undefined, role: string): strin
   if (decidedBy === "data") {
     const why = role === "activation" ? ": never negative, with a share at zero, as a ReLU's output" : "";
     return `Role "${role}" guessed from the data, not the name${why}.`;
+  }
+  if (decidedBy === "shared_name") {
+    return "Role unknown: another tag names the same parameter under another prefix, and both cannot be its "
+      + "weights (one may be its gradient), so only NaN/Inf values and spikes are judged here.";
   }
   if (decidedBy === "fallback") {
     return "Role unknown: nothing in the tag's name tells it, so only NaN/Inf values and spikes are judged here.";
@@ -39,7 +44,8 @@ export function guessLegend(decidedBy: readonly (DecidedBy | undefined)[]): { la
   return {
     label: "name ? = role guessed",
     title: "A \"?\" after a row's name: its role (gradient, weight, activation) was guessed from the words of the tag's "
-      + "name or from its values, or not found, because the writer's naming says nothing of it. Hover the name for how.",
+      + "name or from its values, or not found, because the writer's naming says nothing of it or two tags name one "
+      + "parameter. Hover the name for how.",
   };
 }
 

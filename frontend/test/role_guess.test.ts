@@ -15,6 +15,13 @@ describe("guessed roles", () => {
     );
   });
 
+  it("include a weight whose parameter another tag names too", () => {
+    expect(isGuessed("shared_name")).toBe(true);
+    expect(guessNote("shared_name", "other")).toContain("another tag names the same parameter");
+    expect(guessLine("shared_name", "other")?.[1]).toContain("both cannot be its weights");
+    expect(guessLegend(["convention", "shared_name"])?.title).toContain("two tags name one parameter");
+  });
+
   it("offer a rule that matches the tag alone", () => {
     const tag = "model_params/W_fc1.weight:0 (x)";
     const pattern = exactPattern(tag);

@@ -484,10 +484,38 @@ def _roles_from_data(infos: List[tags_lib.TagInfo], reads: RunReads) -> List[tag
     return out
 
 
+def _one_count(table: metrics.MetricTable) -> float:
+    """How many values the tag's histograms hold (their median over steps), NaN where unknown."""
+    counts = table.values.get("count")
+    return float(np.nanmedian(counts)) if counts is not None and np.isfinite(counts).any() else np.nan
+
+
+def _doubt_shared_names(infos: List[tags_lib.TagInfo], reads: RunReads) -> List[tags_lib.TagInfo]:
+    """Weight histograms that name one parameter under different prefixes, made role OTHER (a guess)
+    where nothing but their parameter word says weight.
+
+    Two tags naming one parameter cannot both be its weights, and which one is goes unsaid: a weight
+    rule would judge a gradient's first histogram as an initialisation. A tag stays a weight when a
+    rule or a role word decides it, or when its histograms hold another number of values than every
+    other tag of that name: a weight and its gradient hold as many.
+    """
+    doubted = set()
+    for group in tags_lib.weights_sharing_a_name(infos):
+        counts = {i.tag: _one_count(reads.histograms.get(i.tag, metrics.empty_table())) for i in group}
+        for info in filter(tags_lib.weight_by_parameter_word_alone, group):
+            mine = counts[info.tag]
+            if any(other.layer != info.layer and (np.isnan(mine) or np.isnan(counts[other.tag])
+                                                  or mine == counts[other.tag]) for other in group):
+                doubted.add(info.tag)
+    return [tags_lib.with_role(i, tags_lib.OTHER, tags_lib.BY_SHARED_NAME) if i.tag in doubted else i
+            for i in infos]
+
+
 def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
     """The layers the tags describe, each with one row per role that has data, in first-tag order."""
     grouped: Dict[tuple, List[tags_lib.TagInfo]] = collections.defaultdict(list)
-    for info in run_tags.own + _roles_from_data(run_tags.histograms, reads) + run_tags.layer_scalars:
+    histograms = _roles_from_data(_doubt_shared_names(run_tags.histograms, reads), reads)
+    for info in run_tags.own + histograms + run_tags.layer_scalars:
         grouped[(info.layer, info.role)].append(info)
     layers: Dict[str, Layer] = {}
     for (name, role), group in grouped.items():

@@ -80,6 +80,7 @@ BY_PAIRING = "pairing"  # a bare name next to its logged gradient
 BY_NAME = "name"  # the words of the name
 BY_DATA = "data"  # the histograms themselves (see `data_roles`)
 BY_FALLBACK = "fallback"  # nothing told: role OTHER
+BY_SHARED_NAME = "shared_name"  # another tag names the same parameter: role OTHER (see `weights_sharing_a_name`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -457,6 +458,40 @@ def pair_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
                                        kind=_kind_of(target, WEIGHT) if info.kind == KIND_OTHER else info.kind)
         moved.append(info)
     return moved
+
+
+def weight_by_parameter_word_alone(info: TagInfo) -> bool:
+    """Whether a weight histogram's role comes only from the parameter word its name ends in
+    (``net_g/fc1.weight``), not from a rule, a pairing or a role word of the writer's
+    (``weights/``, ``/data``, ``params/``)."""
+    return (info.metric is None and info.role == WEIGHT and info.decided_by == BY_CONVENTION
+            and not any(regex.match(info.tag) for regex, *_ in _FLAX_COLLECTIONS + _ROLE_PREFIXES + _ROLE_SUFFIXES))
+
+
+def _parameter_name(layer: str) -> Optional[str]:
+    """The parameter a weight row names, without the prefix it was filed under: ``net_g/fc1.weight`` ->
+    ``fc1.weight``, ``model/conv1/weights`` -> ``conv1/weights``; None for a bare ``weights``, which
+    names no parameter of its own."""
+    parts = layer.split("/")
+    if _split_param(parts[-1])[0] != parts[-1]:
+        return parts[-1]
+    return "/".join(parts[-2:]) if len(parts) > 1 else None
+
+
+def weights_sharing_a_name(infos: Sequence[TagInfo]) -> List[List[TagInfo]]:
+    """Weight histograms on different rows that name one parameter, one list per parameter.
+
+    ``net/fc1.weight`` and ``net_g/fc1.weight`` both read as weights by their parameter word,
+    yet both cannot be fc1.weight's weights: one of them is something else of it (its gradient,
+    perhaps). Which one goes unsaid unless a rule or a role word (``weights/``) decides it
+    (see `weight_by_parameter_word_alone`).
+    """
+    by_name: Dict[str, List[TagInfo]] = collections.defaultdict(list)
+    for info in infos:
+        name = _parameter_name(info.layer) if info.metric is None and info.role == WEIGHT else None
+        if name is not None:
+            by_name[name].append(info)
+    return [group for group in by_name.values() if len({i.layer for i in group}) > 1]
 
 
 def join_output_scalars(scalars: Sequence[TagInfo], histograms: Sequence[TagInfo]) -> List[TagInfo]:

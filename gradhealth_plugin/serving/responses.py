@@ -210,6 +210,20 @@ def coverage_note(kinds: Sequence[str]) -> Optional[str]:
     return note
 
 
+def shared_name_note(rd: RunData) -> Optional[str]:
+    """A sentence on the rows whose role is unknown because another tag names the same parameter, or None."""
+    shared = [r.tags[0] for layer in rd.layers for r in layer.roles.values()
+              if r.decided_by == tags_lib.BY_SHARED_NAME]
+    if not shared:
+        return None
+    many = len(shared) > 1
+    return (f"{len(shared)} histogram{'s name parameters' if many else ' names a parameter'} that another tag"
+            " names too under another prefix"
+            f" (`{shared[0]}`, ...): two tags that name one parameter cannot both be its weights (one may be its"
+            " gradient) and nothing says which is, so they are role other here and no weight or gradient rule"
+            " judges them. A tag rule in gradhealth.json gives each its role (docs/configuration.md).")
+
+
 def _steps_logged(rdata: RoleData) -> int:
     """A row's logged steps: what its writer reported, else the steps kept (then nothing was dropped)."""
     return int(rdata.steps_logged if rdata.steps_logged is not None else len(rdata.table.steps))
@@ -270,7 +284,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
         "not_judged": unjudged,
         "gradients_judged": not set(unjudged) & _GRADIENT_KINDS,
         "coverage_note": (f"This is {beside_note}; only its loss and other scalars are judged here."
-                          if beside_note else coverage_note(unjudged)),
+                          if beside_note else " ".join(filter(None, (coverage_note(unjudged), shared_name_note(rd))))
+                          or None),
         # The run that holds this run's layers (Keras' X/train beside X/validation), or None.
         "layers_in": layers_run,
         # The run in one word, the badge and the CLI alike: "healthy" only where gradients were judged and

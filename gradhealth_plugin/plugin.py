@@ -23,7 +23,7 @@ from werkzeug import wrappers
 from . import config as config_lib
 from .analysis import findings as findings_lib
 from .analysis import vocabulary
-from .analysis.finding import INFO, Finding
+from .analysis.finding import Finding
 from .reading.cache import TagCache
 from .reading.runs import Layer, RunData
 from .reading import provider as provider_lib
@@ -374,13 +374,12 @@ class GradHealthPlugin(base_plugin.TBPlugin):
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,
                   step: int, role: Optional[str], found: Sequence[Finding] = ()) -> dict:
         """One layer at one step, each role with its histogram there when it has one, and for an ok cell
-        where a cell rule fired why that is no warning (`findings.held`, the run's notes `found`)."""
+        where a cell rule fired why that is no warning (`findings.held`, from the run's findings `found`)."""
         layer = _layer(rd, layer_name)
         rows = responses.rows_at(responses.layer_roles(layer, role), step)
         if not rows:
             raise errors.NotFoundError(f"layer {layer_name!r} of run {rd.run!r} has no data at step {step}")
         roles = {}
-        notes = [f for f in found if f.severity == INFO]
         for name, index in rows.items():
             row = layer.roles[name]
             shown = row.histogram_step_at(index)
@@ -391,7 +390,7 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 # gradhealth's own summary carries a histogram (format version 2) on the row's axis.
                 buckets = self._analyzer.histograms_of(ctx, experiment, rd.run, row.own_tag, own=True).get(step)
                 shown = (step, None) if buckets is not None else shown
-            held = findings_lib.held(row, index, notes, layer.name, name, self._limits)
+            held = findings_lib.held(row, index, found, layer.name, name, self._limits)
             read = findings_lib.rule_read(row, index, name, layer.kind, self._limits)
             roles[name] = responses.role_cell(row, index, buckets, shown, own, held, read)
         return responses.cell(rd, layer, step, roles)

@@ -86,6 +86,28 @@ def test_gradients_that_shrank_with_the_loss_of_a_model_fitting_its_data_are_a_n
     assert held == {"ok"}, held
 
 
+
+def test_a_cell_under_a_note_names_the_note_on_hover(fitting_logdir, loader_client):
+    """An ok cell where the vanishing rule held under the note: `/cell` names the note covering it (kind,
+    severity, its steps in that layer), never "yet no finding"."""
+    client = loader_client(fitting_logdir)
+    (note,) = _vanishing(client, "mlp")
+    hm = client.ok("/heatmap", run="mlp", role="gradient", metric="mean_abs")
+    seen = 0
+    for layer, rules in zip(hm["layers"], hm["rules"]):
+        for step, rule in zip(hm["steps"], rules):
+            if rule != "vanishing_gradients":
+                continue
+            held = client.ok("/cell", run="mlp", layer=layer, step=step, role="gradient")["roles"]["gradient"]["held"]
+            first, last = note["evidence"]["layers"][layer]["first_step"], note["evidence"]["layers"][layer]["last_step"]
+            assert first <= step <= last, (layer, step, note["evidence"]["layers"][layer])
+            assert held["finding"] == {"kind": "vanishing_gradients", "severity": "info", "first_step": first,
+                                       "last_step": last}, held
+            assert (f"covered by a note (info) of vanishing gradients from step {first} to step {last}, not a warning"
+                    in held["text"] and "yet no finding" not in held["text"]), held["text"]
+            seen += 1
+    assert seen >= 5, seen
+
 def test_gradients_of_a_deep_sigmoid_network_whose_loss_does_not_fall_still_vanish(fitting_logdir, loader_client):
     (f,) = _vanishing(loader_client(fitting_logdir), "stuck")
     assert f["severity"] in ("warn", "critical") and f["first_step"] == 0, f

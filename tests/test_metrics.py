@@ -781,7 +781,7 @@ GROWTH_STEPS = 12
 
 
 def _growth_array(tag: str, step: int) -> np.ndarray:
-    """Weights whose first positive std comes at different steps: 'late' is all zeros (std 0) for its first
+    """Weights whose first std comes at different steps: 'late' is all zeros (std 0) for its first
     steps, 'empty' holds no value at all (no std) for its first, 'nonfinite' holds a NaN at step 0 only."""
     x = np.random.default_rng([len(tag), step]).normal(0.0, 0.02 * (1 + step), 64)
     if tag == "late" and step < 4:
@@ -811,13 +811,14 @@ def growth_logdir(tmp_path_factory):
 
 
 def _std_rel_first_as_stored(std: np.ndarray, std_quality: np.ndarray) -> tuple:
-    """The column tables held before it was derived: the std over the tensor's first positive, finite std,
-    NaN (no data) where that is not finite. Written out step by step, apart from the code it checks."""
-    positive = [s for s in std.tolist() if math.isfinite(s) and s > 0]
+    """The std over the tensor's first finite std, NaN (no data) where that is not finite or the first is
+    0 (a tensor constant where first logged has no spread to grow from). Written out step by step, apart
+    from the code it checks."""
+    finite = [s for s in std.tolist() if math.isfinite(s)]
     values, quality = [], []
     for s, q in zip(std.tolist(), std_quality.tolist()):
         with np.errstate(invalid="ignore", over="ignore"):
-            rel = np.float64(s) / np.float64(positive[0]) if positive else np.nan
+            rel = np.float64(s) / np.float64(finite[0]) if finite and finite[0] > 0 else np.nan
         values.append(float(rel) if math.isfinite(rel) else np.nan)
         quality.append(q if math.isfinite(rel) else metrics.NO_DATA)
     return np.array(values), np.array(quality, dtype=np.uint8)
@@ -844,7 +845,8 @@ def test_std_rel_first_is_derived_from_the_std_of_each_tag(loader_client, growth
         if len(table.steps) == GROWTH_STEPS:
             same_length.append((table, want, want_quality))
     late = tables["late/kernel"]
-    assert late.get("std_rel_first")[:4].tolist() == [0.0] * 4 and late.get("std_rel_first")[4] == 1.0
+    # All zeros where first logged: no spread to grow from, its growth is not judged.
+    assert np.isnan(late.get("std_rel_first")).all()
     assert np.isnan(tables["empty/kernel"].get("std_rel_first")[:3]).all()
     assert tables["empty/kernel"].get("std_rel_first")[3] == 1.0
     assert tables["later_start/kernel"].get("std_rel_first")[0] == 1.0
@@ -869,7 +871,46 @@ def test_std_rel_first_is_derived_from_the_std_of_each_tag(loader_client, growth
     np.testing.assert_array_equal(both.get("std_rel_first"), np.array([judged.get("std_rel_first"),
                                                                        late.get("std_rel_first")]))
 
-    series = client.ok("/series", run="run", layer="late/kernel", metric="std_rel_first", role="weight")
-    assert series["series"]["weight"]["values"][:5] == [0.0, 0.0, 0.0, 0.0, 1.0]
-    cell = client.ok("/cell", run="run", layer="late/kernel", step=4, role="weight")
+    series = client.ok("/series", run="run", layer="empty/kernel", metric="std_rel_first", role="weight")
+    assert series["series"]["weight"]["values"][:4] == [None, None, None, 1.0]
+    cell = client.ok("/cell", run="run", layer="empty/kernel", step=3, role="weight")
     assert cell["roles"]["weight"]["metrics"]["std_rel_first"] == {"value": 1.0, "quality": "estimated"}
+    late_series = client.ok("/series", run="run", layer="late/kernel", metric="std_rel_first", role="weight")
+    assert set(late_series["series"]["weight"]["values"]) == {None}
+
+
+@pytest.fixture(scope="module")
+def constant_start_logdir(tmp_path_factory):
+    """gradhealth's `watch` on a torch `nn.Sequential(Linear, BatchNorm1d, ReLU, Linear)`, as torchvision's
+    `downsample` is one: the BatchNorm's scale is named `1.weight`, like a kernel, and starts at 1.0 in
+    every unit (std 0). 40 SGD steps, each logged, spread it; the kernels start random."""
+    torch = pytest.importorskip("torch")
+    from gradhealth_plugin.torch import watch
+
+    torch.manual_seed(0)
+    logdir = tmp_path_factory.mktemp("constant_start")
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    handle = watch(model, str(logdir / "run"), optimizer=optimizer, every_n_steps=1, activations=False)
+    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    for _ in range(40):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    handle.remove()
+    return logdir
+
+
+def test_a_weight_constant_where_first_logged_is_not_judged_for_growth(constant_start_logdir, plugin_client):
+    """The BatchNorm scale named like a kernel grows from a std of 0: no ratio, no weight growth, while the
+    kernels' growth is measured from their first std."""
+    client = plugin_client(constant_start_logdir)
+    hm = client.ok("/heatmap", run="run", role="weight", metric="std_rel_first")
+    rows = dict(zip(hm["layers"], hm["values"]))
+    assert set(rows) >= {"0.weight", "1.weight", "3.weight"}, list(rows)
+    assert all(v is None for v in rows["1.weight"]), rows["1.weight"]
+    assert rows["0.weight"][0] == 1.0 and rows["3.weight"][0] == 1.0, (rows["0.weight"][:3], rows["3.weight"][:3])
+    found = client.ok("/findings", run="run")["findings"]
+    grown = [f for f in found if f["kind"] == "weight_growth"]
+    assert not any("1.weight" in f["layers"] for f in grown), grown

@@ -121,11 +121,11 @@ def _status(layers: List[str], role: str, steps: np.ndarray, present: np.ndarray
     return status, rule
 
 
-def held(rdata: RoleData, index: int, notes: Sequence[Finding], layer: str,
+def held(rdata: RoleData, index: int, found: Sequence[Finding], layer: str,
          role: str, limits: Mapping[str, float]) -> Optional[dict]:
     """Why an ok cell where a cell rule fired is no warning: for how many logged steps in a row that
-    kind's rules held around it, how many its finding needs, and the note covering it if any. None for
-    any other cell."""
+    kind's rules held around it, how many its finding needs, and the finding of that kind covering it if
+    any (of the run's findings `found`: at an ok cell only a note can). None for any other cell."""
     h = rdata.health
     if h.fired is None or int(h.status[index]) != health.OK or not h.fired[index]:
         return None
@@ -137,20 +137,31 @@ def held(rdata: RoleData, index: int, notes: Sequence[Finding], layer: str,
     first = int(before[-1]) + 1 if len(before) else 0
     end = index + int(after[0]) if len(after) else len(same)
     in_a_row, needed = end - first, detectors.steps_needed(kind, limits)
-    steps = rdata.table.steps[index:index + 1]
-    note = next((f for f in notes if f.kind == kind and (f.role is None or f.role == role)
-                 and covers(f, layer, steps, role)[0]), None)
+    cover = covering(found, kind, layer, role, rdata.table.steps[index:index + 1])
     label = detectors.BY_KIND[kind].LABEL.lower()
     # "one of": the count is the whole stretch around this step, not the steps up to it.
     text = f"{label} at this step" + (" only" if in_a_row == 1 else f", one of {in_a_row} logged steps in a row")
-    if note is not None:
-        text += ", a note (info), not a warning: see the layer's findings"
+    finding = None
+    if cover is not None:
+        a, b = cover.spans[layer]
+        finding = {"kind": cover.kind, "severity": cover.severity, "first_step": a, "last_step": b}
+        what = "a note (info)" if cover.severity == INFO else f"a {cover.severity} finding"
+        span = f"at step {a}" if a == b else f"from step {a} to step {b}"
+        text += f"; covered by {what} of {label} {span}" + (", not a warning" if cover.severity == INFO else "")
+        text += ": see the layer's findings"
     elif in_a_row < needed:
         text += f"; a finding needs {needed} logged steps in a row"
     else:
         text += "; yet no finding: the rest of the finding's rule did not hold here"
     return {"kind": kind, "steps_in_a_row": in_a_row, "steps_needed": needed,
-            "note": note.kind if note is not None else None, "text": text}
+            "note": cover.kind if cover is not None and cover.severity == INFO else None,
+            "finding": finding, "text": text}
+
+
+def covering(found: Sequence[Finding], kind: str, layer: str, role: str, steps: np.ndarray) -> Optional[Finding]:
+    """The most severe of `found` of `kind` covering `layer`'s row in `role` at `steps` (one step), or None."""
+    return next((f for f in ordered(found) if f.kind == kind and (f.role is None or f.role == role)
+                 and covers(f, layer, steps, role)[0]), None)
 
 
 def rule_read(rdata: RoleData, index: int, role: str, kind: str, limits: Mapping[str, float]) -> Optional[dict]:

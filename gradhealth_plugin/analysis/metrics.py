@@ -73,7 +73,7 @@ class MetricTable:
     # Wall time of the first kept step: tags written one after the other in a
     # training loop carry the model's order in it.
     first_wall: Optional[float] = None
-    # Per row, the std `std_rel_first` is relative to where that is not the first positive, finite one
+    # Per row, the std `std_rel_first` is relative to where that is not the first finite one
     # of the std column (`judged` leaves it out where the tensor held NaN or Inf): of shape () for one
     # tensor, (rows,) for stacked tables. None: the std column's own.
     std_first: Optional[np.ndarray] = None
@@ -106,12 +106,14 @@ DERIVED_FROM = ("std", "nonfinite")
 
 
 def first_stds(std: np.ndarray) -> np.ndarray:
-    """Per row (the last axis), the first positive, finite std; NaN for a row without one."""
+    """Per row (the last axis), the first finite std, the one growth is measured from; NaN for a row
+    without one, or whose first is 0: a tensor constant where first logged (a bias or a norm scale at its
+    initial value, whatever its name says) has no spread to grow from, so its growth is not judged."""
     if std.shape[-1] == 0:
         return np.full(std.shape[:-1], np.nan)
-    ok = np.isfinite(std) & (std > 0)
+    ok = np.isfinite(std)
     first = np.take_along_axis(std, np.argmax(ok, axis=-1)[..., None], axis=-1)[..., 0]
-    return np.where(ok.any(axis=-1), first, np.nan)
+    return np.where(ok.any(axis=-1) & (first > 0), first, np.nan)
 
 
 def derived(table: MetricTable, name: str) -> tuple:
@@ -122,9 +124,9 @@ def derived(table: MetricTable, name: str) -> tuple:
 
 
 def std_rel_first(table: MetricTable) -> tuple:
-    """(values, quality) of `std_rel_first`: each row's std over its first positive, finite std
-    (`MetricTable.std_first` where set). NaN, no data, where that is not finite: a row without
-    such a std, a step without a std."""
+    """(values, quality) of `std_rel_first`: each row's std over its first finite std (`first_stds`,
+    `MetricTable.std_first` where set). NaN, no data, where that is not finite: a row without such a
+    std or whose first is 0, a step without a std."""
     std = table.values["std"]
     first = table.std_first if table.std_first is not None else first_stds(std)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

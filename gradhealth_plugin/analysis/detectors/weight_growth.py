@@ -1,5 +1,9 @@
 """Weights that grow: std far above its first logged value, or |mean| above a limit (seed 004).
 
+A weight constant where first logged (std 0: a bias or a norm scale at its initial value, also one
+named like a kernel, as torchvision's `downsample.1.weight`) is judged by neither: it has no spread to
+grow from, and its |mean| is where it started (1 for a norm scale).
+
 A weight initialised deliberately smaller than its peers is measured from its
 peers' scale, not its own start: GPT-2 scales its residual projections to
 0.02 / sqrt(2 x blocks) while its other kernels start at 0.02
@@ -48,7 +52,11 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     growth, abs_mean = limits["weight_std_growth"], limits["weight_abs_mean"]
     tests = (Test("std_rel_first", growth), Test("mean", abs_mean, use_abs=True))
     scaled = reference_stds(rd)
-    hits = [h for h in span_hits(rd, tags_lib.WEIGHT, tests, STEPS_NEEDED, PARAM_SHAPE_KINDS) if h.layer not in scaled]
+    # A tensor constant where first logged (a norm scale at 1, whatever its name) has no spread to grow
+    # from (`metrics.first_stds`), and its |mean| is its initial value's: neither test judges it.
+    constant = started_constant(rd)
+    hits = [h for h in span_hits(rd, tags_lib.WEIGHT, tests, STEPS_NEEDED, PARAM_SHAPE_KINDS)
+            if h.layer not in scaled and h.layer not in constant]
     hits += _scaled_hits(rd, scaled, growth, abs_mean)
     found = group_sustained(rd, KIND, SEVERITY, tags_lib.WEIGHT, hits, growth,
                             f"grow (std above {growth:g}x its first logged value or |mean| above {abs_mean:g})",
@@ -103,6 +111,12 @@ def _say_where_level(rd: RunData, f: Finding) -> None:
     when = f"step {first}" if first == last else f"steps {first}-{last}"
     who = "it" if len(f.layers) == 1 else "they" if len(since) == len(f.layers) else f"{len(since)} of them"
     f.message += f"; {who} stayed within {LEVEL:.0%} of {'its' if who == 'it' else 'their'} last value since {when}"
+
+
+def started_constant(rd: RunData) -> set:
+    """The weights whose first finite std is 0: constant where first logged, as biases and norm scales start."""
+    return {layer.name for layer, table in rd.role_rows(tags_lib.WEIGHT, PARAM_SHAPE_KINDS)
+            if np.isfinite(table.get("std")).any() and np.isnan(metrics.first_stds(table.get("std")))}
 
 
 def _first_std(table) -> float:

@@ -690,3 +690,15 @@ def test_no_query_on_an_odd_logdir_makes_a_server_error(odd_client, route):
             assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"].strip(), body
 
     check()
+
+
+def test_the_report_gives_each_unreadable_tag_a_line(odd_logdir, capsys):
+    from gradhealth_plugin import cli
+
+    assert cli.main(["report", "--run", "odd", str(odd_logdir)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    lines = [line for line in out.splitlines() if line.startswith("  unreadable tag ")]
+    assert len(lines) == len(ODD_UNREADABLE), out
+    for tag, words in ODD_UNREADABLE.items():
+        assert any(line.startswith(f"  unreadable tag {tag}: ") and words in line for line in lines), (tag, out)

@@ -702,3 +702,18 @@ def test_the_report_gives_each_unreadable_tag_a_line(odd_logdir, capsys):
     assert len(lines) == len(ODD_UNREADABLE), out
     for tag, words in ODD_UNREADABLE.items():
         assert any(line.startswith(f"  unreadable tag {tag}: ") and words in line for line in lines), (tag, out)
+
+
+def test_a_step_whose_vector_is_not_the_formats_is_no_data_in_every_route(tmp_path, loader_client):
+    from gradhealth_plugin.writing.reference import stats_numpy
+
+    rng = np.random.default_rng(4)
+    vectors = [stats_numpy(rng.normal(size=256)) for _ in range(4)]
+    vectors[2] = np.concatenate([vectors[2]] * 3)  # three vectors in one: its fields are not where they belong
+    write_run(tmp_path / "run", [event(step, _own_value("w", v)) for step, v in enumerate(vectors)])
+    client = loader_client(tmp_path)
+    assert client.ok("/runs")["runs"][0]["unreadable"] == []
+    weight = client.ok("/cell", run="run", layer="w", step=2)["roles"]["weight"]
+    assert weight["status"] == "no_data" and weight["histogram"] is None
+    assert client.ok("/distribution", run="run", layer="w")["distributions"]["weight"]["steps"] == [0, 1, 3]
+    assert client.ok("/cell", run="run", layer="w", step=3)["roles"]["weight"]["histogram"]

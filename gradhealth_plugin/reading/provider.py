@@ -728,9 +728,12 @@ class Reader:
                     by_step[datum.step] = datum.numpy
                     continue
                 try:
-                    buckets = metadata.histogram_of(np.asarray(datum.numpy, dtype=np.float64))
+                    vector = np.asarray(datum.numpy, dtype=np.float64)
                 except (TypeError, ValueError):  # text where numbers belong: no histogram
-                    buckets = None
+                    vector = None
+                # A step whose vector is not the format's is no data (`_own_tables`): no histogram either.
+                buckets = (None if vector is None or metadata.vector_problem(vector.shape) is not None
+                           else metadata.histogram_of(vector))
                 if buckets is not None:
                     by_step[datum.step] = buckets
             self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))

@@ -329,9 +329,9 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
             out.write(f"  {summary['coverage_note']}\n")
         if summary["unclassified"]:
             out.write(f"  unclassified tags: {', '.join(summary['unclassified'])}\n")
-        if summary["unreadable"]:
-            tags = "; ".join(f"{u['tag']} ({u['why']})" for u in summary["unreadable"])
-            out.write(f"  unreadable tags: {tags}\n")
+        # A line per tag: a run may have dozens, each with its own why.
+        for u in summary["unreadable"]:
+            out.write(f"  unreadable tag {u['tag']}: {u['why']}\n")
         printed = []
         for f, more in _fold_notes(mine):
             printed.append(f"  [{f.severity}] {f.kind}: {f.message}\n")

@@ -45,6 +45,12 @@ class PluginClient:
     def raw(self, route, **params):
         return self._client(route).get(route, query_string=params)
 
+    def query(self, route, pairs):
+        """GET a route with a query of (name, value) pairs as given: a name may repeat, a value be any text."""
+        from werkzeug.datastructures import MultiDict
+
+        return self._client(route).get(route, query_string=MultiDict(pairs))
+
     def get(self, route, **params):
         """GET a route; returns (status code, decoded JSON)."""
         response = self.raw(route, **params)

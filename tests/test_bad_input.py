@@ -323,10 +323,24 @@ def test_histogram_tensors_of_the_wrong_shape(tmp_path, plugin_client, rng):
               hist_value("gradients/text/kernel", np.array([b"a", b"b", b"c"], dtype=object), dtype=None))
         for s in range(5)])
     seen = sweep(plugin_client(tmp_path))["run"]
-    for layer in ("flat5/kernel", "pairs/kernel", "cube/kernel", "scalar/kernel"):
-        assert all(status == NO_DATA and value is None for _, value, status, _ in layer_cells(seen, "gradient", layer))
-    # Text is no histogram of any shape: the tag is reported unreadable, not drawn.
-    assert [u["tag"] for u in seen["summary"]["unreadable"]] == ["gradients/text/kernel"]
+    # No step of these is a histogram of any shape: each tag is reported unreadable, saying why, not drawn.
+    unreadable = {u["tag"]: u["why"] for u in seen["summary"]["unreadable"]}
+    assert unreadable == {
+        "gradients/flat5/kernel": "the tensor at step 0 has shape [5], not [k, 3] histogram buckets",
+        "gradients/pairs/kernel": "the tensor at step 0 has shape [4, 2], not [k, 3] histogram buckets",
+        "gradients/cube/kernel": "the tensor at step 0 has shape [2, 2, 3], not [k, 3] histogram buckets",
+        "gradients/scalar/kernel": "the tensor at step 0 has shape [], not [k, 3] histogram buckets",
+        "gradients/text/kernel": "the tensor at step 0 holds text, not numbers"}
+    assert [layer["name"] for layer in seen["summary"]["layers"]] == ["good/kernel"]
+
+
+def test_a_histogram_tag_of_the_wrong_shape_at_some_steps_keeps_the_others(tmp_path, plugin_client, rng):
+    write_run(tmp_path / "run", [event(s, hist_value(GOOD, normal_buckets(rng) if s % 2 else np.arange(5.0)))
+                                 for s in range(4)])
+    seen = sweep(plugin_client(tmp_path))["run"]
+    assert seen["summary"]["unreadable"] == []
+    assert [status == NO_DATA for _, _, status, _ in layer_cells(seen, "gradient", "good/kernel")] == [
+        True, False, True, False]
 
 
 def test_ten_thousand_tags_in_one_run(tmp_path, plugin_client):
@@ -498,3 +512,208 @@ def test_bad_requests_get_json_errors(good_client, route, params, expected):
     assert status == expected, body
     if status != 200:
         assert isinstance(body.get("error"), str) and body["error"]
+
+
+# --------------------------------------------------------------------------- every odd thing at once
+
+def _own_value(layer: str, vector, version=None):
+    """A gradhealth summary of a weight, its vector as given, its metadata's version replaced when given."""
+    from gradhealth_plugin.writing import format as fmt
+
+    meta = fmt.summary_metadata("weight", layer, position=0, shape=(16, 16))
+    if version is not None:
+        meta.plugin_data.content = json.dumps(dict(json.loads(meta.plugin_data.content), version=version)).encode()
+    return fmt.tensor_summary(fmt.tag_for("weight", layer), vector, meta).value[0]
+
+
+def _odd_histograms() -> dict:
+    """tag -> a histogram tensor no writer should write, one per kind of damage."""
+    edges = np.linspace(-1.0, 1.0, 31)
+
+    def buckets(counts, e=edges):
+        return np.stack([e[:-1], e[1:], np.broadcast_to(np.asarray(counts, dtype=np.float64), 30)], axis=1)
+
+    nan_edges = buckets(0.0)
+    nan_edges[:, :2] = np.nan
+    inf_edge = buckets(3.0)
+    inf_edge[-1, 1] = np.inf
+    return {
+        "gradients/empty/kernel": np.zeros((30, 3)), "gradients/no_buckets/kernel": np.zeros((0, 3)),
+        "gradients/one_bucket/kernel": [[1.0, 2.0, 10.0]], "gradients/nan_edges/kernel": nan_edges,
+        "gradients/inf_edge/kernel": inf_edge, "gradients/decreasing/kernel": buckets(3.0, edges[::-1]),
+        "gradients/negative/kernel": buckets(-1.0), "gradients/fractional/kernel": buckets(0.25),
+        "gradients/huge_count/kernel": buckets(np.where(np.arange(30) == 7, 1e300, 1.0)),
+        "gradients/flat5/kernel": np.arange(5.0), "gradients/cube/kernel": np.ones((2, 2, 3)),
+        "gradients/scalar/kernel": 3.0,
+    }
+
+
+# Tags of the odd logdir that are no histograms or no gradhealth vectors, and the words saying why.
+ODD_UNREADABLE = {
+    "gradients/flat5/kernel": "has shape [5], not [k, 3] histogram buckets",
+    "gradients/cube/kernel": "has shape [2, 2, 3], not [k, 3] histogram buckets",
+    "gradients/scalar/kernel": "has shape [], not [k, 3] histogram buckets",
+    "gradients/text/kernel": "holds text, not numbers",
+    "gradhealth/weight/short": "has shape [5], not a vector of 15 or 56 statistics",
+    "gradhealth/weight/long": "has shape [168], not a vector of 15 or 56 statistics",
+    "gradhealth/weight/empty": "has shape [0], not a vector of 15 or 56 statistics",
+    "gradhealth/weight/v99": "format version 99",
+    "gradhealth/weight/v_text": 'format version "2"',
+}
+
+
+def write_odd_run(run_dir: pathlib.Path, steps=range(4)) -> None:
+    """Adds to a run, at its steps, every odd histogram and gradhealth summary this module knows of."""
+    from gradhealth_plugin.writing.reference import stats_numpy
+
+    rng = np.random.default_rng(11)
+    events = []
+    for step in steps:
+        vector = stats_numpy(rng.normal(size=256))
+        values = [hist_value(tag, b) for tag, b in _odd_histograms().items()]
+        values += [hist_value("gradients/int_counts/kernel", np.array([[0, 1, 2], [1, 2, 3]], dtype=np.int64), None),
+                   hist_value("gradients/half/kernel", normal_buckets(rng), np.float16),
+                   hist_value("gradients/text/kernel", np.array([[b"a", b"b", b"c"]], dtype=object), None),
+                   _own_value("short", vector[:5]), _own_value("long", np.concatenate([vector] * 3)),
+                   _own_value("empty", vector[:0]), _own_value("v99", vector, version=99),
+                   _own_value("v_text", vector, version="2"), _own_value("fine", vector)]
+        events.append(event(step, *values))
+    write_run(run_dir, events)
+
+
+@pytest.fixture(scope="module")
+def odd_logdir(tmp_path_factory, tf2_custom_loop_logdir):
+    """A TF2 custom loop's run (``trained``) with every odd histogram and summary added at its steps, and
+    beside it a run holding nothing but them (``odd``)."""
+    root = tmp_path_factory.mktemp("odd")
+    shutil.copytree(tf2_custom_loop_logdir, root / "trained")
+    write_odd_run(root / "trained")
+    write_odd_run(root / "odd")
+    return root
+
+
+def test_an_odd_logdir_reports_what_is_no_histogram_and_serves_the_rest(odd_logdir, loader_client):
+    seen = sweep(loader_client(odd_logdir))
+    for run in ("trained", "odd"):
+        unreadable = {u["tag"]: u["why"] for u in seen[run]["summary"]["unreadable"]}
+        assert set(unreadable) == set(ODD_UNREADABLE), unreadable
+        for tag, words in ODD_UNREADABLE.items():
+            assert words in unreadable[tag], (tag, unreadable[tag])
+        layers = {layer["name"] for layer in seen[run]["summary"]["layers"]}
+        assert {"flat5/kernel", "cube/kernel", "scalar/kernel", "short", "long", "empty"}.isdisjoint(layers)
+        assert "fine" in layers and "nan_edges/kernel" in layers
+    trained = {layer["name"] for layer in seen["trained"]["summary"]["layers"]}
+    assert "sequential/dense/kernel" in trained  # the training's own tags are served beside them
+
+
+# Values a query parameter is tried with: names the odd logdir has, and everything a parameter must refuse.
+_HOSTILE_TEXT = ["", " ", "-", "0", "1", "-1", "3", "99", "1e9", "1000000000", "nan", "NaN", "inf", "-inf", "1.5",
+                 "0x10", "+5", "\uff15", "1_000", str(2 ** 63), str(-2 ** 63 - 1), "9" * 5000, "-" + "9" * 30,
+                 "3:1", "0:3", "0:999999999999999", "1,2,3", ",", "0:", "::", "x" * 3000, "\u0000", "\ud7ff\uffff",
+                 HTML, "../../etc/passwd", "%00", "слой", "🔥", "rows", "blocks"]
+
+
+# Each route's parameters, as `docs/http_api.md` lists them; the others take none.
+_ROUTE_PARAMS = {"/heatmap": ("run", "role", "metric", "start", "end", "columns", "layout", "rows", "blocks"),
+                 "/cell": ("run", "layer", "step", "role"), "/series": ("run", "layer", "metric", "role"),
+                 "/distribution": ("run", "layer", "role"), "/findings": ("run",), "/track": ("run", "start", "end"),
+                 "/runs": (), "/vocabulary": (), "/sweep": ()}
+
+
+def _queries(route: str):
+    """Query pairs for `route`: each of its parameters, or not, with a value it takes but for at most two of
+    them, which get anything at all (so that each hostile value is read: a route stops at its first bad
+    parameter); then a name it does not take, and a few of its names again (the first is read)."""
+    from hypothesis import strategies as st
+
+    from gradhealth_plugin import plugin
+    from gradhealth_plugin.reading import tags as tags_lib
+    from gradhealth_plugin.serving import responses
+
+    layers = ["fine", "nan_edges/kernel", "decreasing/kernel", "huge_count/kernel", "empty/kernel",
+              "one_bucket/kernel", "sequential/dense/kernel", "sequential/dense_2/bias"]
+    steps = ["0", "1", "3", "-1", "99", str(2 ** 63 - 1), str(-2 ** 63)]
+    valid = {"run": ["trained", "odd"], "layer": layers, "role": list(tags_lib.ROLES),
+             "metric": list(plugin.HEATMAP_METRICS), "step": steps, "start": steps, "end": steps,
+             "columns": ["1", "2", "7", "1000000000", "9" * 40], "layout": list(responses.HEATMAP_LAYOUTS),
+             "rows": ["0", "0:3", "1,2", "0:999999999999999", ""], "blocks": ["0", "0:1", ""]}
+    anything = st.one_of(st.sampled_from(_HOSTILE_TEXT + list(ODD_UNREADABLE)), st.integers(-2 ** 70, 2 ** 70).map(str),
+                         st.text(st.characters(blacklist_categories=("Cs",)), max_size=20))
+    names = _ROUTE_PARAMS[route]
+
+    @st.composite
+    def query(draw):
+        present = [name for name in names if name == "run" or draw(st.integers(0, 4)) > 0]
+        hostile = draw(st.sets(st.sampled_from(present), max_size=2)) if present else set()
+        pairs = [(name, draw(anything if name in hostile else st.sampled_from(valid[name]))) for name in present]
+        again = draw(st.lists(st.tuples(st.sampled_from(names + ("junk",)), anything), max_size=2))
+        return pairs + again
+
+    return query()
+
+
+def _strict_json(text: str):
+    """JSON as a browser's parser takes it: NaN and Infinity are no JSON."""
+    def refuse(constant):
+        raise AssertionError(f"{constant} in an answer")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(scope="module", params=("python", "rust"))
+def odd_client(request, odd_logdir):
+    from tests.conftest import PluginClient, RustPluginClient
+
+    if request.param == "python":
+        yield PluginClient(odd_logdir)
+        return
+    client = RustPluginClient(odd_logdir)
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize("route", list(_ROUTE_PARAMS))
+def test_no_query_on_an_odd_logdir_makes_a_server_error(odd_client, route):
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=60 if _ROUTE_PARAMS[route] else 10, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(_queries(route))
+    def check(pairs):
+        response = odd_client.query(route, pairs)
+        text = response.get_data(as_text=True)
+        assert response.status_code in (200, 400, 404), (route, pairs, response.status_code, text[:300])
+        assert response.mimetype == "application/json", (route, pairs)
+        assert "Traceback" not in text
+        body = _strict_json(text)
+        if response.status_code != 200:
+            assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"].strip(), body
+
+    check()
+
+
+def test_the_report_gives_each_unreadable_tag_a_line(odd_logdir, capsys):
+    from gradhealth_plugin import cli
+
+    assert cli.main(["report", "--run", "odd", str(odd_logdir)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    lines = [line for line in out.splitlines() if line.startswith("  unreadable tag ")]
+    assert len(lines) == len(ODD_UNREADABLE), out
+    for tag, words in ODD_UNREADABLE.items():
+        assert any(line.startswith(f"  unreadable tag {tag}: ") and words in line for line in lines), (tag, out)
+
+
+def test_a_step_whose_vector_is_not_the_formats_is_no_data_in_every_route(tmp_path, loader_client):
+    from gradhealth_plugin.writing.reference import stats_numpy
+
+    rng = np.random.default_rng(4)
+    vectors = [stats_numpy(rng.normal(size=256)) for _ in range(4)]
+    vectors[2] = np.concatenate([vectors[2]] * 3)  # three vectors in one: its fields are not where they belong
+    write_run(tmp_path / "run", [event(step, _own_value("w", v)) for step, v in enumerate(vectors)])
+    client = loader_client(tmp_path)
+    assert client.ok("/runs")["runs"][0]["unreadable"] == []
+    weight = client.ok("/cell", run="run", layer="w", step=2)["roles"]["weight"]
+    assert weight["status"] == "no_data" and weight["histogram"] is None
+    assert client.ok("/distribution", run="run", layer="w")["distributions"]["weight"]["steps"] == [0, 1, 3]
+    assert client.ok("/cell", run="run", layer="w", step=3)["roles"]["weight"]["histogram"]

@@ -197,8 +197,8 @@ def _assert_same_answers(logdir, samples=None, max_layers=None):
 def test_odd_histograms_answer_the_same_read_either_way(odd_logdir):
     answers = _assert_same_answers(odd_logdir)
     summary = json.loads(answers[("/runs", ())][1])["runs"][0]
-    # Read either way, text is reported and the rest of the run served.
-    assert [u["tag"] for u in summary["unreadable"]] == ["text/kernel"]
+    # Read either way, text and a vector of 10 numbers (no [k, 3] buckets) are reported and the rest served.
+    assert [u["tag"] for u in summary["unreadable"]] == ["text/kernel", "vector/kernel"]
     names = {layer["name"] for layer in summary["layers"]}
     assert {"f64/kernel", "f32/kernel", "f16/kernel", "legacy/kernel", "nan_edges/kernel"} <= names, names
 
@@ -345,7 +345,7 @@ def test_grpc_reads_hold_what_the_grpc_providers_read_tensors_gives(odd_logdir):
 def test_odd_histograms_answer_the_same_read_either_way_from_the_rust_data_server(odd_logdir):
     answers = _assert_same_answers_rust(odd_logdir)
     summary = json.loads(answers[("/runs", ())][1])["runs"][0]
-    assert [u["tag"] for u in summary["unreadable"]] == ["text/kernel"]
+    assert [u["tag"] for u in summary["unreadable"]] == ["text/kernel", "vector/kernel"]
 
 
 def test_demo_runs_answer_the_same_read_either_way_from_the_rust_data_server():

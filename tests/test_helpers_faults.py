@@ -1,4 +1,5 @@
-"""The logging helpers under real faults: a full disk, the log directory removed or replaced by a file.
+"""The logging helpers under real faults: a full disk, the log directory removed or replaced by a file,
+an infinite weight with warnings turned into errors.
 
 Training must end exactly where it ends without logging; every failure is
 counted (``errors``), listed by kind (``problems``, whose counts add up to
@@ -12,6 +13,7 @@ import logging
 import re
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -306,3 +308,31 @@ def test_torch_watch_when_the_log_directory_goes_away(tmp_path):
     _, _, losses = _torch_train(run, steps, at_step=lambda step: step == fault_at and shutil.rmtree(run))
     assert losses == _torch_train(None, steps)[2]
     assert set(range(fault_at + 1, steps)) <= logged_steps(run)
+
+
+def test_torch_watch_logs_an_infinite_weight_under_warnings_as_errors(tmp_path):
+    """A weight turned infinite changes by NaN: the step is logged, never lost to a numpy warning that
+    ``-W error`` (or pytest's ``filterwarnings = error``) makes an exception."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(9)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+    steps = 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        handle = watch(model, str(tmp_path), optimizer=optimizer, every_n_steps=1)
+        for step in range(steps):
+            if step == 2:
+                with torch.no_grad():
+                    model[0].weight[0, 0] = float("inf")
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        unwatch(handle)
+    assert handle.errors == 0, handle.problems
+    assert logged_steps(tmp_path) == set(range(steps))

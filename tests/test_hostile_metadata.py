@@ -159,7 +159,7 @@ def test_cli_reports_unreadable_tags(hostile_logdir, capsys):
     code = cli.main(["report", str(hostile_logdir)])
     out, err = capsys.readouterr()
     assert code == 0 and "Traceback" not in err, err
-    assert f"unreadable tags: {fmt.tag_for('weight', BAD)} (role \"optimizer_state\"" in out
+    assert f"\n  unreadable tag {fmt.tag_for('weight', BAD)}: role \"optimizer_state\" is not one of" in out
 
     code = cli.main(["check", "--fail-on", "critical", str(hostile_logdir)])
     out, err = capsys.readouterr()

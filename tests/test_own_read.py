@@ -1,6 +1,7 @@
 """Reading gradhealth's own summaries into tables: one whole vector per step in step order is stacked in
 one numpy call; anything else (a step logged twice, steps out of order, a short or odd tensor) takes the
-step-by-step path, and both give the same table."""
+step-by-step path, and both give the same table. A tensor that is no vector of the format's widths (too
+short, too long, a matrix) is no data at its step, and a tag with no other is unreadable, saying why."""
 
 from __future__ import annotations
 
@@ -45,14 +46,22 @@ OTHER = {
     "repeated_step": ([_datum(0, _vector(1)), _datum(3, _vector(2)), _datum(3, _vector(3), wall=200.0)],
                       [STD, 3.0 * STD], [MEAN_ABS, 3.0 * MEAN_ABS]),
     "out_of_order": ([_datum(3, _vector(2)), _datum(0, _vector(1))], [STD, 2.0 * STD], [MEAN_ABS, 2.0 * MEAN_ABS]),
-    # Fields past a short vector's end are NaN.
-    "short_vector": ([_datum(0, _vector(1)[:5]), _datum(3, _vector(2)[:5])], [STD, 2.0 * STD], [np.nan, np.nan]),
-    "longer_vector": ([_datum(0, np.append(_vector(1), 7.0)), _datum(3, np.append(_vector(2), 7.0))],
+    # A vector of another length is not the format's: its fields would land in the wrong places.
+    "ragged": ([_datum(0, _vector(1)), _datum(3, _vector(2)[:5])], [STD, np.nan], [MEAN_ABS, np.nan]),
+    # Version 1's statistics alone beside version 2's with a histogram.
+    "both_versions": ([_datum(0, _vector(1)), _datum(3, np.append(_vector(2), np.ones(fmt.HISTOGRAM_BUCKETS)))],
                       [STD, 2.0 * STD], [MEAN_ABS, 2.0 * MEAN_ABS]),
-    "ragged": ([_datum(0, _vector(1)), _datum(3, _vector(2)[:5])], [STD, 2.0 * STD], [MEAN_ABS, np.nan]),
-    "matrix": ([_datum(0, _vector(1).reshape(3, 5)), _datum(3, _vector(2).reshape(3, 5))],
-               [STD, 2.0 * STD], [MEAN_ABS, 2.0 * MEAN_ABS]),
 }
+
+
+@pytest.mark.parametrize("tensor, shape", [
+    (_vector(1)[:5], "[5]"), (np.append(_vector(1), 7.0), f"[{WIDTH + 1}]"), (_vector(1).reshape(3, 5), "[3, 5]"),
+    (np.zeros(0), "[0]"), (np.float64(3.0), "[]")])
+def test_a_tensor_of_another_shape_at_every_step_is_unreadable(tensor, shape):
+    table, _, unreadable = _read([_datum(0, tensor), _datum(3, tensor)])
+    assert table is None
+    assert unreadable["t"] == (f"the tensor at step 0 has shape {shape}, not a vector of {WIDTH} or "
+                               f"{fmt.VECTOR_WIDTH} statistics")
 
 
 @pytest.mark.parametrize("case", sorted(OTHER))

@@ -281,12 +281,12 @@ def _shared_steps(tables: Dict[str, tuple]) -> Dict[str, tuple]:
 
 def _stacked_vectors(datums: Sequence, width: int) -> Optional[np.ndarray]:
     """The datums' tensors as one (steps x width) array, in one numpy call, when each is a vector of
-    at least `width` numbers (what gradhealth writes); None otherwise."""
+    one of `format.VECTOR_WIDTHS` numbers (what gradhealth writes); None otherwise."""
     try:
         stacked = datums.values if isinstance(datums, tables.Samples) else np.asarray([d.numpy for d in datums])
     except ValueError:  # tensors of different shapes
         return None
-    if stacked.ndim != 2 or stacked.shape[1] < width or stacked.dtype.kind not in "biuf":
+    if stacked.ndim != 2 or stacked.shape[1] not in metadata.VECTOR_WIDTHS or stacked.dtype.kind not in "biuf":
         return None
     return stacked[:, :width]
 
@@ -663,7 +663,7 @@ class Reader:
             key = (experiment_id, run, "histograms", info.tag)
             ts = listing[info.tag]
             datums = result.pop(info.tag, [])
-            why = runs.not_numbers(datums)
+            why = runs.not_numbers(datums) or runs.not_histograms(datums)
             if why is not None:
                 unreadable[info.tag] = why
                 # Remembered like a table: an unchanged tag is not read again to find the same.
@@ -728,9 +728,12 @@ class Reader:
                     by_step[datum.step] = datum.numpy
                     continue
                 try:
-                    buckets = metadata.histogram_of(np.asarray(datum.numpy, dtype=np.float64))
+                    vector = np.asarray(datum.numpy, dtype=np.float64)
                 except (TypeError, ValueError):  # text where numbers belong: no histogram
-                    buckets = None
+                    vector = None
+                # A step whose vector is not the format's is no data (`_own_tables`): no histogram either.
+                buckets = (None if vector is None or metadata.vector_problem(vector.shape) is not None
+                           else metadata.histogram_of(vector))
                 if buckets is not None:
                     by_step[datum.step] = buckets
             self.bucket_cache.put(key, version, by_step, sum(int(getattr(a, "nbytes", 64)) for a in by_step.values()))
@@ -761,16 +764,17 @@ class Reader:
                      else np.fromiter((d.step for d in datums), dtype=np.int64, count=len(datums)))
             vectors = _stacked_vectors(datums, width) if np.all(steps[1:] > steps[:-1]) else None
             if vectors is None:  # anything but one whole vector of numbers per step, in step order
-                why = runs.not_numbers(datums)
+                why = runs.not_numbers(datums) or runs.not_vectors(datums)
                 if why is not None:
                     unreadable[tag] = why
                     continue
                 datums = _by_step(datums)
                 steps = np.array([d.step for d in datums], dtype=np.int64)
                 vectors = np.full((len(datums), width), np.nan)
-                for i, d in enumerate(datums):  # one small vector per step; reshaping is all it does
-                    flat = np.asarray(d.numpy, dtype=np.float64).ravel()[:width]
-                    vectors[i, :len(flat)] = flat
+                for i, d in enumerate(datums):  # one small vector per step; one of another length is no data
+                    vector = np.asarray(d.numpy, dtype=np.float64)
+                    if metadata.vector_problem(vector.shape) is None:
+                        vectors[i] = vector[:width]
             out[tag] = (steps, metadata.vectors_to_table_values(vectors))
             walls[(metadata.PLUGIN_NAME, tag)] = (
                 datums.wall_times if isinstance(datums, tables.Samples)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -312,6 +312,39 @@ def not_numbers(datums: Sequence) -> Optional[str]:
             what = "text" if dtype.kind in "OSU" else f"{dtype.name} values"
             return f"the tensor at step {d.step} holds {what}, not numbers"
     return None
+
+
+def _buckets_problem(shape: Sequence[int]) -> Optional[str]:
+    """Why a tensor of this shape holds no histogram buckets, or None: ``[k, 3]`` buckets, or 3k numbers in a row,
+    as `metrics.as_buckets` reads them."""
+    if (len(shape) == 2 and shape[1] == 3) or (len(shape) == 1 and shape[0] % 3 == 0):
+        return None
+    return f"has shape {list(shape)}, not [k, 3] histogram buckets"
+
+
+def _no_step_readable(datums: Sequence, problem: Callable[[Sequence[int]], Optional[str]]) -> Optional[str]:
+    """The first step's problem (`problem` of a tensor's shape) when every step has one; None when a step
+    has none: a tag with some readable steps is read, its other steps being no data."""
+    if isinstance(datums, tables.Samples):  # decoded together: one shape for every step
+        why = problem(datums.values.shape[1:])
+        return None if why is None or not len(datums) else f"the tensor at step {int(datums.steps[0])} {why}"
+    first = None
+    for d in datums:
+        why = problem(np.shape(d.numpy))
+        if why is None:
+            return None
+        first = first or f"the tensor at step {d.step} {why}"
+    return first
+
+
+def not_histograms(datums: Sequence) -> Optional[str]:
+    """Why a histogram tag's tensors are no histograms at any step (a scalar, a cube), or None when one is."""
+    return _no_step_readable(datums, _buckets_problem)
+
+
+def not_vectors(datums: Sequence) -> Optional[str]:
+    """Why a gradhealth tag's tensors are no statistics vectors at any step (too short, too long), or None."""
+    return _no_step_readable(datums, metadata.vector_problem)
 
 
 @dataclasses.dataclass

@@ -296,14 +296,20 @@ def _load(x: np.ndarray, flat: torch.Tensor, src: Optional[np.ndarray], start: i
         torch.from_numpy(x).copy_(flat[start:stop])
 
 
+# Sums and products of NaN, of infinities or past float64's range are NaN or Inf, which the statistics
+# report as they are: numpy's warning is silenced, as ``-W error`` makes it an exception inside the training.
+_NONFINITE_ARITHMETIC = dict(invalid="ignore", over="ignore")
+
+
 def _reduce_cpu(tensors: Sequence[torch.Tensor], snapshot: bool):
     rows, snapshots = [], []
-    for t in tensors:
-        flat = t.reshape(-1)
-        if snapshot:
-            snapshots.append(flat.clone())
-        row = _reduce_cpu_one(flat)
-        rows.append(row if row is not None else _reduce_buckets([flat])[0][0].numpy())
+    with np.errstate(**_NONFINITE_ARITHMETIC):
+        for t in tensors:
+            flat = t.reshape(-1)
+            if snapshot:
+                snapshots.append(flat.clone())
+            row = _reduce_cpu_one(flat)
+            rows.append(row if row is not None else _reduce_buckets([flat])[0][0].numpy())
     return torch.from_numpy(np.array(rows, dtype=np.float64)), snapshots
 
 
@@ -368,8 +374,9 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
     row[_S_ZERO] = zero
     row[_S_SMALL] = small
     row[_S_M2] = max(t2 - n * d * d, 0.0)
-    row[_S_M3] = t3 - 3 * d * t2 + 2 * n * d ** 3
-    row[_S_M4] = t4 - 4 * d * t3 + 6 * d * d * t2 - 3 * n * d ** 4
+    # Products, not powers: Python's float ** raises OverflowError where * gives inf.
+    row[_S_M3] = t3 - 3 * d * t2 + 2 * n * (d * d * d)
+    row[_S_M4] = t4 - 4 * d * t3 + 6 * d * d * t2 - 3 * n * (d * d * d * d)
     row[_N_SUMS + _X_MAX] = high
     row[_N_SUMS + _X_NEGMIN] = -low
     row[_N_SUMS + _X_MAXABS] = max(high, -low)
@@ -378,18 +385,19 @@ def _reduce_cpu_one(flat: torch.Tensor) -> Optional[List[float]]:
 
 def _reduce_update_cpu(before: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     rows = []
-    for old, t in zip(before, tensors):
-        flat = t.reshape(-1)
-        src, old_src = _host_view(flat), _host_view(old)
-        change = squares = 0.0
-        for start, stop in _chunks(flat.numel()):
-            x, a, _, _ = _WORKSPACE.take(stop - start)
-            _load(a, old, old_src, start, stop)
-            _load(x, flat, src, start, stop)
-            np.subtract(x, a, out=x)
-            change += _dot(x, x)
-            squares += _dot(a, a)
-        rows.append([change, squares])
+    with np.errstate(**_NONFINITE_ARITHMETIC):  # an infinite weight's change is NaN
+        for old, t in zip(before, tensors):
+            flat = t.reshape(-1)
+            src, old_src = _host_view(flat), _host_view(old)
+            change = squares = 0.0
+            for start, stop in _chunks(flat.numel()):
+                x, a, _, _ = _WORKSPACE.take(stop - start)
+                _load(a, old, old_src, start, stop)
+                _load(x, flat, src, start, stop)
+                np.subtract(x, a, out=x)
+                change += _dot(x, x)
+                squares += _dot(a, a)
+            rows.append([change, squares])
     return torch.tensor(rows, dtype=torch.float64)
 
 

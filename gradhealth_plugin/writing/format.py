@@ -53,6 +53,8 @@ HISTOGRAM_BUCKETS = 2 * HISTOGRAM_PER_SIGN + 1
 HISTOGRAM_SAMPLE = 4096
 # The length of a version 2 vector: the statistics, then the histogram.
 VECTOR_WIDTH = len(FIELDS) + HISTOGRAM_BUCKETS
+# The lengths a summary's vector has: the statistics alone (version 1), or with the histogram.
+VECTOR_WIDTHS = (len(FIELDS), VECTOR_WIDTH)
 
 
 def tag_for(role: str, layer: str) -> str:
@@ -137,6 +139,17 @@ def read_metadata(content: bytes) -> Dict:
         if problem is not None:
             raise MetadataError(problem)
     return parsed
+
+
+def vector_problem(shape: Sequence[int]) -> Optional[str]:
+    """Why a tensor of this shape is not a summary's vector (one of `VECTOR_WIDTHS` numbers), or None.
+
+    Any other length is not this format: read as one, its fields would land in the wrong places.
+    """
+    if len(shape) == 1 and shape[0] in VECTOR_WIDTHS:
+        return None
+    widths = " or ".join(map(str, VECTOR_WIDTHS))
+    return f"has shape {list(shape)}, not a vector of {widths} statistics"
 
 
 def parse_metadata(content: bytes) -> Optional[Dict]:

@@ -9,7 +9,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
     run: "r", role: "gradient", metric: "max_abs",
     layers, blocks: ["h.0", "h.0", "h.1", "h.1"], steps,
     values: layers.map(() => steps.map(() => 1)), status: layers.map(() => steps.map(() => 1)),
-    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", qualities: ["exact"], finiteOnlyCells: false, scale: "log",
+    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", qualities: ["exact"], finiteOnlyCells: false, notJudgedCells: false, scale: "log",
     rules: layers.map(() => steps.map(() => "")), quality_cells: null, quality_names: [],
     decided_by: layers.map(() => "convention"), incomplete: null,
     binned: false, stepsLast: null, stepOffsets: null, windowSteps: 6, stepsTotal: 6,

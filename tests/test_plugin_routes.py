@@ -526,6 +526,22 @@ def test_a_validation_half_says_which_run_holds_its_layers(keras_halves_logdir, 
         assert train["layers_in"] is None and train["verdict_word"] == "no warnings"
 
 
+def test_a_scalars_only_run_at_the_logdirs_top_level_is_paired_with_no_run(keras_fit_logdir, keras_halves_logdir,
+                                                                           plugin_client):
+    # Keras writes a fit's halves under its one log_dir: X/train and X/validation share the folder X. Runs at
+    # the logdir's top level share no folder but the logdir, which holds whatever was put in it: the one
+    # histogram run there is not proven this run's training, so no run is named for its layers.
+    runs = {r["run"]: r for r in plugin_client(keras_fit_logdir).ok("/runs")["runs"]}
+    validation = runs["validation"]
+    assert set(runs) == {"train", "validation"} and runs["train"]["layers"] and not validation["layers"]
+    assert validation["layers_in"] is None and validation["verdict_word"] == "scalars only"
+    assert validation["verdict"] == "scalars only: no layers logged, only the loss and other scalars are judged"
+    assert "its layers are in" not in validation["coverage_note"]
+    # The same two runs one folder down are a fit's halves.
+    nested = {r["run"]: r for r in plugin_client(keras_halves_logdir).ok("/runs")["runs"]}
+    assert nested["adam/validation"]["layers_in"] == "adam/train"
+
+
 def test_a_run_no_rule_could_judge_is_not_judged_never_without_warnings(tensorboardx_samples_logdir,
                                                                          loader_client):
     # Histograms of random samples, no role, no loss: every rule needing a role or the loss is not judged,

@@ -133,10 +133,14 @@ def parent_run(run: str) -> Optional[str]:
 
 
 def layers_in(run: str, runs_with_layers: Sequence[str]) -> Optional[str]:
-    """The run beside ``run`` that holds its training's layers: the only run of the same parent among
-    ``runs_with_layers`` (Keras' ``X/train`` beside ``X/validation``); None where there is none or several."""
+    """The run beside ``run`` that holds its training's layers: the only run of the same parent folder among
+    ``runs_with_layers`` (Keras' ``X/train`` beside ``X/validation``); None where there is none or several.
+
+    Only inside a folder of the logdir: Keras writes its two halves under the one ``log_dir`` of a fit, so
+    two runs of one such folder are a fit's halves; runs at the logdir's top level share no folder but
+    the logdir, which holds whatever runs were put in it, and nothing proves two of them one training."""
     parent = parent_run(run)
-    if parent is None:
+    if not parent:
         return None
     beside = [r for r in runs_with_layers if r != run and parent_run(r) == parent]
     return beside[0] if len(beside) == 1 else None
@@ -145,10 +149,8 @@ def layers_in(run: str, runs_with_layers: Sequence[str]) -> Optional[str]:
 def beside_text(run: str, sibling: str, halves: bool) -> str:
     """'the validation half of sigmoid10_sgd; its layers are in sigmoid10_sgd/train' (``halves``: the two
     are the parent's only runs; "run" otherwise)."""
-    parent = parent_run(run)
-    leaf = run[len(parent) + 1:] if parent else run
-    of = f" of {parent}" if parent else " of the logdir"
-    return f"the {leaf} {'half' if halves else 'run'}{of}; its layers are in {sibling}"
+    parent = parent_run(run) or ""
+    return f"the {run[len(parent) + 1:]} {'half' if halves else 'run'} of {parent}; its layers are in {sibling}"
 
 
 def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,

@@ -30,6 +30,13 @@ describe("the summary line", () => {
       "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 values of finite numbers only");
   });
 
+  it("says bounds are bounds where some values prove nothing, and that some were not judged", () => {
+    const bounds = { quality: "lower_bound", qualities: ["lower_bound"], notJudgedCells: true };
+    expect(summaryText(heatmap(bounds))).toBe("4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 lower bounds; not judged at some steps");
+    expect(summaryText(heatmap({ quality: "not_judged", qualities: ["not_judged"], notJudgedCells: true }))).toBe(
+      "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 values not judged");
+  });
+
   it("says which qualities a mixed heatmap holds: exact values beside bounds are no estimates", () => {
     expect(summaryText(heatmap({ metric: "zero_fraction", quality: "mixed", qualities: ["exact", "upper_bound"] }))).toBe(
       "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values and upper bounds");

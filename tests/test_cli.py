@@ -586,10 +586,11 @@ def test_a_validation_half_is_pointed_to_its_train_run_not_told_to_log_layers(ke
     assert "Log gradients" not in half["coverage_note"]
     code, out, _ = run_cli("report", keras_halves_logdir)
     assert code == 0
+    last = {fit: _report(run_cli, keras_halves_logdir, "--run", f"{fit}/validation")["runs"][0]["last_step"]
+            for fit in ("adam", "sgd")}
     assert out.strip().splitlines()[-2:] == [
         f"run {fit}/validation: scalars only: the validation half of {fit}; its layers are in {fit}/train - "
-        f"no layer steps, scalars to {_report(run_cli, keras_halves_logdir, '--run', f'{fit}/validation')['runs'][0]['last_step']:,}"
-        for fit in ("adam", "sgd")], out
+        f"no layer steps, scalars to {last[fit]:,}" for fit in ("adam", "sgd")], out
     assert "Log gradients" in out  # the train runs' own note, on weights without gradients, stays
 
 

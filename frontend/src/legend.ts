@@ -20,12 +20,14 @@ const MEANINGS: Readonly<Record<string, string>> = {
   warn: "warn: a warn finding covers this layer at this step",
   critical: "critical: a critical finding covers this layer at this step",
   no_data: "no data: nothing logged for this layer at this step",
-  nonfinite: "NaN / Inf: this step's tensor held NaN or Inf; painted apart from the colour scale, whatever its finite values say",
-  score: "health score: 0 (worst) to 1 (best), continuous, so a layer drifting toward a threshold shows before it crosses it",
+  nonfinite: "NaN / Inf: this step's tensor held NaN or Inf; painted apart from the colour scale, whatever its "
+    + "finite values say",
+  score: "health score: 0 (worst) to 1 (best), continuous, so a layer drifting toward a threshold shows before it "
+    + "crosses it",
   scale: "the colour scale, from the lowest to the highest value shown; cells painted apart from it are not on it",
 };
 
-/** What the heatmaps shown hold besides their colours: the qualities of their values, and whether some prove nothing. */
+/** What the heatmaps shown hold besides their colours: their values' qualities, and whether some prove nothing. */
 export interface LegendMarks {
   /** The quality names of the values (`Heatmap.qualities`). */
   qualities: readonly string[];
@@ -37,10 +39,16 @@ const NO_MARKS: LegendMarks = { qualities: [], notJudged: false };
 
 /** The marks of the heatmaps shown side by side (`b` null without a second run). */
 export function legendMarks(a: Heatmap, b: Heatmap | null): LegendMarks {
-  return { qualities: [...new Set([...a.qualities, ...(b?.qualities ?? [])])], notJudged: a.notJudgedCells || b?.notJudgedCells === true };
+  return {
+    qualities: [...new Set([...a.qualities, ...(b?.qualities ?? [])])],
+    notJudged: a.notJudgedCells || b?.notJudgedCells === true,
+  };
 }
 
-/** The hover of a metric's colour scale: what it spans, and what its values are ("lower bound: the true value is at least this"). */
+/**
+ * The hover of a metric's colour scale: what it spans, and what its values are ("Lower bound: the true value
+ * is at least this").
+ */
 export function scaleMeaning(qualities: readonly string[]): string {
   const shown = qualities.filter((q) => q !== NOT_JUDGED_QUALITY);
   if (shown.length === 0) return MEANINGS.scale;
@@ -62,7 +70,8 @@ function legendStatuses(): string[] {
 export function legendSwatches(metric: string, notJudged = false): [string, string, string][] {
   const nan: [string, string, string] = [nonfiniteColor(metric), NONFINITE_LABEL, MEANINGS.nonfinite];
   const noData: [string, string, string] = notJudged
-    ? [NOT_JUDGED_COLOR, `${STATUS_LABELS.no_data} / not judged`, `${MEANINGS.no_data}; ${qualityText(NOT_JUDGED_QUALITY)}`]
+    ? [NOT_JUDGED_COLOR, `${STATUS_LABELS.no_data} / not judged`,
+      `${MEANINGS.no_data}; ${qualityText(NOT_JUDGED_QUALITY)}`]
     : [statusColor("no_data"), STATUS_LABELS.no_data, MEANINGS.no_data];
   if (metric !== "health") return [nan, noData];
   const statuses = legendStatuses().map((name): [string, string, string] => [
@@ -97,7 +106,9 @@ function swatch(color: string, label: string, meaning: string): HTMLElement {
   return item;
 }
 
-function bar(title: string, meaning: string, background: string, left: string, right: string, middle?: string): HTMLElement {
+function bar(
+  title: string, meaning: string, background: string, left: string, right: string, middle?: string,
+): HTMLElement {
   const item = el("span", "gh-legend-item");
   item.title = meaning;
   const gradient = el("span", "gh-gradient");
@@ -145,14 +156,18 @@ export function buildLegend(
   } else {
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
-  for (const [color, label, meaning] of legendSwatches(metric, marks.notJudged)) legend.append(swatch(color, label, meaning));
+  for (const [color, label, meaning] of legendSwatches(metric, marks.notJudged)) {
+    legend.append(swatch(color, label, meaning));
+  }
   legend.append(...guessItem(decidedBy));
   return legend;
 }
 
 /** The same legend drawn on a canvas, for the PNG export; `y` is the top of a 16 px strip. */
-export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, metric: string, domain: Domain | null, fg: string,
-  notJudged = false): void {
+export function drawLegend(
+  ctx: CanvasRenderingContext2D, x: number, y: number, metric: string, domain: Domain | null, fg: string,
+  notJudged = false,
+): void {
   ctx.save();
   ctx.font = "12px Roboto, sans-serif";
   ctx.textBaseline = "middle";

@@ -34,7 +34,8 @@ export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null =
     layers,
     h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
     last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
-    h.quality && h.metric !== "health" ? valuesText(h) + (nanNote ? "; NaN/Inf at some steps" : "") + (unjudgedNote ? "; not judged at some steps" : "")
+    h.quality && h.metric !== "health"
+      ? valuesText(h) + (nanNote ? "; NaN/Inf at some steps" : "") + (unjudgedNote ? "; not judged at some steps" : "")
       : "",
   ]
     .filter(Boolean)

@@ -143,7 +143,8 @@ def _check_heatmap_shape(hm, run, role, metric):
                 assert v is None
     assert hm["status_names"] == STATUS_NAMES
     assert hm["scale"] == ("log" if metric in metrics.LOG_METRICS else "linear")
-    assert hm["quality"] in (None, "exact", "estimated", "mixed", "upper_bound", "lower_bound", "no_data")
+    assert hm["quality"] in (None, "exact", "estimated", "mixed", "upper_bound", "lower_bound", "finite_only", "not_judged",
+                             "no_data")
 
 
 @pytest.mark.parametrize("role", tags_lib.ROLES)

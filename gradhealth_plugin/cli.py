@@ -304,19 +304,27 @@ def _last_steps(rd) -> str:
     return text
 
 
+def _header(summary: dict, rd) -> str:
+    """A run's first line, one format for every run: 'run NAME: VERDICT - what it holds'. The verdict is the
+    route's (the word the tab's badge says, then why: a validation half's names the run holding its layers);
+    what it holds, its tensors and steps, or for a run whose layer rows hold no step, its scalars' last step."""
+    holds = _last_steps(rd)
+    if any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values()):
+        holds = f"{_tensors_text(summary)}, {summary['steps_kept']} steps kept, {holds}"
+    return f"run {summary['run']}: {summary['verdict']} - {holds}\n"
+
+
 def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
-    """The report for a person: per run its verdict, sampling note, unclassified tags and findings."""
+    """The report for a person: per run its header (`_header`), sampling note, unclassified tags and
+    findings. Runs of scalars only with nothing more to say come last, their headers alone."""
     from .serving import responses
 
     scalars_only = []
     for summary, (rd, mine) in zip(summaries, analyses):
         if _scalars_only(summary, mine):
-            beside = f" (layers in {summary['layers_in']})" if summary["layers_in"] else ""
-            scalars_only.append(summary["run"] + beside)
+            scalars_only.append(_header(summary, rd))
             continue
-        # The route's verdict: the word the tab's badge says, then why.
-        out.write(f"run {summary['run']}: {summary['verdict']} - {_tensors_text(summary)}, "
-                  f"{summary['steps_kept']} steps kept, {_last_steps(rd)}\n")
+        out.write(_header(summary, rd))
         for sampling in (responses.cli_sampling(summary["sampling"]),
                          responses.cli_scalars_sampling(summary["scalars_sampling"])):
             if sampling is not None:
@@ -343,10 +351,9 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         if note:
             out.write(f"  {note}\n")
         out.write("\n")
-    if scalars_only:
-        # A Keras fit's validation folder, an eval job: the same long "not judged" paragraph for each says nothing new.
-        out.write(f"{len(scalars_only)} run{'s' if len(scalars_only) > 1 else ''} with scalars only and no finding "
-                  f"(no layers logged, so only the loss and other scalars are judged): {', '.join(scalars_only)}\n")
+    # A Keras fit's validation folder, an eval job: the same long "not judged" paragraph for each says nothing
+    # new; the header's verdict says what was judged, or where the layers are.
+    out.write("".join(scalars_only))
 
 
 def _scalars_only(summary: dict, mine: list) -> bool:

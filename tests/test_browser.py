@@ -1101,3 +1101,49 @@ def test_a_validation_half_points_to_its_train_run_instead_of_how_to_log(demo_se
         assert tab.errors == []
     finally:
         page.close()
+
+
+@pytest.fixture(scope="module")
+def dead_relu_server(tmp_path_factory):
+    """TensorBoard on the demo's dead_relu runs alone (``relu``, ``leaky_relu``): PyTorch histograms only."""
+    yield from _serve(DEMO / "dead_relu", lambda runs: {"relu", "leaky_relu"} <= set(runs),
+                      tmp_path_factory.mktemp("dead_relu_log"))
+
+
+def test_an_update_ratio_that_proves_nothing_is_painted_not_judged_and_the_legend_says_so(dead_relu_server, browser):
+    # PyTorch weight histograms alone: where two steps' histograms show no change bigger than they resolve, the
+    # update ratio's lower bound is 0, which the server marks not_judged. The tab paints such a cell in the
+    # grey of what it did not judge, never the dark end of the scale, and its legend's grey swatch says both.
+    run = "relu"
+    page = browser.new_page(viewport=DEMO_VIEWPORT)
+    tab = Tab(page, dead_relu_server)
+    tab.open(f"gradhealth&p.gradhealth.run={run}&p.gradhealth.role=weight")
+    tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
+    tab.set_metric("update_ratio")
+    served = _get(f"{tab.base}/data/plugin/gradhealth/heatmap?" + urllib.parse.urlencode(
+        {"run": run, "role": "weight", "metric": "update_ratio"}))
+    names = served["quality_names"]
+    cells = {names[q]: (served["layers"][i], served["steps"][j])
+             for i, codes in enumerate(served["quality_cells"]) for j, q in enumerate(codes)}
+    grey = [0x9e, 0x9e, 0x9e, 255]
+    assert tab.pixel(".gh-hm-body", *cells["not_judged"]) == grey, cells["not_judged"]
+    # A proven bound keeps its colour on the scale.
+    assert tab.pixel(".gh-hm-body", *cells["lower_bound"]) != grey, cells["lower_bound"]
+    legend = tab.ui.locator(".gh-legend")
+    item = legend.locator(".gh-legend-item", has_text="no data / not judged")
+    assert item.locator(".gh-swatch").evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(158, 158, 158)"
+    item.hover()
+    assert item.get_attribute("title").startswith("no data: nothing logged for this layer at this step; "
+                                                  "not judged: a lower bound of 0 proves nothing")
+    # Every item of the legend says what it means on hover; the scale, what its values are.
+    titles = legend.locator(".gh-legend-item").evaluate_all("els => els.map(e => e.title)")
+    assert titles and all(titles), titles
+    assert titles[0].endswith("Lower bound: the true value is at least this"), titles
+    x, y = tab.cell_point(*cells["not_judged"])
+    tab.page.mouse.move(x, y)
+    tip = tab.ui.locator(".gh-tooltip")
+    tip.wait_for(state="visible", timeout=5000)
+    assert "not judged (a lower bound of 0 proves nothing" in tip.text_content()
+    tab.page.locator(FRAME).screenshot(path=str(_shots() / "update_ratio_not_judged.png"))
+    assert tab.errors == []
+    page.close()

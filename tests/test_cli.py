@@ -11,6 +11,7 @@ Logdirs (written once per session):
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -520,15 +521,15 @@ def test_a_weights_only_run_is_not_called_healthy(keras_fit_logdir, run_cli):
     assert run_cli("check", keras_fit_logdir)[0] == 0  # check keeps its exit codes
 
 
-def test_runs_of_scalars_only_are_one_line_at_the_end(keras_fit_logdir, run_cli):
+def test_runs_of_scalars_only_are_their_header_alone_at_the_end(keras_fit_logdir, run_cli):
     # Keras' validation folder logs scalars only: a paragraph of rules not judged for each such run says
-    # nothing the first did not; they are named together, after the runs with layers.
+    # nothing the first did not; each is its header alone, after the runs with layers, naming the run beside
+    # it that holds its layers (a fit's log_dir given as the logdir: its halves are the top-level runs).
     code, out, _ = run_cli("report", keras_fit_logdir)
     assert code == 0
     lines = out.strip().splitlines()
-    assert lines[-1] == ("1 run with scalars only and no finding (no layers logged, so only the loss and other "
-                         "scalars are judged): validation (layers in train)"), out
-    assert not any(line.startswith("run validation") for line in lines)
+    assert lines[-1].startswith("run validation: scalars only: the validation half of the logdir; its layers are "
+                                "in train - no layer steps, scalars to "), out
     assert sum("Not judged" in line for line in lines) == 1  # the train run's own note stays
     validation = next(r for r in _report(run_cli, keras_fit_logdir)["runs"] if r["run"] == "validation")
     assert validation["layers"] == [] and validation["coverage_note"]  # the JSON report keeps each run whole
@@ -550,13 +551,31 @@ def test_the_report_says_the_word_the_runs_route_says(which, request, run_cli, p
     assert {r["run"]: r["verdict"] for r in payload["runs"]} == {name: r["verdict"] for name, r in route.items()}
     _, out, _ = run_cli("report", logdir)
     for name, r in route.items():
-        line = next((line for line in out.splitlines() if line.startswith(f"run {name}: ")), None)
-        if line is None:  # a run of scalars only without a finding: on the last line, with where its layers are
-            assert r["verdict_word"] == "scalars only" and f"{name} (layers in {r['layers_in']})" in out.splitlines()[-1]
-        else:
-            word, notes = r["verdict_word"].partition(" (notes only)")[:2]
-            # The word leads; where it has notes, the reasons come between it and "(notes only)".
-            assert line.startswith(f"run {name}: {_line_word(word)}") and (notes in line.split(" - ")[0]), line
+        (line,) = [line for line in out.splitlines() if line.startswith(f"run {name}: ")]
+        word, notes = r["verdict_word"].partition(" (notes only)")[:2]
+        # The word leads; where it has notes, the reasons come between it and "(notes only)".
+        assert line.startswith(f"run {name}: {_line_word(word)}") and (notes in line.split(" - ")[0]), line
+
+
+# A run's header: "run NAME: VERDICT - what it holds", its steps last.
+_HEADER = re.compile(r"^run (\S+): (.+) - (.*(?:steps kept|scalars to).*)$")
+
+
+@pytest.mark.parametrize("which", ["keras_halves_logdir", "keras_sigmoid_at_chance_logdir"])
+def test_both_halves_of_a_keras_fit_have_headers_of_one_format(which, request, run_cli):
+    # Train and validation, with a finding or without: every run a header of one format, its verdict the
+    # route's (a validation half's says where its layers are), then what it holds.
+    logdir = request.getfixturevalue(which)
+    payload = _report(run_cli, logdir)
+    _, out, _ = run_cli("report", logdir)
+    headers = {m.group(1): m for m in map(_HEADER.match, out.splitlines()) if m}
+    assert set(headers) == {r["run"] for r in payload["runs"]}, out
+    for r in payload["runs"]:
+        verdict = r["verdict"] if r["verdict_word"] not in ("warn", "critical") else r["verdict_word"].upper()
+        assert headers[r["run"]].group(2) == verdict, (r["run"], out)
+        # A half of scalars only holds no layer step: no "0 layers (no roles), 0 steps kept".
+        assert ("steps kept" in headers[r["run"]].group(3)) == bool(r["layers"]), headers[r["run"]].group(0)
+    assert "0 layers" not in out and "(no roles)" not in out
 
 
 def test_a_validation_half_is_pointed_to_its_train_run_not_told_to_log_layers(keras_halves_logdir, run_cli):
@@ -567,8 +586,11 @@ def test_a_validation_half_is_pointed_to_its_train_run_not_told_to_log_layers(ke
     assert "Log gradients" not in half["coverage_note"]
     code, out, _ = run_cli("report", keras_halves_logdir)
     assert code == 0
-    assert out.strip().splitlines()[-1].endswith(
-        "adam/validation (layers in adam/train), sgd/validation (layers in sgd/train)"), out
+    last = {fit: _report(run_cli, keras_halves_logdir, "--run", f"{fit}/validation")["runs"][0]["last_step"]
+            for fit in ("adam", "sgd")}
+    assert out.strip().splitlines()[-2:] == [
+        f"run {fit}/validation: scalars only: the validation half of {fit}; its layers are in {fit}/train - "
+        f"no layer steps, scalars to {last[fit]:,}" for fit in ("adam", "sgd")], out
     assert "Log gradients" in out  # the train runs' own note, on weights without gradients, stays
 
 

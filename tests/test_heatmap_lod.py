@@ -377,9 +377,10 @@ def _check_window(win: dict, full: dict, rows: list, blocks: list) -> None:
     worst = [max(row) for row in full["status"]]
     assert win["row_worst"] == worst
     assert win["row_worst_columns"] == [row.count(w) for row, w in zip(full["status"], worst)]
-    finite_only = full["quality_names"].index("finite_only")
+    # Cells painted apart from the scale (NaN/Inf, not judged) are no end of it.
+    apart = {full["quality_names"].index(name) for name in ("finite_only", "not_judged")}
     shown = [v for row, st, qs in zip(full["values"], full["status"], full["quality_cells"])
-             for v, x, q in zip(row, st, qs) if v is not None and x and q != finite_only]
+             for v, x, q in zip(row, st, qs) if v is not None and x and q not in apart]
     positive = [v for v in shown if v > 0]
     assert win["value_range"] == {"finite": [min(shown), max(shown)] if shown else None,
                                   "positive": [min(positive), max(positive)] if positive else None}

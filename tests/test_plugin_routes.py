@@ -143,7 +143,8 @@ def _check_heatmap_shape(hm, run, role, metric):
                 assert v is None
     assert hm["status_names"] == STATUS_NAMES
     assert hm["scale"] == ("log" if metric in metrics.LOG_METRICS else "linear")
-    assert hm["quality"] in (None, "exact", "estimated", "mixed", "upper_bound", "lower_bound", "no_data")
+    assert hm["quality"] in (None, "exact", "estimated", "mixed", "upper_bound", "lower_bound", "finite_only", "not_judged",
+                             "no_data")
 
 
 @pytest.mark.parametrize("role", tags_lib.ROLES)
@@ -524,6 +525,19 @@ def test_a_validation_half_says_which_run_holds_its_layers(keras_halves_logdir, 
         assert "Log gradients" not in half["coverage_note"] and "Weight growth" not in half["coverage_note"]
         # The train run holds layers itself: nothing points away from it.
         assert train["layers_in"] is None and train["verdict_word"] == "no warnings"
+
+
+def test_a_fits_log_dir_given_as_the_logdir_pairs_its_top_level_halves(keras_fit_logdir, keras_halves_logdir,
+                                                                       plugin_client):
+    # `tensorboard --logdir <a fit's log_dir>` makes Keras' halves the top-level runs train and validation:
+    # the validation half still names the run holding its layers, as one folder down.
+    runs = {r["run"]: r for r in plugin_client(keras_fit_logdir).ok("/runs")["runs"]}
+    validation = runs["validation"]
+    assert set(runs) == {"train", "validation"} and runs["train"]["layers"] and not validation["layers"]
+    assert validation["layers_in"] == "train" and validation["verdict_word"] == "scalars only"
+    assert "the validation half of the logdir; its layers are in train" in validation["verdict"]
+    nested = {r["run"]: r for r in plugin_client(keras_halves_logdir).ok("/runs")["runs"]}
+    assert nested["adam/validation"]["layers_in"] == "adam/train"
 
 
 def test_a_run_no_rule_could_judge_is_not_judged_never_without_warnings(tensorboardx_samples_logdir,

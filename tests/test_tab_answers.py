@@ -340,3 +340,31 @@ def test_the_track_runs_past_the_layers_last_step_with_its_nan_steps(torch_nan_l
     assert found["kind"] == "nonfinite" and found["layers"] == ["loss"]
     assert (found["first_step"], found["last_step"]) == (LOSS_NAN_FROM, LOSS_LAST)
     assert found["covers"] == {"loss": [[LOSS_NAN_FROM, LOSS_LAST]]}
+
+
+def test_an_update_ratio_bound_of_0_is_sent_not_judged_and_sets_no_end_of_the_scale(demo):
+    # Weights alone (PyTorch histograms): between two steps whose weights' histograms show no change bigger than
+    # they resolve, the proven lower bound of the update ratio is 0, which proves nothing. The answers mark such
+    # a value `not_judged`, so the tab paints it as not judged, and it is no end of the colour scale.
+    run = "dead_relu/relu"
+    full = demo.ok("/heatmap", run=run, role="weight", metric="update_ratio")
+    names = full["quality_names"]
+    cells = [(full["layers"][i], full["steps"][j], v, names[q])
+             for i, (values, codes) in enumerate(zip(full["values"], full["quality_cells"]))
+             for j, (v, q) in enumerate(zip(values, codes)) if v is not None]
+    assert {q for *_, v, q in cells if v == 0} == {"not_judged"}, cells
+    assert {q for *_, v, q in cells if v > 0} == {"lower_bound"}, cells
+    assert full["not_judged_cells"] is True
+    # Said beside the bounds' quality, as NaN/Inf steps are: the summary words the values that were had.
+    assert full["quality"] == "lower_bound" and full["qualities"] == ["lower_bound"]
+    window = demo.ok("/heatmap", run=run, role="weight", metric="update_ratio", rows="0:99")
+    judged = [v for *_, v, q in cells if q != "not_judged"]
+    assert window["value_range"]["finite"] == [min(judged), max(judged)] and min(judged) > 0
+    # The cell and the series say it too.
+    layer, step, _, _ = next(c for c in cells if c[3] == "not_judged")
+    cell = demo.ok("/cell", run=run, layer=layer, step=step, role="weight")["roles"]["weight"]
+    assert cell["metrics"]["update_ratio"] == {"value": 0.0, "quality": "not_judged"}
+    series = demo.ok("/series", run=run, layer=layer, metric="update_ratio", role="weight")["series"]["weight"]
+    assert series["quality"][series["steps"].index(step)] == "not_judged"
+    # Only the update ratio's bound: another statistic's 0 keeps its own quality.
+    assert "not_judged" not in {m["quality"] for name, m in cell["metrics"].items() if name != "update_ratio"}

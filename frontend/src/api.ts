@@ -121,6 +121,8 @@ export interface Heatmap {
   qualities: string[];
   /** Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others. */
   finiteOnlyCells: boolean;
+  /** Whether some cell proves nothing (`not_judged`: an update ratio's lower bound of 0), painted as not judged. */
+  notJudgedCells: boolean;
   scale: "linear" | "log";
   rules: (string | null)[][];
   /** Per cell, an index into quality_names; null when the server does not send it. */
@@ -390,7 +392,9 @@ export const METRICS = [
   "update_ratio", "count",
 ] as const;
 
-export const DEFAULT_QUALITY_NAMES = ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"];
+export const DEFAULT_QUALITY_NAMES = [
+  "no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only", "not_judged",
+];
 
 export type FetchLike = (url: string, init?: RequestInit) => Promise<Response>;
 
@@ -599,6 +603,7 @@ export function parseHeatmap(body: unknown): Heatmap {
     quality: typeof body.quality === "string" ? body.quality : "",
     qualities: stringArray(body.qualities),
     finiteOnlyCells: body.finite_only_cells === true,
+    notJudgedCells: body.not_judged_cells === true,
     scale: body.scale === "log" ? "log" : "linear",
     rules,
     quality_cells: qualityCells,

@@ -10,7 +10,7 @@ import { scaleLinear, scaleLog } from "./scale";
 import type { Scale } from "./scale";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
-import { qualityText, valueText } from "./quality";
+import { provesNothing, qualityText, valueText } from "./quality";
 
 const SEVERITY_COLORS: Readonly<Record<Severity, string>> = {
   critical: STATUS_COLORS.critical,
@@ -197,10 +197,11 @@ export interface FloorRun {
 }
 
 /** The values a chart draws: none where a value is of a tensor's finite values alone ("finite_only", at a
- * step that held NaN or Inf). The zeros an overflow leaves are not the tensor's value; the readout still
- * tells them, labelled. */
+ * step that held NaN or Inf), nor where it proves nothing ("not_judged": an update ratio's lower bound of 0,
+ * never a point on the chart's floor). The zeros an overflow leaves are not the tensor's value; the readout
+ * still tells them, labelled. */
 export function drawnValues(values: readonly (number | null)[], quality: readonly string[]): (number | null)[] {
-  return values.map((v, i) => (quality[i] === "finite_only" ? null : v));
+  return values.map((v, i) => (quality[i] === "finite_only" || provesNothing(quality[i]) ? null : v));
 }
 
 /** The runs of finite values <= 0: on a log chart they are pinned to the bottom edge, not left out. */
@@ -309,7 +310,7 @@ function addReadout(p: Plot, root: SVGSVGElement, input: LineChartInput): void {
     const q = input.quality[i] ? ` (${qualityText(input.quality[i])})` : "";
     const v = values[i];
     readout.textContent = `step ${formatStep(steps[i])}: ` + (v !== null && input.quality[i]
-      ? valueText(input.metric, v, input.quality[i], formatValue) : `${formatValue(v)}${q}`);
+      ? valueText(v, input.quality[i], formatValue) : `${formatValue(v)}${q}`);
   });
   hit.addEventListener("mouseleave", () => {
     guide.setAttribute("visibility", "hidden");

@@ -186,6 +186,9 @@ export function nonfiniteColor(metric: string): string {
 }
 // The quality code (`quality_names`) of a value at a step whose tensor held NaN or Inf.
 export const NONFINITE_QUALITY = "finite_only";
+// A value that proves nothing (an update ratio's lower bound of 0): painted as the tab paints what it did not
+// judge (a run's "not judged" badge, a coverage note), in the no-data grey, apart from the colour scale.
+export const NOT_JUDGED_COLOR = NO_DATA_COLOR;
 // A row whose cells are still on their way: paler than "no data", so it never reads as a hole.
 export const LOADING_COLOR = "#dfe4ea";
 

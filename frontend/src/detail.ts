@@ -328,7 +328,7 @@ export class DetailPanel {
       const tr = el("tr");
       // "upper bound", not "upper_bound"; a value not logged says so once. The table keeps a few words;
       // the hover says what they mean.
-      const [value, words, meaning] = metricCell(mv.value, mv.quality, (v) => formatValue(v), name);
+      const [value, words, meaning] = metricCell(mv.value, mv.quality, (v) => formatValue(v));
       const quality = el("td", "gh-quality", words);
       const num = el("td", "gh-num", value);
       if (meaning) (words ? quality : num).title = meaning;

@@ -72,7 +72,8 @@ export function exportPng(views: readonly HeatmapView[], view: { run: string; ro
     ctx.drawImage(c, x, 0);
     x += c.width + GAP;
   }
-  drawLegend(ctx, 8, out.height - LEGEND_H + 6, first.metric, views[0].colorDomain, cssVar("--gh-fg", "#212121"));
+  drawLegend(ctx, 8, out.height - LEGEND_H + 6, first.metric, views[0].colorDomain, cssVar("--gh-fg", "#212121"),
+    views.some((v) => v.data?.notJudgedCells === true));
   out.toBlob((blob) => {
     if (blob) download(blob, `${safeFileName("gradhealth", run, role, metric)}.png`);
   }, "image/png");

@@ -17,6 +17,7 @@ import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, outsideR
   spanRange, xOfStep } from "./layout";
 import type { OutsideRange, StepRange } from "./layout";
 import { buildCells } from "./model";
+import { provesNothing } from "./quality";
 import { offset, offsets } from "./steps";
 import type { Step } from "./steps";
 import { axisLabels, highlightRects, paintAxis, paintBody, paintOverlay, raster, ROW_FONT, spanX } from "./heatmap_paint";
@@ -39,9 +40,13 @@ export function heatmapDomain(h: Heatmap): Domain | null {
     const ends = h.scale === "log" ? (r.positive ?? r.finite) : r.finite;
     return ends ? metricDomain(h.metric, [ends], h.scale) : null;
   }
-  // A finite_only cell is painted as NaN/Inf: what finite values its tensor kept is no end of the scale.
-  const skip = (i: number, j: number): boolean => statusName(h.status[i][j], h.status_names) === "no_data" ||
-    h.quality_names[h.quality_cells?.[i]?.[j] ?? -1] === "finite_only";
+  // A finite_only cell is painted as NaN/Inf: what finite values its tensor kept is no end of the scale. Nor is
+  // a value that proves nothing (painted as not judged, as the server marks it).
+  const skip = (i: number, j: number): boolean => {
+    if (statusName(h.status[i][j], h.status_names) === "no_data") return true;
+    const quality = h.quality_names[h.quality_cells?.[i]?.[j] ?? -1];
+    return quality === "finite_only" || (quality !== undefined && provesNothing(quality));
+  };
   return metricDomain(h.metric, h.values, h.scale, skip);
 }
 

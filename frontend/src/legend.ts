@@ -1,13 +1,60 @@
 // Colour legend above the heatmap.
 
 import {
-  denormalize, diverging, healthBands, NONFINITE_LABEL, nonfiniteColor, rgbToCss, STATUS_LABELS, statusColor, viridis,
+  denormalize, diverging, healthBands, NONFINITE_LABEL, nonfiniteColor, NOT_JUDGED_COLOR, rgbToCss, STATUS_LABELS,
+  statusColor, viridis,
 } from "./colors";
+import type { Heatmap } from "./api";
 import type { Domain, Rgb } from "./colors";
 import { el } from "./dom";
 import { formatValue, humanize } from "./format";
+import { NOT_JUDGED_QUALITY, qualitiesValues, qualityText } from "./quality";
 import { guessLegend } from "./role_guess";
 import { vocabulary } from "./vocabulary";
+
+// What each legend item means, for its hover, in the words the docs use for each status (docs/http_api.md's
+// codes, the tutorial's "Reading the tab"); a value's quality in quality.ts' words. The one place the
+// legend's items are explained.
+const MEANINGS: Readonly<Record<string, string>> = {
+  ok: "ok: no warn or critical finding covers this layer at this step",
+  warn: "warn: a warn finding covers this layer at this step",
+  critical: "critical: a critical finding covers this layer at this step",
+  no_data: "no data: nothing logged for this layer at this step",
+  nonfinite: "NaN / Inf: this step's tensor held NaN or Inf; painted apart from the colour scale, whatever its "
+    + "finite values say",
+  score: "health score: 0 (worst) to 1 (best), continuous, so a layer drifting toward a threshold shows before it "
+    + "crosses it",
+  scale: "the colour scale, from the lowest to the highest value shown; cells painted apart from it are not on it",
+};
+
+/** What the heatmaps shown hold besides their colours: their values' qualities, and whether some prove nothing. */
+export interface LegendMarks {
+  /** The quality names of the values (`Heatmap.qualities`). */
+  qualities: readonly string[];
+  /** Whether some cell proves nothing (`Heatmap.notJudgedCells`): the grey swatch then names it too. */
+  notJudged: boolean;
+}
+
+const NO_MARKS: LegendMarks = { qualities: [], notJudged: false };
+
+/** The marks of the heatmaps shown side by side (`b` null without a second run). */
+export function legendMarks(a: Heatmap, b: Heatmap | null): LegendMarks {
+  return {
+    qualities: [...new Set([...a.qualities, ...(b?.qualities ?? [])])],
+    notJudged: a.notJudgedCells || b?.notJudgedCells === true,
+  };
+}
+
+/**
+ * The hover of a metric's colour scale: what it spans, and what its values are ("Lower bound: the true value
+ * is at least this").
+ */
+export function scaleMeaning(qualities: readonly string[]): string {
+  const shown = qualities.filter((q) => q !== NOT_JUDGED_QUALITY);
+  if (shown.length === 0) return MEANINGS.scale;
+  const values = shown.length === 1 ? qualityText(shown[0]) : `values: ${qualitiesValues(shown)}`;
+  return `${MEANINGS.scale}. ${values[0].toUpperCase()}${values.slice(1)}`;
+}
 
 /** Statuses in the legend: the healthiest first, no data (code 0) last. */
 function legendStatuses(): string[] {
@@ -16,15 +63,19 @@ function legendStatuses(): string[] {
 }
 
 /**
- * The legend's swatches beside its colour scale, [colour, label]: health's statuses, and in every view a
+ * The legend's swatches beside its colour scale, [colour, label, meaning]: health's statuses, and in every view a
  * step whose tensor held NaN or Inf, with its own paint apart from the scale (and from the critical scores),
- * then no data.
+ * then no data, which names not judged too where some cell proves nothing (`notJudged`: painted alike).
  */
-export function legendSwatches(metric: string): [string, string][] {
-  const nan: [string, string] = [nonfiniteColor(metric), NONFINITE_LABEL];
-  const noData: [string, string] = [statusColor("no_data"), STATUS_LABELS.no_data];
+export function legendSwatches(metric: string, notJudged = false): [string, string, string][] {
+  const nan: [string, string, string] = [nonfiniteColor(metric), NONFINITE_LABEL, MEANINGS.nonfinite];
+  const noData: [string, string, string] = notJudged
+    ? [NOT_JUDGED_COLOR, `${STATUS_LABELS.no_data} / not judged`,
+      `${MEANINGS.no_data}; ${qualityText(NOT_JUDGED_QUALITY)}`]
+    : [statusColor("no_data"), STATUS_LABELS.no_data, MEANINGS.no_data];
   if (metric !== "health") return [nan, noData];
-  const statuses = legendStatuses().map((name): [string, string] => [statusColor(name), STATUS_LABELS[name]]);
+  const statuses = legendStatuses().map((name): [string, string, string] => [
+    statusColor(name), STATUS_LABELS[name], MEANINGS[name] ?? STATUS_LABELS[name]]);
   // No data, the last status, stays last.
   return [...statuses.slice(0, -1), nan, ...statuses.slice(-1)];
 }
@@ -46,16 +97,20 @@ export function healthGradientCss(): string {
   return `linear-gradient(to right, ${parts.join(", ")})`;
 }
 
-function swatch(color: string, label: string): HTMLElement {
+function swatch(color: string, label: string, meaning: string): HTMLElement {
   const item = el("span", "gh-legend-item");
+  item.title = meaning;
   const box = el("span", "gh-swatch");
   box.style.background = color;
   item.append(box, el("span", "", label));
   return item;
 }
 
-function bar(title: string, background: string, left: string, right: string, middle?: string): HTMLElement {
+function bar(
+  title: string, meaning: string, background: string, left: string, right: string, middle?: string,
+): HTMLElement {
   const item = el("span", "gh-legend-item");
+  item.title = meaning;
   const gradient = el("span", "gh-gradient");
   gradient.style.background = background;
   if (middle !== undefined) gradient.append(el("span", "gh-gradient-mid", middle));
@@ -83,11 +138,12 @@ function guessItem(decidedBy: readonly string[]): HTMLElement[] {
  */
 export function buildLegend(
   metric: string, scale: "linear" | "log", domain: Domain | null, shared = false, decidedBy: readonly string[] = [],
+  marks: LegendMarks = NO_MARKS,
 ): HTMLElement {
   const legend = el("div", "gh-legend");
   if (metric === "health") {
-    for (const [color, label] of legendSwatches(metric)) legend.append(swatch(color, label));
-    legend.append(bar("score", healthGradientCss(), "0", "1"), ...guessItem(decidedBy));
+    for (const [color, label, meaning] of legendSwatches(metric)) legend.append(swatch(color, label, meaning));
+    legend.append(bar("score", MEANINGS.score, healthGradientCss(), "0", "1"), ...guessItem(decidedBy));
     return legend;
   }
   const used = domain?.scale ?? scale;
@@ -95,17 +151,23 @@ export function buildLegend(
   if (domain) {
     const map = domain.diverging ? diverging : viridis;
     const mid = domain.scale === "log" || domain.diverging ? formatValue(denormalize(0.5, domain), 3) : undefined;
-    legend.append(bar(title, gradientCss(map), formatValue(domain.min), formatValue(domain.max), mid));
+    legend.append(bar(title, scaleMeaning(marks.qualities), gradientCss(map), formatValue(domain.min),
+      formatValue(domain.max), mid));
   } else {
     legend.append(el("span", "gh-legend-title", title), el("span", "", "has no values here"));
   }
-  for (const [color, label] of legendSwatches(metric)) legend.append(swatch(color, label));
+  for (const [color, label, meaning] of legendSwatches(metric, marks.notJudged)) {
+    legend.append(swatch(color, label, meaning));
+  }
   legend.append(...guessItem(decidedBy));
   return legend;
 }
 
 /** The same legend drawn on a canvas, for the PNG export; `y` is the top of a 16 px strip. */
-export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, metric: string, domain: Domain | null, fg: string): void {
+export function drawLegend(
+  ctx: CanvasRenderingContext2D, x: number, y: number, metric: string, domain: Domain | null, fg: string,
+  notJudged = false,
+): void {
   ctx.save();
   ctx.font = "12px Roboto, sans-serif";
   ctx.textBaseline = "middle";
@@ -135,7 +197,7 @@ export function drawLegend(ctx: CanvasRenderingContext2D, x: number, y: number, 
     }
     x += 168;
     text(formatValue(domain.max));
-    for (const [color, label] of legendSwatches(metric)) {
+    for (const [color, label] of legendSwatches(metric, notJudged)) {
       box(color);
       text(label);
     }

@@ -4,16 +4,18 @@
 import type { Heatmap } from "./api";
 import {
   DIVERGING_LUT, healthBands, HEALTH_LUTS, HEALTH_NONFINITE_COLOR, hexToRgb, LOADING_COLOR, LUT_SIZE, NO_DATA_COLOR,
-  NONFINITE_COLOR, NONFINITE_QUALITY, packRgb, STATUS_COLORS, VIRIDIS_LUT,
+  NONFINITE_COLOR, NONFINITE_QUALITY, NOT_JUDGED_COLOR, packRgb, STATUS_COLORS, VIRIDIS_LUT,
 } from "./colors";
 import type { Domain } from "./colors";
 import type { PixelColumns } from "./layout";
+import { NOT_JUDGED_QUALITY } from "./quality";
 import { statusRank, vocabulary } from "./vocabulary";
 
 export const NO_DATA_PIXEL = packRgb(hexToRgb(NO_DATA_COLOR));
 export const LOADING_PIXEL = packRgb(hexToRgb(LOADING_COLOR));
 export const NONFINITE_PIXEL = packRgb(hexToRgb(NONFINITE_COLOR));
 export const HEALTH_NONFINITE_PIXEL = packRgb(hexToRgb(HEALTH_NONFINITE_COLOR));
+export const NOT_JUDGED_PIXEL = packRgb(hexToRgb(NOT_JUDGED_COLOR));
 const NO_DATA_LUT = new Uint32Array(LUT_SIZE).fill(NO_DATA_PIXEL);
 
 export interface CellModel {
@@ -102,11 +104,12 @@ function healthRow(
 
 /**
  * Metric views: a cell whose tensor held NaN or Inf (its `quality` code is `nonfinite`'s, finite_only) gets
- * the NaN/Inf paint whatever its value, which is of the finite numbers alone or none.
+ * the NaN/Inf paint whatever its value, which is of the finite numbers alone or none; one whose value proves
+ * nothing (`unjudged`'s code, not_judged) the not-judged paint, never the colour of its number.
  */
 function metricRow(
   c: RowContext, values: readonly (number | null)[], status: readonly number[], quality: readonly number[] | undefined,
-  nonfinite: number, base: number,
+  nonfinite: number, unjudged: number, base: number,
 ): void {
   const { colors, priority, rankOf, codes, lut, log, half, lo, k, flat, diverging } = c;
   const n = values.length;
@@ -117,6 +120,11 @@ function metricRow(
     if (rank !== 0 && quality !== undefined && quality[j] === nonfinite) {
       colors[base + j] = NONFINITE_PIXEL;
       priority[base + j] = (rank << 9) | NONFINITE_PRIORITY;
+      continue;
+    }
+    if (rank !== 0 && quality !== undefined && quality[j] === unjudged) {
+      colors[base + j] = NOT_JUDGED_PIXEL;
+      priority[base + j] = rank << 9;
       continue;
     }
     if (rank === 0 || v === null || !Number.isFinite(v)) {
@@ -177,12 +185,13 @@ export function buildCells(h: Heatmap, domain: Domain | null, reuse?: CellModel 
   const health = h.metric === "health";
   // -1 (matches no cell) when the answer names no such quality.
   const nonfinite = h.quality_names.indexOf(NONFINITE_QUALITY);
+  const unjudged = h.quality_names.indexOf(NOT_JUDGED_QUALITY);
   for (let i = 0; i < rows; i++) {
     if (h.loaded && !h.loaded[i]) {
       colors.fill(LOADING_PIXEL, i * cols, (i + 1) * cols);
       priority.fill(0, i * cols, (i + 1) * cols);
     } else if (health) healthRow(ctx, h.values[i], h.status[i], h.quality_cells?.[i], nonfinite, i * cols);
-    else metricRow(ctx, h.values[i], h.status[i], h.quality_cells?.[i], nonfinite, i * cols);
+    else metricRow(ctx, h.values[i], h.status[i], h.quality_cells?.[i], nonfinite, unjudged, i * cols);
   }
   const narrow = health
     ? { rank: statusRank(CRITICAL), pixel: packRgb(hexToRgb(STATUS_COLORS[CRITICAL])), keep: HEALTH_NONFINITE_PIXEL }

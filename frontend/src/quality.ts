@@ -3,6 +3,13 @@
 // place the tab shows one (a chart's hover, a cell's tooltip, the detail table, the summary
 // line) reads it from this one table.
 
+// What a value marked "not_judged" is: an update ratio's lower bound of 0, proven from the weights' histograms
+// alone, proves nothing (a ratio is never negative): they show no change bigger than they resolve, and the
+// true ratio may be anything.
+const NOTHING_PROVEN =
+  "a lower bound of 0 proves nothing: the weights' histograms show no change bigger than they resolve";
+const NOTHING_PROVEN_LONG = `not judged: ${NOTHING_PROVEN}`;
+
 interface QualityWords {
   /** The summary line's words for a heatmap's values: "estimated values". */
   values: string;
@@ -22,6 +29,8 @@ const QUALITY: Record<string, QualityWords> = {
     values: "values of finite numbers only", short: "finite values only",
     long: "finite values only: this step also held NaN/Inf",
   },
+  // An update ratio's lower bound of 0, which the server marks so: nothing proven (`provesNothing`).
+  not_judged: { values: "values not judged", short: "not judged", long: NOTHING_PROVEN_LONG },
   // An older server's word alone, without the names present: exact beside something else.
   mixed: {
     values: "exact and other values", short: "mixed",
@@ -31,21 +40,20 @@ const QUALITY: Record<string, QualityWords> = {
 
 const plain = (code: string): string => code.replace(/_/g, " ");
 
+/** The quality code of a value that proves nothing (the server's, `metrics.NOT_JUDGED`). */
+export const NOT_JUDGED_QUALITY = "not_judged";
+
 /**
- * An update ratio's lower bound of 0 (proven from the weights' histograms alone) proves nothing, a ratio
- * never being negative: the histograms show no change bigger than they resolve, and the true ratio may be
- * anything. Such a value is shown as not judged, never as "0".
+ * Whether a value proves nothing, as the server marks it (an update ratio's lower bound of 0): it is shown
+ * as not judged, never as its number, and painted so.
  */
-export function provesNothing(metric: string, value: number | null, quality: string): boolean {
-  return metric === "update_ratio" && quality === "lower_bound" && value === 0;
+export function provesNothing(quality: string): boolean {
+  return quality === NOT_JUDGED_QUALITY;
 }
 
-const NOTHING_PROVEN =
-  "a lower bound of 0 proves nothing: the weights' histograms show no change bigger than they resolve";
-
 /** A value and its quality for a hover: "1.2e+03 (exact)", or "not judged (...)" where it proves nothing. */
-export function valueText(metric: string, value: number, quality: string, format: (v: number) => string): string {
-  if (provesNothing(metric, value, quality)) return `not judged (${NOTHING_PROVEN})`;
+export function valueText(value: number, quality: string, format: (v: number) => string): string {
+  if (provesNothing(quality)) return `not judged (${NOTHING_PROVEN})`;
   return `${format(value)} (${qualityText(quality)})`;
 }
 
@@ -55,9 +63,9 @@ export function valueText(metric: string, value: number, quality: string, format
  * finite numbers: it reads "NaN/Inf", never "no data", as the heatmap paints it.
  */
 export function metricCell(value: number | null, quality: string, format: (v: number | null) => string,
-  metric = ""): [string, string, string] {
+): [string, string, string] {
   if (value === null && quality === "finite_only") return ["NaN/Inf", "", "no finite value: this step held NaN/Inf"];
-  if (provesNothing(metric, value, quality)) return ["not judged", "", NOTHING_PROVEN];
+  if (provesNothing(quality)) return ["not judged", "", NOTHING_PROVEN];
   if (value === null) return [format(value), "", ""];
   return [format(value), qualityShort(quality), qualityText(quality)];
 }

@@ -2,7 +2,7 @@
 
 import type { Heatmap } from "./api";
 import { formatStep } from "./format";
-import { qualitiesValues, qualityValues } from "./quality";
+import { NOT_JUDGED_QUALITY, qualitiesValues, qualityValues } from "./quality";
 import { matchesFilter } from "./rows";
 import type { Step } from "./steps";
 import type { TrackReach } from "./track";
@@ -30,11 +30,15 @@ export function summaryText(h: Heatmap, filter = "", zoom: [Step, Step] | null =
   const last = lastCol === undefined ? null : zoom && lasts[lastCol] > zoom[1] ? zoom[1] : lasts[lastCol];
   // The values of a NaN/Inf step are of its finite part alone: said beside the others' quality, not as theirs.
   const nanNote = h.finiteOnlyCells && h.quality !== "finite_only";
+  // Values that prove nothing (painted as not judged) are said beside the others' quality too.
+  const unjudgedNote = h.notJudgedCells && h.quality !== NOT_JUDGED_QUALITY;
   return [
     layers,
     h.binned && !zoomedIn ? `${h.windowSteps} steps in ${h.steps.length} columns` : h.binned ? `${cols.length} columns` : `${cols.length} steps`,
     last !== null ? `last ${formatStep(last)}${h.incomplete && !zoomedIn ? " (incomplete)" : ""}` : "",
-    h.quality && h.metric !== "health" ? valuesText(h) + (nanNote ? "; NaN/Inf at some steps" : "") : "",
+    h.quality && h.metric !== "health"
+      ? valuesText(h) + (nanNote ? "; NaN/Inf at some steps" : "") + (unjudgedNote ? "; not judged at some steps" : "")
+      : "",
     pastText(h, reach),
   ]
     .filter(Boolean)

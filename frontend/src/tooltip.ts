@@ -82,7 +82,7 @@ export function cellTooltipLines(h: Heatmap, row: number, col: number, run: stri
 function cellValueText(h: Heatmap, row: number, col: number, value: number): string {
   const quality = cellQuality(h, row, col);
   if (h.metric === "health" && quality === NONFINITE_QUALITY) return `${formatValue(value)} (this step held NaN/Inf)`;
-  return valueText(h.metric, value, quality, formatValue);
+  return valueText(value, quality, formatValue);
 }
 
 /**
@@ -103,7 +103,7 @@ export function ruleValueLine(cell: CellRole | undefined, rule: string, role: st
   const metric = kindMetric(rule, role);
   const m = cell?.metrics[metric];
   if (!m) return null;
-  const [value, , meaning] = metricCell(m.value, m.quality, formatValue, metric);
+  const [value, , meaning] = metricCell(m.value, m.quality, formatValue);
   return [humanize(metric), meaning ? `${value} (${meaning})` : value];
 }
 

@@ -29,4 +29,10 @@ describe("a chart at steps whose tensor held NaN or Inf", () => {
     expect(floorRuns(drawnValues(values, quality))).toEqual([]);
     expect(drawnValues([0, 1], ["", ""])).toEqual([0, 1]);
   });
+
+  it("draws no point where a value proves nothing (not_judged), never one on a log chart's floor", () => {
+    const drawn = drawnValues([0, 0, 2e-3], ["not_judged", "lower_bound", "lower_bound"]);
+    expect(drawn).toEqual([null, 0, 2e-3]);
+    expect(floorRuns(drawnValues([0, 0], ["not_judged", "not_judged"]))).toEqual([]);
+  });
 });

@@ -51,7 +51,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
       [OK, CRIT, WARN],
     ],
     status_names: NAMES,
-    quality: "exact", qualities: ["exact"], finiteOnlyCells: false, scale: "linear",
+    quality: "exact", qualities: ["exact"], finiteOnlyCells: false, notJudgedCells: false, scale: "linear",
     rules: [
       ["", "", ""],
       ["", "w", null],

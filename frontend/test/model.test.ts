@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseHeatmap } from "../src/api";
 import { DIVERGING_LUT, HEALTH_LUTS, hexToRgb, LUT_SIZE, packRgb, VIRIDIS_LUT } from "../src/colors";
 import { columnEdges, fullRange, pixelColumns } from "../src/layout";
-import { buildCells, HEALTH_NONFINITE_PIXEL, NO_DATA_PIXEL, NONFINITE_PIXEL, rasterize } from "../src/model";
+import { buildCells, HEALTH_NONFINITE_PIXEL, NO_DATA_PIXEL, NONFINITE_PIXEL, NOT_JUDGED_PIXEL, rasterize } from "../src/model";
 import { offsets } from "../src/steps";
 import { statusRank } from "../src/vocabulary";
 import { NO_DATA_COLOR, STATUS_COLORS } from "../src/colors";
@@ -68,6 +68,25 @@ describe("buildCells", () => {
     // A pixel over several steps shows the NaN/Inf one first.
     const m = buildCells(h, { min: 0, max: 10, scale: "linear" });
     expect(m.priority[1]).toBeGreaterThan(m.priority[0]);
+  });
+
+  it("paints a cell the server marks not judged in the not-judged grey, whatever its number, and a bound of 0 it did not mark by it", () => {
+    const h = parseHeatmap({
+      layers: ["k"], steps: [0, 10, 20, 30], values: [[1e-3, 0, 0, 1e-1]], status: [[1, 2, 1, 1]], status_names: NAMES,
+      metric: "update_ratio", scale: "log",
+      quality_cells: [[4, 6, 6, 4]],
+      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only", "not_judged"],
+    });
+    const m = buildCells(h, { min: 1e-3, max: 1e-1, scale: "log" });
+    expect(m.colors[1]).toBe(NOT_JUDGED_PIXEL);
+    expect(m.colors[2]).toBe(NOT_JUDGED_PIXEL);
+    expect(NOT_JUDGED_PIXEL).toBe(packRgb(hexToRgb(NO_DATA_COLOR)));
+    // Never the dark end of the scale, where the lowest ratio shown is painted.
+    expect(m.colors[0]).toBe(VIRIDIS_LUT[0]);
+    expect(m.colors[1]).not.toBe(VIRIDIS_LUT[0]);
+    // The mark decides, not the number: the same 0 as a lower bound the server did not mark is on the scale.
+    const unmarked = buildCells({ ...h, quality_cells: [[4, 4, 4, 4]] }, { min: 1e-3, max: 1e-1, scale: "log" });
+    expect(unmarked.colors[1]).toBe(VIRIDIS_LUT[0]);
   });
 
   it("paints a health cell whose tensor held NaN/Inf apart from the critical scores and from no data", () => {

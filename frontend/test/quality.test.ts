@@ -45,12 +45,13 @@ describe("metricCell", () => {
     expect(metricCell(null, "finite_only", fmt)).toEqual(["NaN/Inf", "", "no finite value: this step held NaN/Inf"]);
   });
 
-  it("says an update ratio's lower bound of 0 proves nothing, and keeps other zeros", () => {
-    const [value, words, meaning] = metricCell(0, "lower_bound", fmt, "update_ratio");
+  it("says a value the server marks not judged proves nothing, and keeps other zeros, bounds of 0 too", () => {
+    const [value, words, meaning] = metricCell(0, "not_judged", fmt);
     expect([value, words]).toEqual(["not judged", ""]);
     expect(meaning).toMatch(/proves nothing/);
-    expect(metricCell(0, "lower_bound", fmt, "nonfinite")[0]).toBe("0");
-    expect(metricCell(0, "exact", fmt, "update_ratio")[0]).toBe("0");
+    // The server's mark decides, not the number: a lower bound of 0 it did not mark is a bound of 0.
+    expect(metricCell(0, "lower_bound", fmt)).toEqual(["0", "lower bound", "lower bound: the true value is at least this"]);
+    expect(metricCell(0, "exact", fmt)[0]).toBe("0");
   });
 
   it("keeps no data for a statistic not logged, and the quality of a value", () => {

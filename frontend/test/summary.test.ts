@@ -9,7 +9,7 @@ function heatmap(over: Partial<Heatmap> = {}): Heatmap {
     run: "r", role: "gradient", metric: "max_abs",
     layers, blocks: ["h.0", "h.0", "h.1", "h.1"], steps,
     values: layers.map(() => steps.map(() => 1)), status: layers.map(() => steps.map(() => 1)),
-    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", qualities: ["exact"], finiteOnlyCells: false, scale: "log",
+    status_names: ["no_data", "ok", "warn", "critical"], quality: "exact", qualities: ["exact"], finiteOnlyCells: false, notJudgedCells: false, scale: "log",
     rules: layers.map(() => steps.map(() => "")), quality_cells: null, quality_names: [],
     decided_by: layers.map(() => "convention"), incomplete: null,
     binned: false, stepsLast: null, stepOffsets: null, windowSteps: 6, stepsTotal: 6,
@@ -28,6 +28,13 @@ describe("the summary line", () => {
       "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 exact values; NaN/Inf at some steps");
     expect(summaryText(heatmap({ quality: "finite_only", qualities: ["finite_only"], finiteOnlyCells: true }))).toBe(
       "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 values of finite numbers only");
+  });
+
+  it("says bounds are bounds where some values prove nothing, and that some were not judged", () => {
+    const bounds = { quality: "lower_bound", qualities: ["lower_bound"], notJudgedCells: true };
+    expect(summaryText(heatmap(bounds))).toBe("4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 lower bounds; not judged at some steps");
+    expect(summaryText(heatmap({ quality: "not_judged", qualities: ["not_judged"], notJudgedCells: true }))).toBe(
+      "4 layers \u00b7 6 steps \u00b7 last 288 \u00b7 values not judged");
   });
 
   it("says which qualities a mixed heatmap holds: exact values beside bounds are no estimates", () => {

@@ -22,11 +22,11 @@ describe("the tooltip where the layers logged nothing", () => {
 });
 
 describe("cell tooltip", () => {
-  it("calls an update ratio's lower bound of 0 not judged, and keeps a positive bound", () => {
+  it("calls a value the server marks not judged so, and keeps a positive bound", () => {
     const h = parseHeatmap({
       ...BASE, metric: "update_ratio", steps: [0, 10, 20], values: [[null, 0, 0.2], [0.9, 0.9, null]],
-      quality_cells: [[0, 4, 4], [1, 1, 0]],
-      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only"],
+      quality_cells: [[0, 6, 4], [1, 1, 0]],
+      quality_names: ["no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only", "not_judged"],
     });
     const zero = Object.fromEntries(cellTooltipLines(h, 0, 1, ""))["update ratio"];
     expect(zero).toMatch(/^not judged \(a lower bound of 0 proves nothing/);

@@ -26,7 +26,14 @@ LOWER_BOUND = 4
 # Only in answers, never in a table: a statistic of the finite values alone, at a step whose tensor
 # held NaN or Inf (`shown_quality`).
 FINITE_ONLY = 5
-QUALITY_NAMES = ("no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only")
+# Only in answers, never in a table: an update ratio whose lower bound is 0 (`update_ratio_lower_bound`: the
+# weights' histograms show no change bigger than they resolve). A ratio is never negative, so such a bound
+# proves nothing: the value is not judged, and the tab shows it so, never as a very low ratio.
+NOT_JUDGED = 6
+QUALITY_NAMES = ("no_data", "exact", "estimated", "upper_bound", "lower_bound", "finite_only", "not_judged")
+# Codes that say what a cell is rather than how its value was had: a heatmap's summary of its values
+# counts them only where they are all there is (`present_qualities`).
+_ASIDE = (FINITE_ONLY, NOT_JUDGED)
 
 # Values with |x| below this count as "vanished" (seeds 002 and 004).
 SMALL = 1e-6
@@ -173,15 +180,26 @@ def shown_quality(table: MetricTable, name: str, at: Union[slice, tuple] = slice
     """`quality_of(name)[at]` for an answer: `FINITE_ONLY` where the tensor held NaN or Inf and the value
     (if any) is of its finite values alone, so "max |x| 0" there never reads as the tensor's truth.
     Also where it has no value there (every value NaN/Inf): such a step held data, and the tab marks
-    it as NaN/Inf, never as "no data". `at`: the steps answered (a zoom's window)."""
-    return _finite_only(table.quality_of(name)[at], lambda: table.get("nonfinite")[at], name)
+    it as NaN/Inf, never as "no data". `NOT_JUDGED` where an update ratio's lower bound is 0.
+    `at`: the steps answered (a zoom's window)."""
+    quality = _finite_only(table.quality_of(name)[at], lambda: table.get("nonfinite")[at], name)
+    return _not_judged(quality, lambda: table.get(name)[at], name)
 
 
 def shown_qualities(tables: Sequence[MetricTable], name: str, at: slice = slice(None)) -> np.ndarray:
     """`shown_quality` of tables logged at the same steps, a row each, in one pass over the rows."""
     quality = np.array([t.quality_of(name)[at] for t in tables], dtype=np.uint8).reshape(len(tables), -1)
     nonfinite = lambda: np.array([t.get("nonfinite")[at] for t in tables], dtype=np.float64).reshape(quality.shape)
-    return _finite_only(quality, nonfinite, name)
+    values = lambda: np.array([t.get(name)[at] for t in tables], dtype=np.float64).reshape(quality.shape)
+    return _not_judged(_finite_only(quality, nonfinite, name), values, name)
+
+
+def _not_judged(quality: np.ndarray, values: Callable[[], np.ndarray], name: str) -> np.ndarray:
+    """`quality` with `NOT_JUDGED` where an update ratio is a lower bound of 0 (`values`, read only then)."""
+    bound = quality == LOWER_BOUND
+    if name != "update_ratio" or not bound.any():
+        return quality
+    return np.where(bound & (values() == 0), NOT_JUDGED, quality).astype(np.uint8)
 
 
 def _finite_only(quality: np.ndarray, nonfinite: Callable[[], np.ndarray], name: str) -> np.ndarray:
@@ -641,21 +659,23 @@ def stack_tables(tables: Sequence[MetricTable], only: Optional[Collection[str]] 
 def present_qualities(codes: np.ndarray) -> List[str]:
     """The names of the qualities among `codes`, in code order (exact, estimated, upper_bound,
     lower_bound): what a heatmap's values are, for the tab to word ("exact values and upper bounds").
-    `FINITE_ONLY` (a NaN/Inf step's) counts only where it is all there is: it says nothing of how the
-    others were had."""
+    `FINITE_ONLY` (a NaN/Inf step's) and `NOT_JUDGED` count only where they are all there is: they say
+    nothing of how the others were had."""
+    return [QUALITY_NAMES[int(c)] for c in _present(codes)]
+
+
+def _present(codes: np.ndarray) -> np.ndarray:
+    """The codes among `codes` but no data, those `_ASIDE` only where nothing else is."""
     present = np.unique(codes[codes != NO_DATA])
-    if len(present) > 1:
-        present = present[present != FINITE_ONLY]
-    return [QUALITY_NAMES[int(c)] for c in present]
+    had = present[~np.isin(present, _ASIDE)]
+    return had if len(had) else present
 
 
 def summarize_quality(codes: np.ndarray) -> Optional[str]:
     """One word for a set of quality codes: exact, estimated, mixed, or None if no data. "mixed" is exact
-    beside anything else (estimated values or bounds): `present_qualities` says which. `FINITE_ONLY`
-    counts only where it is all there is."""
-    present = np.unique(codes[codes != NO_DATA])
-    if len(present) > 1:
-        present = present[present != FINITE_ONLY]
+    beside anything else (estimated values or bounds): `present_qualities` says which. `FINITE_ONLY` and
+    `NOT_JUDGED` count only where they are all there is."""
+    present = _present(codes)
     if len(present) == 0:
         return None
     if len(present) == 1:

@@ -133,8 +133,11 @@ def parent_run(run: str) -> Optional[str]:
 
 
 def layers_in(run: str, runs_with_layers: Sequence[str]) -> Optional[str]:
-    """The run beside ``run`` that holds its training's layers: the only run of the same parent among
-    ``runs_with_layers`` (Keras' ``X/train`` beside ``X/validation``); None where there is none or several."""
+    """The run beside ``run`` that holds its training's layers: the only run of the same parent folder among
+    ``runs_with_layers`` (Keras' ``X/train`` beside ``X/validation``); None where there is none or several.
+
+    At the logdir's top level too: a Keras fit's own ``log_dir`` given as the logdir makes its halves the
+    top-level runs ``train`` and ``validation``. The logdir's own run (".") sits in no folder: never paired."""
     parent = parent_run(run)
     if parent is None:
         return None
@@ -570,6 +573,9 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
         "qualities": metrics.present_qualities(codes),
         # Whether some cell is a NaN/Inf step's (`finite_only`), which `quality` leaves out beside others.
         "finite_only_cells": bool((codes == metrics.FINITE_ONLY).any()),
+        # Whether some cell is an update ratio whose lower bound of 0 proves nothing (`not_judged`), which
+        # `quality` leaves out beside others: the tab paints such cells as not judged.
+        "not_judged_cells": bool((codes == metrics.NOT_JUDGED).any()),
         "quality_names": list(metrics.QUALITY_NAMES),
         "scale": "log" if metric in metrics.LOG_METRICS else "linear",
         # The window asked for (null: open), how many steps it and the whole run hold, and the role's first
@@ -722,8 +728,10 @@ def row_summary(sent: np.ndarray, status: np.ndarray, quality: np.ndarray,
     worst, worst_columns = _worst(status)
     block_worst, block_worst_columns = _worst(folded_status)
     # A value of the finite part of a tensor that held NaN/Inf (painted as NaN) is no end of the scale:
-    # the leftovers of a blown-up layer would squeeze every other cell into one colour.
-    shown = np.isfinite(sent_values) & (status != health.NO_DATA) & (quality != metrics.FINITE_ONLY)
+    # the leftovers of a blown-up layer would squeeze every other cell into one colour. Nor is a value
+    # not judged (painted so): an update ratio's lower bound of 0 would set the low end at nothing proven.
+    shown = (np.isfinite(sent_values) & (status != health.NO_DATA) & (quality != metrics.FINITE_ONLY)
+             & (quality != metrics.NOT_JUDGED))
     # The shown values gathered once; the positive ones among them (a second pass over the matrix costs more).
     finite = sent_values[shown]
     positive = finite[finite > 0]

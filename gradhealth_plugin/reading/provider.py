@@ -97,8 +97,9 @@ def _decoded_values(protos: Sequence) -> Optional[np.ndarray]:
     code, dims = first.dtype, first.tensor_shape
     if not all(p.dtype == code and p.tensor_shape == dims for p in protos):
         return None
-    # A copy, as make_ndarray's: the arrays are writable and hold no event's bytes alive.
-    return np.frombuffer(b"".join(contents), dtype=dtype).reshape((len(protos),) + shape).copy()
+    # Joined into a new bytearray: the arrays are writable and hold no event's bytes alive, as
+    # make_ndarray's copies, without a second copy of the whole read.
+    return np.frombuffer(bytearray().join(contents), dtype=dtype).reshape((len(protos),) + shape)
 
 
 def _decoded(events: Sequence) -> Optional[tables.Samples]:

@@ -400,6 +400,8 @@ class Reader:
         self._grpc = _Grpc(stub) if stub is not None else None
         # Daemon threads (`workers`): a slow answer from the provider must not hold up TensorBoard's exit.
         self._read_pool = Workers(_READ_THREADS, "gradhealth-read")
+        # These threads and TensorBoard's share a few heaps, or each keeps what it once held (`heap`).
+        heap.tune_heaps()
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
                          if count is not None}

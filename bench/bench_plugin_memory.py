@@ -10,7 +10,8 @@ Each checkout is measured in its own process (``PYTHONPATH`` set to it): the plu
 ``GrpcDataProvider`` and a Rust data server, as `tests/conftest.py`'s ``RustPluginClient`` starts them,
 with ``--samples`` gradhealth samples kept. The routes are called through a werkzeug test client
 asking for gzip, as a browser does, so the answers are never decoded in the process measured. After
-each request: the process's resident memory (VmRSS) and its peak so far (VmHWM), in MB. The data
+each request: the process's resident memory (VmRSS) and its peak so far (VmHWM), in MB, and the CPU
+seconds the process spent on it. The data
 server is another process and not counted (`bench_big_run.py` counts it).
 
 Then, after those, the tab's own requests are timed (seconds, wall and the process's CPU): its first heatmap request (the
@@ -57,13 +58,15 @@ def _measure(logdir: str, samples: int) -> dict:
 
     RustPluginClient.READY_TIMEOUT = 7200
     client = RustPluginClient(logdir, samples={metadata.PLUGIN_NAME: samples})
-    out = [("loaded (not the plugin's)", 200, 0, *_memory_mb())]
+    out = [("loaded (not the plugin's)", 200, 0, *_memory_mb(), 0.0)]
     try:
         for label, route, params in REQUESTS:
             if route == "/heatmap":
                 params = {"run": RUN, "role": "gradient", **params}
+            cpu = time.process_time()
             response = client._client(route).get(route, query_string=params, headers={"Accept-Encoding": "gzip"})
-            out.append((label, response.status_code, len(response.get_data()), *_memory_mb()))
+            sent = len(response.get_data())
+            out.append((label, response.status_code, sent, *_memory_mb(), time.process_time() - cpu))
         times = [_timed(client, rows="0:54", blocks="0:54")]
         times += [_timed(client, start=500 * i, end=500 * i + 1000, rows="0:56", blocks="")
                   for i in range(1, ZOOMS + 1)]
@@ -103,12 +106,13 @@ def main(argv=None) -> int:
                         help="another checkout of gradhealth to measure on the same logdir (repeatable)")
     args = parser.parse_args(argv)
     results = [(code, _run_checkout(code, args.logdir, args.samples)) for code in args.code + [REPO]]
-    print(f"\n{args.logdir}, run {RUN!r}: the plugin's process after each request, MB resident / peak so far\n")
+    print(f"\n{args.logdir}, run {RUN!r}: the plugin's process after each request, MB resident / peak so far "
+          "(the request's CPU s)\n")
     print("| request | sent (gzip) | " + " | ".join(code for code, _ in results) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in results) + " |")
     for i, (label, status, sent, *_) in enumerate(results[-1][1]["memory"]):
         rows = [r["memory"][i] for _, r in results]
-        cells = [f"{row[3]:,} / {row[4]:,}" if row[1] == 200 else f"HTTP {row[1]}" for row in rows]
+        cells = [f"{row[3]:,} / {row[4]:,} ({row[5]:.2f})" if row[1] == 200 else f"HTTP {row[1]}" for row in rows]
         print(f"| {label} | {sent / 2 ** 20:.2f} MB | " + " | ".join(cells) + " |")
     peaks = [max(row[4] for row in r["memory"]) - r["memory"][0][4] for _, r in results]
     print("\npeak above the loaded process, MB: " + ", ".join(f"{code} {p:,}" for (code, _), p in zip(results, peaks)))

@@ -46,3 +46,66 @@ def test_without_the_call_nothing_happens(monkeypatch):
 def test_the_c_library_call_is_found_and_runs():
     assert heap._find_trim() is not None
     assert heap.release_free_memory() is True
+
+
+@pytest.fixture
+def mallopts(monkeypatch):
+    calls = []
+    monkeypatch.setattr(heap, "_MALLOPT", lambda param, value: calls.append((param, value)) or 1)
+    for _, _, variable, _ in heap._SETTINGS:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    return calls
+
+
+ARENA_MAX, MMAP_THRESHOLD = -8, -3  # mallopt's parameter numbers (malloc.h)
+TUNED = [(ARENA_MAX, 2), (MMAP_THRESHOLD, 256 * 1024)]
+
+
+def test_heaps_are_capped_and_large_blocks_mapped(mallopts):
+    assert heap.tune_heaps() == 2
+    assert mallopts == TUNED
+
+
+@pytest.mark.parametrize("name, value, kept", [
+    ("MALLOC_ARENA_MAX", "4", ARENA_MAX),
+    ("MALLOC_MMAP_THRESHOLD_", "65536", MMAP_THRESHOLD),
+    ("GLIBC_TUNABLES", "glibc.malloc.arena_max=4", ARENA_MAX),
+    ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.mmap_threshold=65536", MMAP_THRESHOLD),
+])
+def test_a_setting_the_user_made_is_kept(mallopts, monkeypatch, name, value, kept):
+    monkeypatch.setenv(name, value)
+    assert heap.tune_heaps() == 1
+    assert mallopts == [call for call in TUNED if call[0] != kept]
+
+
+def test_other_tunables_do_not_stop_the_settings(mallopts, monkeypatch):
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1000000")
+    assert heap.tune_heaps() == 2
+    assert mallopts == TUNED
+
+
+def test_the_reader_tunes_the_heaps(mallopts, tmp_path):
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+
+    from gradhealth_plugin.reading import provider
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    provider.Reader(data_provider.MultiplexerDataProvider(multiplexer, str(tmp_path)), multiplexer=multiplexer)
+    assert mallopts == TUNED
+
+
+def test_without_mallopt_the_heaps_are_left_alone(monkeypatch):
+    monkeypatch.setattr(heap, "_MALLOPT", None)
+    assert heap.tune_heaps() == 0
+
+
+@pytest.mark.skipif(ctypes.util.find_library("c") is None or not hasattr(ctypes.CDLL(ctypes.util.find_library("c")),
+                                                                          "mallopt"),
+                    reason="a C library without mallopt")
+def test_the_c_library_accepts_the_settings(monkeypatch):
+    for _, _, variable, _ in heap._SETTINGS:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert heap._find_mallopt() is not None
+    assert heap.tune_heaps() == 2

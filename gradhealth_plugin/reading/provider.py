@@ -97,8 +97,9 @@ def _decoded_values(protos: Sequence) -> Optional[np.ndarray]:
     code, dims = first.dtype, first.tensor_shape
     if not all(p.dtype == code and p.tensor_shape == dims for p in protos):
         return None
-    # A copy, as make_ndarray's: the arrays are writable and hold no event's bytes alive.
-    return np.frombuffer(b"".join(contents), dtype=dtype).reshape((len(protos),) + shape).copy()
+    # Joined into a new bytearray: the arrays are writable and hold no event's bytes alive, as
+    # make_ndarray's copies, without a second copy of the whole read.
+    return np.frombuffer(bytearray().join(contents), dtype=dtype).reshape((len(protos),) + shape)
 
 
 def _decoded(events: Sequence) -> Optional[tables.Samples]:
@@ -399,6 +400,8 @@ class Reader:
         self._grpc = _Grpc(stub) if stub is not None else None
         # Daemon threads (`workers`): a slow answer from the provider must not hold up TensorBoard's exit.
         self._read_pool = Workers(_READ_THREADS, "gradhealth-read")
+        # These threads and TensorBoard's share a few heaps, or each keeps what it once held (`heap`).
+        heap.tune_heaps()
         self._tag_rules = list(tag_rules)
         self._samples = {name: (np.inf if not count else float(count)) for name, count in (samples or {}).items()
                          if count is not None}

@@ -58,30 +58,29 @@ def mallopts(monkeypatch):
     return calls
 
 
-ARENA_MAX, MMAP_THRESHOLD = -8, -3  # mallopt's parameter numbers (malloc.h)
-TUNED = [(ARENA_MAX, 2), (MMAP_THRESHOLD, 256 * 1024)]
+ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
+TUNED = [(ARENA_MAX, 2)]
 
 
-def test_heaps_are_capped_and_large_blocks_mapped(mallopts):
-    assert heap.tune_heaps() == 2
+def test_heaps_are_capped(mallopts):
+    assert heap.tune_heaps() == 1
     assert mallopts == TUNED
 
 
-@pytest.mark.parametrize("name, value, kept", [
-    ("MALLOC_ARENA_MAX", "4", ARENA_MAX),
-    ("MALLOC_MMAP_THRESHOLD_", "65536", MMAP_THRESHOLD),
-    ("GLIBC_TUNABLES", "glibc.malloc.arena_max=4", ARENA_MAX),
-    ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.mmap_threshold=65536", MMAP_THRESHOLD),
+@pytest.mark.parametrize("name, value", [
+    ("MALLOC_ARENA_MAX", "4"),
+    ("GLIBC_TUNABLES", "glibc.malloc.arena_max=4"),
+    ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1:glibc.malloc.arena_max=4"),
 ])
-def test_a_setting_the_user_made_is_kept(mallopts, monkeypatch, name, value, kept):
+def test_a_setting_the_user_made_is_kept(mallopts, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
-    assert heap.tune_heaps() == 1
-    assert mallopts == [call for call in TUNED if call[0] != kept]
+    assert heap.tune_heaps() == 0
+    assert mallopts == []
 
 
 def test_other_tunables_do_not_stop_the_settings(mallopts, monkeypatch):
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1000000")
-    assert heap.tune_heaps() == 2
+    assert heap.tune_heaps() == 1
     assert mallopts == TUNED
 
 
@@ -108,4 +107,4 @@ def test_the_c_library_accepts_the_settings(monkeypatch):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     assert heap._find_mallopt() is not None
-    assert heap.tune_heaps() == 2
+    assert heap.tune_heaps() == 1

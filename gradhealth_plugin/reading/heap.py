@@ -7,8 +7,7 @@ in another thread does not reuse it: TensorBoard's resident memory then grows
 by what each thread once held, not by what is held. ``malloc_trim`` returns
 the free pages of every heap to the system, but only those free at that moment:
 a thread reading the next chunk holds its heap's pages meanwhile. So the heaps
-are also capped, and large blocks given back as soon as they are freed
-(`tune_heaps`). Where the C library has no such calls (macOS, musl,
+are also capped (`tune_heaps`). Where the C library has no such calls (macOS, musl,
 Windows), this does nothing.
 """
 
@@ -26,16 +25,13 @@ RELEASE_EVERY = 64 << 20
 
 # How the allocator is set for a long read (`tune_heaps`), unless the user set it (glibc's environment
 # variable, or its tunable): (mallopt's parameter number (malloc.h), value, variable, tunable).
-# - At most 2 heaps (glibc's arenas; by default up to 8 per core, one per thread that allocates while
-#   the others' are busy): the request's thread, the one reading the next chunk ahead, the listings'
-#   and TensorBoard's own then each kept what they once held.
-# - Blocks of 256 KB or more mapped on their own, and unmapped when freed: by default that size rises
-#   to 32 MB after the first such block is freed, and a chunk's read (16 MB messages and arrays) then
-#   stays in the heaps between trims.
+# At most 2 heaps (glibc's arenas; by default up to 8 per core, one per thread that allocates while the
+# others' are busy): the request's thread, the one reading the next chunk ahead, the listings' and
+# TensorBoard's own then each kept what they once held. Mapping large blocks on their own (a lower
+# mmap threshold) saved a little more but costs page faults at every large array, and was left out.
 # 1,000 layers x 2,000 steps, the process's peak above the loaded process: 542 MB before, 335 with the
-# heaps capped, 283 with both (bench/README.md, "Memory on a long run").
-_SETTINGS = ((-8, 2, "MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),
-             (-3, 256 << 10, "MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"))
+# heaps capped (bench/README.md, "Memory on a long run").
+_SETTINGS = ((-8, 2, "MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),)
 
 
 def _libc_function(name: str, argtypes: list) -> Optional[Callable[..., int]]:

@@ -493,3 +493,28 @@ def test_row_windows_are_cut_from_cells_built_once_per_data_version(tmp_path, pl
     client.reload()
     assert client.ok("/heatmap", run="run", columns=4, rows="0:2")["window"]["steps"] == 11
     assert len(built) == 3
+
+
+@pytest.fixture(scope="module")
+def two_lengths(tmp_path_factory):
+    """Two runs of one sweep, logged every 10 steps: one to step 3990, the other to step 2390."""
+    rng = np.random.default_rng(16)
+    logdir = tmp_path_factory.mktemp("two_lengths")
+    for name, last in (("lr_1e-2", 3990), ("lr_1e-3", 2390)):
+        write_run(logdir / name, [event(s, hist_value("gradients/a/kernel", normal_buckets(rng)))
+                                  for s in range(0, last + 1, 10)])
+    return logdir
+
+
+def test_runs_of_different_lengths_asked_for_one_window_are_binned_alike(two_lengths, loader_client):
+    client = loader_client(two_lengths)
+    # The window compared runs are asked for: the union of their steps.
+    ask = dict(role="gradient", metric="health", start="0", end="3990", columns=COLUMNS)
+    long = client.ok("/heatmap", run="lr_1e-2", **ask)
+    short = client.ok("/heatmap", run="lr_1e-3", **ask)
+    assert long["binned"] is True and short["binned"] is True
+    # Bins of the window, 100 steps each: the shorter run's columns are the longer one's first columns.
+    assert long["steps"] == list(range(0, 4000, 100))
+    n = len(short["steps"])
+    assert n == 24 and short["steps"] == long["steps"][:n]
+    assert short["steps_last_text"] == long["steps_last_text"][:n]

@@ -13,7 +13,7 @@ import { foldAll, foldHeatmap, foldOf, foldsByItself, isFolded, layerToOpen, row
 import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
-import { ROW_MIN_H } from "./layout";
+import { ROW_MIN_H, unionSpans } from "./layout";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend, legendMarks } from "./legend";
@@ -22,7 +22,7 @@ import { FindingsList, roleToOpen, RunList, runToShow, worstRun } from "./panels
 import { matchesFilter, orderRows, rowSeverity } from "./rows";
 import { keptLayers, summaryText } from "./summary";
 import { persistState, readState, sameState } from "./state";
-import { parseStep } from "./steps";
+import { parseStep, stepsUnion } from "./steps";
 import type { Step } from "./steps";
 import { Store } from "./store";
 import { fetchSweep, SweepView } from "./sweep";
@@ -573,7 +573,7 @@ export class App {
     this.rowsAsked.clear();
     this.showPair(run, pair);
     this.persist();
-    if (!holdsWindow(pair.primary, this.state.zoom)) this.scheduleZoomFetch();
+    if (!holdsWindow(pair.primary, this.state.zoom) || this.binnedApart(parts)) this.scheduleZoomFetch();
     const [mine, theirs] = await tracks;
     if (id !== this.requestId) return;
     this.tracks = this.wholeTracks = [mine, theirs];
@@ -581,6 +581,7 @@ export class App {
     [run.run, compare].forEach((r, i) => {
       if (r) this.views[i].setTrackReach(r, trackReach(this.wholeTracks[i]));
     });
+    this.shareAxis();
     this.showSummary();
     this.drawTracks();
     if (this.state.zoom) void this.loadTrackWindow();
@@ -750,21 +751,34 @@ export class App {
     this.views[1].root.hidden = b === null;
     this.views[0].setCaption(b ? a.run : "");
     // Layout reads the container width, so the compare view is shown first.
-    this.views[0].setRunLabels(this.runLabels(rawA));
+    // Compared runs' label columns are sized for both runs' names: their plots are as wide, step for step.
+    const labels = rawB ? [...this.runLabels(rawA), ...this.runLabels(rawB)] : this.runLabels(rawA);
+    this.views[0].setRunLabels(labels);
     this.views[0].setData(a, shared, this.order(a), zoom);
     if (b && rawB) {
       this.views[1].setCaption(b.run);
-      this.views[1].setRunLabels(this.runLabels(rawB));
+      this.views[1].setRunLabels(labels);
       this.views[1].setData(b, shared, this.order(b), zoom);
     } else {
       this.views[1].clear();
     }
+    this.shareAxis();
     const sel = this.state.layer && this.state.step !== null ? { layer: this.state.layer, step: this.state.step } : null;
     for (const v of this.views) v.setSelection(sel);
     this.toolbar.setZoomed(this.state.zoom !== null);
     this.showSummary();
     this.scheduleRowFetch();
     return true;
+  }
+
+  /**
+   * Compared runs share one step axis, the union of theirs: columns of the same step line up, and a run's
+   * columns past its own steps are drawn as not logged. One run shown spans its own.
+   */
+  private shareAxis(): void {
+    const comparing = this.views[1].data !== null;
+    const span = comparing ? unionSpans(this.views.map((v) => v.ownSpan), this.views[0].scene.origin) : null;
+    for (const v of this.views) v.setSharedSpan(span);
   }
 
   /** Every label the rows of a heatmap's run can have: its label column is sized for them. */
@@ -810,8 +824,9 @@ export class App {
   private setZoom(zoom: [Step, Step] | null): void {
     this.state.zoom = zoom;
     // Asked for before the loaded columns are redrawn: the answer is on its way while they are.
-    const h = this.store.heatmaps[0];
-    if (h && !holdsWindow(h, zoom)) this.scheduleZoomFetch();
+    // Compared runs are zoomed together: either one missing the window's columns asks for both.
+    const shown = this.store.heatmaps.filter((h): h is Heatmap => h !== null);
+    if (shown.length > 0 && !shown.every((h) => holdsWindow(h, zoom))) this.scheduleZoomFetch();
     // The heatmap's columns hold the window: only a thinned track may need the window's points.
     else this.scheduleTrackFetch();
     for (const v of this.views) v.setZoom(zoom);
@@ -830,7 +845,27 @@ export class App {
     const columns = Math.max(1, Math.floor(width / COLUMN_BUCKET)) * COLUMN_BUCKET;
     const last = this.store.heatmaps[0];
     const whole = !last || last.run !== this.state.run || holdsEveryStep(last);
-    return { columns, window: whole ? null : this.state.zoom, compact: true, ...this.rowPart(run, index) };
+    const compared = this.comparedWindow();
+    return { columns, window: whole ? compared : (this.state.zoom ?? compared), compact: true, ...this.rowPart(run, index) };
+  }
+
+  /**
+   * The window compared runs are asked for unzoomed: the union of their logged steps, once both answered
+   * (null before, and with one run shown). The server bins a run over the window asked, so runs of different
+   * lengths asked for one window and budget come in the same bins, column for column on the shared axis.
+   */
+  private comparedWindow(): [Step, Step] | null {
+    const [a, b] = this.store.heatmaps;
+    const { run, compare, role } = this.state;
+    if (!compare || !a || !b || a.run !== run || b.run !== compare || a.role !== role || b.role !== role) return null;
+    return stepsUnion([a.loggedSteps, b.loggedSteps]);
+  }
+
+  /** Whether compared runs came binned over windows of their own (asked before both were known): asked again over one. */
+  private binnedApart(parts: [HeatmapWindow, HeatmapWindow]): boolean {
+    const w = this.comparedWindow();
+    const binned = this.store.heatmaps.some((h) => h?.binned === true);
+    return w !== null && this.state.zoom === null && binned && !parts.every((p) => sameZoom(p.window ?? null, w));
   }
 
   /**
@@ -958,7 +993,8 @@ export class App {
     let pair: HeatmapPair;
     let parts: [HeatmapWindow, HeatmapWindow];
     try {
-      parts = [{ ...this.heatmapPart(run.run, 0), window: zoom }, { ...this.heatmapPart(compare, 1), window: zoom }];
+      const window = zoom ?? this.comparedWindow();
+      parts = [{ ...this.heatmapPart(run.run, 0), window }, { ...this.heatmapPart(compare, 1), window }];
       pair = await this.store.fetchHeatmaps(run.run, compare, role, metric, ...parts);
     } catch {
       return;
@@ -1209,6 +1245,13 @@ export class App {
     const lo = range ? parseStep(range[0]) : null;
     const hi = range ? parseStep(range[1]) : null;
     this.setZoom(lo !== null && hi !== null && hi > lo ? [lo, hi] : null);
+  }
+
+  /** A view's plot in client coordinates: where its first column may start and how wide it is (null: not drawn). */
+  plotBox(view: 0 | 1 = 0): { left: number; width: number } | null {
+    const v = this.views[view];
+    const g = v.scene.geo;
+    return g && v.data ? { left: v.port.getBoundingClientRect().left + g.labelW, width: g.plotW } : null;
   }
 
   /** The steps a view's axis names, as decimal strings. */

@@ -13,9 +13,9 @@ import { metricDomain, statusName } from "./colors";
 import type { Domain } from "./colors";
 import { el, measurer } from "./dom";
 import { labelParts, rowMembers } from "./fold";
-import { AXIS_HEIGHT, backingScale, clampRange, columnEdges, fullRange, outsideRanges, revealTop, rowHeight, rowLabelWidth,
-  spanRange, xOfStep } from "./layout";
-import type { OutsideRange, StepRange } from "./layout";
+import { AXIS_HEIGHT, backingScale, binEdges, clampRange, columnEdges, fullRange, outsideRanges, revealTop, rowHeight, rowLabelWidth,
+  spanRange, unionSpans, xOfStep } from "./layout";
+import type { AxisSpan, OutsideRange, StepRange } from "./layout";
 import { buildCells } from "./model";
 import { provesNothing } from "./quality";
 import { offset, offsets } from "./steps";
@@ -106,6 +106,10 @@ export class HeatmapView {
   private rasterDirty = true;
   private heldRowH: { key: string; cellH: number } | null = null;
   private reach: { run: string; reach: TrackReach | null } | null = null;
+  /** The axis this view spans by itself (its cells and its track), before another run's is joined to it. */
+  private own: AxisSpan | null = null;
+  /** The axis of the runs compared with this one: this view's spans it too (null: none). */
+  private shared: AxisSpan | null = null;
   private readonly pointer: HeatmapPointer;
 
   constructor(
@@ -152,7 +156,7 @@ export class HeatmapView {
     s.model = buildCells(h, domain, s.model);
     // Positions from the first step: far from zero, neighbouring steps stay apart as doubles.
     s.origin = h.steps[0] ?? 0n;
-    s.edges = h.stepsLast ? binEdges(h, s.origin) : columnEdges(offsets(h.steps, s.origin));
+    s.edges = h.stepsLast ? binEdges(h.steps, h.stepsLast, s.origin) : columnEdges(offsets(h.steps, s.origin));
     this.spanAxis();
     s.zoom = this.toRange(zoom);
     this.setOrder(order);
@@ -170,6 +174,26 @@ export class HeatmapView {
     this.paintAll();
   }
 
+  /** The axis this view spans by itself, on its own origin; null before it has data. */
+  get ownSpan(): AxisSpan | null {
+    return this.scene.h ? this.own : null;
+  }
+
+  /**
+   * The axis of every run compared (`unionSpans` of their `ownSpan`), null for this view's own: compared
+   * runs share one step axis, and past this run's steps its columns are drawn as not logged.
+   */
+  setSharedSpan(span: AxisSpan | null): void {
+    const a = this.shared;
+    if (a === span || (a && span && a.origin === span.origin && a.full.lo === span.full.lo && a.full.hi === span.full.hi &&
+      a.labelled.lo === span.labelled.lo && a.labelled.hi === span.labelled.hi)) return;
+    this.shared = span;
+    if (!this.scene.h) return;
+    this.spanAxis();
+    this.rasterDirty = true;
+    this.paintAll();
+  }
+
   /** The axis' whole range, the stretches of it without the rows' steps, and where it names steps. */
   private spanAxis(): void {
     const s = this.scene;
@@ -179,10 +203,14 @@ export class HeatmapView {
     const reach = this.reach?.run === h.run ? this.reach.reach : null;
     const n = h.steps.length;
     const track = reach ? { lo: offset(reach.first, s.origin), hi: offset(reach.last, s.origin) } : null;
-    s.full = spanRange(n > 0 ? fullRange(s.edges) : null, track);
+    const full = spanRange(n > 0 ? fullRange(s.edges) : null, track);
     // Steps are named from the first logged step to the last, of the rows or the track.
-    const own = n > 0 ? { lo: 0, hi: offset((h.stepsLast ?? h.steps)[n - 1], s.origin) } : { lo: 0, hi: 0 };
-    s.labelled = track ? { lo: Math.min(own.lo, track.lo), hi: Math.max(own.hi, track.hi) } : own;
+    const rows = n > 0 ? { lo: 0, hi: offset((h.stepsLast ?? h.steps)[n - 1], s.origin) } : { lo: 0, hi: 0 };
+    const labelled = track ? { lo: Math.min(rows.lo, track.lo), hi: Math.max(rows.hi, track.hi) } : rows;
+    this.own = { origin: s.origin, full, labelled };
+    const axis = unionSpans([this.own, this.shared], s.origin) ?? this.own;
+    s.full = axis.full;
+    s.labelled = axis.labelled;
     const ends = h.loggedSteps;
     // The rows' cells reach their first and last step's edges; a window's answer short of them, half a step.
     const cells = ends && n > 0 ? {
@@ -476,15 +504,6 @@ export class HeatmapView {
       y: rect.top + pos * g.cellH - this.scroller.scrollTop + g.cellH / 2,
     };
   }
-}
-
-/** Column edges of a binned heatmap: each column spans its bin, from its first step to its last. */
-function binEdges(h: Heatmap, origin: Step): Float64Array {
-  const n = h.steps.length;
-  const e = new Float64Array(n + 1);
-  for (let j = 0; j < n; j++) e[j] = offset(h.steps[j], origin) - 0.5;
-  e[n] = n > 0 && h.stepsLast ? offset(h.stepsLast[n - 1], origin) + 0.5 : 0.5;
-  return e;
 }
 
 function size(c: HTMLCanvasElement, w: number, h: number, scale: number): void {

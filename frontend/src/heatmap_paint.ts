@@ -131,7 +131,10 @@ function paintGutters(ctx: CanvasRenderingContext2D, s: Scene, g: Geometry, rows
   if (!(r.hi > edges[0] && r.lo < edges[edges.length - 1])) return;
   const c0 = Math.max(0, columnAt(edges, r.lo));
   const c1 = columnAt(edges, Math.min(r.hi, edges[edges.length - 1] - 1e-9));
-  if (c1 >= c0 && (g.plotW * sc) / (c1 - c0 + 1) >= 8) {
+  // The cells' own width decides, not the plot's: columns stopping short of the axis' end (a compared run
+  // shorter than the other, rows not logged past a step) are parted as the same columns would be without it.
+  const covered = Math.min(r.hi, edges[c1 + 1]) - Math.max(r.lo, edges[c0]);
+  if (c1 >= c0 && (xOfStep(r.lo + covered, r, g.plotW) * sc) / (c1 - c0 + 1) >= 8) {
     for (let c = c0 + 1; c <= c1; c++) ctx.fillRect(x0 + Math.round(xOfStep(edges[c], r, g.plotW) * sc) - 1, 0, 1, height);
   }
 }

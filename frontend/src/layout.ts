@@ -84,6 +84,18 @@ export function columnEdges(steps: ArrayLike<number>): Float64Array {
   return e;
 }
 
+/**
+ * Column edges of a binned heatmap, as positions from `origin`: each column spans its bin, from its first
+ * step (`firsts`) to its last (`lasts`), half a step out. Runs binned alike have their columns at the same steps.
+ */
+export function binEdges(firsts: readonly Step[], lasts: readonly Step[], origin: Step): Float64Array {
+  const n = firsts.length;
+  const e = new Float64Array(n + 1);
+  for (let j = 0; j < n; j++) e[j] = offset(firsts[j], origin) - 0.5;
+  e[n] = n > 0 && lasts.length === n ? offset(lasts[n - 1], origin) + 0.5 : 0.5;
+  return e;
+}
+
 /** The step range shown: a zoom window in step units, as positions relative to an origin step. */
 export interface StepRange {
   lo: number;
@@ -103,6 +115,38 @@ export function spanRange(cells: StepRange | null, others: StepRange | null): St
   const out = others ? { lo: others.lo - 0.5, hi: others.hi + 0.5 } : null;
   if (!cells) return out ?? { lo: 0, hi: 1 };
   return out ? { lo: Math.min(cells.lo, out.lo), hi: Math.max(cells.hi, out.hi) } : cells;
+}
+
+/** Where a step axis reaches, on its own origin step: the range it spans and the stretch where it names steps. */
+export interface AxisSpan {
+  origin: Step;
+  full: StepRange;
+  labelled: StepRange;
+}
+
+/** A range of positions from origin `from`, as positions from origin `to`: the same steps. */
+export function moveRange(r: StepRange, from: Step, to: Step): StepRange {
+  const d = offset(from, to);
+  return { lo: r.lo + d, hi: r.hi + d };
+}
+
+function joinRanges(a: StepRange, b: StepRange): StepRange {
+  return { lo: Math.min(a.lo, b.lo), hi: Math.max(a.hi, b.hi) };
+}
+
+/**
+ * The axis holding every one of `spans` (compared runs' axes, each on its own origin), on `origin`: one step
+ * axis for all, so the same step lies at the same x in each. Null when no span is given.
+ */
+export function unionSpans(spans: readonly (AxisSpan | null)[], origin: Step): AxisSpan | null {
+  let out: AxisSpan | null = null;
+  for (const s of spans) {
+    if (!s) continue;
+    const full = moveRange(s.full, s.origin, origin);
+    const labelled = moveRange(s.labelled, s.origin, origin);
+    out = out ? { origin, full: joinRanges(out.full, full), labelled: joinRanges(out.labelled, labelled) } : { origin, full, labelled };
+  }
+  return out;
 }
 
 /** A stretch of an axis outside the layers' cells, `after` them or before them. */

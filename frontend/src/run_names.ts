@@ -30,8 +30,12 @@ export function compareRunNames(a: string, b: string): number {
 
 // A run name may break after these: the separators of a sweep's names (lr_0.01/seed_3, bs-64), and a dot
 // unless a digit follows it (never inside the number 0.001). A run of separators ("__", "_/") is one: the
-// break comes after its last, so no line starts with a separator.
-const BREAK_AFTER = /(?<=[_\-/=,])(?![_\-/=,])|(?<=\.)(?![\d_\-/=,])/;
+// break comes after its last, so no line starts with a separator. A hyphen before a digit is a number's
+// sign, no separator, where it follows an exponent's "e" (1e-3) or opens the piece (lr_-1): never inside
+// the number.
+const SIGN = String.raw`(?:(?<=\d[eE])|(?<=^|[_/=,\-]))-(?=\d)`;
+const SEPARATOR = String.raw`(?:[_/=,]|(?!${SIGN})-)`;
+const BREAK_AFTER = new RegExp(String.raw`(?<=${SEPARATOR})(?!${SEPARATOR})|(?<=\.)(?![\d_/=,]|${SEPARATOR})`);
 
 /**
  * A run name cut into the pieces a line may break between: after each separator, so a long name wraps

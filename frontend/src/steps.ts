@@ -49,6 +49,16 @@ export function compareSteps(a: Step, b: Step): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The steps from the first of `spans` (each its first and last step) to the last of them; null for none. */
+export function stepsUnion(spans: readonly ([Step, Step] | null | undefined)[]): [Step, Step] | null {
+  let out: [Step, Step] | null = null;
+  for (const s of spans) {
+    if (!s) continue;
+    out = out ? [s[0] < out[0] ? s[0] : out[0], s[1] > out[1] ? s[1] : out[1]] : [s[0], s[1]];
+  }
+  return out;
+}
+
 /** Position of a step on a layout axis: its distance from `origin`, as a double. */
 export function offset(step: Step, origin: Step): number {
   return Number(step - origin);

@@ -13,7 +13,7 @@ import type { SweepViewState } from "./hash";
 import { isRecord, malformed } from "./json";
 import { runBadge } from "./panels";
 import { matchesFilter } from "./rows";
-import { compareRunNames } from "./run_names";
+import { compareRunNames, nameBreaks } from "./run_names";
 import { offset, parseStep } from "./steps";
 import type { Step } from "./steps";
 import { kindIndex, kindLabel, mildestSeverity, severityRank, statusNames } from "./vocabulary";
@@ -216,6 +216,7 @@ export const SWEEP_CSS = `
 .gh-sweep-table th[aria-sort="descending"]::after { content: " \\25bc"; }
 .gh-sweep-table td { padding: 3px 10px 3px 0; border-top: 1px solid var(--gh-border); vertical-align: middle; }
 .gh-sweep-table tbody tr { cursor: pointer; }
+.gh-sweep-name .gh-name-piece { white-space: nowrap; }
 .gh-sweep-table tbody tr:hover { background: var(--gh-hover); }
 .gh-sweep-kinds { display: flex; flex-wrap: wrap; gap: 3px; }
 .gh-sweep-strip { display: block; image-rendering: pixelated; width: ${STRIP_WIDTH_PX}px; height: ${STRIP_HEIGHT_PX}px; }
@@ -305,6 +306,19 @@ function stripCanvas(strip: SweepLine["strip"], names: readonly string[]): HTMLC
     }
   }
   return canvas;
+}
+
+/**
+ * A line's name cell: its pieces (`nameBreaks`) each kept on one line, so a squeezed table wraps the name
+ * only between its parts ("lr_" / "1e-3"), never inside one.
+ */
+function sweepName(name: string): HTMLTableCellElement {
+  const td = el("td", "gh-sweep-name");
+  nameBreaks(name).forEach((piece, i) => {
+    if (i > 0) td.append(el("wbr"));
+    td.append(el("span", "gh-name-piece", piece));
+  });
+  return td;
 }
 
 /** A line's badge as the run list words it (`runBadge`): the same run reads the same in both. */
@@ -478,7 +492,7 @@ export class SweepView {
     const strip = el("td");
     strip.append(stripCanvas(line.strip, names));
     tr.append(
-      el("td", "", line.name),
+      sweepName(line.name),
       ...this.sweep.hparams.map((h) => el("td", typeof line.hparams[h.name] === "number" ? "gh-num" : "", formatHparam(line.hparams[h.name]))),
       worst,
       kinds,

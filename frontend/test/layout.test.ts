@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
   backingScale,
+  binEdges,
+  unionSpans,
   clampRange,
   columnAt,
   columnEdges,
@@ -341,5 +343,46 @@ describe("row labels", () => {
     expect(rowLabelWidth(["dense/kernel", "conv2d_1/kernel"], measure)).toBe(Math.ceil(15 * 6.5 + 16));
     const many = range(1000).map((i) => `layer_${i}`);
     expect(rowLabelWidth([...many, "a_much_longer_layer_name"], measure)).toBe(Math.ceil(24 * 6.5 + 16));
+  });
+});
+
+describe("compared runs' step axis", () => {
+  // Two runs logged every 10 steps: one to step 990, the other to 590; the second's steps counted from 100.
+  const longSteps = Array.from({ length: 100 }, (_, i) => i * 10);
+  const shortSteps = Array.from({ length: 50 }, (_, i) => 100 + i * 10);
+  const own = (steps: number[], origin: bigint) => {
+    const e = columnEdges(steps.map((s) => s - Number(origin)));
+    return { origin, full: fullRange(e), labelled: { lo: steps[0] - Number(origin), hi: steps[steps.length - 1] - Number(origin) } };
+  };
+
+  it("is the union of the runs' axes, on each run's own origin", () => {
+    const a = own(longSteps, 0n);
+    const b = own(shortSteps, 100n);
+    const onA = unionSpans([a, b], 0n)!;
+    const onB = unionSpans([a, b], 100n)!;
+    expect(onA.full).toEqual({ lo: -5, hi: 995 });
+    expect(onA.labelled).toEqual({ lo: 0, hi: 990 });
+    expect(onB.full).toEqual({ lo: -105, hi: 895 });
+    // The same step at the same x in both, wherever each run's origin is; the shorter run's last step is not at the end.
+    for (const step of [0, 100, 300, 590, 990]) {
+      expect(xOfStep(step - 100, onB.full, 800)).toBeCloseTo(xOfStep(step, onA.full, 800), 9);
+    }
+    expect(xOfStep(590 - 100, onB.full, 800)).toBeLessThan(500);
+    expect(unionSpans([null, null], 0n)).toBeNull();
+    expect(unionSpans([null, b], 0n)!.full).toEqual({ lo: 95, hi: 595 });
+  });
+
+  it("puts runs binned alike (one window, one budget) column on column", () => {
+    // Bins of 100 steps over the window 0..3990: the shorter run (to 2390) holds the first 24.
+    const firsts = (n: number) => Array.from({ length: n }, (_, j) => BigInt(j * 100));
+    const lasts = (n: number) => Array.from({ length: n }, (_, j) => BigInt(j * 100 + 90));
+    const a = binEdges(firsts(40), lasts(40), 0n);
+    const b = binEdges(firsts(24), lasts(24), 0n);
+    const axis = unionSpans([{ origin: 0n, full: spanRange(fullRange(a), null), labelled: { lo: 0, hi: 3990 } },
+      { origin: 0n, full: spanRange(fullRange(b), null), labelled: { lo: 0, hi: 2390 } }], 0n)!;
+    expect(axis.full).toEqual({ lo: -0.5, hi: 3990.5 });
+    // Each column starts where the longer run's does; the shorter run's last ends at its last step, 2390.
+    for (let j = 0; j < 24; j++) expect(xOfStep(b[j], axis.full, 512)).toBe(xOfStep(a[j], axis.full, 512));
+    expect(b[24]).toBe(2390.5);
   });
 });

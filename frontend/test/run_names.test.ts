@@ -37,14 +37,27 @@ describe("run name breaks", () => {
   it("cut a name after its separators, the pieces joined being the name", () => {
     expect(nameBreaks("resnet101_noise_lr20")).toEqual(["resnet101_", "noise_", "lr20"]);
     expect(nameBreaks("sweep/lr_0.01-bs=64,seed_3")).toEqual(["sweep/", "lr_", "0.01-", "bs=", "64,", "seed_", "3"]);
-    expect(nameBreaks("resnet.cifar10_wd_1.5e-4")).toEqual(["resnet.", "cifar10_", "wd_", "1.5e-", "4"]);
+    expect(nameBreaks("resnet.cifar10_wd_1.5e-4")).toEqual(["resnet.", "cifar10_", "wd_", "1.5e-4"]);
     expect(nameBreaks("train")).toEqual(["train"]);
     // A run of separators is one break, after its last: no line starts with "_" or "/".
     expect(nameBreaks("a__b_")).toEqual(["a__", "b_"]);
     expect(nameBreaks("wenjunpku__learning-tensorflow/iris_model")).toEqual(
       ["wenjunpku__", "learning-", "tensorflow/", "iris_", "model"]);
     expect(nameBreaks("run._x/_y")).toEqual(["run._", "x/_", "y"]);
-    for (const name of ["resnet101_noise_lr20", "x/y/z", "", "<img src=x>"]) expect(nameBreaks(name).join("")).toBe(name);
+    for (const name of ["lr_1e-3", "resnet101_noise_lr20", "x/y/z", "", "<img src=x>"]) expect(nameBreaks(name).join("")).toBe(name);
+  });
+});
+
+describe("run name signs", () => {
+  it("keep a hyphen before a digit inside the number: an exponent's or a sign's, never a break", () => {
+    expect(nameBreaks("lr_1e-3")).toEqual(["lr_", "1e-3"]);
+    expect(nameBreaks("lr_1E-3_bs-64")).toEqual(["lr_", "1E-3_", "bs-", "64"]);
+    expect(nameBreaks("shift_-1")).toEqual(["shift_", "-1"]);
+    expect(nameBreaks("lr=-0.1")).toEqual(["lr=", "-0.1"]);
+    // Between words, or after a name's letters, a hyphen still separates.
+    expect(nameBreaks("bs-64")).toEqual(["bs-", "64"]);
+    expect(nameBreaks("a-b")).toEqual(["a-", "b"]);
+    expect(widestPiece("lr_1e-3")).toBe(4);
   });
 });
 

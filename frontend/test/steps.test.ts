@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ceilStep, compareSteps, floorDiv, floorStep, indexOfStep, jsonWithSteps, multiplesBetween, offsets, parseStep,
-  stepField, stepListField,
+  stepField, stepListField, stepsUnion,
 } from "../src/steps";
 
 const BIG = 2n ** 60n;
@@ -54,5 +54,13 @@ describe("steps", () => {
 
   it("writes bigints into JSON as decimal strings", () => {
     expect(jsonWithSteps({ step: BIG + 1n, n: 2 })).toBe('{"step":"1152921504606846977","n":2}');
+  });
+});
+
+describe("stepsUnion", () => {
+  it("spans from the first of the spans to the last, exactly; null for none", () => {
+    expect(stepsUnion([[0n, 990n], [0n, 590n]])).toEqual([0n, 990n]);
+    expect(stepsUnion([[BIG + 5n, BIG + 9n], null, [BIG + 1n, BIG + 6n]])).toEqual([BIG + 1n, BIG + 9n]);
+    expect(stepsUnion([null, undefined])).toBeNull();
   });
 });

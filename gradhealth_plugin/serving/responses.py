@@ -533,7 +533,7 @@ def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = No
     layers = [layer for layer in rd.layers if role in layer.roles]
     n_rows, n_cols = len(layers), len(steps)
     binned = columns is not None and n_cols > columns
-    which = bin_columns(steps, columns) if binned else None
+    which = bin_columns(steps, columns, start, end) if binned else None
     first = bin_starts(which) if binned else None
     # Rows are laid out (and binned) a chunk at a time into the answer's arrays: a long run's whole grid
     # of cells (1,000 rows x 5,000 steps: 40 MB an array, several arrays) is never held twice.
@@ -777,12 +777,17 @@ def row_window(cells: HeatmapCells, layout: str, rows: Spans, blocks: Spans) -> 
     }
 
 
-def bin_columns(steps: np.ndarray, columns: int) -> np.ndarray:
+def bin_columns(steps: np.ndarray, columns: int, start: Optional[int] = None,
+                end: Optional[int] = None) -> np.ndarray:
     """The bin of each of ascending `steps`: `columns` bins of equal width in steps, as the tab's axis
-    places them (so a bin is about a pixel wide); empty bins are dropped, so at most `columns` remain."""
+    places them (so a bin is about a pixel wide); empty bins are dropped, so at most `columns` remain.
+    The bins divide the window `start`..`end` where given, else the steps' own ends: runs of different
+    lengths asked for one window and budget are binned alike, their columns at the same steps."""
+    lo = float(steps[0]) if start is None else float(start)
+    hi = float(steps[-1]) if end is None else float(end)
     # As doubles: int64 differences of TensorBoard's steps can overflow.
-    offset = steps.astype(np.float64) - float(steps[0])
-    span = float(offset[-1]) or 1.0
+    offset = steps.astype(np.float64) - lo
+    span = (hi - lo) or 1.0
     return np.minimum((offset / span * columns).astype(np.int64), columns - 1)
 
 

@@ -323,8 +323,11 @@ def test_series_role_filter_and_health(client):
 def test_series_quality_labels(client):
     s = client.ok("/series", run="mlp", layer="dense/kernel", metric="count", role="weight")["series"]["weight"]
     assert s["quality"] == ["exact"] * len(LOGGED) and s["values"] == [64] * len(LOGGED)
+    # TF2's lowest bucket [0, max/30] of a live ReLU bounds its zero share; an all-zero tensor's [0, 0] is exact.
+    s = client.ok("/series", run="mlp", layer="dense", metric="zero_fraction", role="activation")["series"]
+    assert set(s["activation"]["quality"]) == {"upper_bound"}
     s = client.ok("/series", run="mlp", layer="dead_relu", metric="zero_fraction")["series"]["activation"]
-    assert set(s["quality"]) == {"upper_bound"}
+    assert set(s["quality"]) == {"exact"} and set(s["values"]) == {1.0}
 
 
 # --- findings --------------------------------------------------------------------------------

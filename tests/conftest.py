@@ -309,6 +309,14 @@ def torch_uniform_and_two_clusters_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tf_relu_near_dead_line_logdir(tmp_path_factory):
+    """Runs ``histograms`` and ``exact`` of a TF2 ReLU MLP: ``dense_0`` just under 70% zeros with small
+    positive values (TF2's lowest bucket bounds its zero share above 70%), ``dense_1`` well above 70%;
+    ``exact`` with the ``tf.nn.zero_fraction`` scalars ``dense_<i>/sparsity`` too."""
+    return _written_logdir(tmp_path_factory, "tf_relu_near_dead_line")
+
+
+@pytest.fixture(scope="session")
 def tf_zero_fraction_scalars_logdir(tmp_path_factory):
     """Runs ``cifar10`` (``hidden<i>/sparsity``) and ``estimator`` (``dnn/hiddenlayer_<i>_fraction_of_zero_values``):
     ReLU outputs as histograms with their exact ``tf.nn.zero_fraction`` scalars."""

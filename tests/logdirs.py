@@ -585,3 +585,41 @@ def torch_nan_loss_after_histograms(logdir):
                 pass
         optimizer.step()
     writer.close()
+
+
+def tf_relu_near_dead_line(logdir):
+    """A TF2 ReLU MLP trained in a ``tf.GradientTape`` loop, each hidden output logged as a
+    ``tf.summary.histogram`` ``dense_<i>/activations``: run ``histograms`` that alone, run ``exact`` also
+    the exact ``tf.nn.zero_fraction`` scalar ``dense_<i>/sparsity`` of the same tensors. Biases put
+    ``dense_0`` just under 70% zeros with many small positive values, so TF2's lowest bucket [0, max/30]
+    reaches past 70%, and ``dense_1`` well above 70% zeros.
+    """
+    tf, _ = _keras()
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(512, 16)).astype(np.float32))
+    y = tf.constant(rng.normal(size=(512, 1)).astype(np.float32))
+    for run, exact in (("histograms", False), ("exact", True)):
+        w = [tf.Variable((rng.normal(size=shape) / np.sqrt(shape[0])).astype(np.float32))
+             for shape in ((16, 64), (64, 64), (64, 1))]
+        biases = [tf.Variable(tf.fill([64], v)) for v in (-0.45, -1.2)]
+        writer = tf.summary.create_file_writer(os.path.join(str(logdir), run))
+
+        @tf.function
+        def step(i):
+            with tf.GradientTape() as tape:
+                h0 = tf.nn.relu(x @ w[0] + biases[0])
+                h1 = tf.nn.relu(tf.math.l2_normalize(h0, axis=1) * 8.0 @ w[1] + biases[1])
+                loss = tf.reduce_mean((h1 @ w[2] - y) ** 2)
+            grads = tape.gradient(loss, w)
+            for v, g in zip(w, grads):
+                v.assign_sub(1e-3 * g)
+            with writer.as_default(step=i):
+                tf.summary.scalar("loss", loss)
+                for k, h in enumerate((h0, h1)):
+                    tf.summary.histogram(f"dense_{k}/activations", h)
+                    if exact:
+                        tf.summary.scalar(f"dense_{k}/sparsity", tf.nn.zero_fraction(h))
+
+        for i in range(STEPS + 2):
+            step(tf.constant(i, dtype=tf.int64))
+        writer.close()

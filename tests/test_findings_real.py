@@ -157,8 +157,15 @@ def test_dead_relu_found_on_the_layers_that_died(diagnosed, framework, source):
     # Exact zeros must be found; beyond them, only what the writer's bucket around
     # zero, which mixes zeros with small values, shows above the line.
     strict, lenient = truth.dead(), truth.dead(resolution=True)
-    f = _the(_source(d, source)["dead_relu"], "dead_units")
-    assert f["severity"] == "warn"
+    found = _source(d, source)["dead_relu"]
+    if framework == "tf":
+        # TF2's lowest bucket [0, max/30] bounds the zero share from above only: the layers past the line
+        # by that bound are a note saying they are not judged, never a warning.
+        assert not [f for f in found if f["kind"] == "dead_units" and f["severity"] != "info"], found
+        (f,) = [f for f in found if f["kind"] == "dead_units" and f["evidence"].get("not_judged") == "upper bound"]
+    else:
+        f = _the(found, "dead_units")
+        assert f["severity"] == "warn"
     _assert_layers(f, lenient, strict)
     _assert_onset(f, lenient, strict, truth.every, "dead units")
     alive = set(truth.activation_layers) - set(f["layers"])
@@ -197,8 +204,12 @@ def test_healthy_run_raises_no_warning(diagnosed, framework, source):
     findings = _source(d, source)["healthy"]
     assert [_key(f) for f in findings if f["severity"] != "info"] == []
     assert {f["kind"] for f in findings} <= HEALTHY_INFO
-    (dead,) = [f for f in findings if f["kind"] == "dead_units"]
-    assert set(dead["layers"]) == set(truth.activation_layers)
+    dead = [f for f in findings if f["kind"] == "dead_units"]
+    if framework == "tf":
+        # An upper bound above 30% proves no share above it: no note.
+        assert dead == [], dead
+    else:
+        assert set(dead[0]["layers"]) == set(truth.activation_layers) and len(dead) == 1
     lows, highs = zip(*truth.logged_zero_fractions().values())
     assert tr.DEAD_INFO_ZERO_FRACTION < min(lows) and max(highs) < tr.DEAD_ZERO_FRACTION
 
@@ -215,6 +226,11 @@ def test_cli_and_route_agree(diagnosed, framework):
 def test_check_fails_exactly_the_broken_runs(diagnosed, framework, story):
     d = diagnosed(framework)
     code, text = _cli(["check", d.logdir, "--run", story])
+    if framework == "tf" and story == "dead_relu":
+        # TF2's histograms prove no dead units (their lowest bucket bounds the zero share from above only):
+        # whatever else the run shows, no dead-units warning.
+        assert "[warn] dead_units" not in text, text
+        return
     assert code == (1 if story in BROKEN else 0), text
     if story in BROKEN:
         assert KIND[story] in text

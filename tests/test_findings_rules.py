@@ -703,3 +703,58 @@ def test_adam_at_a_learning_rate_far_too_high_is_named_and_its_loss_gets_worse(a
     # Gradients that vanished beside a loss that never fell below its start are no model fitting its data.
     assert not [f for f in by_kind.get("vanishing_gradients", []) if "fitting its data" in f["message"]], found
     assert all(f.get("cause") != "dead_relu" for f in found), [(f["kind"], f.get("cause")) for f in found]
+
+
+# --- A zero fraction bounded from above judges no dead units ------------------------------------------
+
+def _dead_units(client, run):
+    return [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "dead_units"]
+
+
+def _zero_fractions(client, run, layer):
+    series = client.ok("/series", run=run, layer=layer, metric="zero_fraction", role="activation")
+    series = series["series"]["activation"]
+    return np.array(series["values"]), set(series["quality"])
+
+
+def test_a_zero_fraction_above_the_line_only_as_an_upper_bound_is_not_judged_dead(
+        tf_relu_near_dead_line_logdir, plugin_client):
+    client = plugin_client(tf_relu_near_dead_line_logdir)
+    exact, exact_quality = _zero_fractions(client, "exact", "dense_0")
+    bound, bound_quality = _zero_fractions(client, "histograms", "dense_0")
+    # The case itself: the same tensor under the line exactly, above it as TF2's bucket bounds it.
+    assert exact_quality == {"exact"} and bound_quality == {"upper_bound"}
+    assert (exact < 0.7).all() and (bound > 0.7).all(), (exact, bound)
+    found = _dead_units(client, "histograms")
+    assert [f["severity"] for f in found] == ["info"], found
+    (note,) = found
+    assert set(note["layers"]) == {"dense_0", "dense_1"}
+    assert note["evidence"]["not_judged"] == "upper bound"
+    assert "not judged as dead" in note["message"] and "at or near zero" in note["message"], note["message"]
+    assert f"up to {note['evidence']['value']:.0%}" in note["message"], note["message"]
+    assert "tf.nn.zero_fraction" in note["advice"], note["advice"]
+
+
+def test_an_exact_zero_fraction_of_the_same_tensors_still_judges(tf_relu_near_dead_line_logdir, plugin_client):
+    client = plugin_client(tf_relu_near_dead_line_logdir)
+    by_severity = {f["severity"]: f for f in _dead_units(client, "exact")}
+    assert set(by_severity) == {"warn", "info"}, by_severity
+    assert by_severity["warn"]["layers"] == ["dense_1"]
+    assert by_severity["info"]["layers"] == ["dense_0"]
+    assert "not_judged" not in by_severity["info"]["evidence"]
+
+
+def test_a_cell_whose_bound_cannot_prove_the_rule_is_ok_and_says_not_judged(
+        tf_relu_near_dead_line_logdir, plugin_client):
+    client = plugin_client(tf_relu_near_dead_line_logdir)
+    hm = client.ok("/heatmap", run="histograms", role="activation", metric="health")
+    row = hm["layers"].index("dense_1")
+    assert set(hm["status"][row]) == {1}, hm["status"][row]  # ok, never warn
+    assert set(hm["rules"][row]) == {"dead_units"}, hm["rules"][row]
+    cell = client.ok("/cell", run="histograms", layer="dense_1", step=hm["steps"][0])["roles"]["activation"]
+    assert cell["status"] == "ok" and cell["held"]["not_judged"] is True, cell
+    assert cell["held"]["text"].startswith("dead units not judged at this step"), cell["held"]
+    assert "upper bound" in cell["held"]["text"] and "above 0.7" in cell["held"]["text"], cell["held"]
+    # The same tensor with its exact zero fraction: warn, and no "not judged".
+    exact = client.ok("/cell", run="exact", layer="dense_1", step=hm["steps"][0])["roles"]["activation"]
+    assert exact["status"] == "warn" and exact["held"] is None, exact

@@ -62,7 +62,9 @@ def routes_logdir(tmp_path_factory):
                         tf.summary.histogram(f"gradients/{v.name}", g, step=step)
                     tf.summary.histogram(f"weights/{v.name}", v, step=step)
                 tf.summary.histogram("activations/dense", hidden, step=step)
-                tf.summary.histogram("activations/dead_relu", tf.nn.relu(x @ w1 - 3.0), step=step)
+                # Every unit dead: TF2's histogram of an all-zero tensor is [0, 0], an exact zero fraction
+                # (a bucket [0, max/30] of a few survivors would only bound it, and judge nothing).
+                tf.summary.histogram("activations/dead_relu", tf.nn.relu(x @ w1 - 100.0), step=step)
             for v, g in zip(params, grads):
                 v.assign_sub(0.1 * g)
     writer.close()
@@ -322,8 +324,11 @@ def test_series_role_filter_and_health(client):
 def test_series_quality_labels(client):
     s = client.ok("/series", run="mlp", layer="dense/kernel", metric="count", role="weight")["series"]["weight"]
     assert s["quality"] == ["exact"] * len(LOGGED) and s["values"] == [64] * len(LOGGED)
+    # TF2's lowest bucket [0, max/30] of a live ReLU bounds its zero share; an all-zero tensor's [0, 0] is exact.
+    s = client.ok("/series", run="mlp", layer="dense", metric="zero_fraction", role="activation")["series"]
+    assert set(s["activation"]["quality"]) == {"upper_bound"}
     s = client.ok("/series", run="mlp", layer="dead_relu", metric="zero_fraction")["series"]["activation"]
-    assert set(s["quality"]) == {"upper_bound"}
+    assert set(s["quality"]) == {"exact"} and set(s["values"]) == {1.0}
 
 
 # --- findings --------------------------------------------------------------------------------

@@ -262,7 +262,8 @@ def test_an_ok_cell_where_a_rule_held_too_briefly_says_so(brief_vanishing_logdir
     cell = client.ok("/cell", run="run", layer="0.weight", step="21", role="gradient")["roles"]["gradient"]
     assert (cell["status"], cell["rule"]) == ("ok", "vanishing_gradients"), cell
     assert cell["held"] == {"kind": "vanishing_gradients", "steps_in_a_row": 2, "steps_needed": 5, "note": None,
-                            "finding": None, "text": "vanishing gradients at this step, one of 2 logged steps in a row; a finding needs 5 "
+                            "finding": None, "not_judged": False,
+                            "text": "vanishing gradients at this step, one of 2 logged steps in a row; a finding needs 5 "
                                     "logged steps in a row"}
     alone = client.ok("/cell", run="run", layer="0.weight", step="40", role="gradient")["roles"]["gradient"]
     assert alone["held"]["text"].startswith("vanishing gradients at this step only;"), alone["held"]

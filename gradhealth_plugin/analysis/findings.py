@@ -76,13 +76,15 @@ def decide_cells(rd: RunData, findings: List[Finding], limits: Mapping[str, floa
             status, rule = _status([name for name, _ in rows], role, table.steps, scored.status != health.NO_DATA,
                                    judged)
             # An ok cell where a cell rule fired (too briefly for a finding, or only a note's) names that
-            # rule: it set the cell's score, held at the top of ok, and the tab says why it is no warning.
-            rule = np.where((status == health.OK) & (scored.status > health.OK), scored.rule_codes, rule)
+            # rule: it set the cell's score, held at the top of ok, and the tab says why it is no warning;
+            # likewise where only a bound crossed a rule's line unproven (`CellHealth.unproven`).
+            rule = np.where((status == health.OK) & (scored.fired > 0), scored.rule_codes, rule)
             score = health.in_band(scored.score, status)
             estimated = health.estimated_steps(table)
             for i, (_, rdata) in enumerate(rows):
                 rdata.health = health.CellHealth(score=score[i], status=status[i], rule_codes=rule[i],
                                                  fired=scored.fired[i],
+                                                 unproven=health.compact_flags(scored.unproven[i]),
                                                  estimated=health.compact_flags(estimated[i]))
 
 
@@ -129,6 +131,8 @@ def held(rdata: RoleData, index: int, found: Sequence[Finding], layer: str,
     h = rdata.health
     if h.fired is None or int(h.status[index]) != health.OK or not h.fired[index]:
         return None
+    if h.unproven is not None and h.unproven[index]:
+        return _not_proven(rdata, index, detectors.CELL_RULES[int(h.fired[index]) - 1], limits)
     kind = detectors.CELL_RULES[int(h.fired[index]) - 1].name
     # Any of the kind's rules holding continues the run, as a finding's test does (either of vanishing's two).
     codes = [i + 1 for i, r in enumerate(detectors.CELL_RULES) if r.name == kind]
@@ -155,13 +159,26 @@ def held(rdata: RoleData, index: int, found: Sequence[Finding], layer: str,
         text += "; yet no finding: the rest of the finding's rule did not hold here"
     return {"kind": kind, "steps_in_a_row": in_a_row, "steps_needed": needed,
             "note": cover.kind if cover is not None and cover.severity == INFO else None,
-            "finding": finding, "text": text}
+            "finding": finding, "not_judged": False, "text": text}
 
 
 def covering(found: Sequence[Finding], kind: str, layer: str, role: str, steps: np.ndarray) -> Optional[Finding]:
     """The most severe of `found` of `kind` covering `layer`'s row in `role` at `steps` (one step), or None."""
     return next((f for f in ordered(found) if f.kind == kind and (f.role is None or f.role == role)
                  and covers(f, layer, steps, role)[0]), None)
+
+
+def _not_proven(rdata: RoleData, index: int, rule: health.CellRule, limits: Mapping[str, float]) -> dict:
+    """`held` at a cell where only a bound crossed `rule`'s line, on the side that cannot prove it."""
+    label = detectors.BY_KIND[rule.name].LABEL.lower()
+    value = float(rdata.table.get(rule.metric)[index])
+    value = abs(value) if rule.use_abs else value
+    bound, side = ("an upper bound", "at most") if rule.above else ("a lower bound", "at least")
+    limit = float(limits[rule.threshold])
+    text = (f"{label} not judged at this step: the {rule.metric.replace('_', ' ')} read is {bound} (the true value "
+            f"is {side} {value:.4g}), which cannot prove it {'above' if rule.above else 'below'} {limit:g}")
+    return {"kind": rule.name, "steps_in_a_row": 0, "steps_needed": detectors.steps_needed(rule.name, limits),
+            "note": None, "finding": None, "not_judged": True, "text": text}
 
 
 def rule_read(rdata: RoleData, index: int, role: str, kind: str, limits: Mapping[str, float]) -> Optional[dict]:

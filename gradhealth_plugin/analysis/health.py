@@ -16,7 +16,7 @@ from typing import List, Mapping, Optional, Sequence
 import numpy as np
 
 from . import metrics
-from .metrics import LOWER_BOUND, MetricTable
+from .metrics import MetricTable
 
 NO_DATA = 0
 OK = 1
@@ -90,6 +90,9 @@ class CellHealth:
     # or bounded), so an answer says "estimated" rather than "exact". A row estimated nowhere or everywhere
     # holds a broadcast scalar (no memory a cell). None: not decided.
     estimated: Optional[np.ndarray] = None
+    # (N,) bool: where the rule named by `fired` did not fire but only a bound crossed its line on the side
+    # that cannot prove it (`metrics.proves`): not judged by that rule. None: not decided.
+    unproven: Optional[np.ndarray] = None
 
 
 def has_data(table: MetricTable) -> np.ndarray:
@@ -129,6 +132,7 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
     rule = np.where(present, RULE_OK, RULE_NO_DATA).astype(np.uint8)
     worst = np.zeros(present.shape)  # closeness of the nearest-to-firing rule, for the score
     fired_code = np.zeros(present.shape, dtype=np.uint8)
+    unproven_code = np.zeros(present.shape, dtype=np.uint8)
     for code, r in enumerate(rules, 1):
         if role not in r.roles or (r.kinds is not None and kind not in r.kinds):
             continue
@@ -139,10 +143,13 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
         known = ~np.isnan(value)
         if r.metric not in metrics.SPEAKS_AT_NONFINITE:
             known &= ~nonfinite
-        if not r.above:
-            # A lower bound under a floor proves nothing (the update ratio bounded from the weights alone).
-            known &= table.quality_of(r.metric) != LOWER_BOUND
-        fired = known & ((value > limit) if r.above else (value < limit))
+        # A bound past the line on its unproving side (an upper bound above it, a lower bound under it)
+        # proves nothing: such a cell is not judged by this rule, and says so (`unproven`).
+        proven = metrics.proves(table.quality_of(r.metric), r.above)
+        past = known & ((value > limit) if r.above else (value < limit))
+        unproven_code = np.where(past & ~proven & (unproven_code == 0), code, unproven_code).astype(np.uint8)
+        known &= proven
+        fired = past & proven
         close = np.where(known, _closeness(value, limit, r.above, r.log), 0.0) if r.threshold else np.where(fired, 2.0, 0.0)
         close = np.where(fired, np.maximum(close, 1.0), np.minimum(close, 0.999))
         override = fired & (r.status > level)
@@ -150,12 +157,19 @@ def rule_health(table: MetricTable, role: str, kind: str, limits: Mapping[str, f
         rule = np.where(override, rule_code(r.name), rule).astype(np.uint8)
         fired_code = np.where(override, code, fired_code).astype(np.uint8)
         worst = np.maximum(worst, close)
+    # Where no rule fired, one whose bound crossed its line unproven names the cell, as a rule held at an
+    # ok cell does: the tab then says it was not judged rather than nothing.
+    unproven = (fired_code == 0) & (unproven_code > 0)
+    if unproven.any():
+        names = np.array([RULE_OK] + [rule_code(r.name) for r in rules], dtype=np.uint8)
+        rule = np.where(unproven, names[unproven_code], rule).astype(np.uint8)
+        fired_code = np.where(unproven, unproven_code, fired_code).astype(np.uint8)
     score = np.select(
         [level == CRITICAL, level == WARN, level == OK],
         [0.25 * (1 - np.clip(worst - 1, 0, 1)), 0.6 - 0.35 * np.clip(worst - 1, 0, 1), 1 - 0.4 * np.clip(worst, 0, 1)],
         default=np.nan,
     )
-    return CellHealth(score=score, status=level, rule_codes=rule, fired=fired_code)
+    return CellHealth(score=score, status=level, rule_codes=rule, fired=fired_code, unproven=unproven)
 
 
 def in_band(score: np.ndarray, status: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ metric for every logged step of a tag at once.
 Estimates from buckets assume values spread uniformly inside each bucket, which
 is exact for the count, exact for min/max only when the writer put the data's
 range on the outer edges (TF2 does), and an estimate within a bucket width for
-everything else. Where a bucket straddles zero, the zero fraction can only be
-bounded from above; such values carry the quality ``upper_bound``.
+everything else. Where a bucket straddles zero wider than `SMALL` on
+either side, the zero fraction can only be bounded from above; such values carry the quality
+``upper_bound``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ QUALITY_NAMES = ("no_data", "exact", "estimated", "upper_bound", "lower_bound", 
 # Codes that say what a cell is rather than how its value was had: a heatmap's summary of its values
 # counts them only where they are all there is (`present_qualities`).
 _ASIDE = (FINITE_ONLY, NOT_JUDGED)
+
+
+def proves(quality: np.ndarray, above: bool) -> np.ndarray:
+    """Where a value of `quality` can prove a rule's line crossed: a rule firing above its line is proven
+    only by a value known above it (exact, estimated, or a lower bound), one firing below only by a value
+    known below it (an upper bound, not a lower one). An upper bound above the line proves nothing."""
+    return np.asarray(quality) != (UPPER_BOUND if above else LOWER_BOUND)
+
 
 # Values with |x| below this count as "vanished" (seeds 002 and 004).
 SMALL = 1e-6
@@ -475,11 +484,13 @@ def _near_zero(n: int, valid, c, a, b, raw1, safe_total) -> tuple:
     # E|x| is |centre| for a bucket on one side of zero; the (at most few)
     # buckets containing zero are corrected below.
     abs_sum = (c * np.abs(raw1)).sum(axis=1) / 2
-    # Zero fraction: buckets [0, 0] hold exact zeros; a bucket straddling zero bounds it.
+    # Zero fraction: buckets [0, 0] hold exact zeros, and so, to within SMALL, does a bucket at zero no wider
+    # than that on either side (PyTorch's and TF1's grid: [0, 1e-12]); a wider bucket at zero (TF2's
+    # [0, max/30]) holds small values too and bounds it from above only.
     zr, zc = np.nonzero(valid & (a <= 0) & (b >= 0))
     za, zb, zw = a[zr, zc], b[zr, zc], c[zr, zc]
     straddle_zero = _row_sums(n, zr, zw)
-    exact_zero = _row_sums(n, zr, zw * ((za == 0) & (zb == 0)))
+    exact_zero = _row_sums(n, zr, zw * ((za >= -SMALL) & (zb <= SMALL)))
     inside = (za < 0) & (zb > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         e_abs = np.where(inside, (za * za + zb * zb) / (2 * (zb - za)), 0.0)

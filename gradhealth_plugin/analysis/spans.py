@@ -143,10 +143,17 @@ class Test:
     above: bool = True
     inclusive: bool = False  # >= (<=) instead of > (<)
     use_abs: bool = False
+    # Also read bounds that cannot prove the test (`metrics.proves`): what the data allows, never a finding's proof.
+    unproven: bool = False
 
     def values(self, table: metrics.MetricTable) -> np.ndarray:
+        """The values the test judges: NaN where a bound cannot prove it (an upper bound for a test above a
+        limit, a lower bound for one below), unless `unproven`."""
         values = table.get(self.metric)
-        return np.abs(values) if self.use_abs else values
+        values = np.abs(values) if self.use_abs else values
+        if self.unproven:
+            return values
+        return np.where(metrics.proves(table.quality_of(self.metric), self.above), values, np.nan)
 
     def fired(self, values: np.ndarray) -> np.ndarray:
         v = np.nan_to_num(values, nan=-np.inf if self.above else np.inf)

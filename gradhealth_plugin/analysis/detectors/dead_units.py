@@ -4,16 +4,14 @@ and its danger line a healthy ReLU layer often sits: that is info, not a warning
 
 from __future__ import annotations
 
-from typing import List, Mapping
-
-import numpy as np
+from typing import List, Mapping, Set
 
 from ...reading import tags as tags_lib
 from ...reading.runs import RunData
-from .. import health, metrics
+from .. import health
 from ..finding import INFO, WARN, Finding
 from ..limits import Line
-from ..spans import Test, group_sustained, role_tables, span_hits
+from ..spans import Test, group, group_sustained, span_hits
 
 KIND = "dead_units"
 ORDER = 40
@@ -23,6 +21,11 @@ METRIC = "zero_fraction"
 NEEDS = (tags_lib.ACTIVATION,)
 ADVICE = ("Use LeakyReLU/ELU, He init, a lower learning rate, and check the bias init; BatchNorm before "
           "the activation keeps units alive.")
+# For the note on a zero fraction only bounded: how to log the exact one that judges it.
+NOT_JUDGED_ADVICE = ("To judge it, log the exact share of zeros beside the histogram: "
+                     "tf.summary.scalar(\"<scope>/sparsity\", tf.nn.zero_fraction(x)), or gradhealth's own "
+                     "summaries of the activations (gradhealth_plugin.tf.GradientHealthLogger, "
+                     "gradhealth_plugin.keras.GradientHealthCallback, gradhealth_plugin.torch.watch), which carry it.")
 _OUTPUTS = (tags_lib.KIND_OUTPUT,)
 STEPS_NEEDED = 3  # logged steps in a row: one or two outliers are no trend
 CELL_RULES = (
@@ -37,15 +40,11 @@ THRESHOLDS = (
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     danger, normal = limits["dead_zero_fraction"], limits["dead_info_zero_fraction"]
+    # Only a zero fraction proven above a line judges (`Test.values`): an upper bound from a bucket
+    # straddling zero (TF2's lowest bucket [0, max/30]) holds small values too and proves no units dead.
     hits = span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger)], STEPS_NEEDED, _OUTPUTS)
-    # What the row holds at the step shown: a written zero-fraction scalar is exact, a bucket
-    # straddling zero gives an upper bound only.
-    tables = {layer.name: table for layer, table in role_tables(rd, tags_lib.ACTIVATION, _OUTPUTS)}
     for h in hits:
-        table = tables[h.layer]
-        at = np.flatnonzero(table.steps == h.step)
-        exact = len(at) and table.quality_of("zero_fraction")[at[0]] == metrics.EXACT
-        h.detail["quality"] = "exact" if exact else "upper bound from buckets"
+        h.detail["quality"] = "exact"
     warn = group_sustained(rd, KIND, WARN, tags_lib.ACTIVATION, hits, danger,
                            f"are mostly dead (zero fraction above {danger:.0%})", ADVICE, STEPS_NEEDED)
     warned = {layer for f in warn for layer in f.layers}
@@ -58,4 +57,23 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     for f in info:
         f.no_fault = (f"while the zero fraction stays under {danger:.0%}",
                       "if it climbs past that or training stalls")
-    return warn + info
+    judged = warned | {layer for f in info for layer in f.layers}
+    return warn + info + _not_judged(rd, danger, judged)
+
+
+def _not_judged(rd: RunData, danger: float, judged: Set[str]) -> List[Finding]:
+    """A note on the layers whose zero fraction passes the danger line only as an upper bound: what the
+    histogram proves (at most that share at or near zero), that it is not judged, and how to log it exactly."""
+    hits = [h for h in span_hits(rd, tags_lib.ACTIVATION, [Test("zero_fraction", danger, unproven=True)],
+                                 STEPS_NEEDED, _OUTPUTS) if h.layer not in judged]
+    for h in hits:
+        h.detail["quality"] = "upper bound from buckets"
+    f = group(rd, KIND, INFO, tags_lib.ACTIVATION, hits, danger,
+              "have up to {value:.0%} of their values at or near zero", NOT_JUDGED_ADVICE)
+    if f is None:
+        return []
+    f.message = f.message.format(value=f.evidence["value"]) + (
+        f": an upper bound, as the histogram's bucket at zero holds small values too and cannot tell zeros "
+        f"from them: not judged as dead (that needs a zero fraction proven above {danger:.0%})")
+    f.evidence["not_judged"] = "upper bound"
+    return [f]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin.analysis import combine, findings, health, metrics
+from gradhealth_plugin.analysis.detectors import no_progress
 from gradhealth_plugin.analysis import limits as rules
 from gradhealth_plugin.reading import runs
 from gradhealth_plugin.reading import tags as T
@@ -1498,6 +1499,22 @@ def test_a_loss_blown_up_right_away_gets_worse_against_its_first_value():
     flat[0] = np.median(flat) * 0.98
     stalled = one(find(run(*three_kernels(), scalar_series={"loss": (steps, flat)})), "no_progress")
     assert stalled.message.startswith("the loss does not improve") and "first value" not in stalled.message
+
+
+def test_a_blown_up_loss_bouncing_far_above_its_first_value_gets_worse_by_a_sign_test():
+    """Adam far too high, chaotic after its blow-up: its last tenth bounces between a third of its first value
+    and hundreds of times it (median 17 times it), a noise that hides the rise of its median, but 29 of its
+    30 values lie above where it began. Back near its first value (15 of 30 above), it does not get worse."""
+    steps = np.arange(300, dtype=np.int64)
+    bounce = 12.0 * _noise(0, 300, 1.3)
+    loss = np.where(steps == 0, 0.7, 5e6 * np.exp(-steps / 3.0) + bounce)
+    f = one(find(run(*three_kernels(), scalar_series={"loss": (steps, loss)})), "no_progress")
+    judged = f.evidence["layers"]["loss"]
+    assert judged["improvement"] + judged["noise_margin"] > 0 and judged["above"] == 29, judged
+    assert f.message.startswith("the loss gets worse (`loss`): "), f.message
+    back = np.where(steps == 0, 0.7, 5e6 * np.exp(-steps / 3.0) + 0.7 * _noise(1, 300, 1.3))
+    judged = no_progress._judge(steps, back, 8)
+    assert judged["from_first"] and judged["above"] == 15 and not judged["worse"], judged
 
 
 def test_no_progress_needs_enough_points_and_every_loss_stuck():

@@ -658,7 +658,10 @@ def test_the_distribution_says_how_many_values_were_nan_at_each_step(nan_stretch
 def adam_too_high_logdir(tmp_path_factory):
     """A ReLU MLP (three hidden layers of 64) classifying 2,048 points by a random hyperplane, trained with
     Adam at lr=5 on batches of 64 for 300 steps, watched every 10 steps: its loss is about 0.7 at step 0,
-    millions right after, and ends far above where it began; no value turns NaN."""
+    millions right after, and ends far above where it began; no value turns NaN. Past its blow-up it is
+    chaotic, and its figures follow the CPU's kernels (ATEN_CPU_CAPABILITY): its last tenth's median is
+    12.9 (avx2, avx512) or 26.9 (default), bouncing between about 0.7 and 50, and 29 or 30 of those 30
+    values lie above 0.7 under each."""
     torch = pytest.importorskip("torch")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -697,7 +700,8 @@ def test_adam_at_a_learning_rate_far_too_high_is_named_and_its_loss_gets_worse(a
         by_kind.setdefault(f["kind"], []).append(f)
     (exploding,) = by_kind["exploding_gradients"]
     assert exploding["severity"] == "critical" and exploding.get("cause") == "learning_rate_too_high", exploding
-    # The loss ended far above its first value: it got worse, whatever its blown-up first tenth says.
+    # The loss ended far above its first value: it got worse, whatever its blown-up first tenth says, and
+    # however much it bounces there (nearly all of its last tenth lies above its first value).
     (stalled,) = by_kind["no_progress"]
     assert stalled["message"].startswith("the loss gets worse"), stalled["message"]
     # Gradients that vanished beside a loss that never fell below its start are no model fitting its data.

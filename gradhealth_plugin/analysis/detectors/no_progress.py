@@ -4,7 +4,9 @@ not clearly below the lower of its first value and its first tenth's median, eve
 loss's noise between logged values (a bouncing per-batch loss early in training proves no stall). The
 first value guards against a loss a learning rate too high blew up right away: its first tenth's median
 is the blow-up's, and a loss that ends far above where it began would seem to improve on it. A first
-value lower only by the loss's noise is no start of its own. Every loss tag must fail: a
+value lower only by the loss's noise is no start of its own. Against a first value that is one, the loss
+gets worse also where its last tenth lies above it in so many values that a sign test puts the chance of
+that, for a loss no higher than its start, under 1%: a blown-up loss bounces by about its own level. Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
@@ -74,8 +76,9 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
         if verdict is not None:
             judged[tag] = verdict
     # Stalled only when even the noise cannot hide an improvement: a per-batch loss early in
-    # training bounces by more than the improvement asked for, and proves nothing yet.
-    if not judged or any(v["improvement"] + v["noise_margin"] >= needed for v in judged.values()):
+    # training bounces by more than the improvement asked for, and proves nothing yet; a loss proven
+    # worse than its start (`_judge`) did not improve, whatever its noise.
+    if not judged or any(v["improvement"] + v["noise_margin"] >= needed and not v["worse"] for v in judged.values()):
         return _chance(rd, points)
     # One finding per step axis: a loss counted in epochs never shares a "step N" with one counted in
     # iterations.
@@ -254,13 +257,28 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
     median_se = 1.2533 * noise / np.sqrt(k)
     margin = float(np.hypot(noise if from_first else median_se, median_se)) / abs(head)
     improvement = (head - tail) / abs(head)
+    # Against a first value that is a start of its own, the last tenth's values above it also prove the
+    # loss worse: a blown-up loss bounces by about its own level, a noise that can hide the rise of its
+    # median, but not that nearly every value lies above where it began.
+    above = int(np.count_nonzero(values[-k:] > head))
     return {"first_median": head, "last_median": tail, "improvement": improvement,
-            "noise_margin": float(margin), "k": int(k), "from_first": from_first,
+            "noise_margin": float(margin), "k": int(k), "from_first": from_first, "above": above,
             # Worse by more than the noise allows: the loss rose, which says more than "stalled".
-            "worse": bool(improvement + margin < 0), "nonfinite_step": nonfinite_step, "logged": int(logged),
+            "worse": bool(improvement + margin < 0 or (from_first and _mostly_above(above, k))),
+            "nonfinite_step": nonfinite_step, "logged": int(logged),
             "spread": float(np.max(np.abs(values - np.median(values))) / abs(head)),
             "points": int(len(values)), "first_step": int(steps[0]), "last_step": int(steps[-1]),
             "lowest": float(values.min()), "lowest_step": int(steps[int(np.argmin(values))])}
+
+
+# A sign test's level: so many of the last tenth's values above the start would come up by chance less than
+# once in a hundred runs of a loss that sits at its start (each value as likely above it as below).
+_SIGN_LEVEL = 0.01
+
+
+def _mostly_above(above: int, k: int) -> bool:
+    """Whether `above` of `k` values above a start pass a one-sided sign test at `_SIGN_LEVEL`."""
+    return math.fsum(math.comb(k, i) for i in range(above, k + 1)) / 2.0 ** k < _SIGN_LEVEL
 
 
 # A classifier that learns nothing predicts the classes' frequencies: with k balanced classes its

@@ -1189,8 +1189,12 @@ def test_cell_rules_read_stacked_quality_as_each_table_alone():
         alone = findings.cell_health(t, T.WEIGHT, T.KIND_KERNEL, LIMITS)
         assert np.array_equal(stacked.score[i], alone.score, equal_nan=True), i
         assert stacked.rule[i].tolist() == alone.rule.tolist(), i
-    # The bounded row is not judged "barely moves"; the same values known exactly are.
-    assert set(stacked.rule[1]) == {""} and set(stacked.rule[2]) == {"update_ratio"}
+    # The bounded row is not judged "barely moves": its cells stay ok, naming the rule as not judged there;
+    # the same values known exactly are judged.
+    assert set(stacked.rule[1]) == {"update_ratio"} and stacked.unproven[1].all()
+    assert (stacked.status[1] == health.OK).all()
+    assert set(stacked.rule[2]) == {"update_ratio"} and not stacked.unproven[2].any()
+    assert (stacked.status[2] > health.OK).all()
 
 
 @pytest.mark.parametrize("cells_at_once", [1, 100, 1 << 17])

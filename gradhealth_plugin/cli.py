@@ -10,7 +10,8 @@ code path as the tab). ``report`` keeps the same samples TensorBoard keeps by
 default, unless ``--all-steps`` asks for every logged step; ``check`` reads every
 logged step, since a gate must not pass over steps it never read, unless
 ``--sampled`` asks for TensorBoard's samples. Wherever sampling dropped steps,
-both say so in one line per run. The text report prints each finding with its
+both say so in one line per run. All three commands say each tag that cannot be
+read (whole, or at some steps), one line per tag. The text report prints each finding with its
 advice, but folds the notes (info) of one kind and role after the first into one
 line of their steps and layers (in model order), and so the repeated warnings of a
 kind that gives one finding per event (a spike), naming each of their layers;
@@ -31,6 +32,7 @@ import argparse
 import collections
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -166,7 +168,8 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
              by_hparams: bool = False) -> Tuple[List[tuple], List[str], Optional[dict], Dict[str, object]]:
     """(run data, its findings) per run of the logdir, through TensorBoard's data provider; the config's
     problems; with ``by_hparams`` the sweep's answer (else None); by run, the training it is a rank of
-    (`Analyzer.training_of`) and the run beside it that holds its layers (`Analyzer.layers_in`). Every skipped file and config problem is said on stderr."""
+    (`Analyzer.training_of`) and the run beside it that holds its layers (`Analyzer.layers_in`). Every skipped
+    file and config problem is said on stderr. With ``run``, only what that run needs is read (`_runs_to_read`)."""
     url = "://" in logdir
     if url:
         _read_s3_without_tensorflow(logdir)
@@ -187,7 +190,10 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     if url:
         # Object storage has no FIFOs, permissions per directory or dangling symlinks to vet for:
         # TensorBoard's loader lists and reads it as the server does.
-        analyses, sweep, trainings = _analyze_runs(logdir, logdir, run, all_steps, cfg, by_hparams)
+        found = _listed_event_files(logdir)
+        read = _runs_to_read(found, logdir, run, by_hparams)
+        directories = {name: os.path.dirname(found[name][0]) for name in read}
+        analyses, sweep, trainings = _analyze_runs(directories, found, logdir, run, all_steps, cfg, by_hparams)
         return analyses, cfg.problems, sweep, trainings
     found, skipped = _readable_event_files(logdir)
     for line in skipped:
@@ -195,21 +201,142 @@ def _analyze(logdir: str, run: Optional[str], all_steps: bool, config_path: Opti
     if not found:
         raise UsageError(f"no TensorBoard event files under {logdir!r}" + (
             f" that can be read ({len(skipped)} skipped)" if skipped else ""))
-    with _vetted_logdir(found) as vetted:
-        analyses, sweep, trainings = _analyze_runs(vetted, logdir, run, all_steps, cfg, by_hparams)
-        return analyses, cfg.problems, sweep, trainings
+    read = _runs_to_read(found, logdir, run, by_hparams)
+    with _vetted_logdir({name: found[name] for name in read}) as vetted, _naming_user_paths(vetted, logdir):
+        directories = {name: os.path.normpath(os.path.join(vetted, name)) for name in read}
+        analyses, sweep, trainings = _analyze_runs(directories, found, logdir, run, all_steps, cfg, by_hparams)
+    for line in _loss_not_yet_read(analyses, _unflushed({name: found[name] for name in read})):
+        _warn(line)
+    return analyses, cfg.problems, sweep, trainings
 
 
-def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool, cfg: "Config",
+@contextlib.contextmanager
+def _naming_user_paths(mirror: str, logdir: str) -> Iterator[None]:
+    """TensorBoard's loader messages name the files it reads: they say the user's logdir, not the mirror."""
+    tb_logger = logging.getLogger("tensorboard")  # every TensorBoard module logs to this one logger
+
+    def rename(record: logging.LogRecord) -> bool:
+        record.msg, record.args = record.getMessage().replace(mirror, logdir), None
+        return True
+
+    tb_logger.addFilter(rename)
+    try:
+        yield
+    finally:
+        tb_logger.removeFilter(rename)
+
+
+def _unflushed(found: Dict[str, List[str]]) -> Dict[str, List[str]]:
+    """By run, its event files holding no event after the file's header: a writer that has opened its file
+    but not flushed yet (a SummaryWriter writes every 120 s, or at ``flush()``)."""
+    from tensorboard.backend.event_processing import event_file_loader
+
+    held: Dict[str, List[str]] = {}
+    for run_dir, paths in found.items():
+        for path in paths:
+            # The header is one event; a second one of any kind means the writer has flushed.
+            events = event_file_loader.EventFileLoader(path).Load()
+            if not any(event.WhichOneof("what") != "file_version" for _, event in zip(range(2), events)):
+                held.setdefault(run_dir, []).append(path)
+    return held
+
+
+def _loss_not_yet_read(analyses: List[tuple], unflushed: Dict[str, List[str]]) -> List[str]:
+    """A line per run read without a loss while one of its event files holds nothing yet: the loss may
+    be waiting in that writer's buffer, so its absence is said, not left to read as never logged."""
+    from .reading import tags as tags_lib
+
+    lines = []
+    for rd, result in analyses:
+        if isinstance(result, str) or rd.run not in unflushed or rd.scalars.get(tags_lib.SCALAR_LOSS):
+            continue  # a run that failed is said elsewhere; one with a loss lost nothing worth a line
+        files = ", ".join(os.path.basename(p) for p in unflushed[rd.run])
+        lines.append(f"run {rd.run!r}: no loss read yet: {files} holds no event yet, its writer has not flushed"
+                     " (a SummaryWriter writes every 120 s, or at flush()); report again once it has")
+    return lines
+
+
+def _listed_event_files(logdir: str) -> Dict[str, List[str]]:
+    """Event files under a logdir in object storage by run, as TensorBoard lists and names them; nothing is read."""
+    from tensorboard.backend.event_processing import io_wrapper
+
+    found: Dict[str, List[str]] = {}
+    for directory in io_wrapper.GetLogdirSubdirectories(logdir):
+        files = sorted(p for p in io_wrapper.ListDirectoryAbsolute(directory) if io_wrapper.IsSummaryEventsFile(p))
+        if files:
+            found[os.path.relpath(directory, logdir)] = files
+    return found
+
+
+def _runs_to_read(found: Dict[str, List[str]], logdir: str, run: Optional[str], by_hparams: bool) -> List[str]:
+    """The runs to load of those listed (``found``): every one, or for one ``run``, what its report needs:
+    the run; the other ranks of the training its name makes it a rank of (judged together, `Analyzer.run`);
+    with ``by_hparams``, the runs its hyperparameters may be written in (`hparams.assign`): its ancestors
+    and the runs right under it. The run beside a validation half is found without loading (`_beside`).
+    Raises `UsageError` for a run not listed, naming those that are."""
+    from .analysis import sweep as sweep_lib
+    from .reading import hparams as hparams_lib
+    from .reading import trainings as trainings_lib
+
+    names = sorted(found, key=sweep_lib.run_key)
+    if run is None:
+        return names
+    if run not in found:
+        raise UsageError(f"no run named {run!r} in {logdir!r}; runs: {', '.join(names)}")
+    rank = trainings_lib.rank_name(run)
+
+    def needed(name: str) -> bool:
+        if name == run:
+            return True
+        other = trainings_lib.rank_name(name)
+        if rank is not None and other is not None and other.training == rank.training:
+            return True
+        if not by_hparams:
+            return False
+        ancestor = hparams_lib.parent_of(run)
+        while ancestor is not None and ancestor != name:
+            ancestor = hparams_lib.parent_of(ancestor)
+        return ancestor is not None or hparams_lib.parent_of(name) == run
+
+    return [name for name in names if needed(name)]
+
+
+def _beside(run: str, found: Dict[str, List[str]]) -> Optional[Tuple[str, bool]]:
+    """`Analyzer.layers_in` of a run whose neighbours were not loaded: each run in its folder is read up to
+    its first layer (`peek.holds`), and only until two hold layers (then no single one holds them)."""
+    from .reading import peek
+    from .serving import responses
+
+    parent = responses.parent_run(run)
+    if parent is None:
+        return None
+    with_layers, with_data = [], [run]
+    for name in found:
+        if name == run or responses.parent_run(name) != parent:
+            continue
+        held = peek.holds(found[name])
+        if held is not None:
+            with_data.append(name)
+        if held == peek.LAYERS:
+            with_layers.append(name)
+            if len(with_layers) == 2:
+                break
+    return responses.beside(run, with_layers, with_data)
+
+
+def _analyze_runs(directories: Dict[str, str], found: Dict[str, List[str]], logdir: str, run: Optional[str],
+                  all_steps: bool, cfg: "Config",
                   by_hparams: bool = False) -> Tuple[List[tuple], Optional[dict], Dict[str, object]]:
     """(run data, its findings) per run, or (run name, error) for a run that could not be analysed;
     with ``by_hparams``, the sweep's answer over the same runs; by run, the training it is a rank of and
-    the run beside it that holds its layers (`run_summary`'s last two arguments)."""
+    the run beside it that holds its layers (`run_summary`'s last two arguments). ``directories``: the
+    runs to load, each by the directory TensorBoard reads it from; ``found``: every run's event files."""
     from tensorboard import context as tb_context
     from tensorboard.backend.event_processing import data_ingester, data_provider, plugin_event_multiplexer
 
     from . import plugin
     from .serving import analyzer as analyzer_lib
+    from .serving import responses
     from .serving import sweep as sweep_answer
     from .writing import format as metadata
 
@@ -219,8 +346,12 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
         guidance = {name: 0 for name in guidance}
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
         size_guidance=dict(data_ingester.DEFAULT_SIZE_GUIDANCE) if not all_steps else {"tensors": 0},
-        tensor_size_guidance=guidance)
-    multiplexer.AddRunsFromDirectory(vetted)
+        tensor_size_guidance=guidance,
+        # Every event file of a run, read whole, as --reload_multifile: a training's own writer and
+        # gradhealth's write side by side, and a single-file loader reads one while the other grows.
+        event_file_active_filter=lambda wall_time: True)
+    for name, directory in directories.items():
+        multiplexer.AddRun(directory, name=name)
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
     # What the loader keeps per tag, so a run whose tags hold fewer steps is known to be whole.
@@ -228,21 +359,26 @@ def _analyze_runs(vetted: str, logdir: str, run: Optional[str], all_steps: bool,
     analyzer = analyzer_lib.Analyzer(provider, cfg.limits, cfg.tag_rules, dict(guidance), multiplexer=multiplexer)
     ctx = tb_context.RequestContext()
     names = analyzer.list_runs(ctx, "")
-    # Every run's listing, --run or not: the run beside a validation run is named even when it is not reported.
-    listings = analyzer.listings(ctx, "")
-    if not names:
-        raise UsageError(f"no TensorBoard event files with histograms or scalars under {logdir!r}")
-    if run is not None:
-        if run not in names:
-            raise UsageError(f"no run named {run!r} in {logdir!r}; runs: {', '.join(names)}")
+    if run is None:
+        if not names:
+            raise UsageError(f"no TensorBoard event files with histograms or scalars under {logdir!r}")
+        # Every run's listing: the run beside a validation run is named from it.
+        listings = analyzer.listings(ctx, "")
+    elif run not in names:
+        raise UsageError(f"run {run!r} in {logdir!r} holds no histograms or scalars")
+    else:
         names = [run]
     analyses = []
     trainings = {}
     for name in names:
         try:
             analyses.append(analyzer.run(ctx, "", name))
+            rd = analyses[-1][0]
+            # The run holding its layers is said only of a run without layer steps: the others are not read for it.
+            beside = (analyzer.layers_in(ctx, "", name, listings) if run is None
+                      else None if responses.holds_layer_steps(rd) else _beside(name, found))
             # The training the run is a rank of and the run holding its layers, as the runs route says them.
-            trainings[name] = (analyzer.training_of(analyses[-1][0]), analyzer.layers_in(ctx, "", name, listings))
+            trainings[name] = (analyzer.training_of(rd), beside)
         except analyzer_lib.RunFailed as e:  # this run only: the others are still reported
             analyses.append((name, _one_line(str(e).partition(": ")[2] or e)))
     # The analyses above are cached: the sweep's lines cost no second analysis.
@@ -265,7 +401,9 @@ def _write_sweep(sweep: dict, out: TextIO) -> None:
         if "error" in row:
             lines.append([row["run"]] + ["-"] * len(names) + ["failed", row["error"]])
             continue
-        kinds = "; ".join(f"{k['kind']} ({k['first_step_text']}, {k['layer'] or '-'})" for k in row["kinds"])
+        # The onset on the finding's own axis ("epoch 3"); a bare step on the layers' axis.
+        kinds = "; ".join(f"{k['kind']} ({k['first_step_text'] if k['axis'] is None else k['onset_text']}, "
+                          f"{k['layer'] or '-'})" for k in row["kinds"])
         lines.append([row.get("trial", row["run"])] + [_cell(row["hparams"].get(n)) for n in names]
                      + [row["worst_status"], kinds or "-"])
     widths = [max(len(str(line[i])) for line in [header] + lines) for i in range(len(header) - 1)]
@@ -315,8 +453,8 @@ def _header(summary: dict, rd) -> str:
 
 
 def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> None:
-    """The report for a person: per run its header (`_header`), sampling note, unclassified tags and
-    findings. Runs of scalars only with nothing more to say come last, their headers alone."""
+    """The report for a person: per run its header (`_header`), sampling note, unclassified and unreadable
+    tags and findings. Runs of scalars only with nothing more to say come last, their headers alone."""
     from .serving import responses
 
     scalars_only = []
@@ -338,8 +476,8 @@ def _write_text(summaries: List[dict], analyses: List[tuple], out: TextIO) -> No
         if summary["unclassified"]:
             out.write(f"  unclassified tags: {', '.join(summary['unclassified'])}\n")
         # A line per tag: a run may have dozens, each with its own why.
-        for u in summary["unreadable"]:
-            out.write(f"  unreadable tag {u['tag']}: {u['why']}\n")
+        for line in responses.unreadable_lines(rd):
+            out.write(f"  {line}\n")
         printed = []
         for f, more in _fold_notes(mine):
             printed.append(f"  [{f.severity}] {f.kind}: {f.message}\n")
@@ -362,7 +500,7 @@ def _scalars_only(summary: dict, mine: list) -> bool:
     from .serving import responses
 
     return summary["verdict_word"] == responses.SCALARS_ONLY and not (
-        mine or summary["unclassified"] or summary["unreadable"] or summary["stopped"])
+        mine or summary["unclassified"] or summary["unreadable"] or summary["unreadable_steps"] or summary["stopped"])
 
 
 # A quoted layer name the PyTorch integration gave a module's later call in one forward pass: `relu[1]`.
@@ -579,6 +717,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
                                                         "check reads every point without --sampled")):
             if sampling is not None:
                 print(f"{rd.run}: {sampling['message']}")
+        # What the gate could not read, as the report says it: never passed over in silence.
+        for line in responses.unreadable_lines(rd):
+            print(f"{rd.run}: {line}")
     level = finding_lib.SEVERITY_RANK[args.fail_on]
     failing = [f for f in found if finding_lib.SEVERITY_RANK[f.severity] >= level]
     for f in failing:

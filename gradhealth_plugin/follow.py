@@ -102,13 +102,17 @@ def _exists(logdir: str) -> bool:
     return os.path.isdir(logdir)
 
 
-def watch(opts: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Follows the logdir until the time limit (0), the first alert with exit_on_first (1)."""
+def watch(opts: Options, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
+    """Follows the logdir until the time limit (0), the first alert with exit_on_first (1); writes to
+    `out` and `err` (the process's stdout and stderr as they are when called, by default)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     logdir = opts.logdir if "://" in opts.logdir else os.path.expanduser(opts.logdir)
     waiting = not _exists(logdir)
     follower = Follower(logdir, opts.all_steps, opts.config)
     announcer = Announcer(opts.alert)
     failed: dict = {}
+    said: set = set()  # (run, tag, whole or steps) of what could not be read, said once
     err.write(f"gradhealth: watching {logdir} for findings at {opts.alert.describe()} or above, "
               f"every {opts.interval:g}s\n")
     if waiting:
@@ -126,6 +130,9 @@ def watch(opts: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> 
                         err.flush()
                     continue
                 failed.pop(run, None)
+                for line in _unreadable(rd, said, opts.json_lines):
+                    out.write(line + "\n")
+                    out.flush()
                 for event in announcer.update(rd, found):
                     out.write((json.dumps(event.to_json()) if opts.json_lines else event.line()) + "\n")
                     out.flush()
@@ -137,6 +144,25 @@ def watch(opts: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> 
         if deadline is not None and now >= deadline:
             return 0
         time.sleep(opts.interval if deadline is None else max(0.0, min(opts.interval, deadline - now)))
+
+
+def _unreadable(rd, said: set, json_lines: bool) -> List[str]:
+    """A line (or a JSON line) per tag of the run that could not be read, whole or at some steps, as
+    ``gradhealth report`` says it; each tag once (`said`), however often the run is read."""
+    from .serving import responses
+
+    lines = []
+    for tag, why in rd.unreadable.items():
+        if (rd.run, tag, "tag") not in said:
+            said.add((rd.run, tag, "tag"))
+            lines.append(json.dumps({"event": "unreadable", "run": rd.run, "tag": tag, "why": why}) if json_lines
+                         else f"{rd.run}: {responses.unreadable_line(tag, why)}")
+    for tag, some in rd.unreadable_steps.items():
+        if (rd.run, tag, "steps") not in said:
+            said.add((rd.run, tag, "steps"))
+            lines.append(json.dumps({"event": "unreadable_steps", "run": rd.run, **some.to_json(tag)}) if json_lines
+                         else f"{rd.run}: {responses.unreadable_steps_line(tag, some)}")
+    return lines
 
 
 def _run(command: str, env: dict, err: TextIO) -> None:

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from .writing import schedule
 from .writing.failures import Failures
-from .writing.names import unique_names, variable_name
+from .writing.names import layer_of, unique_names, variable_name
 from .writing.stopping import StopOnState
 from .writing.tf_stats import read_variable, stats_many_tf, update_ratio_many_tf, with_update_ratio
 from .writing.tf_write import StatsWriter
@@ -462,7 +462,7 @@ def _model_positions(var_names: Sequence[str], act_names: Sequence[str]) -> Tupl
     last of its variables (``sequential/dense/kernel``, ``.../bias``, then
     ``sequential/dense``). Variables no activation claims keep their order.
     """
-    owner = [name.rsplit("/", 1)[0] for name in var_names]
+    owner = [layer_of(name) for name in var_names]
     last = {}
     for i, layer in enumerate(owner):
         last[layer] = i

@@ -360,15 +360,15 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                      end: Optional[int] = None, columns: Optional[int] = None,
                      layout: str = responses.LAYOUT_ROWS, rows: Optional[responses.Spans] = None,
                      blocks: Optional[responses.Spans] = None) -> dict:
-        if rows is None and blocks is None:
-            return responses.heatmap(rd, role, metric, start, end, columns, layout)
-        # Every row's cells are kept per data version: the next rows a scroll asks for are cut from
-        # them, not built again for each answer.
+        # Every row's cells are kept per data version where rows are asked for, or an answer of every row
+        # is cut into pages: the next rows a scroll or a page asks for are cut from them, not built again.
         key, version = (rd.run, role, metric, start, end, columns), self._analyzer.data_version(rd)
         cells = self._heatmap_cells.get(key, version)
         if cells is None:
             cells = responses.heatmap_cells(rd, role, metric, start, end, columns)
-            self._heatmap_cells.put(key, version, cells, cells.nbytes)
+            n_rows, n_cols = cells.status.shape
+            if rows is not None or blocks is not None or n_rows > responses.page_rows(n_cols, layout):
+                self._heatmap_cells.put(key, version, cells, cells.nbytes)
         return responses.heatmap_answer(cells, layout, rows, blocks)
 
     def cell_impl(self, ctx: tb_context.RequestContext, experiment: str, rd: RunData, layer_name: str,

@@ -34,14 +34,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
 from .writing import schedule
 from .writing.failures import Failures
-from .writing.names import unique_names, variable_name
+from .writing.names import output_name, parameter_layers, scoped_name, unique_names, variable_name
 from .writing.stopping import StopOnState
 from .writing.tf_stats import (plain, read_variable, stats_many_tf, stats_tf, update_ratio_many_tf, update_ratio_tf,
                                weight_stats_many_tf, weight_stats_tf)
@@ -62,7 +62,8 @@ def _loggable(tensor) -> bool:
     return dtype.is_floating or dtype.is_integer or dtype.is_bool
 
 
-Activations = Union[Mapping[str, tf.Tensor], Sequence[Tuple[str, tf.Tensor]], Sequence[tf.Tensor], None]
+# Keyed by a name or by the layer itself (see `_activation_names`).
+Activations = Union[Mapping[object, tf.Tensor], Sequence[Tuple[object, tf.Tensor]], Sequence[tf.Tensor], None]
 
 
 class GradientHealthLogger(StopOnState):
@@ -165,6 +166,12 @@ class GradientHealthLogger(StopOnState):
         update. The weight statistics are of the values before the update
         (those the gradients were computed at); their update_ratio is
         ||after - before|| / ||before|| of this update.
+
+        ``activations``: ``{key: tensor}``, ``[(key, tensor), ...]`` or a list
+        of tensors. A key is the layer (a Keras layer or ``tf.Module``), or its
+        ``path`` or ``name``: the activation then shares the layer's name with
+        its parameters' rows (``mlp/dense_0`` beside ``mlp/dense_0/kernel``).
+        Any other name is kept as given.
         """
         variables = list(variables)
         state = self._enter(step, variables)
@@ -295,7 +302,9 @@ class GradientHealthLogger(StopOnState):
             out.append(("weight", names[i], i, shape, (lambda v=v: read_variable(v)), b))
         # Activations come after the variables: a variable's position is its index.
         first = max(len(variables), len(grads))
-        for i, (name, t) in enumerate(_activation_items(activations)):
+        items = _activation_items(activations)
+        act_names = _activation_names([key for key, _ in items], names, variables)
+        for i, (name, (_, t)) in enumerate(zip(act_names, items)):
             if t is None or not _loggable(t):
                 continue
             out.append(("activation", name, first + i, None, (lambda t=t: t), None))
@@ -384,15 +393,41 @@ def _static_shape(tensor) -> Optional[List[int]]:
     return None if any(d is None for d in dims) else dims
 
 
-def _activation_items(activations: Activations) -> Iterable[Tuple[str, object]]:
+def _activation_items(activations: Activations) -> List[Tuple[object, object]]:
+    """(key, tensor) pairs; a key is a name or a layer."""
     if activations is None:
         return []
     if isinstance(activations, Mapping):
-        return [(str(k), v) for k, v in activations.items()]
+        return list(activations.items())
     items = []
     for i, a in enumerate(activations):
-        if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str):
+        if isinstance(a, tuple) and len(a) == 2 and (isinstance(a[0], str) or _is_layer(a[0])):
             items.append(a)
         else:
             items.append((f"activation_{i}", a))
     return items
+
+
+def _is_layer(key) -> bool:
+    """A Keras layer or a tf.Module: named, and holding variables."""
+    return not isinstance(key, str) and isinstance(getattr(key, "name", None), str) and hasattr(key, "variables")
+
+
+def _activation_names(keys: Sequence, names: Sequence[str], variables: Sequence) -> List[str]:
+    """The row of each activation: the layer whose parameters it is the output of, where the key names one.
+
+    A layer given as the key names the layer its own variables are filed under
+    (whatever `names` called them); a layer without variables among them goes by
+    its path, or its name in the model's scope (the row the Keras callback gives
+    it). A name goes to the layer it names (`names.output_name`).
+    """
+    layers = parameter_layers(names)
+    named = {id(v): n for v, n in zip(variables, names)}
+    out = []
+    for key in keys:
+        if _is_layer(key):
+            own = parameter_layers([named[id(v)] for v in key.variables if id(v) in named])
+            key = own[0] if len(own) == 1 else getattr(key, "path", None) or scoped_name(key.name, layers)
+        out.append(output_name(str(key), layers))
+    # Two keys naming one layer would write one tag twice: each keeps a row of its own.
+    return unique_names(out)

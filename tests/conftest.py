@@ -61,6 +61,13 @@ class PluginClient:
         assert status == 200, (route, params, status, body)
         return body
 
+    def heatmap_pages(self, **params):
+        """Every answer of a heatmap asked for with `params`: the first, then each page its `page.next` names."""
+        pages = [self.ok("/heatmap", **params)]
+        while "page" in pages[-1]:
+            pages.append(self.ok("/heatmap", **{**params, **pages[-1]["page"]["next"]}))
+        return pages
+
 
 @pytest.fixture(scope="session")
 def plugin_client():
@@ -187,6 +194,13 @@ def tf2_module_loop_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def keras_activation_keys_logdir(tmp_path_factory):
+    """Runs ``by_path``, ``by_name``, ``by_layer`` (`GradientHealthLogger` activations of the subclassed
+    model ``mlp`` keyed by each layer's path, name or the layer) and ``callback`` (the Keras callback)."""
+    return _written_logdir(tmp_path_factory, "keras_activation_keys")
+
+
+@pytest.fixture(scope="session")
 def seed002_logdir(tmp_path_factory):
     """Run ``.``: ``grad_hist/layer_<i>`` histograms, ``grad_mean``/``grad_max/layer_<i>`` scalars, i < 12."""
     return _written_logdir(tmp_path_factory, "seed002_loop")
@@ -208,6 +222,13 @@ def keras_halves_logdir(tmp_path_factory, keras_fit_logdir):
     for name in ("adam", "sgd"):
         shutil.copytree(keras_fit_logdir, root / name)
     return root
+
+
+@pytest.fixture(scope="session")
+def torch_faded_in_branch_logdir(tmp_path_factory):
+    """Runs ``small`` and ``large``: a side branch's gradients (``grads/branch.weight``, ``grads/branch.bias``)
+    jump 30x at step 40 and stay far below the other layers', or 1e4x to their scale."""
+    return _written_logdir(tmp_path_factory, "torch_faded_in_branch")
 
 
 @pytest.fixture(scope="session")
@@ -247,15 +268,60 @@ def torch_custom_prefix_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def torch_gradient_value_logdir(tmp_path_factory):
+    """Run ``.``: ``<name>/gradient`` and ``<name>/value`` (torch's SummaryWriter), scalar ``loss``."""
+    return _written_logdir(tmp_path_factory, "torch_gradient_value")
+
+
+@pytest.fixture(scope="session")
+def torch_grads_model_logdir(tmp_path_factory):
+    """Run ``.``: ``grads/<name>`` and ``model/<name>``, scalar ``loss``."""
+    return _written_logdir(tmp_path_factory, "torch_grads_model")
+
+
+@pytest.fixture(scope="session")
+def torch_gradients_beside_other_tensors_logdir(tmp_path_factory):
+    """Run ``.``: ``<name>/gradient`` with Adam's ``<name>/exp_avg``; ``<module>/activation`` with
+    ``<module>/gradient`` (its output's gradient)."""
+    return _written_logdir(tmp_path_factory, "torch_gradients_beside_other_tensors")
+
+
+@pytest.fixture(scope="session")
+def keras_repeated_blocks_logdir(tmp_path_factory):
+    """Run ``train``: ``block_<i>/dense/kernel``, ``block_<i>/ln/gamma``, ... of alike Keras blocks
+    (``<weight.path>/histogram``); block_3's kernel jumps 100x before the last epoch's histograms."""
+    return _written_logdir(tmp_path_factory, "keras_repeated_blocks")
+
+
+@pytest.fixture(scope="session")
+def torch_module_list_logdir(tmp_path_factory):
+    """Run ``.``: ``blocks/<i>/fc/weight``, ``blocks/<i>/norm/weight``, ... of a torch ModuleList, scalar ``loss``."""
+    return _written_logdir(tmp_path_factory, "torch_module_list")
+
+
+@pytest.fixture(scope="session")
 def torch_own_prefixes_logdir(tmp_path_factory):
     """Run ``.``: weights ``net/<name>`` and gradients ``net_g/<name>`` (no role word), scalar ``loss``."""
     return _written_logdir(tmp_path_factory, "torch_own_prefixes")
 
 
 @pytest.fixture(scope="session")
+def torch_unnamed_gradients_logdir(tmp_path_factory):
+    """Run ``.``: weights ``weights/<name>``, gradients ``backward/<module>/<i>`` (no word tells a gradient),
+    scalar ``loss``."""
+    return _written_logdir(tmp_path_factory, "torch_unnamed_gradients")
+
+
+@pytest.fixture(scope="session")
 def keras_stuck_sigmoid_logdir(tmp_path_factory):
     """Run ``train``: weight histograms per epoch and ``epoch_loss`` of a sigmoid net stuck at ln 2."""
     return _written_logdir(tmp_path_factory, "keras_stuck_sigmoid")
+
+
+@pytest.fixture(scope="session")
+def torch_early_healthy_logdir(tmp_path_factory):
+    """Run ``.``: the first 11 steps of a healthy PyTorch classifier, ``loss`` every step from about ln 10."""
+    return _written_logdir(tmp_path_factory, "torch_early_healthy")
 
 
 @pytest.fixture(scope="session")
@@ -324,7 +390,20 @@ def tf_zero_fraction_scalars_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def torch_scaled_down_logdir(tmp_path_factory):
+    """Run ``.``: ``grads/<name>``, ``weights/<name>`` every step, scalar ``loss``; a one-off bad batch at
+    ``logdirs.SCALED_BAD_BATCH``, ``fc2``'s weights scaled down at ``logdirs.SCALED_AT`` (`logdirs.torch_scaled_down`)."""
+    return _written_logdir(tmp_path_factory, "torch_scaled_down")
+
+
+@pytest.fixture(scope="session")
 def torch_nan_loss_logdir(tmp_path_factory):
     """Run ``.``: torch ``weights/<name>`` and ``grads/<name>`` every 10 steps to step 150, then none (NaN);
     ``loss`` every step to 299, NaN from step 157 (`logdirs.torch_nan_loss_after_histograms`)."""
     return _written_logdir(tmp_path_factory, "torch_nan_loss_after_histograms")
+
+
+@pytest.fixture(scope="session")
+def torch_two_writers_logdir(tmp_path_factory):
+    """Runs ``flushed`` and ``buffering``: torch's SummaryWriter (``train/loss``) and watch() in one folder."""
+    return _written_logdir(tmp_path_factory, "torch_two_writers")

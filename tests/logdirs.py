@@ -306,12 +306,73 @@ def torch_custom_prefix(logdir):
     _torch_parameters(logdir, (("mygrads/{}", "grad"), ("weights/{}", "weight")))
 
 
+def torch_gradient_value(logdir):
+    """A user's own words: ``<name>/gradient`` and ``<name>/value``."""
+    _torch_parameters(logdir, (("{}/gradient", "grad"), ("{}/value", "weight")), "loss")
+
+
+def torch_grads_model(logdir):
+    """Gradients under ``grads/<name>``, weights under ``model/<name>`` (a filing word, not a role word)."""
+    _torch_parameters(logdir, (("grads/{}", "grad"), ("model/{}", "weight")), "loss")
+
+
+def torch_gradients_beside_other_tensors(logdir):
+    """Gradients beside tensors of their name that are not the parameter's value: per parameter
+    ``<name>/gradient`` and Adam's ``<name>/exp_avg`` (from the second step on); per module
+    ``<module>/activation`` and ``<module>/gradient``, the gradient of its output."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch, model, optimizer, x, y = _torch_mlp()
+    writer = SummaryWriter(str(logdir))
+    outputs, output_grads = {}, {}
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(lambda m, inp, out, name=name: outputs.__setitem__(name, out.detach()))
+            module.register_full_backward_hook(
+                lambda m, gin, gout, name=name: output_grads.__setitem__(name, gout[0].detach()))
+
+    def log(step, loss):
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"{name}/gradient", p.grad, step)
+            if "exp_avg" in optimizer.state.get(p, {}):
+                writer.add_histogram(f"{name}/exp_avg", optimizer.state[p]["exp_avg"], step)
+        for name, out in outputs.items():
+            writer.add_histogram(f"{name}/activation", out, step)
+            writer.add_histogram(f"{name}/gradient", output_grads[name], step)
+
+    _torch_steps(torch, model, optimizer, x, y, log)
+    writer.close()
+
+
 def torch_own_prefixes(logdir):
     """A user's own naming, no role word: weights as ``net/<name>``, gradients as ``net_g/<name>``."""
     _torch_parameters(logdir, (("net/{}", "weight"), ("net_g/{}", "grad")), "loss")
 
 
-STUCK_EPOCHS = 8
+def torch_unnamed_gradients(logdir):
+    """Weights as ``weights/<name>``, gradients under words no convention or name rule knows:
+    ``backward/<module>/<i>``, the i-th parameter of the module (``backward/fc1/0`` is fc1.weight's); scalar ``loss``."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch, model, optimizer, x, y = _torch_mlp()
+    writer = SummaryWriter(str(logdir))
+    modules = [name.rpartition(".")[0] or name for name, _ in model.named_parameters()]
+    grad_tags = [f"backward/{m}/{modules[:i].count(m)}" for i, m in enumerate(modules)]
+
+    def log(step, loss):
+        writer.add_scalar("loss", loss.item(), step)
+        for (name, p), grad_tag in zip(model.named_parameters(), grad_tags):
+            writer.add_histogram(f"weights/{name}", p, step)
+            writer.add_histogram(grad_tag, p.grad, step)
+
+    _torch_steps(torch, model, optimizer, x, y, log)
+    writer.close()
+
+
+
+
+# Enough epochs that its last third holds the 7 steps a stall at chance is judged on (no_progress).
+STUCK_EPOCHS = 22
 
 
 def keras_stuck_sigmoid(logdir):
@@ -623,3 +684,282 @@ def tf_relu_near_dead_line(logdir):
         for i in range(STEPS + 2):
             step(tf.constant(i, dtype=tf.int64))
         writer.close()
+
+
+ACTIVATION_KEYS = ("path", "name", "layer")
+
+
+def keras_activation_keys(logdir):
+    """A subclassed Keras 3 model ``mlp`` (Dense ``dense_0``, ReLU ``relu_0``, Dense ``dense_1``) logged
+    by gradhealth's own helpers, one run each:
+
+    * ``by_path``, ``by_name``, ``by_layer``: a TF2 ``tf.function`` loop calling the layers one by one,
+      passing each layer's output to `GradientHealthLogger` keyed by the layer's ``path`` (layers that
+      have one), its ``name`` or the layer itself; Keras files the variables under the model's scope
+      (``mlp/dense_0/kernel``), the layers' names do not carry it;
+    * ``callback``: ``fit`` of the same model with `GradientHealthCallback` (activations on).
+    """
+    tf, keras = _keras()
+    from gradhealth_plugin.keras import GradientHealthCallback
+    from gradhealth_plugin.tf import GradientHealthLogger
+
+    class MLP(keras.Model):
+        def __init__(self):
+            super().__init__(name="mlp")
+            self.dense_0 = keras.layers.Dense(N_HIDDEN, name="dense_0")
+            self.relu_0 = keras.layers.ReLU(name="relu_0")
+            self.dense_1 = keras.layers.Dense(N_OUT, name="dense_1")
+
+        def call(self, x):
+            return self.dense_1(self.relu_0(self.dense_0(x)))
+
+    x, y = _xy()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model = MLP()
+    model(x)  # built as a whole, as fit builds it: the layers' paths are under "mlp/"
+    chain = [model.dense_0, model.relu_0, model.dense_1]
+    optimizer = keras.optimizers.SGD(0.1)
+    loggers = {keys: GradientHealthLogger(os.path.join(str(logdir), f"by_{keys}"), every_n_steps=1)
+               for keys in ACTIVATION_KEYS}
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            h, outputs = x, []
+            for layer in chain:
+                h = layer(h)
+                outputs.append((layer, h))
+            loss = loss_fn(y, h)
+        grads = tape.gradient(loss, model.trainable_variables)
+        keyed = {"path": [(layer.path, out) for layer, out in outputs if layer.path],
+                 "name": [(layer.name, out) for layer, out in outputs],
+                 "layer": outputs}
+        for keys, gh in loggers.items():
+            gh.log(optimizer.iterations, grads, model.trainable_variables, activations=keyed[keys])
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    for _ in range(STEPS):
+        train_step(x, y)
+    for gh in loggers.values():
+        gh.close()
+
+    keras.backend.clear_session()
+    model = MLP()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss_fn)
+    model.fit(x, y, epochs=1, batch_size=KERAS_BATCH, verbose=0, callbacks=[
+        GradientHealthCallback(str(logdir), every_n_steps=1, probe_data=(x[:KERAS_BATCH], y[:KERAS_BATCH]),
+                               run="callback")])
+
+
+def torch_two_writers(logdir):
+    """PyTorch's SummaryWriter (``train/loss``) and gradhealth's torch watch() writing into one run folder,
+    the writer's file created first so it sorts first: run ``flushed`` once both writers closed, run
+    ``buffering`` copied while the SummaryWriter still held its loss in its buffer (its file: the header only)."""
+    import shutil
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch, model, optimizer, x, y = _torch_mlp()
+    run = os.path.join(str(logdir), "flushed")
+    writer = SummaryWriter(run, max_queue=1000, flush_secs=3600)
+    handle = watch(model, run, optimizer=optimizer, every_n_steps=1, first_steps=0)
+    _torch_steps(torch, model, optimizer, x, y, lambda step, loss: writer.add_scalar("train/loss", loss.item(), step))
+    unwatch(handle)
+    shutil.copytree(run, os.path.join(str(logdir), "buffering"))
+    writer.close()
+
+
+N_BLOCKS = 4
+JUMPED_BLOCK = 3
+
+
+def keras_repeated_blocks(logdir):
+    """Keras 3 ``model.fit`` of a functional model of N_BLOCKS alike custom blocks ``block_<i>`` (a Dense and a
+    LayerNormalization each), ``TensorBoard(histogram_freq=1)``: tags ``block_<i>/dense/kernel/histogram``,
+    ``block_<i>/ln/gamma/histogram``, .... Before the last epoch's histograms, block JUMPED_BLOCK's kernel
+    is multiplied by 100."""
+    _, keras = _keras()
+
+    class Block(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.dense = keras.layers.Dense(N_HIDDEN, activation="relu", name="dense")
+            self.ln = keras.layers.LayerNormalization(name="ln")
+
+        def call(self, x):
+            return self.ln(x + self.dense(x))
+
+    class Jump(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == EPOCHS - 1:
+                kernel = self.model.get_layer(f"block_{JUMPED_BLOCK}").dense.kernel
+                kernel.assign(kernel * 100.0)
+
+    inputs = keras.Input((N_IN,))
+    h = keras.layers.Dense(N_HIDDEN, name="stem")(inputs)
+    for i in range(N_BLOCKS):
+        h = Block(name=f"block_{i}")(h)
+    model = keras.Model(inputs, keras.layers.Dense(N_OUT, name="head")(h))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = _xy()
+    # Jump before TensorBoard: callbacks run in list order, so the last epoch's histograms hold the jump.
+    model.fit(x, y, epochs=EPOCHS, batch_size=KERAS_BATCH, verbose=0,
+              callbacks=[Jump(), keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
+
+
+def torch_module_list(logdir):
+    """PyTorch ``nn.ModuleList`` of N_BLOCKS alike blocks (a Linear and a LayerNorm each), its parameters
+    logged as ``SummaryWriter.add_histogram(name.replace(".", "/"), param)``: ``blocks/<i>/fc/weight``, ...."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(N_HIDDEN, N_HIDDEN)
+            self.norm = nn.LayerNorm(N_HIDDEN)
+
+        def forward(self, x):
+            return self.norm(x + torch.relu(self.fc(x)))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Linear(N_IN, N_HIDDEN)
+            self.blocks = nn.ModuleList(Block() for _ in range(N_BLOCKS))
+            self.head = nn.Linear(N_HIDDEN, N_OUT)
+
+        def forward(self, x):
+            x = self.stem(x)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x)
+
+    x, y = _xy()
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    writer = SummaryWriter(str(logdir))
+
+    def log(step, loss):
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(name.replace(".", "/"), p, step)
+
+    _torch_steps(torch, model, optimizer, torch.from_numpy(x), torch.from_numpy(y), log)
+    writer.close()
+
+
+def torch_faded_in_branch(logdir):
+    """Runs ``small`` (the branch faded in from 1e-4 to 3e-3: its gradients jump 30x and stay far below the
+    other layers') and ``large`` (to 1: they jump 1e4x, to the other layers' scale) of `_faded_in_branch`."""
+    _faded_in_branch(os.path.join(logdir, "small"), 3e-3)
+    _faded_in_branch(os.path.join(logdir, "large"), 1.0)
+
+
+def _faded_in_branch(logdir, to):
+    """A ReLU MLP trained by SGD on minibatches, with a side branch (``branch``, a linear layer) added to its
+    output times a stepped warm-up factor: 1e-4 for 40 steps, then `to`, so the branch's gradients jump by
+    `to` / 1e-4 at step 40 and stay there. ``grads/<name>`` and ``weights/<name>`` every step, ``loss``."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(8, 16)
+            self.fc2 = nn.Linear(16, 3)
+            self.branch = nn.Linear(8, 3)
+            self.gate = 1e-4
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x))) + self.gate * self.branch(x)
+
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.normal(size=(512, 8)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 3, 512))
+    writer = SummaryWriter(str(logdir))
+    for step in range(70):
+        model.gate = 1e-4 if step < 40 else to
+        batch = torch.from_numpy(rng.integers(0, 512, 32))
+        loss = nn.functional.cross_entropy(model(x[batch]), y[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"grads/{name}", p.grad, step)
+            writer.add_histogram(f"weights/{name}", p, step)
+        optimizer.step()
+    writer.close()
+
+
+EARLY_STEPS = 11
+
+
+def torch_early_healthy(logdir, steps: int = EARLY_STEPS):
+    """PyTorch ``SummaryWriter``: the first `steps` steps of a healthy 10-class classifier at SGD's
+    lr 0.01, ``loss`` every step (from about ln 10, falling slowly), ``weights/<name>`` and ``grads/<name>``
+    every step, each step on the whole data set: a training a user follows from its start."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 16, generator=g)
+    y = (x @ torch.randn(16, 10, generator=g)).argmax(dim=1)
+    writer = SummaryWriter(str(logdir))
+    for step in range(steps):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, step)
+            writer.add_histogram(f"grads/{name}", p.grad, step)
+    writer.close()
+
+
+SCALED_STEPS, SCALED_BAD_BATCH, SCALED_AT = 60, 15, 40
+
+
+def torch_scaled_down(logdir):
+    """PyTorch ``SummaryWriter``: ``grads/<name>`` and ``weights/<name>`` every step for SCALED_STEPS steps of
+    `_torch_mlp` under SGD. At step SCALED_BAD_BATCH one batch's loss is 1000 times too large (its update
+    skipped): a one-off spike of every gradient. At step SCALED_AT, before its forward pass, ``fc2``'s weights
+    are scaled down 10,000-fold and held there (their updates dropped): every gradient upstream of ``fc2``
+    drops 10,000-fold for good, a level shift whose edges are no spike."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch, model, _, x, y = _torch_mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    writer = SummaryWriter(str(logdir))
+    for step in range(SCALED_STEPS):
+        if step == SCALED_AT:
+            with torch.no_grad():
+                model.fc2.weight.mul_(1e-4)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        (loss * (1000.0 if step == SCALED_BAD_BATCH else 1.0)).backward()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, step)
+            writer.add_histogram(f"grads/{name}", p.grad, step)
+        if step >= SCALED_AT:
+            model.fc2.weight.grad = None  # SGD skips a parameter without a gradient
+        if step != SCALED_BAD_BATCH:
+            optimizer.step()
+    writer.close()

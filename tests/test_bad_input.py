@@ -237,12 +237,13 @@ def test_zero_and_negative_counts(tmp_path, plugin_client, rng):
         event(s, hist_value("gradients/zero/kernel", zero), hist_value("gradients/negative/kernel", negative),
               hist_value("gradients/mixed/kernel", mixed)) for s in range(5)])
     seen = sweep(plugin_client(tmp_path))["run"]
-    for layer in ("zero/kernel", "negative/kernel"):
-        assert all(status == NO_DATA and value is None for _, value, status, _ in layer_cells(seen, "gradient", layer))
-    counts = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "count").items()}
-    assert counts["mixed/kernel"] == 30.0  # only the 15 positive buckets of 2 count
-    means = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
-    assert means["mixed/kernel"] > 0  # the negative-count buckets are all below zero and were left out
+    # An empty histogram is a tensor of no values: no data, said by its cells.
+    zero = layer_cells(seen, "gradient", "zero/kernel")
+    assert all(status == NO_DATA and value is None for _, value, status, _ in zero)
+    # A negative count is no count: such buckets are no histogram, not a histogram of their other buckets.
+    assert {u["tag"]: u["why"] for u in seen["summary"]["unreadable"]} == {
+        "gradients/negative/kernel": "negative counts at step 0", "gradients/mixed/kernel": "negative counts at step 0"}
+    assert [layer["name"] for layer in seen["summary"]["layers"]] == ["good/kernel", "zero/kernel"]
 
 
 def test_nan_and_inf_show_as_nonfinite(tmp_path, plugin_client, rng):
@@ -265,15 +266,16 @@ def test_nan_and_inf_show_as_nonfinite(tmp_path, plugin_client, rng):
     seen = sweep(plugin_client(tmp_path))["run"]
     nonfinite = [f for f in seen["findings"] if f["kind"] == "nonfinite"]
     flagged = {layer for f in nonfinite for layer in f["layers"]}
-    assert {"nan/kernel", "inf_edge/kernel", "all_nan/kernel"} <= flagged
+    assert {"nan/kernel", "inf_edge/kernel"} <= flagged
     nan_cells = layer_cells(seen, "gradient", "nan/kernel")
     assert [status for _, _, status, _ in nan_cells] == [1, 1, 1, CRITICAL, CRITICAL]
     assert [rule for _, _, _, rule in nan_cells][3:] == ["nonfinite", "nonfinite"]
     assert min(f["first_step"] for f in nonfinite if "nan/kernel" in f["layers"]) <= 3
-    # A NaN or infinite count is no count: the other buckets still describe the data.
-    means = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
-    assert means["nan_count/kernel"] == pytest.approx(0.0, abs=0.05)
-    assert means["inf_count/kernel"] == pytest.approx(0.0, abs=0.05)
+    # NaN edges say the tensor held NaN or Inf (TensorFlow then writes finite counts); a NaN or infinite
+    # count counts nothing, whatever the edges: no histogram, which no NaN in the data makes.
+    assert {u["tag"]: u["why"] for u in seen["summary"]["unreadable"]} == {
+        "gradients/nan_count/kernel": "NaN counts at step 0", "gradients/inf_count/kernel": "infinite counts at step 0",
+        "weights/all_nan/kernel": "NaN counts at step 0"}
 
 
 def test_cell_says_a_histogram_with_nan_edges_cannot_be_drawn(tmp_path, loader_client, rng):
@@ -300,18 +302,22 @@ def test_cell_says_a_histogram_with_nan_edges_cannot_be_drawn(tmp_path, loader_c
     assert notes[0] is notes[1] is notes[5] is None
 
 
-def test_left_greater_than_right_buckets_are_ignored(tmp_path, plugin_client, rng):
+def test_buckets_holding_values_between_decreasing_edges_are_no_histogram(tmp_path, plugin_client, rng):
     swapped = np.array([[1.0, -1.0, 50.0], [2.0, 1.0, 50.0]])  # every bucket degenerate
     partly = np.array([[0.0, 1.0, 10.0], [3.0, 2.0, 50.0], [1.0, 2.0, 10.0]])
+    # Empty buckets may run backwards: the Rust loader's first bucket of a v1 histogram does.
+    empty_backwards = np.array([[0.5, -7.0, 0.0], [0.5, 1.0, 10.0], [1.0, 2.0, 10.0]])
     write_run(tmp_path / "run", _good_events(rng) + [
-        event(s, hist_value("gradients/swapped/kernel", swapped), hist_value("gradients/partly/kernel", partly))
+        event(s, hist_value("gradients/swapped/kernel", swapped), hist_value("gradients/partly/kernel", partly),
+              hist_value("gradients/empty_backwards/kernel", empty_backwards))
         for s in range(5)])
     seen = sweep(plugin_client(tmp_path))["run"]
-    assert all(status == NO_DATA for _, _, status, _ in layer_cells(seen, "gradient", "swapped/kernel"))
-    means = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "mean").items()}
-    assert means["partly/kernel"] == pytest.approx(1.0)
+    assert {u["tag"]: u["why"] for u in seen["summary"]["unreadable"]} == {
+        "gradients/swapped/kernel": "bucket edges decrease at step 0",
+        "gradients/partly/kernel": "bucket edges decrease at step 0"}
+    assert seen["summary"]["unreadable_steps"] == []
     counts = {layer: v for (layer, _), (v, _, _) in cells(seen, "gradient", "count").items()}
-    assert counts["partly/kernel"] == 20.0
+    assert counts["empty_backwards/kernel"] == 20.0
 
 
 def test_histogram_tensors_of_the_wrong_shape(tmp_path, plugin_client, rng):
@@ -339,8 +345,46 @@ def test_a_histogram_tag_of_the_wrong_shape_at_some_steps_keeps_the_others(tmp_p
                                  for s in range(4)])
     seen = sweep(plugin_client(tmp_path))["run"]
     assert seen["summary"]["unreadable"] == []
+    assert seen["summary"]["unreadable_steps"] == [{
+        "tag": GOOD, "steps": 2, "of": 4, "first_step": 0,
+        "why": "the tensor at step 0 has shape [5], not [k, 3] histogram buckets"}]
     assert [status == NO_DATA for _, _, status, _ in layer_cells(seen, "gradient", "good/kernel")] == [
         True, False, True, False]
+
+
+def _bad_at(rng, steps: int, bad: dict) -> list:
+    """A gradient tag's histograms at `steps` steps, `bad` (step -> buckets) in place of some."""
+    return [bad.get(s, normal_buckets(rng)) for s in range(steps)]
+
+
+def test_malformed_steps_are_said_and_the_rest_of_the_tag_read(tmp_path, loader_client, rng):
+    edges = np.linspace(-1.0, 1.0, 31)
+    negative = np.stack([edges[:-1], edges[1:], np.where(np.arange(30) == 4, -2.0, 3.0)], axis=1)
+    decreasing = np.stack([edges[1:], edges[:-1], np.full(30, 3.0)], axis=1)
+    nan_count = np.stack([edges[:-1], edges[1:], np.where(np.arange(30) == 9, np.nan, 3.0)], axis=1)
+    some = _bad_at(rng, 8, {3: negative, 5: decreasing})
+    every = [decreasing, negative, nan_count]
+    write_run(tmp_path / "run", [event(s, hist_value("gradients/some/kernel", some[s]),
+                                       *([hist_value("gradients/every/kernel", every[s])] if s < 3 else []))
+                                 for s in range(8)])
+    client = loader_client(tmp_path)
+    seen = sweep(client)["run"]
+    summary = seen["summary"]
+    assert summary["unreadable"] == [{"tag": "gradients/every/kernel", "why": "bucket edges decrease at step 0"}]
+    assert summary["unreadable_steps"] == [{"tag": "gradients/some/kernel", "steps": 2, "of": 8, "first_step": 3,
+                                            "why": "negative counts at step 3"}]
+    assert [layer["name"] for layer in summary["layers"]] == ["some/kernel"]
+    assert [status == NO_DATA for _, _, status, _ in layer_cells(seen, "gradient", "some/kernel")] == [
+        s in (3, 5) for s in range(8)]
+    assert [v is None for _, v, _, _ in layer_cells(seen, "gradient", "some/kernel", "count")] == [
+        s in (3, 5) for s in range(8)]
+    for step, why in ((3, "negative counts"), (5, "bucket edges decrease")):
+        role = client.ok("/cell", run="run", layer="some/kernel", step=step)["roles"]["gradient"]
+        assert role["histogram"] == [] and f"no histogram: {why}." in role["histogram_note"], role
+        assert all(m["value"] is None for m in role["metrics"].values())
+    assert client.ok("/cell", run="run", layer="some/kernel", step=4)["roles"]["gradient"]["histogram_note"] is None
+    dist = client.ok("/distribution", run="run", layer="some/kernel")["distributions"]["gradient"]
+    assert [all(v is None for v in row) for row in dist["values"]] == [s in (3, 5) for s in range(8)]
 
 
 def test_ten_thousand_tags_in_one_run(tmp_path, plugin_client):
@@ -553,6 +597,8 @@ ODD_UNREADABLE = {
     "gradients/flat5/kernel": "has shape [5], not [k, 3] histogram buckets",
     "gradients/cube/kernel": "has shape [2, 2, 3], not [k, 3] histogram buckets",
     "gradients/scalar/kernel": "has shape [], not [k, 3] histogram buckets",
+    "gradients/decreasing/kernel": "bucket edges decrease at step 0",
+    "gradients/negative/kernel": "negative counts at step 0",
     "gradients/text/kernel": "holds text, not numbers",
     "gradhealth/weight/short": "has shape [5], not a vector of 15 or 56 statistics",
     "gradhealth/weight/long": "has shape [168], not a vector of 15 or 56 statistics",
@@ -600,8 +646,10 @@ def test_an_odd_logdir_reports_what_is_no_histogram_and_serves_the_rest(odd_logd
         for tag, words in ODD_UNREADABLE.items():
             assert words in unreadable[tag], (tag, unreadable[tag])
         layers = {layer["name"] for layer in seen[run]["summary"]["layers"]}
-        assert {"flat5/kernel", "cube/kernel", "scalar/kernel", "short", "long", "empty"}.isdisjoint(layers)
+        assert {"flat5/kernel", "cube/kernel", "scalar/kernel", "short", "long", "empty", "decreasing/kernel",
+                "negative/kernel"}.isdisjoint(layers)
         assert "fine" in layers and "nan_edges/kernel" in layers
+        assert seen[run]["summary"]["unreadable_steps"] == []
     trained = {layer["name"] for layer in seen["trained"]["summary"]["layers"]}
     assert "sequential/dense/kernel" in trained  # the training's own tags are served beside them
 
@@ -702,6 +750,25 @@ def test_the_report_gives_each_unreadable_tag_a_line(odd_logdir, capsys):
     assert len(lines) == len(ODD_UNREADABLE), out
     for tag, words in ODD_UNREADABLE.items():
         assert any(line.startswith(f"  unreadable tag {tag}: ") and words in line for line in lines), (tag, out)
+
+
+@pytest.mark.parametrize("command", [["check"], ["check", "--sampled"], ["watch", "--time-limit", "0"],
+                                     ["watch", "--time-limit", "0", "--format", "json"]])
+def test_check_and_watch_give_each_unreadable_tag_a_line(odd_logdir, capsys, command):
+    from gradhealth_plugin import cli
+
+    code = cli.main(command[:1] + [str(odd_logdir), "--run", "odd"] + command[1:])
+    out, err = capsys.readouterr()
+    assert code in (0, 1) and "Traceback" not in err and "error" not in err, err
+    if "json" in command:
+        said = {e["tag"]: e["why"] for e in map(json.loads, out.splitlines()) if e["event"] == "unreadable"}
+        assert all(e["run"] == "odd" for e in map(json.loads, out.splitlines()))
+    else:
+        said = dict(line[len("odd: unreadable tag "):].split(": ", 1) for line in out.splitlines()
+                    if line.startswith("odd: unreadable tag "))
+    assert set(said) == set(ODD_UNREADABLE), out
+    for tag, words in ODD_UNREADABLE.items():
+        assert words in said[tag], (tag, said[tag])
 
 
 def test_a_step_whose_vector_is_not_the_formats_is_no_data_in_every_route(tmp_path, loader_client):

@@ -60,6 +60,9 @@ TWO_AXES_STEPS = list(range(0, 200, 5))
 # A gradient all zeros at two steps in a row: too briefly for a vanishing finding.
 BRIEF_RUN = "brief_vanishing"
 BRIEF_STEPS = (80, 90)
+# A loss logged every step whose values stand 30x above both sides at two steps in a row: one spike episode.
+SPIKE_RUN = "spike_episode"
+SPIKE_STEPS = (100, 101)
 FRAME = "iframe[src*='plugin_entry.html']"
 
 
@@ -98,6 +101,14 @@ def _write_logdir(root: pathlib.Path) -> None:
         for step in STEPS:
             grad = rng.normal(0.0, 1e-2, size=(8, 8)) * (0.0 if step in BRIEF_STEPS else 1.0)
             tf.summary.histogram(f"gradients/{HEALTHY}", grad, step=step)
+    writer.close()
+    writer = tf.summary.create_file_writer(str(root / SPIKE_RUN))
+    with writer.as_default():
+        for step in range(200):
+            loss = 2.0 * np.exp(-step / 100) * (1.0 + 0.02 * rng.normal()) * (30.0 if step in SPIKE_STEPS else 1.0)
+            tf.summary.scalar("loss", loss, step=step)
+            if step in STEPS:
+                tf.summary.histogram(f"gradients/{HEALTHY}", rng.normal(0.0, 1e-2, size=(8, 8)), step=step)
     writer.close()
     writer = tf.summary.create_file_writer(str(root / XSS_RUN))
     with writer.as_default():
@@ -171,7 +182,7 @@ def _serve(logdir: pathlib.Path, ready, log_dir: pathlib.Path = None, flags=()):
 @pytest.fixture(scope="module")
 def server(server_logdir):
     yield from _serve(server_logdir, lambda runs: runs.get(RUN, {}).get("steps_kept") == len(STEPS)
-                      and XSS_RUN in runs and WEIGHTS_RUN in runs and TWO_AXES_RUN in runs)
+                      and XSS_RUN in runs and WEIGHTS_RUN in runs and TWO_AXES_RUN in runs and SPIKE_RUN in runs)
 
 
 @pytest.fixture(scope="module")
@@ -897,29 +908,36 @@ def test_the_run_track_shows_every_occurrence_of_a_periodic_spike(demo_tab):
     assert tab.errors == []
 
 
-def test_the_run_track_bands_a_spike_episode_and_its_marks_take_the_keyboard(demo_tab):
-    run = "exploding/unclipped"
-    tab = demo_tab(run)
-    spike = next(f for f in _served_findings(tab, run) if f["kind"] == "spike")
-    first, last = (int(s) for s in spike["covers_text"]["loss"][0])
-    assert first < last  # an episode of consecutive logged steps
-    mark = tab.ui.locator(".gh-track .gh-track-mark[data-kind=spike][data-tag='loss']")
-    mark.wait_for(timeout=10_000)
-    # The band covers the whole episode, from its first step's x to its last's.
-    band = mark.locator(f".gh-track-episode[data-first='{first}'][data-last='{last}']")
-    left, right = band.evaluate("e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }")
-    x_first, x_last = (tab.frame.evaluate(f"window.__gradhealth.cellCenter('layer_0', {step}).x") for step in (first, last))
-    assert left <= x_first + 1.5 and right >= x_last - 1.5 and right - left > 2, (left, right, x_first, x_last)
-    assert f"Spike at steps {first} to {last}" in mark.get_attribute("aria-label")
-    # Marks are buttons in the tab order: focused, Enter selects the finding, and the focus stays on the mark.
-    assert mark.get_attribute("tabindex") == "0" and mark.get_attribute("role") == "button"
-    mark.focus()
-    tab.page.keyboard.press("Enter")
-    selected = tab.ui.locator("li.gh-finding[aria-selected=true]")
-    selected.wait_for(timeout=5000)
-    assert "Spike" in selected.text_content()
-    assert tab.frame.evaluate("document.activeElement.dataset.kind") == "spike"
-    assert tab.errors == []
+def test_the_run_track_bands_a_spike_episode_and_its_marks_take_the_keyboard(server, browser):
+    run = SPIKE_RUN
+    page = browser.new_page(viewport=DEMO_VIEWPORT)
+    tab = Tab(page, server)
+    try:
+        tab.open(f"gradhealth&p.gradhealth.run={run}")
+        tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(run)}")
+        spike = next(f for f in _served_findings(tab, run) if f["kind"] == "spike")
+        first, last = (int(s) for s in spike["covers_text"]["loss"][0])
+        assert (first, last) == SPIKE_STEPS  # an episode of consecutive logged steps
+        mark = tab.ui.locator(".gh-track .gh-track-mark[data-kind=spike][data-tag='loss']")
+        mark.wait_for(timeout=10_000)
+        # The band covers the whole episode, from its first step's x to its last's.
+        band = mark.locator(f".gh-track-episode[data-first='{first}'][data-last='{last}']")
+        left, right = band.evaluate("e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }")
+        x_first, x_last = (tab.frame.evaluate(f"window.__gradhealth.cellCenter({json.dumps(HEALTHY)}, {step}).x")
+                           for step in (first, last))
+        assert left <= x_first + 1.5 and right >= x_last - 1.5 and right - left > 2, (left, right, x_first, x_last)
+        assert f"Spike at steps {first} to {last}" in mark.get_attribute("aria-label")
+        # Marks are buttons in the tab order: focused, Enter selects the finding, and the focus stays on the mark.
+        assert mark.get_attribute("tabindex") == "0" and mark.get_attribute("role") == "button"
+        mark.focus()
+        tab.page.keyboard.press("Enter")
+        selected = tab.ui.locator("li.gh-finding[aria-selected=true]")
+        selected.wait_for(timeout=5000)
+        assert "Spike" in selected.text_content()
+        assert tab.frame.evaluate("document.activeElement.dataset.kind") == "spike"
+        assert tab.errors == []
+    finally:
+        page.close()
 
 
 def test_a_drag_across_a_finding_band_on_the_run_track_zooms_and_selects_nothing(demo_tab):

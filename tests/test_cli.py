@@ -287,6 +287,84 @@ def test_check_whole_logdir_fails_if_any_run_does(main_logdir, run_cli):
     assert "broken/train: [critical]" in out and "warn_only" not in out
 
 
+# --- one run read alone ------------------------------------------------------------------------------
+
+@pytest.fixture()
+def reads(monkeypatch):
+    """What the CLI reads: the runs it loads into TensorBoard's multiplexer and the event files it opens
+    (to load them or to look into them), each file by its real path."""
+    from tensorboard.backend.event_processing import event_file_loader, plugin_event_multiplexer
+
+    seen = {"runs": [], "files": []}
+    add_run, open_file = plugin_event_multiplexer.EventMultiplexer.AddRun, event_file_loader.RawEventFileLoader.__init__
+
+    def spy_add_run(self, path, name=None):
+        seen["runs"].append(name)
+        return add_run(self, path, name)
+
+    def spy_open(self, file_path, *args, **kwargs):
+        seen["files"].append(os.path.realpath(file_path))
+        return open_file(self, file_path, *args, **kwargs)
+
+    monkeypatch.setattr(plugin_event_multiplexer.EventMultiplexer, "AddRun", spy_add_run)
+    monkeypatch.setattr(event_file_loader.RawEventFileLoader, "__init__", spy_open)
+    return seen
+
+
+def _under(files, logdir, run):
+    folder = os.path.realpath(os.path.join(logdir, run)) + os.sep
+    return [f for f in files if f.startswith(folder) and os.sep not in f[len(folder):]]
+
+
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_one_run_asked_for_is_the_only_one_read(main_logdir, run_cli, reads, command):
+    code, out, err = run_cli(command, main_logdir, "--run", "broken/train",
+                             *(["--format", "json"] if command == "report" else []))
+    assert code == (0 if command == "report" else 1), err
+    assert reads["runs"] == ["broken/train"]
+    assert reads["files"] and reads["files"] == _under(reads["files"], main_logdir, "broken/train")
+    if command == "report":
+        assert {f["run"] for f in json.loads(out)["findings"]} == {"broken/train"}
+    else:
+        assert out.startswith("broken/train: [critical]"), out
+
+
+def test_an_unknown_run_is_said_before_any_event_file_is_read(main_logdir, run_cli, reads):
+    line = _one_line_error(*run_cli("report", main_logdir, "--run", "nope"))
+    assert "nope" in line and all(run in line for run in RUNS)
+    assert reads == {"runs": [], "files": []}
+
+
+def test_a_validation_half_names_its_train_run_which_is_looked_into_not_loaded(keras_halves_logdir, run_cli,
+                                                                                reads):
+    payload = _report(run_cli, keras_halves_logdir, "--run", "sgd/validation")
+    assert payload["runs"][0]["layers_in"] == "sgd/train"
+    assert reads["runs"] == ["sgd/validation"]
+    # The train run is read up to its first histogram, once; the other fit not at all.
+    assert not [f for f in reads["files"] if "adam" in os.path.relpath(f, os.path.realpath(keras_halves_logdir))]
+    assert len(_under(reads["files"], keras_halves_logdir, "sgd/train")) == 1
+
+
+def test_a_rank_is_read_with_its_trainings_other_ranks_only(ranks_logdir, run_cli, reads):
+    from tests import ranks_training
+
+    payload = _report(run_cli, ranks_logdir, "--run", "skipped/rank1")
+    assert sorted(reads["runs"]) == ["skipped/rank0", "skipped/rank1"]
+    # Judged across the ranks as in the whole logdir's report.
+    assert [f["layers"] for f in payload["findings"] if f["kind"] == "rank_divergence"] == [[ranks_training.SKIPPED]]
+
+
+def test_one_runs_sweep_line_reads_the_run_its_hyperparameters_are_in(run_cli, reads):
+    from tests.conftest import REPO
+
+    sweep = REPO / "demo" / "runs" / "sweep"
+    payload = _report(run_cli, sweep, "--run", "lr_1_sgd/train", "--by-hparams")
+    assert sorted(reads["runs"]) == ["lr_1_sgd", "lr_1_sgd/train"]
+    (line,) = payload["sweep"]["runs"]
+    assert line["hparams"] == {"learning_rate": 1.0, "optimizer": "sgd"}
+    assert line["hparams_from"] == {"source": "parent", "run": "lr_1_sgd"}
+
+
 # --- usage errors ----------------------------------------------------------------------------------
 
 def _one_line_error(code, out, err):
@@ -597,8 +675,23 @@ def test_a_validation_half_is_pointed_to_its_train_run_not_told_to_log_layers(ke
 def test_a_run_no_rule_could_judge_says_not_judged(tensorboardx_samples_logdir, run_cli):
     code, out, _ = run_cli("report", tensorboardx_samples_logdir)
     assert code == 0
-    assert out.startswith("run .: not judged (no gradient, weight, activation or loss data logged) - "), out
+    # Two histograms of unknown role were logged: none of a known role, and no loss.
+    assert out.startswith("run .: not judged (no gradient, weight, activation or loss recognised; 2 histogram tags"
+                          " of unknown role: a tag rule in gradhealth.json sets a tag's role) - "), out
     assert "no warnings" not in out
+
+
+def test_a_run_whose_gradients_are_not_recognised_is_not_said_to_log_none(torch_unnamed_gradients_logdir, run_cli):
+    # Gradients logged as ``backward/<module>/<i>``, words nothing recognises: they are among the 9 tags of
+    # unknown role, and the report says so, with how to set their role, in its text and its JSON.
+    verdict = ("no warnings (gradients not recognised among 9 histogram tags of unknown role: exploding and"
+               " vanishing gradients not judged; a tag rule in gradhealth.json sets a tag's role)")
+    code, out, _ = run_cli("report", torch_unnamed_gradients_logdir)
+    assert code == 0
+    assert out.startswith(f"run .: {verdict} - "), out
+    assert "no gradients logged" not in out
+    (run,) = _report(run_cli, torch_unnamed_gradients_logdir)["runs"]
+    assert run["verdict_word"] == "no warnings" and run["verdict"] == verdict
 
 
 def test_a_run_with_gradients_judges_every_gradient_kind(main_logdir, run_cli):
@@ -616,6 +709,45 @@ def _small_run(run_dir):
     rng = np.random.default_rng(0)
     return write_run(run_dir, [event(s, hist_value("gradients/fc1", normal_buckets(rng)),
                                      scalar_value("loss", 1.0 / (s + 1))) for s in range(10)])
+
+
+def _odd_counts_run(run_dir):
+    """A run of 10 steps: a good gradient, one whose counts are negative at every step, and one whose
+    bucket edges decrease at steps 4 and 7 (written with TensorBoard's record writer)."""
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    rng = np.random.default_rng(1)
+    negative = normal_buckets(rng) * np.array([1.0, 1.0, -1.0])
+
+    def some(s):
+        buckets = normal_buckets(rng)
+        return buckets[:, [1, 0, 2]] if s in (4, 7) else buckets
+
+    return write_run(run_dir, [event(s, hist_value("gradients/fc1", normal_buckets(rng)),
+                                     hist_value("gradients/fc2", negative), hist_value("gradients/fc3", some(s)))
+                               for s in range(10)])
+
+
+UNREADABLE_LINES = ["unreadable tag gradients/fc2: negative counts at step 0",
+                    "unreadable steps of tag gradients/fc3: 2 of 10 steps read hold no histogram and are no data;"
+                    " the first: bucket edges decrease at step 4"]
+
+
+def test_report_and_check_say_what_cannot_be_read_a_line_per_tag(tmp_path, run_cli):
+    _odd_counts_run(tmp_path / "odd")
+    code, out, err = run_cli("report", tmp_path)
+    assert code == 0, err
+    assert [line.strip() for line in out.splitlines() if "unreadable" in line] == UNREADABLE_LINES
+    payload = _report(run_cli, tmp_path)["runs"][0]
+    assert payload["unreadable"] == [{"tag": "gradients/fc2", "why": "negative counts at step 0"}]
+    assert payload["unreadable_steps"] == [{"tag": "gradients/fc3", "steps": 2, "of": 10, "first_step": 4,
+                                            "why": "bucket edges decrease at step 4"}]
+    assert payload["layers"] == ["fc1", "fc3"]
+    for argv in (["check", tmp_path], ["check", tmp_path, "--sampled"]):
+        code, out, err = run_cli(*argv)
+        assert code in (0, 1) and "Traceback" not in err, err
+        said = [line for line in out.splitlines() if "unreadable" in line]
+        assert said == [f"odd: {line}" for line in UNREADABLE_LINES]
 
 
 def _reports_good(out):
@@ -935,3 +1067,59 @@ def test_report_judges_no_weight_whose_parameter_another_tag_names(torch_own_pre
     assert not {f["kind"] for f in payload["findings"]} & {"init_scale", "update_ratio", "weight_growth"}
     code, out, _ = run_cli("report", torch_own_prefixes_logdir)
     assert code == 0 and "16 histograms name parameters that another tag names too" in out
+
+
+def _loss_records(path):
+    """The bytes of a SummaryWriter file after its header record: its loss events, whole TFRecords."""
+    data = path.read_bytes()
+    header = 12 + int.from_bytes(data[:8], "little") + 4  # length, its CRC, the record, its CRC
+    assert len(data) > header, "the writer's file holds no loss"
+    return data[header:]
+
+
+def test_report_reads_a_folder_two_writers_write_while_one_grows(torch_two_writers_logdir, tmp_path, run_cli,
+                                                                 caplog):
+    """The SummaryWriter's file sorts first and keeps growing while the report reads watch()'s file: every
+    file is read whole, with no warning from a loader that reads one file per folder."""
+    import threading
+
+    logdir = tmp_path / "logdir"
+    shutil.copytree(torch_two_writers_logdir / "flushed", logdir / "run")
+    ours = next((logdir / "run").glob("*.gradhealth"))
+    # Named as the two writers' files of one process in one second are: the writer's sorts first.
+    writers_file = next(p for p in (logdir / "run").iterdir() if p != ours).rename(ours.with_suffix(""))
+    records = _loss_records(writers_file)
+    done = threading.Event()
+
+    def training():  # the writer flushing the same loss events again and again, as a training writes on
+        while not done.wait(0.002):
+            with open(writers_file, "ab") as f:
+                f.write(records)
+
+    thread = threading.Thread(target=training)
+    thread.start()
+    try:
+        for _ in range(3):
+            code, out, err = run_cli("report", "--format", "json", logdir)
+            assert code == 0, err
+            said = err + caplog.text
+            assert "updated even though" not in said and "gradhealth-" not in said, said
+            payload = json.loads(out)
+            run = next(r for r in payload["runs"] if r["run"] == "run")
+            assert "no_progress" not in run["not_judged"], run  # the loss was read
+            assert run["layers"]
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_report_says_the_loss_is_not_read_yet_while_its_writer_buffers(torch_two_writers_logdir, run_cli):
+    code, out, err = run_cli("report", torch_two_writers_logdir)
+    assert code == 0, err
+    buffering = torch_two_writers_logdir / "buffering"
+    waiting = [p.name for p in buffering.iterdir() if not p.name.endswith(".gradhealth")]
+    assert len(waiting) == 1
+    lines = [line for line in err.splitlines() if "no loss read yet" in line]
+    # Only the run whose loss is in a buffer: the flushed one has its loss.
+    assert len(lines) == 1 and "'buffering'" in lines[0] and waiting[0] in lines[0], err
+    assert "run buffering:" in out and "run flushed:" in out

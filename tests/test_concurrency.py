@@ -159,9 +159,9 @@ def counted(tmp_path, plugin_client, monkeypatch):
     rows = []
     real = metrics.histogram_metrics
 
-    def counting(h):
+    def counting(h, *args, **kwargs):
         rows.append(len(h.steps))
-        return real(h)
+        return real(h, *args, **kwargs)
 
     monkeypatch.setattr(metrics, "histogram_metrics", counting)
     return client, counter, rows, path, rng

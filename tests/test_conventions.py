@@ -83,25 +83,26 @@ def written_scalar(client, run, tag):
 # --- gradient and weight of one parameter on one row, for every histogram convention -----------------
 
 PAIRED = [
-    # fixture, param names, gradient tag, weight tag, element counts
+    # fixture, param names, gradient tag, weight tag, element counts, how the weight's role is decided
     ("tf2_custom_loop_logdir", KERAS_PARAMS, "gradients/{}", "weights/{}",
-     {f"sequential/{k}": v for k, v in DENSE_SIZES.items()}),
-    ("tf2_module_loop_logdir", MODULE_PARAMS, "gradients/{}:0", "weights/{}:0", DENSE_SIZES),
-    ("torch_prefixes_logdir", TORCH_PARAMS, "grads/{}", "weights/{}", TORCH_SIZES),
-    ("torch_dot_grad_logdir", TORCH_PARAMS, "{}.grad", "{}", TORCH_SIZES),
-    ("tensorboardx_logdir", TORCH_PARAMS, "{}/grad", "{}/data", TORCH_SIZES),
+     {f"sequential/{k}": v for k, v in DENSE_SIZES.items()}, "convention"),
+    ("tf2_module_loop_logdir", MODULE_PARAMS, "gradients/{}:0", "weights/{}:0", DENSE_SIZES, "convention"),
+    ("torch_prefixes_logdir", TORCH_PARAMS, "grads/{}", "weights/{}", TORCH_SIZES, "convention"),
+    ("tensorboardx_logdir", TORCH_PARAMS, "{}/grad", "{}/data", TORCH_SIZES, "convention"),
+    # A name is a weight because its gradient is logged beside it, one word apart: decided by pairing.
+    ("torch_dot_grad_logdir", TORCH_PARAMS, "{}.grad", "{}", TORCH_SIZES, "pairing"),
+    ("torch_gradient_value_logdir", TORCH_PARAMS, "{}/gradient", "{}/value", TORCH_SIZES, "pairing"),
+    ("torch_grads_model_logdir", TORCH_PARAMS, "grads/{}", "model/{}", TORCH_SIZES, "pairing"),
 ]
 
 
-@pytest.mark.parametrize("fixture, params, grad_tag, weight_tag, sizes", PAIRED, ids=[p[0] for p in PAIRED])
+@pytest.mark.parametrize("fixture, params, grad_tag, weight_tag, sizes, weight_by", PAIRED, ids=[p[0] for p in PAIRED])
 def test_gradient_and_weight_of_a_parameter_share_one_row(request, plugin_client, fixture, params, grad_tag,
-                                                          weight_tag, sizes):
+                                                          weight_tag, sizes, weight_by):
     client = plugin_client(request.getfixturevalue(fixture))
     run = only_run(client, ".")  # the libraries wrote straight into the logdir
     layers = by_name(run)
     for name in params:
-        # A bare name is a weight because its gradient is logged beside it: decided by pairing.
-        weight_by = "pairing" if weight_tag == "{}" else "convention"
         assert layers[name]["roles"] == {"gradient": hist_role(grad_tag.format(name)),
                                          "weight": {**hist_role(weight_tag.format(name)), "decided_by": weight_by}}, name
     assert run["unclassified"] == []
@@ -137,6 +138,21 @@ def test_torch_parameter_kinds_and_order(request, plugin_client, fixture):
     for name, kind in TORCH_KINDS.items():
         assert (layers[name]["kind"], layers[name]["group"]) == (kind, name.split(".")[0]), name
     assert_in_order(names(run), TORCH_PARAM_ORDER)
+
+
+def test_a_gradient_beside_what_is_not_its_value_pairs_with_nothing(plugin_client,
+                                                                  torch_gradients_beside_other_tensors_logdir):
+    # One word apart from a gradient, but that word names another role (activation) or an optimizer's
+    # state (exp_avg): neither is the parameter's value, so neither joins the gradient as its weight.
+    layers = by_name(only_run(plugin_client(torch_gradients_beside_other_tensors_logdir), "."))
+    for module in TORCH_MODULES:
+        assert layers[module]["roles"]["activation"]["tags"] == [f"{module}/activation"], module
+        assert layers[module]["roles"]["gradient"]["tags"] == [f"{module}/gradient"], module
+    for name in TORCH_PARAMS:
+        assert list(layers[name]["roles"]) == ["gradient"], name
+        placed = [layer["name"] for layer in layers.values() for r in layer["roles"].values()
+                  if f"{name}/exp_avg" in r["tags"]]
+        assert placed and placed != [name], name
 
 
 # --- PyTorch tutorial prefixes with activations ---------------------------------------------------------
@@ -303,6 +319,33 @@ def test_lightning_grad_norm_cell_is_exact(plugin_client, lightning_logdir):
 
 # Rules that judge a tensor as a weight or a gradient (every kind but those that need no role).
 ROLE_FREE_KINDS = {"nonfinite", "spike", "periodic_spikes", "no_progress"}
+
+
+def test_repeated_keras_blocks_keep_their_weights(plugin_client, keras_repeated_blocks_logdir):
+    # block_0/ln/gamma beside block_1/ln/gamma: one parameter of two alike blocks, each block's weights.
+    client = plugin_client(keras_repeated_blocks_logdir)
+    run = runs_of(client)["train"]
+    assert run["roles"] == ["weight"]
+    rows = by_name(run)
+    for i in range(logdirs.N_BLOCKS):
+        for param in ("dense/kernel", "dense/bias", "ln/gamma", "ln/beta"):
+            name = f"block_{i}/{param}"
+            assert rows[name]["roles"] == {"weight": hist_role(f"{name}/histogram", logdirs.EPOCHS)}, name
+    jumped = f"block_{logdirs.JUMPED_BLOCK}/dense/kernel"
+    weight_rules = [f for f in client.ok("/findings", run="train")["findings"]
+                    if f["kind"] not in ROLE_FREE_KINDS and f["severity"] != "info"]
+    assert weight_rules and all(f["layers"] == [jumped] for f in weight_rules), weight_rules
+
+
+def test_torch_module_list_blocks_keep_their_weights(plugin_client, torch_module_list_logdir):
+    # blocks/0/fc/weight beside blocks/1/fc/weight: the blocks of a ModuleList, not two views of one parameter.
+    run = only_run(plugin_client(torch_module_list_logdir), ".")
+    assert run["roles"] == ["weight"]
+    rows = by_name(run)
+    for i in range(logdirs.N_BLOCKS):
+        for param in ("fc/weight", "fc/bias", "norm/weight", "norm/bias"):
+            name = f"blocks/{i}/{param}"
+            assert rows[name]["roles"] == {"weight": hist_role(name)}, name
 
 
 def test_two_tags_naming_one_parameter_are_not_both_its_weights(plugin_client, torch_own_prefixes_logdir):

@@ -4,7 +4,8 @@ step-by-step reading of its definition on random series of every shape a norm ta
 import numpy as np
 import pytest
 
-from gradhealth_plugin.analysis import series
+from gradhealth_plugin import config as config_lib
+from gradhealth_plugin.analysis import limits, series
 from gradhealth_plugin.analysis.detectors import exploding_gradients as exploding
 
 
@@ -91,3 +92,43 @@ def test_held_rows_is_the_step_by_step_baseline(window, jump):
         np.testing.assert_array_equal(one_b, baseline[-1])
         np.testing.assert_array_equal(one_r, ratio[-1])
     assert jumped > 100  # most series do jump, many more than once
+
+
+def test_median_of_others_is_the_median_of_the_rest_of_each_column():
+    rng = np.random.default_rng(0)
+    for shape in [(0, 3), (1, 4), (2, 5), (3, 1), (6, 7), (9, 4)]:
+        values = rng.choice([0.0, 1.0, 2.5, 2.5, np.inf, np.nan], shape) * rng.choice([1.0, 1.5], shape)
+        want = np.full(shape, np.nan)
+        for i, j in np.ndindex(*shape):
+            rest = np.delete(values[:, j], i)
+            rest = rest[~np.isnan(rest)]
+            if len(rest):
+                want[i, j] = np.median(rest)
+        np.testing.assert_array_equal(exploding.median_of_others(values), want)
+
+
+def _exploding(client, run):
+    return [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "exploding_gradients"]
+
+
+def test_a_tiny_gradient_jumping_far_below_the_other_layers_is_no_explosion(plugin_client,
+                                                                            torch_faded_in_branch_logdir):
+    # The branch's gradients jump 30x at step 40 and stay up, past the running median, the earlier calm
+    # levels and the batch noise, but their max |g| stays far below every other layer's.
+    assert _exploding(plugin_client(torch_faded_in_branch_logdir), "small") == []
+
+
+def test_a_tiny_gradient_jumping_to_the_other_layers_scale_is_an_explosion(plugin_client,
+                                                                           torch_faded_in_branch_logdir):
+    (f,) = _exploding(plugin_client(torch_faded_in_branch_logdir), "large")
+    assert f["severity"] == "critical"
+    assert f["layers"] == ["branch.weight", "branch.bias"] and f["first_step"] == 40, f
+    for ev in f["evidence"]["layers"].values():
+        assert ev["max_abs"] > ev["others_median_max_abs"], ev
+    assert "a layer's max |g| above the other layers' median" in f["message"]
+
+
+def test_exploding_peer_factor_zero_judges_every_jump(plugin_client, torch_faded_in_branch_logdir):
+    config = config_lib.Config(tag_rules=[], limits=limits.thresholds({"exploding_peer_factor": 0}))
+    (f,) = _exploding(plugin_client(torch_faded_in_branch_logdir, config=config), "small")
+    assert f["layers"][0] == "branch.weight" and f["first_step"] == 40, f

@@ -495,6 +495,97 @@ def test_row_windows_are_cut_from_cells_built_once_per_data_version(tmp_path, pl
     assert len(built) == 3
 
 
+# ----------------------------------------------------------------- pages: no answer past the cell cap
+
+# The cells of a heatmap answer, by layout; every other field is the same in each page of an answer.
+CELL_KEYS = {"rows": {"values", "status", "rules", "quality_cells", "step_offsets"},
+             "compact": {"cells", "cell_kinds", "cell_bytes", "values", "value_encoding", "step_offsets",
+                         "step_offset_bytes"}}
+MATRICES = ("values", "status", "rules", "quality_cells", "step_offsets")
+
+
+def _matrices(answer: dict, layout: str, window: bool) -> dict:
+    """An answer's cells as matrices of the rows layout (a row window's: a row per row and block sent)."""
+    if layout == "compact":
+        answer = _from_compact_window(answer) if window else _from_compact(answer)
+    return {key: answer[key] for key in MATRICES if key in answer}
+
+
+def test_an_answer_past_the_cell_cap_comes_in_pages_that_add_up_to_the_whole(blocks_run, plugin_client,
+                                                                             monkeypatch):
+    from gradhealth_plugin.serving import responses
+
+    rows = BLOCKS * PER_BLOCK + 2
+    asked = [("health", {"columns": 25}), ("max_abs", {"columns": 25}), ("std", {"start": "40", "end": "89"}),
+             ("health", {})]
+    whole = plugin_client(blocks_run)
+    expected = [(metric, layout, params, whole.ok("/heatmap", run="blocks", role="gradient", metric=metric,
+                                                  layout=layout, **params))
+                for metric, params in asked for layout in ("rows", "compact")]
+    assert all("page" not in full and "rows_sent" not in full for *_, full in expected)
+    built = []
+    original = responses.heatmap_cells
+    monkeypatch.setattr(responses, "heatmap_cells", lambda *a, **k: built.append(a[1:]) or original(*a, **k))
+    # Room for 5 rows of 25 columns, 2 of the window's 50 steps, 1 of all 120 steps.
+    cap = 130
+    for layout in ("rows", "compact"):
+        monkeypatch.setitem(responses.MAX_CELLS, layout, cap)
+    client = plugin_client(blocks_run)
+    for metric, layout, params, full in expected:
+        if layout == "rows":
+            built.clear()
+        pages = client.heatmap_pages(run="blocks", role="gradient", metric=metric, layout=layout, **params)
+        per_page = cap // len(full["steps"])
+        assert len(pages) == -(-rows // per_page) > 1, (metric, layout, params)
+        got = {key: [] for key in _matrices(full, layout, False)}
+        for k, page in enumerate(pages):
+            sent = list(range(k * per_page, min(rows, (k + 1) * per_page)))
+            assert page["rows_sent"] == sent and page["blocks_sent"] == []
+            assert len(sent) * len(page["steps"]) <= cap
+            # Everything but the cells is the whole answer's.
+            assert {key: page[key] for key in full if key not in CELL_KEYS[layout]} == \
+                {key: full[key] for key in full if key not in CELL_KEYS[layout]}
+            if k < len(pages) - 1:
+                rest = f"{sent[-1] + 1}:{rows - 1}" if sent[-1] + 1 < rows - 1 else str(rows - 1)
+                assert page["page"] == {"max_cells": cap, "rows_total": rows, "rows_span": [sent[0], sent[-1]],
+                                        "next": {"rows": rest, "blocks": ""}}
+            for key, matrix in _matrices(page, layout, True).items():
+                got[key] += matrix
+        # The pages together: the whole answer, cell for cell.
+        assert got == _matrices(full, layout, False), (metric, layout, params)
+        # Every page, in either layout, is cut from one build of the cells.
+        assert len(built) == 1, (metric, layout, params)
+
+
+def test_a_row_window_past_the_cell_cap_sends_what_fits_first_and_names_the_rest(blocks_run, plugin_client,
+                                                                                monkeypatch):
+    from gradhealth_plugin.serving import responses
+
+    full = plugin_client(blocks_run).ok("/heatmap", run="blocks", role="gradient", metric="health", columns=25)
+    monkeypatch.setitem(responses.MAX_CELLS, "rows", 5 * 25)
+    client = plugin_client(blocks_run)
+    # Rows 3:5 are block number 1, asked folded: 11 rows and a block, 5 a page, rows first.
+    pages = client.heatmap_pages(run="blocks", role="gradient", metric="health", columns=25, rows="0:13",
+                                 blocks="1")
+    assert [(p["rows_sent"], p["blocks_sent"]) for p in pages] == [
+        ([0, 1, 2, 6, 7], []), ([8, 9, 10, 11, 12], []), ([13], [1])]
+    assert [p.get("page", {}).get("next") for p in pages] == [
+        {"rows": "8:13", "blocks": "1"}, {"rows": "13", "blocks": "1"}, None]
+    for p in pages:
+        _check_window(p, full, p["rows_sent"], p["blocks_sent"])
+    # Blocks alone: the first that fit, no row sent.
+    monkeypatch.setitem(responses.MAX_CELLS, "rows", 2 * 25)
+    client = plugin_client(blocks_run)
+    pages = client.heatmap_pages(run="blocks", role="gradient", metric="health", columns=25, rows="", blocks="0:3")
+    assert [p["blocks_sent"] for p in pages] == [[0, 1], [2, 3]] and pages[0]["page"]["rows_span"] is None
+    assert pages[0]["page"]["next"] == {"rows": "", "blocks": "2:3"}
+    # Rows past the last and malformed rows answer as they did.
+    win = client.ok("/heatmap", run="blocks", role="gradient", columns=25, rows="900")
+    assert win["rows_sent"] == [] and win["values"] == [] and "page" not in win
+    status, body = call(client, "/heatmap", run="blocks", role="gradient", columns=25, rows="1:")
+    assert status == 400 and body["error"]
+
+
 @pytest.fixture(scope="module")
 def two_lengths(tmp_path_factory):
     """Two runs of one sweep, logged every 10 steps: one to step 3990, the other to step 2390."""
@@ -518,3 +609,27 @@ def test_runs_of_different_lengths_asked_for_one_window_are_binned_alike(two_len
     n = len(short["steps"])
     assert n == 24 and short["steps"] == long["steps"][:n]
     assert short["steps_last_text"] == long["steps_last_text"][:n]
+
+
+def test_a_window_reaching_far_past_every_step_is_binned_as_the_window_and_its_steps_fall_where_they_are(
+        long_run, plugin_client):
+    client = plugin_client(long_run)
+    full = client.ok("/heatmap", run="long", role="gradient", metric="health")
+    b = full["layers"].index("b/kernel")
+    # Bins of the window asked for, 100 steps each: the run's 400 steps fill the first four.
+    wide = client.ok("/heatmap", run="long", role="gradient", start="0", end="3999", columns=COLUMNS)
+    assert wide["binned"] is True and wide["steps"] == [0, 100, 200, 300]
+    assert wide["steps_last_text"] == ["99", "199", "299", "399"]
+    # A window reaching a billion times past the last step: every step falls in its first bin (the
+    # tab's axis spans the window, so the run's steps are one column wide on it), the worst of each row.
+    for start, end in (("0", str(10 ** 12)), ("-" + "9" * 30, "9" * 30), ("200", str(10 ** 15))):
+        far = client.ok("/heatmap", run="long", role="gradient", start=start, end=end, columns=COLUMNS)
+        first = max(0, int(start)) if len(start) < 19 else 0
+        assert far["binned"] is True and far["steps"] == [first] and far["steps_last_text"] == [str(STEPS - 1)]
+        assert far["window"]["steps"] == STEPS - first
+        assert [row[0] for row in far["status"]] == [max(row[first:]) for row in full["status"]]
+        if first <= BAD_STEP:
+            assert far["rules"][b] == ["nonfinite"] and far["step_offsets"][b] == [BAD_STEP - first]
+    # A window wholly past the last step holds no step, whatever the budget.
+    past = client.ok("/heatmap", run="long", role="gradient", start=str(10 ** 6), end=str(10 ** 12), columns=COLUMNS)
+    assert past["steps"] == [] and past["binned"] is False and past["values"] == [[], [], []]

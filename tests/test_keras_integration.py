@@ -286,6 +286,16 @@ def test_rows_pair_with_keras_tensorboard_histograms(with_keras_tensorboard, plu
     assert not [n for n in layers if n.endswith("/histogram")]
 
 
+def test_rows_are_the_custom_loop_helpers_with_layers_as_keys(keras_activation_keys_logdir):
+    """The callback and `GradientHealthLogger` given each layer's output keyed by the layer write the
+    same rows for one subclassed model, its ReLU layer without variables among them."""
+    def rows(run):
+        return {(role, layer) for role, layer, _ in read_vectors(keras_activation_keys_logdir / run)}
+
+    assert ("activation", "mlp/relu_0") in rows("callback")
+    assert rows("callback") == rows("by_layer")
+
+
 def test_the_callback_does_not_change_training(tmp_path):
     """Dropout and BatchNorm included: the probe pass restores their state, so fit ends where it would have."""
     def run(with_callback):

@@ -548,8 +548,36 @@ def test_a_fits_log_dir_given_as_the_logdir_pairs_its_top_level_halves(keras_fit
 def test_a_run_no_rule_could_judge_is_not_judged_never_without_warnings(tensorboardx_samples_logdir,
                                                                          loader_client):
     # Histograms of random samples, no role, no loss: every rule needing a role or the loss is not judged,
-    # so "no warnings" (drawn green) would speak for rules that never ran.
+    # so "no warnings" (drawn green) would speak for rules that never ran. Two histograms were logged, of
+    # unknown role: "no data logged" would be wrong too.
     (run,) = loader_client(tensorboardx_samples_logdir).ok("/runs")["runs"]
     assert run["layers"] and run["roles"] == ["other"], run
     assert run["verdict_word"] == "not judged"
-    assert run["verdict"].startswith("not judged (")
+    assert run["verdict"] == ("not judged (no gradient, weight, activation or loss recognised; 2 histogram tags of"
+                              " unknown role: a tag rule in gradhealth.json sets a tag's role)"), run["verdict"]
+
+
+# Said where no row is a gradient: the gradient rules were not judged, and why.
+GRADIENTS_NOT_JUDGED = "exploding and vanishing gradients not judged"
+
+
+@pytest.mark.parametrize("which, unknown", [
+    # Weights ``net/<name>`` and gradients ``net_g/<name>``: two tags name each parameter (16 tags), and
+    # ``logit_scale``, named like no weight, has no role under either prefix.
+    ("torch_own_prefixes_logdir", 18),
+    # Weights ``weights/<name>``, gradients ``backward/<module>/<i>``: no word tells the 9 gradients.
+    ("torch_unnamed_gradients_logdir", 9)])
+def test_a_run_whose_gradients_are_not_recognised_is_not_said_to_log_none(which, unknown, request, plugin_client):
+    # The gradients may well be among the histograms of unknown role: "no gradients logged" would be wrong,
+    # and a person needs to hear how to give them their role.
+    (run,) = plugin_client(request.getfixturevalue(which)).ok("/runs")["runs"]
+    assert "gradient" not in run["roles"] and not run["gradients_judged"], run["roles"]
+    assert run["verdict_word"] == "no warnings", run["verdict"]
+    assert run["verdict"] == (f"no warnings (gradients not recognised among {unknown} histogram tags of unknown role:"
+                              f" {GRADIENTS_NOT_JUDGED}; a tag rule in gradhealth.json sets a tag's role)")
+
+
+def test_a_run_without_gradients_and_nothing_of_unknown_role_logged_none(keras_fit_logdir, plugin_client):
+    # Keras' callback logs weights only, every tag's role known: "no gradients logged" is exactly right.
+    runs = {r["run"]: r for r in plugin_client(keras_fit_logdir).ok("/runs")["runs"]}
+    assert runs["train"]["verdict"].startswith(f"no warnings (no gradients logged: {GRADIENTS_NOT_JUDGED})")

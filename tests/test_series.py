@@ -198,6 +198,34 @@ def test_spikes_ignores_dips_zeros_and_nonfinite_values():
     assert series.spikes(values, Z, WINDOW).tolist() == []
 
 
+# A layer's max|g| around its block's weights being scaled down at one step (logged every 5 steps):
+# the last normal value, 0.0024, was read as a spike 144x above a centred median half made of the tiny
+# values after the drop.
+STEP_DOWN = np.array([0.0031, 0.0036, 0.0029, 0.0033, 0.0041, 0.0035, 0.0027, 0.0030, 0.0044, 0.0038, 0.0032,
+                      0.0024, 1.3e-7, 1.1e-7, 1.5e-7, 1.2e-7, 1.4e-7, 1.0e-7, 1.3e-7, 1.2e-7, 1.6e-7, 1.1e-7])
+
+
+@pytest.mark.parametrize("direction", ["down", "up"])
+def test_spikes_a_level_shift_is_no_spike_at_either_edge(direction):
+    values = STEP_DOWN if direction == "down" else STEP_DOWN[::-1]
+    assert series.spikes(values, Z, WINDOW).tolist() == []
+    # Neither edge stands far above both of its sides.
+    assert np.nanmax(series.spike_jump(values, WINDOW)) < 2.0
+
+
+def test_spikes_a_one_off_beside_a_level_shift_is_still_found():
+    values = STEP_DOWN.copy()
+    values[5] *= 300.0  # one bad batch before the drop
+    assert series.spikes(values, Z, WINDOW).tolist() == [5]
+    assert series.spike_jump(values, WINDOW)[5] > 100.0
+    # At the last value before the drop and the first after it, the one side there is.
+    assert series.spikes(np.r_[STEP_DOWN[:11], 1.0, STEP_DOWN[12:]], Z, WINDOW).tolist() == [11]
+    assert series.spikes(np.r_[STEP_DOWN[:12], 1.0, STEP_DOWN[13:]], Z, WINDOW).tolist() == [12]
+    # Above the level after the drop but below the one before: not above both sides.
+    assert series.spikes(np.r_[STEP_DOWN[:12], 1e-4, STEP_DOWN[13:]], Z, WINDOW).tolist() == []
+    assert series.spikes(np.r_[STEP_DOWN, 1.0], Z, WINDOW).tolist() == [len(STEP_DOWN)]
+
+
 def test_spikes_empty_and_short_series():
     assert series.spikes(np.zeros(0), Z, WINDOW).tolist() == []
     # Too short to know the noise: whatever comes back must be the only candidate.

@@ -315,3 +315,43 @@ def test_a_long_runs_strip_bins_equal_stretches_of_steps_not_of_logged_steps(tmp
     assert [int(s // width) for s in firsts] == sorted({int(s // width) for s in steps})
     assert firsts[:4] == [0, 84, 167, 300] and lasts[:3] == [83, 166, 199]
     assert lasts[-1] == 10_000 and strip["steps_text"][:4] == ["0", "84", "167", "300"]
+
+
+def _told_in_own_axis(report: dict, k: dict) -> dict:
+    """The finding a sweep kind was taken from: of its run and kind, at its severity and first step."""
+    return next(f for f in report["findings"] if (f["run"], f["kind"], f["severity"], f["first_step"]) ==
+                (k.get("run", f["run"]), k["kind"], k["severity"], k["first_step"]) and f.get("axis") == k["axis"])
+
+
+def test_a_kind_told_in_its_own_step_axis_names_that_axis(capsys):
+    """demo/runs/sweep's lr_1_sgd/validation, a Keras fit's validation half: its loss turns NaN, told per
+    iteration and per epoch, written about step 28. Its sweep line names the onset on the finding's own
+    axis, as the finding says it, not as a bare step 28 of the layers' axis."""
+    from tests.conftest import REPO
+
+    argv = ["report", REPO / "demo" / "runs" / "sweep", "--run", "lr_1_sgd/validation", "--by-hparams"]
+    code, out, err = _cli(capsys, *argv, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    (line,) = report["sweep"]["runs"]
+    (k,) = [k for k in line["kinds"] if k["kind"] == "nonfinite"]
+    axis = _told_in_own_axis(report, k)["axis"]
+    assert axis is not None and k["axis"] == axis
+    assert k["onset_text"] == f"{axis['unit']} {axis['first_step']}" and k["first_step"] == 28
+    assert line["worst"]["onset_text"] == k["onset_text"]
+    code, out, err = _cli(capsys, *argv)
+    assert f"nonfinite ({k['onset_text']}, " in out, out
+
+
+def test_a_keras_trials_kind_found_per_iteration_names_it(keras_sigmoid_at_chance_logdir, plugin_client):
+    """A real Keras fit: the validation half's stall is told from iteration 7, on its own axis; the trial's
+    line says so beside the train half's steps (epochs), never as one of them."""
+    client = plugin_client(keras_sigmoid_at_chance_logdir)
+    (line,) = client.ok("/sweep")["runs"]
+    findings = {"findings": [f for run in ("train", "validation") for f in client.ok("/findings", run=run)["findings"]]}
+    told = [k for k in line["kinds"] if k["axis"] is not None]
+    assert told, line["kinds"]
+    for k in told:
+        axis = _told_in_own_axis(findings, k)["axis"]
+        assert k["onset_text"] == f"{axis['unit']} {axis['first_step']}"
+    assert all(k["onset_text"] == f"step {k['first_step']}" for k in line["kinds"] if k["axis"] is None)

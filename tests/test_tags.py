@@ -331,6 +331,40 @@ def test_pairing_leaves_ambiguous_and_distinct_names_alone():
     assert rows["weights/dense_1"] == ("dense_1", WEIGHT)
 
 
+@pytest.mark.parametrize("gradient, value", [
+    ("conv1.weight/gradient", "conv1.weight/value"),  # one path component apart
+    ("conv1.weight_grad", "conv1.weight_value"),  # one suffix apart
+    ("gradients/conv1.weight", "model/conv1.weight"),  # one leading component apart
+    ("grads/conv1.weight", "values/conv1.weight"),
+])
+def test_a_tag_one_word_from_a_gradient_is_its_parameters_value(gradient, value):
+    rows = {tag: tags.classify_histogram(tag) for tag in (gradient, value)}
+    assert rows[value].layer != "conv1.weight" or rows[value].decided_by != tags.BY_PAIRING
+    paired = {i.tag: i for i in tags.pair_rows(list(rows.values()))}
+    assert (paired[value].layer, paired[value].role, paired[value].decided_by) == (
+        "conv1.weight", WEIGHT, tags.BY_PAIRING)
+    assert (paired[gradient].layer, paired[gradient].role) == ("conv1.weight", GRADIENT)
+    assert paired[value].kind == "kernel" and paired[value].group == "conv1"
+
+
+@pytest.mark.parametrize("names", [
+    ("fc1/gradient", "fc1/activation"),  # a role word says what the other tag is
+    ("fc1.weight/grad", "fc1.weight/exp_avg"),  # an optimizer's state of the parameter
+    ("grads/fc1.weight", "adam_m/fc1.weight"),
+    ("fc1.weight/grad", "fc1.weight/first", "fc1.weight/second"),  # two could be its value: no guess
+    ("grads/fc1", "gradients/fc1", "model/fc1"),  # two gradients could claim it: no guess
+    ("fc1/gradient", "fc2/value"),  # more than one word apart
+])
+def test_a_tag_beside_a_gradient_is_not_its_value_where_a_word_or_a_rival_says_otherwise(names):
+    before = {i.tag: (i.layer, i.role) for i in (tags.classify_histogram(t) for t in names)}
+    assert _rows(list(names)) == before
+
+
+def test_a_rule_keeps_its_role_beside_a_gradient():
+    user = rules({"pattern": r"^(?P<layer>.+)/value$", "role": "other"})
+    assert _rows(["fc1.weight/gradient", "fc1.weight/value"], user)["fc1.weight/value"] == ("fc1.weight", tags.OTHER)
+
+
 def test_each_tag_says_how_its_role_was_decided():
     user = rules({"pattern": r"^mine/(?P<layer>.+)$", "role": "gradient"})
     assert tags.classify_histogram("mine/fc1", (), user).decided_by == tags.BY_RULE
@@ -365,6 +399,18 @@ def test_weights_named_alike_under_other_prefixes_share_a_parameter():
 ])
 def test_different_parameters_or_roles_share_no_name(names):
     assert tags.weights_sharing_a_name(_infos(*names)) == []
+
+
+def test_repeated_blocks_share_no_name_unless_a_prefix_differs_beyond_numbers():
+    blocks = [f"block_{i}/ln_1/gamma" for i in range(3)] + [f"h/{i}/attn/weight" for i in (3, 4, 10)]
+    assert tags.weights_sharing_a_name(_infos(*blocks)) == []
+    # A second prefix beside the blocks still names each block's parameter twice.
+    groups = tags.weights_sharing_a_name(_infos("net/block_0/fc.weight", "net/block_1/fc.weight",
+                                                "net_g/block_0/fc.weight"))
+    assert [sorted(i.tag for i in g) for g in groups] == [
+        ["net/block_0/fc.weight", "net/block_1/fc.weight", "net_g/block_0/fc.weight"]]
+    a, b, c = groups[0]
+    assert not tags.views_of_one_parameter(a, b) and tags.views_of_one_parameter(a, c)
 
 
 def test_a_role_word_or_a_rule_says_weight_beyond_the_parameter_word():

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin.writing import format as fmt
+from gradhealth_plugin.writing.names import output_name, parameter_layers, scoped_name
 from gradhealth_plugin.writing.reference import stats_numpy, update_ratio_numpy
+from tests.logdirs import ACTIVATION_KEYS
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -112,6 +114,20 @@ def test_variable_names():
     layer = keras.layers.Dense(2, name="proj")
     layer.build((None, 3))
     assert variable_name(layer.kernel) == "proj/kernel"
+
+
+def test_an_output_key_is_taken_apart_as_the_parameters_names():
+    layers = parameter_layers(["mlp/dense_0/kernel", "mlp/dense_0/bias", "mlp/block/dense/kernel",
+                               "head/dense/kernel", "Variable_1"])
+    assert layers == ["mlp/dense_0", "mlp/block/dense", "head/dense"]
+    for key in ("dense_0", "mlp/dense_0", "model/mlp/dense_0"):
+        assert output_name(key, layers) == "mlp/dense_0"
+    assert output_name("block/dense", layers) == "mlp/block/dense"
+    assert output_name("dense", layers) == "dense"  # two layers fit: neither is guessed
+    assert output_name("ense_0", layers) == "ense_0"  # whole parts, not characters
+    assert output_name("hidden", layers) == "hidden"
+    assert scoped_name("relu", ["mlp/dense_0", "mlp/dense_1"]) == "mlp/relu"
+    assert scoped_name("relu", ["mlp/dense_0", "head/dense"]) == "relu"
 
 
 # ---------------------------------------------------------------------------
@@ -226,6 +242,34 @@ def test_plugin_reads_them_as_exact(custom_loop, plugin_client):
     assert ratio["quality"] == "exact"
     np.testing.assert_allclose(ratio["value"], update_ratio_numpy(
         seen[LOGGED[1]]["before"][0], seen[LOGGED[1]]["after"][0]), rtol=1e-7)
+
+
+# ---------------------------------------------------------------------------
+# Activations keyed the ways a Keras 3 loop names a layer (tests/logdirs.py)
+
+MLP_LAYERS = {"mlp/dense_0", "mlp/dense_1"}
+MLP_OUTPUTS = {"path": MLP_LAYERS, "name": MLP_LAYERS | {"relu_0"}, "layer": MLP_LAYERS | {"mlp/relu_0"}}
+
+
+@pytest.mark.parametrize("keys", ACTIVATION_KEYS)
+def test_an_activation_is_named_as_its_layers_parameters(keras_activation_keys_logdir, keys):
+    """Keyed by the layer's path, its name or the layer, an output is written under the layer its
+    variables are filed under; a layer without variables keyed by name keeps the name, keyed by
+    the layer it is named in the model's scope."""
+    vectors = read_vectors(keras_activation_keys_logdir / f"by_{keys}")
+    parameters = {layer for role, layer, _ in vectors if role == "gradient"}
+    assert {layer.rsplit("/", 1)[0] for layer in parameters} == MLP_LAYERS
+    assert {layer for role, layer, _ in vectors if role == "activation"} == MLP_OUTPUTS[keys]
+
+
+def test_the_tab_files_each_output_with_its_layers_parameters(keras_activation_keys_logdir, plugin_client):
+    runs = plugin_client(keras_activation_keys_logdir, samples={"gradhealth": 500}).ok("/runs")["runs"]
+    by_run = {run["run"]: run["layers"] for run in runs}
+    for keys in ACTIVATION_KEYS:
+        layers = by_run[f"by_{keys}"]
+        parameters = {layer["group"] for layer in layers if "gradient" in layer["roles"]}
+        outputs = {layer["group"] for layer in layers if "activation" in layer["roles"]}
+        assert parameters == MLP_LAYERS and parameters <= outputs, (keys, layers)
 
 
 @pytest.fixture(scope="module")

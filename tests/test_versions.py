@@ -208,3 +208,26 @@ def test_an_event_added_and_purged_again_is_not_the_same_held(tmp_path):
     assert [e.step for e in kept] == list(range(STEPS))
     assert provider._Held(client.multiplexer, ["run"]) != held
     assert provider._Held(client.multiplexer, ["other"]) == provider._Held(client.multiplexer, ["other"])
+
+
+def test_what_is_held_is_read_from_the_reservoirs_without_copying_their_events(tmp_path, monkeypatch):
+    """`_Held` takes each tag's count of kept events and its last one as ``Tensors`` gives them,
+    without asking ``Tensors`` for them (a copy of every kept event, per tag and per request)."""
+    from gradhealth_plugin.reading import provider
+
+    logdir = _logdir(tmp_path, np.random.default_rng(14))
+    client = PluginClient(logdir)
+    acc = client.multiplexer.GetAccumulator("run")
+    tags = [tag for tag in acc.AllSummaryMetadata() if tag in acc.tensors_by_tag]
+    assert tags
+    copied = {tag: acc.Tensors(tag) for tag in tags}
+    assert provider._kept_count_and_last(acc, "no/such/tag") == (None, None)
+
+    def no_copy(tag):
+        raise AssertionError(f"every kept event of {tag} copied")
+
+    monkeypatch.setattr(acc, "Tensors", no_copy)
+    for tag in tags:
+        count, last = provider._kept_count_and_last(acc, tag)
+        assert (count, last) == (len(copied[tag]), copied[tag][-1])
+        assert last is copied[tag][-1]

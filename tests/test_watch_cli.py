@@ -278,3 +278,47 @@ def test_vanishing_is_said_once_it_held_as_the_rule_states(consecutive, said_at)
     announcer = alerts.Announcer(alerts.Alert("warn", kinds=["vanishing_gradients"], consecutive=consecutive))
     said = [(rd.last_step, event) for rd, found in _series(scales) for event in announcer.update(rd, found)]
     assert [(step, e.finding.first_step, e.steps) for step, e in said] == [(said_at, 20, (said_at - 20) // 5 + 1)]
+
+
+# What cannot be read: said as `gradhealth report` says it, once per tag, however often the run is read.
+
+def _odd_counts_steps(rng, first):
+    """Five steps from `first`: fc1 fine, fc2's counts negative at each, fc3's edges decreasing at the first."""
+    from tests.test_bad_input import event, hist_value, normal_buckets
+
+    events = []
+    for step in range(first, first + 5):
+        good = normal_buckets(rng)
+        events.append(event(step, hist_value("gradients/fc1", good), hist_value("gradients/fc2", good * [1, 1, -1]),
+                            hist_value("gradients/fc3", good[:, [1, 0, 2]] if step == first else good),
+                            wall_time=time.time()))
+    return events
+
+
+def test_each_tag_that_cannot_be_read_is_said_once_however_often_the_run_grows(tmp_path, monkeypatch):
+    import io
+    import types
+
+    from gradhealth_plugin import follow
+    from tests.test_bad_input import append_events, new_event_file
+
+    rng = np.random.default_rng(2)
+    path = new_event_file(tmp_path / "run")
+    append_events(path, _odd_counts_steps(rng, 0))
+    slept = []
+
+    def sleep(_):  # between polls: five more steps, until the third
+        slept.append(1)
+        if len(slept) == 3:
+            raise KeyboardInterrupt
+        append_events(path, _odd_counts_steps(rng, 5 * len(slept)))
+
+    monkeypatch.setattr(follow, "time", types.SimpleNamespace(monotonic=time.monotonic, time=time.time, sleep=sleep))
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        follow.watch(follow.Options(logdir=str(tmp_path), alert=alerts.Alert("warn"), interval=0.01), out, err)
+    assert len(slept) == 3 and "Traceback" not in err.getvalue()
+    assert [line for line in out.getvalue().splitlines() if "unreadable" in line] == [
+        "run: unreadable tag gradients/fc2: negative counts at step 0",
+        "run: unreadable steps of tag gradients/fc3: 1 of 5 steps read hold no histogram and are no data;"
+        " the first: bucket edges decrease at step 0"]

@@ -29,6 +29,14 @@ export interface LayerInfo {
 /** A severity name from the vocabulary (info, warn, critical). */
 export type Severity = string;
 
+/** A histogram tag read but for `steps` of its `of` steps read, which hold no histogram; `why` says the first. */
+export interface UnreadableSteps {
+  tag: string;
+  steps: number;
+  of: number;
+  why: string;
+}
+
 export interface RunInfo {
   run: string;
   layers: LayerInfo[];
@@ -69,6 +77,8 @@ export interface RunInfo {
   error: string | null;
   /** Tags left out because what they hold cannot be read, each with why. */
   unreadable: { tag: string; why: string }[];
+  /** Histogram tags read but for some steps, which hold no histogram (no data there), with how many and the first. */
+  unreadable_steps: UnreadableSteps[];
   /** The training many workers logged that this run is one rank of; null when it is none. */
   training: Training | null;
   /**
@@ -504,6 +514,14 @@ export function parseRuns(body: unknown): RunsResponse {
             .filter(isRecord)
             .map((u) => ({ tag: String(u.tag ?? ""), why: String(u.why ?? "") }))
         : [],
+      unreadable_steps: Array.isArray(r.unreadable_steps)
+        ? r.unreadable_steps.filter(isRecord).map((u) => ({
+            tag: String(u.tag ?? ""),
+            steps: typeof u.steps === "number" ? u.steps : 0,
+            of: typeof u.of === "number" ? u.of : 0,
+            why: String(u.why ?? ""),
+          }))
+        : [],
     };
   });
   return { runs, config_problems: stringArray(body.config_problems) };
@@ -917,14 +935,19 @@ export function parseFindings(body: unknown): FindingsResponse {
     if (typeof f.period === "number") out.period = f.period;
     if (typeof f.artefact === "boolean") out.artefact = f.artefact;
     if (typeof f.cause === "string") out.cause = f.cause;
-    const axis = isRecord(f.axis) ? f.axis : null;
-    const [first, last] = axis ? [stepField(axis, "first_step"), stepField(axis, "last_step")] : [null, null];
-    if (axis && typeof axis.unit === "string" && first !== null && last !== null) {
-      out.axis = { unit: axis.unit, other: axis.other === true, first_step: first, last_step: last };
-    }
+    const axis = parseFindingAxis(f.axis);
+    if (axis) out.axis = axis;
     return out;
   });
   return { run: typeof body.run === "string" ? body.run : "", findings };
+}
+
+/** A finding's own step axis (`Finding.axis`, also a sweep kind's); null where absent or malformed. */
+export function parseFindingAxis(v: unknown): FindingAxis | null {
+  const axis = isRecord(v) ? v : null;
+  const [first, last] = axis ? [stepField(axis, "first_step"), stepField(axis, "last_step")] : [null, null];
+  if (!axis || typeof axis.unit !== "string" || first === null || last === null) return null;
+  return { unit: axis.unit, other: axis.other === true, first_step: first, last_step: last };
 }
 
 /** A list of [first, last] step pairs; pairs that are not two steps are left out. */
@@ -1101,7 +1124,36 @@ export async function fetchHeatmap(
     params.rows = spansText(part.rows ?? []);
     params.blocks = spansText(part.blocks ?? []);
   }
-  return parseHeatmap(await getJson("heatmap", params, fetchFn));
+  let body = await getJson("heatmap", params, fetchFn);
+  let h = parseHeatmap(body);
+  // An answer of more cells than the server sends at once holds the first rows that fit and names the
+  // rest (`page.next`): asked for in turn and merged, so the caller gets every row it asked for.
+  for (let next = pageNext(body); next !== null; next = pageNext(body)) {
+    if (next.rows === params.rows && next.blocks === params.blocks) break; // no progress: a broken server
+    params.rows = next.rows;
+    params.blocks = next.blocks;
+    body = await getJson("heatmap", params, fetchFn);
+    const both = mergeRows(h, parseHeatmap(body));
+    // The data changed between pages: the rows merged so far stay, the others are marked not loaded.
+    if (both === null) break;
+    h = both;
+  }
+  return part.rows || part.blocks ? h : wholeOf(h);
+}
+
+/** The rows and blocks a paged heatmap answer names to ask for next; null for a last or only answer. */
+export function pageNext(body: unknown): { rows: string; blocks: string } | null {
+  const page = isRecord(body) && isRecord(body.page) ? body.page : null;
+  const next = page && isRecord(page.next) ? page.next : null;
+  if (!next) return null;
+  if (typeof next.rows !== "string" || typeof next.blocks !== "string") throw malformed("heatmap.page.next must name rows and blocks");
+  return { rows: next.rows, blocks: next.blocks };
+}
+
+/** Pages of an answer of every row, once every row has arrived, as that answer in one piece. */
+function wholeOf(h: Heatmap): Heatmap {
+  if (!h.loaded || !h.loaded.every((x) => x === 1)) return h;
+  return { ...h, loaded: null, rowWorst: null, blockNames: [], blockWorst: new Map(), blockRows: new Map(), valueRange: null };
 }
 
 export async function fetchFindings(run: string, fetchFn?: FetchLike): Promise<FindingsResponse> {

@@ -17,7 +17,7 @@ import { ROW_MIN_H, unionSpans } from "./layout";
 import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
 import { errorText } from "./json";
 import { buildLegend, legendMarks } from "./legend";
-import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote } from "./messages";
+import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote, unreadableStepsNote } from "./messages";
 import { FindingsList, roleToOpen, RunList, runToShow, worstRun } from "./panels";
 import { matchesFilter, orderRows, rowSeverity } from "./rows";
 import { keptLayers, summaryText } from "./summary";
@@ -542,7 +542,11 @@ export class App {
     const notes = [run.sampling?.message ?? null, run.scalars_sampling].filter((m): m is string => m !== null);
     this.samplingNote.hidden = notes.length === 0;
     this.samplingNote.textContent = notes.join(" ");
-    const coverage = [run.coverage_note, unreadableNote(run.unreadable)].filter((n): n is string => n !== null);
+    const coverage = [
+      run.coverage_note,
+      unreadableNote(run.unreadable),
+      unreadableStepsNote(run.unreadable_steps),
+    ].filter((n): n is string => n !== null);
     this.coverageNote.hidden = coverage.length === 0;
     this.coverageNote.textContent = coverage.join(" ");
     this.drawRunPickers();

@@ -1,7 +1,7 @@
 // What the page says when there is nothing to draw: how to log data, a run without
 // layers, and the message boxes that carry those texts and errors.
 
-import type { RunInfo } from "./api";
+import type { RunInfo, UnreadableSteps } from "./api";
 import { button, el } from "./dom";
 import { callText } from "./format";
 
@@ -103,6 +103,15 @@ export function noRolesMessage(run: RunInfo, open: (run: string) => void = () =>
   }
   out.push(...howToLog());
   return out;
+}
+
+/** One sentence on the histogram tags read but for some steps, which are no data, naming a few; null when none. */
+export function unreadableStepsNote(tags: readonly UnreadableSteps[], named = 3): string | null {
+  if (tags.length === 0) return null;
+  const shown = tags.slice(0, named).map((u) => `${u.tag} (${u.steps} of ${u.of} steps; the first: ${u.why})`);
+  const more = tags.length - shown.length;
+  const n = tags.length;
+  return `No data at some steps of ${n} tag${n === 1 ? "" : "s"}, whose tensors there are no histograms: ${shown.join("; ")}${more > 0 ? `; and ${more} more` : ""}.`;
 }
 
 /** One sentence on the tags the server could not read, naming a few; null when it read them all. */

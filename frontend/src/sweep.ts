@@ -4,10 +4,11 @@
 // by text and kind; a click opens the run's heatmap. Plain DOM built once per answer:
 // sorting and filtering move and hide the rows they have, so 200 runs stay responsive.
 
-import { getJson, parseSampling } from "./api";
-import type { FetchLike, RunInfo } from "./api";
+import { getJson, parseFindingAxis, parseSampling } from "./api";
+import type { FetchLike, FindingAxis, RunInfo } from "./api";
 import { statusColor, statusName } from "./colors";
 import { el, setOptions } from "./dom";
+import { spansText } from "./findings";
 import { DEFAULT_SWEEP, isSweepColumn } from "./hash";
 import type { SweepViewState } from "./hash";
 import { isRecord, malformed } from "./json";
@@ -23,7 +24,10 @@ export type HparamValue = number | string | boolean;
 export interface SweepKind {
   kind: string;
   severity: string;
+  /** Its first step on the layers' axis. */
   first_step_text: string;
+  /** The finding's own step axis (an epoch's loss), with its steps there; null: the layers' axis. */
+  axis: FindingAxis | null;
   layer: string | null;
   /** The run it was found in (a trial's validation run, say); "" when the line's own. */
   run: string;
@@ -72,7 +76,16 @@ function hparamValues(v: unknown): Record<string, HparamValue> {
 
 function parseKind(k: unknown): SweepKind | null {
   if (!isRecord(k) || typeof k.kind !== "string") return null;
-  return { kind: k.kind, severity: str(k.severity) ?? "", first_step_text: str(k.first_step_text) ?? "", layer: str(k.layer), run: str(k.run) ?? "" };
+  return {
+    kind: k.kind, severity: str(k.severity) ?? "", first_step_text: str(k.first_step_text) ?? "", axis: parseFindingAxis(k.axis),
+    layer: str(k.layer), run: str(k.run) ?? "",
+  };
+}
+
+/** Where a kind starts, as the findings cards say it: on its finding's own axis where it has one ("epoch 3"),
+ * else "step 120" on the layers' axis. */
+export function onsetText(k: Pick<SweepKind, "first_step_text" | "axis">): string {
+  return k.axis ? spansText([[k.axis.first_step, k.axis.first_step]], 1, k.axis) : `step ${k.first_step_text}`;
 }
 
 /** Checks the parts of a sweep answer the view relies on; tolerates extra fields. */
@@ -339,11 +352,24 @@ export function worstBadge(line: SweepLine): { text: string; cls: string } {
   return { text: kindLabel(line.worst.kind), cls };
 }
 
+/**
+ * A kind's chip: "<label> \u00b7 <onset> \u00b7 <first layer>" and its hover text. A bare onset number is a step
+ * of the layers' axis, as the column's header says; one on its finding's own axis names it ("epoch 3").
+ */
+export function kindChipText(k: SweepKind, lineRun: string): { text: string; title: string } {
+  const where = [`from ${onsetText(k)}`, k.layer ? `first at ${k.layer}` : "", k.run && k.run !== lineRun ? `in ${k.run}` : ""];
+  const onset = k.axis ? onsetText(k) : k.first_step_text;
+  return {
+    text: `${kindLabel(k.kind)} \u00b7 ${onset}${k.layer ? ` \u00b7 ${k.layer}` : ""}`,
+    title: `${kindLabel(k.kind)} (${k.severity}) ${where.filter(Boolean).join(", ")}`,
+  };
+}
+
 function kindChip(k: SweepKind, line: SweepLine): HTMLElement {
-  const where = [`from step ${k.first_step_text}`, k.layer ? `first at ${k.layer}` : "", k.run && k.run !== line.run ? `in ${k.run}` : ""];
-  const chip = el("span", `gh-badge gh-sev-${k.severity}`, `${kindLabel(k.kind)} \u00b7 ${k.first_step_text}${k.layer ? ` \u00b7 ${k.layer}` : ""}`);
+  const { text, title } = kindChipText(k, line.run);
+  const chip = el("span", `gh-badge gh-sev-${k.severity}`, text);
   chip.dataset.kind = k.kind;
-  chip.title = `${kindLabel(k.kind)} (${k.severity}) ${where.filter(Boolean).join(", ")}`;
+  chip.title = title;
   return chip;
 }
 

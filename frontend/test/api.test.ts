@@ -124,6 +124,7 @@ describe("parseRuns", () => {
       scalars: {},
       unclassified: [],
       unreadable: [],
+      unreadable_steps: [],
       steps_kept: 0,
       last_step: null,
       steps_logged: null,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseRuns } from "../src/api";
-import { quotedPieces, unreadableNote } from "../src/messages";
+import { quotedPieces, unreadableNote, unreadableStepsNote } from "../src/messages";
 
 describe("unreadableNote", () => {
   it("is null when every tag was read", () => {
@@ -19,6 +19,27 @@ describe("unreadableNote", () => {
     const body = { runs: [{ run: "r", unreadable: [{ tag: "x", why: "metadata names role ''" }, 3, null] }] };
     expect(parseRuns(body).runs[0].unreadable).toEqual([{ tag: "x", why: "metadata names role ''" }]);
     expect(parseRuns({ runs: [{ run: "r" }] }).runs[0].unreadable).toEqual([]);
+  });
+});
+
+describe("unreadableStepsNote", () => {
+  it("is null when no tag has such steps", () => {
+    expect(unreadableStepsNote([])).toBeNull();
+  });
+
+  it("names the tags, how many of their steps and the first, a few of them", () => {
+    const tags = ["a", "b", "c", "d"].map((tag) => ({ tag, steps: 2, of: 40, why: "negative counts at step 8" }));
+    expect(unreadableStepsNote(tags.slice(0, 1))).toBe(
+      "No data at some steps of 1 tag, whose tensors there are no histograms: a (2 of 40 steps; the first: negative counts at step 8).",
+    );
+    expect(unreadableStepsNote(tags)).toMatch(/^No data at some steps of 4 tags, .*; c \(2 of 40 steps; .*\); and 1 more\.$/);
+  });
+
+  it("reads the runs route's unreadable_steps list, ignoring what is not an entry", () => {
+    const entry = { tag: "x", steps: 1, of: 4, first_step: 2, why: "bucket edges decrease at step 2" };
+    const body = { runs: [{ run: "r", unreadable_steps: [entry, "y", null] }] };
+    expect(parseRuns(body).runs[0].unreadable_steps).toEqual([{ tag: "x", steps: 1, of: 4, why: entry.why }]);
+    expect(parseRuns({ runs: [{ run: "r" }] }).runs[0].unreadable_steps).toEqual([]);
   });
 });
 

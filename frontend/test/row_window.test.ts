@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fetchHeatmap, mergeRows, parseHeatmap, rowLoaded, spansText } from "../src/api";
+import { fetchHeatmap, mergeRows, pageNext, parseHeatmap, rowLoaded, spansText } from "../src/api";
 import type { FetchLike } from "../src/api";
 import { foldHeatmap, layerAt } from "../src/fold";
 import { orderRows, rowSeverity } from "../src/rows";
@@ -84,4 +84,40 @@ describe("row windows", () => {
     expect(both?.blockRows.has("b")).toBe(true);
     expect(mergeRows(h, parseHeatmap(windowBody([3], false, [0, 10, 30])))).toBeNull();
   });
+
+  it("follows the pages of an answer cut to fit, and gives what was asked for in one piece", async () => {
+    // The whole answer of x, b.0, b.1, y, as the server sends it when it fits.
+    const whole = windowBody([0, 1, 2, 3], false);
+    for (const key of ["rows_sent", "blocks_sent", "block_names", "block_members", "row_worst", "row_worst_columns",
+      "block_worst", "block_worst_columns", "value_range"]) delete whole[key];
+    const page = (rows: number[], withBlock: boolean, next: Record<string, string> | null): Record<string, unknown> =>
+      next ? { ...windowBody(rows, withBlock), page: { max_cells: 6, rows_total: 4, rows_span: [rows[0], rows[rows.length - 1]], next } }
+        : windowBody(rows, withBlock);
+    const asked: string[] = [];
+    const serve = (answers: Record<string, Record<string, unknown>>): FetchLike => async (url) => {
+      const q = new URL(String(url), "http://x/").searchParams;
+      const key = q.has("rows") ? `${q.get("rows")}|${q.get("blocks")}` : "whole";
+      asked.push(key);
+      return new Response(JSON.stringify(answers[key]), { status: 200 });
+    };
+    const paged = await fetchHeatmap("r", "gradient", "health", serve({
+      whole: page([0, 1], false, { rows: "2:3", blocks: "" }),
+      "2:3|": windowBody([2, 3], false),
+    }), {});
+    expect(asked).toEqual(["whole", "2:3|"]);
+    expect(paged).toEqual(parseHeatmap(whole));
+    // A row window cut within its rows: the rest of them, then the block asked for.
+    asked.length = 0;
+    const win = await fetchHeatmap("r", "gradient", "health", serve({
+      "0:3|0": page([0], false, { rows: "3", blocks: "0" }),
+      "3|0": windowBody([3], true),
+    }), { rows: [0, 1, 2, 3], blocks: [0] });
+    expect(asked).toEqual(["0:3|0", "3|0"]);
+    expect(Array.from(win.loaded ?? [])).toEqual([1, 0, 0, 1]);
+    expect(win.values[3]).toEqual([0.6, 0.5, 0.4]);
+    expect(win.blockRows.get("b")?.members).toEqual([2, 1, 1]);
+    expect(pageNext(windowBody([0], false))).toBeNull();
+    expect(() => pageNext({ page: { next: { rows: 1 } } })).toThrow();
+  });
 });
+

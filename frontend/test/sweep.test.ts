@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compareValues, filterLines, kindsFound, parseSweep, sortLines, STRIP_WIDTH_PX, stripColumnAt, stripColumnText, stripEdges, worstBadge } from "../src/sweep";
+import { compareValues, filterLines, kindChipText, kindsFound, parseSweep, sortLines, STRIP_WIDTH_PX, stripColumnAt, stripColumnText, stripEdges, worstBadge } from "../src/sweep";
 import type { SweepLine } from "../src/sweep";
 import fixture from "./fixtures/vocabulary.json";
 
@@ -9,7 +9,7 @@ function line(name: string, hparams: SweepLine["hparams"], kinds: string[] = [],
   return {
     run: `${name}/train`, name, error: null, hparams, worst_severity: worst, worst_status: worst ?? "ok", gradients_judged: true, sampling: null, verdict_word: null,
     worst: kinds.length ? { kind: kinds[0], severity: worst ?? "warn", message: "", first_step_text: "0", layer: null, role: null } : null,
-    kinds: kinds.map((kind) => ({ kind, severity: worst ?? "warn", first_step_text: "0", layer: "dense", run: "" })),
+    kinds: kinds.map((kind) => ({ kind, severity: worst ?? "warn", first_step_text: "0", axis: null, layer: "dense", run: "" })),
     strip: { steps_text: [], last_steps_text: [], status: [] },
   };
 }
@@ -89,6 +89,32 @@ describe("sweep answer", () => {
     expect(s.lines[1]).toMatchObject({ name: "broken", error: "could not be read", kinds: [], worst: null });
     expect(s.splits).toHaveLength(1);
     expect(() => parseSweep({ lines: [] })).toThrow();
+  });
+});
+
+describe("sweep kinds told in their own step axis", () => {
+  const label = fixture.kinds[0].label;
+  const kind = (first_step_text: string, axis: unknown) => ({ kind: KINDS[0], severity: "warn", first_step: Number(first_step_text), first_step_text, axis, layer: "epoch_loss", run: "t/validation" });
+  const kinds = parseSweep({
+    runs: [{ run: "t/train", kinds: [
+      // Keras' epoch_loss: NaN from epoch 3, written where the layers' axis was at step 28.
+      kind("28", { unit: "epoch", other: true, first_step: 3, last_step: 9, first_step_text: "3", last_step_text: "9" }),
+      kind("28", { unit: "step", other: true, first_step: 3, last_step: 9 }),
+      kind("120", null),
+    ] }],
+  }).lines[0].kinds;
+
+  it("name the finding's own axis and its step there, as its card does; the layers' axis keeps its step", () => {
+    expect(kinds[0].axis).toEqual({ unit: "epoch", other: true, first_step: 3n, last_step: 9n });
+    const { text, title } = kindChipText(kinds[0], "t/train");
+    expect(text).toBe(`${label} \u00b7 epoch 3 \u00b7 epoch_loss`);
+    expect(title).toBe(`${label} (warn) from epoch 3, first at epoch_loss, in t/validation`);
+    expect(kindChipText(kinds[1], "t/train").text).toBe(`${label} \u00b7 step 3 of its own axis \u00b7 epoch_loss`);
+    // On the layers' axis: the bare step, as the column's header says.
+    expect(kinds[2].axis).toBeNull();
+    const onLayers = kindChipText(kinds[2], "t/train");
+    expect(onLayers.text).toBe(`${label} \u00b7 120 \u00b7 epoch_loss`);
+    expect(onLayers.title).toContain("from step 120");
   });
 });
 

@@ -213,12 +213,18 @@ def first_jump(jumps: List[tuple]) -> Optional[int]:
 
 def name_learning_rate_jumps(findings: List[Finding], jumps: List[tuple], factor: float) -> None:
     """Names each learning-rate jump of `learning_rate_jumps` as the cause of its blow-up: "the learning
-    rate rose 100x at step 40, 2 steps before it began". The symptoms `name_causes` laid on a learning
-    rate too high, from the earliest jump on, share that jump as their cause."""
+    rate rose 100x at step 40, 2 steps before it began". A blow-up that begins inside one the jump caused
+    (the loss's last value before it turns NaN) is part of it and shares its cause; so do the symptoms
+    `name_causes` laid on a learning rate too high, from the earliest jump on."""
     for f, tag, rise in jumps:
         _name_jump(f, tag, rise, factor)
     if not jumps:
         return
+    for f in findings:
+        if f.kind in _BLOW_UPS and f.cause is None:
+            inside = next(((tag, rise) for g, tag, rise in jumps if g.first_step <= f.first_step <= g.last_step), None)
+            if inside is not None:
+                _name_jump(f, *inside, factor)
     _, tag, rise = min(jumps, key=lambda j: j[2][0])
     for f in findings:
         if f.cause == "learning_rate_too_high" and f.first_step >= rise[0]:

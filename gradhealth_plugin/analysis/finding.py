@@ -31,16 +31,23 @@ class Axis:
     first_step: int
     last_step: int
 
+    def _own(self) -> str:
+        """What tells another axis whose unit no name tells from the layers' steps."""
+        return " of its own axis" if self.other and self.unit == "step" else ""
+
     def per(self) -> str:
         """'per epoch'; 'per step of its own axis' for another axis whose unit no name tells."""
-        return f"per {self.unit}" + (" of its own axis" if self.other and self.unit == "step" else "")
+        return f"per {self.unit}{self._own()}"
+
+    def at(self, step: int) -> str:
+        """'epoch 3'; 'step 3 of its own axis' for another axis whose unit no name tells."""
+        return f"{self.unit} {step}{self._own()}"
 
     def span(self, first: int, last: int) -> str:
         """'from epoch 0 to epoch 29', 'at epoch 3': steps of this axis, saying which."""
-        own = " of its own axis" if self.other and self.unit == "step" else ""
         if first == last:
-            return f"at {self.unit} {first}{own}"
-        return f"from {self.unit} {first} to {self.unit} {last}{own}"
+            return f"at {self.unit} {first}{self._own()}"
+        return f"from {self.unit} {first} to {self.unit} {last}{self._own()}"
 
     def to_json(self) -> dict:
         return {"unit": self.unit, "other": self.other, "first_step": int(self.first_step),

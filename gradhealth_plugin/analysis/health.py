@@ -107,7 +107,9 @@ def has_data(table: MetricTable) -> np.ndarray:
 
 def _closeness(value: np.ndarray, threshold: float, above: bool, log: bool) -> np.ndarray:
     """How far past (>= 1) or short of (< 1) the threshold each value is, in [0, 2]."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # Zero, negative, NaN and values whose ratio to the threshold passes float64's range (1e308 against
+    # 1e-6, or a subnormal against 1e-6 below) end as -inf, NaN or inf, which the clip below maps: no warning.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if log:
             decades = np.log10(value / threshold) if above else np.log10(threshold / value)
             # 0 two decades short of the threshold, 1 at it, 2 a decade past it.

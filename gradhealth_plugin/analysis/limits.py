@@ -35,6 +35,12 @@ class Line:
 DEFAULTS: Dict[str, Threshold] = {
     "exploding_max_abs": Threshold(1e3, "seed 002", "max |gradient| above this means the gradients explode"),
     "exploding_jump": Threshold(10.0, "seed 002/004", "a gradient norm this many times its running median is an explosion"),
+    "exploding_peer_factor": Threshold(1.0, "DESIGN (a healthy run must produce no warning): a layer's gradient is "
+                                       "large against the run's other layers at the same step, and their median is "
+                                       "a scale no single layer moves",
+                                       "an explosion found by a layer's norm jumps alone counts only where, at one of "
+                                       "its jumps, the layer's max |g| is above this many times the median of the "
+                                       "other layers' max |g| at that step (0: wherever it jumps)"),
     "vanishing_abs": Threshold(1e-6, "seeds 002, 004", "|gradient| below this counts as vanished"),
     "vanishing_fraction": Threshold(0.9, "seed 004", "share of vanished gradient values that makes a step vanishing"),
     "vanishing_steps": Threshold(5, "seed 003", "consecutive logged steps before vanishing is reported"),
@@ -65,8 +71,8 @@ DEFAULTS: Dict[str, Threshold] = {
     "skewness": Threshold(2.0, "seed 004", "|skewness| above this is a skewed distribution"),
     "update_ratio_high": Threshold(1e-1, "CS231n (target about 1e-3)", "updates this large relative to the weights are unstable"),
     "update_ratio_low": Threshold(1e-6, "CS231n (target about 1e-3)", "updates this small relative to the weights mean a frozen layer"),
-    "spike_z": Threshold(6.0, "seed 004 (robust z-score)", "robust z-score of log-norm against a rolling median that makes a spike"),
-    "spike_window": Threshold(11, "seed 004", "logged steps in the rolling median window"),
+    "spike_z": Threshold(6.0, "seed 004 (robust z-score)", "robust z-score of log-norm above the rolling medians before and after a value that makes a spike"),
+    "spike_window": Threshold(11, "seed 004", "logged steps in each side's rolling median window (before and after a value)"),
     "steps_per_epoch": Threshold(0, "seed 000", "steps in one epoch (0: unknown); spikes with this period are a logging artefact"),
     "depth_ratio": Threshold(1e-3, "seed 003", "first layers' gradient norm below this fraction of the last layers' is depth vanishing"),
     "init_scale_factor": Threshold(3.0, "seeds 002, 003", "initial std further than this factor from both He and Glorot"),
@@ -97,7 +103,7 @@ DEFAULTS: Dict[str, Threshold] = {
                                        "row) a rank's layer must diverge at before it is reported"),
     "spike_warn_jump": Threshold(100.0, "seed 004 (a spike); healthy gradient norms swing several-fold between "
                                  "batches (DESIGN), so a warning takes two orders of magnitude",
-                                 "a norm's one-off spike this many times the median of its neighbours is a warning"),
+                                 "a norm's one-off spike this many times the medians of the values on both sides is a warning"),
     "lr_jump": Threshold(10.0, "seed 004 (a learning rate too high makes gradients explode); an order of "
                          "magnitude, as exploding_jump", "a logged learning rate rising this many times within the "
                          "spike_window logged steps up to a blow-up's first step is named as its cause"),
@@ -150,6 +156,7 @@ _FACTOR = Range(1, low_open=True)  # "this many times": at 1 or below it fires o
 ALLOWED: Dict[str, Range] = {
     "exploding_max_abs": _POSITIVE,
     "exploding_jump": _FACTOR,
+    "exploding_peer_factor": Range(0),
     "vanishing_abs": _POSITIVE,
     "vanishing_fraction": _SHARE,
     "vanishing_steps": Range(1, 1_000_000, integer=True),

@@ -237,6 +237,37 @@ def _as_buckets(a) -> np.ndarray:
 as_buckets = _as_buckets  # for the cell route's buckets, read the same way as the metrics read them
 
 
+def buckets_problem(shape: Sequence[int]) -> Optional[str]:
+    """Why a tensor of this shape holds no histogram buckets, or None: ``[k, 3]`` buckets, or 3k numbers in a row,
+    as `as_buckets` reads them."""
+    if (len(shape) == 2 and shape[1] == 3) or (len(shape) == 1 and shape[0] % 3 == 0):
+        return None
+    return f"has shape {list(shape)}, not [k, 3] histogram buckets"
+
+
+# What makes a histogram's buckets no histogram at all, by the code `malformed` gives (0: nothing). No
+# writer logs such buckets; reading the rest of them as the data would draw a distribution nobody logged.
+MALFORMED = ("", "NaN counts", "infinite counts", "negative counts", "bucket edges decrease")
+
+
+def malformed(left: np.ndarray, right: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per row of (N, K) buckets, the `MALFORMED` code of what makes it no histogram, 0 where nothing does.
+
+    A count that is NaN, infinite or negative counts nothing; a bucket holding values
+    whose right edge lies below its left edge holds them nowhere. Empty buckets may
+    be anything (the Rust loader's first bucket of a v1 histogram runs backwards,
+    empty), and NaN or Inf edges are what TensorFlow writes for a tensor holding NaN
+    or Inf: neither is malformed. The first code in `MALFORMED`'s order wins.
+    """
+    with np.errstate(invalid="ignore"):
+        backwards = (count > 0) & np.isfinite(left) & np.isfinite(right) & (left > right)
+        found = (np.isnan(count), np.isinf(count), count < 0, backwards)
+    codes = np.zeros(len(count), dtype=np.uint8)
+    for code in range(len(found), 0, -1):
+        codes = np.where(found[code - 1].any(axis=1), np.uint8(code), codes)
+    return codes
+
+
 def stack_histograms(steps: Sequence[int], wall_times: Sequence[float], arrays: Sequence[np.ndarray]) -> Histograms:
     """Pads ragged ``[k_i, 3]`` bucket arrays into one (N, K) batch; anything else reads as no buckets.
 
@@ -364,8 +395,9 @@ def _row_sums(n: int, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.bincount(rows, weights=weights, minlength=n)[:n].astype(np.float64)
 
 
-def histogram_metrics(h: Histograms) -> MetricTable:
-    """Estimates every metric at every step of `h` from its buckets.
+def histogram_metrics(h: Histograms, no_data: Optional[np.ndarray] = None) -> MetricTable:
+    """Estimates every metric at every step of `h` from its buckets; a step where `no_data` (a mask) is set
+    has none, its count and non-finite count included (its histogram is no histogram: `malformed`).
 
     Large runs have hundreds of tags x hundreds of steps x 30-500 buckets, so
     the work per bucket is kept to a few dozen array passes: the rare cases
@@ -376,8 +408,19 @@ def histogram_metrics(h: Histograms) -> MetricTable:
     with quality ``no_data``, so every value is finite or NaN.
     """
     # Overflow and 0/0 are expected on hostile buckets and handled below, not reported.
+    if no_data is not None and no_data.any():
+        h = emptied(h, no_data)  # nothing is computed from buckets that are not the data
+    else:
+        no_data = None
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return _histogram_metrics(h)
+        return _histogram_metrics(h, no_data)
+
+
+def emptied(h: Histograms, rows: np.ndarray) -> Histograms:
+    """`h` with every bucket of the `rows` (a mask) empty, as a tensor of no buckets reads."""
+    keep = ~rows[:, None]
+    return dataclasses.replace(h, left=np.where(keep, h.left, 0.0), right=np.where(keep, h.right, 0.0),
+                               count=np.where(keep, h.count, 0.0))
 
 
 # The metrics buckets give, in the order their table lists them.
@@ -385,7 +428,7 @@ _HISTOGRAM_METRICS = ("count", "mean", "std", "min", "max", "max_abs", "mean_abs
                       "zero_fraction", "small_fraction", "nonfinite")
 
 
-def _histogram_metrics(h: Histograms) -> MetricTable:
+def _histogram_metrics(h: Histograms, no_data: Optional[np.ndarray]) -> MetricTable:
     n = len(h.steps)
     edges_finite = np.isfinite(h.left) & np.isfinite(h.right)
     valid, c, a, b = _usable_buckets(h, edges_finite)
@@ -408,6 +451,8 @@ def _histogram_metrics(h: Histograms) -> MetricTable:
     quality["nonfinite"] = np.where(nonfinite_rows, quality["nonfinite"], EXACT).astype(np.uint8)
     for name in values:
         known = np.isfinite(values[name]) if name in ("count", "nonfinite") else has & np.isfinite(values[name])
+        if no_data is not None:
+            known &= ~no_data
         values[name] = np.where(known, values[name], np.nan)
         quality[name] = np.where(known, quality[name], NO_DATA).astype(np.uint8)
     first_wall = float(h.wall_times[0]) if len(h.wall_times) else None

@@ -181,45 +181,66 @@ def _noise_stride(half: int) -> int:
     return max(1, half // 5)
 
 
+def _side_baseline(logv: np.ndarray, width: int) -> np.ndarray:
+    """The higher of two medians: of the `width` points before each point and of the `width` after it
+    (the one side there is at an end, or where the other is all gaps), along the last axis.
+
+    A value must stand above both sides to be a spike: a level shift, down or
+    up, has one side at its own level, so neither its last value before nor its
+    first after reads as an outlier, as against a centred median half made of
+    the other level. Each side takes a whole window: the higher of two medians
+    of half a window of noisy points sits well above the series' level and hides spikes.
+    """
+    win = sliding_window_view(_pad(logv, width, width), 2 * width + 1, axis=-1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        # fmax keeps the known side where the other is NaN.
+        return np.fmax(nanmedian_rows(win[..., :width]), nanmedian_rows(win[..., width + 1:]))
+
+
+def _log_positive(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(finite positive mask, log10 of those values with NaN elsewhere)."""
+    values = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(values) & (values > 0)
+    return ok, np.where(ok, np.log10(np.where(ok, values, 1.0)), np.nan)
+
+
 def spike_mask(values: np.ndarray, z_threshold: float, window: int, min_ratio: float = 2.0) -> np.ndarray:
     """Where a positive series has a one-off upward outlier (robust z on log10), along the last axis.
 
-    The z-score compares each point with the median of its `window`
-    neighbours and divides by the series' local noise (`noise_scale` over ten
-    times as many points), floored at 0.03 decades so a flat series does not
-    turn its smallest wiggle into a spike; a spike must also be `min_ratio`
-    times its neighbourhood's median.
+    A spike stands above the values on both sides of it: the z-score compares
+    each point with the higher of the medians of its `window` points before and
+    its `window` after (`_side_baseline`) and divides by the series' local noise
+    (`noise_scale` of the residuals from the median of its `window` centred
+    neighbours, over ten times as many points), floored at 0.03 decades so a flat series does not turn its
+    smallest wiggle into a spike; a spike must also be `min_ratio` times that
+    baseline.
     """
-    values = np.asarray(values, dtype=np.float64)
-    ok = np.isfinite(values) & (values > 0)
-    logv = np.where(ok, np.log10(np.where(ok, values, 1.0)), np.nan)
+    ok, logv = _log_positive(values)
     half = max(1, int(window) // 2)
-    if values.shape[-1] == 0:
+    if logv.shape[-1] == 0:
         return ok
     med, _ = _centered_median(logv, half)
     with np.errstate(invalid="ignore"):
-        resid = logv - med
-    scale = np.maximum(noise_scale(resid, 10 * half), 1.4826 * 0.02)
-    with np.errstate(invalid="ignore"):
+        resid = logv - _side_baseline(logv, int(window))
+        scale = np.maximum(noise_scale(logv - med, 10 * half), 1.4826 * 0.02)
         z = resid / scale
         return ok & np.isfinite(z) & (z > z_threshold) & (resid > np.log10(min_ratio))
 
 
 def spike_jump(values: np.ndarray, window: int) -> np.ndarray:
-    """Each point of a positive series over the median of its `window` neighbours (itself left out), as
-    `spike_mask` compares them; NaN where that median is unknown. Along the last axis."""
-    values = np.asarray(values, dtype=np.float64)
-    ok = np.isfinite(values) & (values > 0)
-    logv = np.where(ok, np.log10(np.where(ok, values, 1.0)), np.nan)
-    med, _ = _centered_median(logv, max(1, int(window) // 2))
+    """Each point of a positive series over the higher of the medians of its neighbours before and after
+    it, as `spike_mask` compares them; NaN where both are unknown. Along the last axis."""
+    ok, logv = _log_positive(values)
+    base = _side_baseline(logv, int(window))
     with np.errstate(invalid="ignore", over="ignore"):
-        return 10.0 ** (logv - med)
+        return 10.0 ** (logv - base)
 
 
 def spike_window_points(window: int) -> int:
     """Window values `spike_mask` builds per point of a series (for `stacked`)."""
     half = max(1, int(window) // 2)
-    return max(2 * half + 1, -(-(20 * half + 1) // _noise_stride(10 * half)))
+    return max(2 * int(window) + 1, -(-(20 * half + 1) // _noise_stride(10 * half)))
 
 
 def spikes(values: np.ndarray, z_threshold: float, window: int, min_ratio: float = 2.0) -> np.ndarray:

@@ -61,7 +61,7 @@ def parse_session_start(content: bytes) -> Optional[Dict[str, Value]]:
     return out
 
 
-def _parent(run: str) -> Optional[str]:
+def parent_of(run: str) -> Optional[str]:
     """The run one folder up; TensorBoard names the logdir itself ".". None above that."""
     if run == ".":
         return None
@@ -85,7 +85,7 @@ def assign(data_runs: Iterable[str], sessions: Mapping[str, Dict[str, Value]],
     # timestamp names is the latest.
     attached: Dict[str, str] = {}
     for run in sorted(sessions):
-        parent = _parent(run)
+        parent = parent_of(run)
         if run not in runs_with_data_of_their_own and parent in known and parent not in sessions:
             attached[parent] = run
     out: Dict[str, Session] = {}
@@ -93,9 +93,9 @@ def assign(data_runs: Iterable[str], sessions: Mapping[str, Dict[str, Value]],
         if run in sessions:
             out[run] = Session(dict(sessions[run]), "own", run)
             continue
-        ancestor = _parent(run)
+        ancestor = parent_of(run)
         while ancestor is not None and ancestor not in sessions:
-            ancestor = _parent(ancestor)
+            ancestor = parent_of(ancestor)
         if ancestor is not None:
             out[run] = Session(dict(sessions[ancestor]), "parent", ancestor)
         elif run in attached:

@@ -20,6 +20,7 @@ seen last (`_Held`, told from the multiplexer) is not listed again at all.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
 import threading
 import weakref
@@ -28,6 +29,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import grpc
 import numpy as np
 from tensorboard.backend.event_processing import data_provider as multiplexer_provider
+from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.compat.proto import summary_pb2, types_pb2
 from tensorboard.data import grpc_provider, provider
 from tensorboard.data.proto import data_provider_pb2
@@ -114,6 +116,26 @@ def _decoded(events: Sequence) -> Optional[tables.Samples]:
                           wall_times=np.fromiter((e.wall_time for e in events), dtype=np.float64,
                                                  count=len(events)),
                           values=values)
+
+
+@dataclasses.dataclass
+class _Found:
+    """Where the histogram tags of one run read go: tables and wall times, or why a tag or some steps are not."""
+
+    out: Dict[str, metrics.MetricTable]
+    walls: Dict[tuple, np.ndarray]
+    unreadable: Dict[str, str]
+    unreadable_steps: Dict[str, runs.UnreadableSteps]
+
+    def add(self, tag: str, entry: tables.TagMetrics) -> None:
+        why, some = runs.histogram_tag_read(entry.bad, len(entry.table.steps))
+        if why is not None:  # no step holds a histogram: no row, as for a tensor of no histogram's shape
+            self.unreadable[tag] = why
+            return
+        self.out[tag] = entry.table
+        self.walls[("histograms", tag)] = entry.wall_times
+        if some is not None:
+            self.unreadable_steps[tag] = some
 
 
 class _Grpc:
@@ -357,13 +379,9 @@ class _Held:
             for tag, meta in acc.AllSummaryMetadata().items():
                 if _LISTED_CLASSES.get(meta.plugin_data.plugin_name) != meta.data_class:
                     continue
-                try:
-                    kept = acc.Tensors(tag)
-                except KeyError:  # metadata without a tensor: listed as the provider lists it (None)
-                    kept = None
-                last = kept[-1] if kept else None
+                count, last = _kept_count_and_last(acc, tag)
                 events.append(last)
-                tags.append((tag, None if kept is None else len(kept), id(last)))
+                tags.append((tag, count, id(last)))
             key.append((run, weakref.ref(acc), getattr(acc, "most_recent_step", None),
                         getattr(acc, "most_recent_wall_time", None), tuple(tags)))
         self.key = tuple(key)
@@ -373,6 +391,30 @@ class _Held:
         return isinstance(other, _Held) and self.key == other.key
 
     __hash__ = None
+
+
+# The one key of a tag's reservoir in the Python loader's accumulator.
+_TENSOR_RESERVOIR_KEY = getattr(plugin_event_accumulator, "_TENSOR_RESERVOIR_KEY", ".")
+
+
+def _kept_count_and_last(acc, tag: str) -> Tuple[Optional[int], object]:
+    """(how many events `acc` keeps of `tag`, the last one); (None, None) for a tag without tensors.
+
+    Read from the tag's reservoir bucket under its lock: ``acc.Tensors(tag)`` copies the
+    list of every kept event, per tag and per request (0.23 s a request for 1,000 tags
+    of 5,000 steps, `bench/bench_held.py`), to take two numbers of it. A loader laid out otherwise is asked
+    through ``Tensors``.
+    """
+    bucket = getattr(getattr(acc, "tensors_by_tag", {}).get(tag), "_buckets", {}).get(_TENSOR_RESERVOIR_KEY)
+    lock, items = getattr(bucket, "_mutex", None), getattr(bucket, "items", None)
+    if lock is None or not isinstance(items, list):
+        try:
+            kept = acc.Tensors(tag)
+        except KeyError:  # metadata without a tensor: listed as the provider lists it (None)
+            return None, None
+        return len(kept), kept[-1] if kept else None
+    with lock:
+        return len(items), items[-1] if items else None
 
 
 class Reader:
@@ -555,14 +597,15 @@ class Reader:
         walls: Dict[tuple, np.ndarray] = {}
         unreadable: Dict[str, str] = {}
         own = self._read_own(ctx, experiment_id, run, run_tags.own, walls, unreadable)
+        unreadable_steps: Dict[str, runs.UnreadableSteps] = {}
         histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
-                                            listings["histograms"].get(run, {}), walls, unreadable)
+                                            listings["histograms"].get(run, {}), walls, unreadable, unreadable_steps)
         diagnosed = run_tags.diagnosed()
         exact = self._read_layer_scalars(ctx, experiment_id, run, [i.tag for i in run_tags.layer_scalars] + diagnosed,
                                          walls)
         scalar_series = {tag: exact.pop(tag) for tag in diagnosed if tag in exact}
         reads = runs.RunReads(histograms=histograms, exact=exact, own=own, scalar_series=scalar_series, sampling={},
-                              walls=walls, unreadable=unreadable)
+                              walls=walls, unreadable=unreadable, unreadable_steps=unreadable_steps)
         kept_steps = reads.kept_steps()
         max_steps = {}
         for plugin, tag in kept_steps:
@@ -600,14 +643,17 @@ class Reader:
         ).get(run, {})
 
     def _histogram_tables(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                          listing: Mapping, walls: Dict[tuple, np.ndarray],
-                          unreadable: Dict[str, str]) -> Dict[str, metrics.MetricTable]:
+                          listing: Mapping, walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str],
+                          unreadable_steps: Dict[str, runs.UnreadableSteps]) -> Dict[str, metrics.MetricTable]:
         """Metric tables of histogram tags, reading only the tags whose listing changed; each
         tag's wall times per kept step go into `walls` under ("histograms", tag).
 
-        A tag whose tensors are not numbers goes to `unreadable` (tag -> why) instead.
+        A tag whose tensors are not numbers, or no histograms at any step, goes to
+        `unreadable` (tag -> why) instead; one with some steps that are no histograms
+        to `unreadable_steps` as well (`runs.histogram_tag_read`).
         """
         out: Dict[str, metrics.MetricTable] = {}
+        found = _Found(out, walls, unreadable, unreadable_steps)
         stale: List[tags_lib.TagInfo] = []
         for info in infos:
             ts = listing[info.tag]
@@ -617,12 +663,10 @@ class Reader:
             elif isinstance(hit, _Unreadable):
                 unreadable[info.tag] = hit.why
             else:
-                out[info.tag] = hit.table
-                walls[("histograms", info.tag)] = hit.wall_times
+                found.add(info.tag, hit)
         infos_by_tag = {info.tag: info for info in stale}
         for tags, result in self._chunks(ctx, experiment_id, "histograms", run, list(infos_by_tag), _bucket_values):
-            self._histogram_chunk(experiment_id, run, [infos_by_tag[tag] for tag in tags], result, listing, out, walls,
-                                  unreadable)
+            self._histogram_chunk(experiment_id, run, [infos_by_tag[tag] for tag in tags], result, listing, found)
             del result
         return out
 
@@ -654,9 +698,8 @@ class Reader:
             heap.freed(read * 8)  # its values at least, decoded
 
     def _histogram_chunk(self, experiment_id: str, run: str, chunk: List[tags_lib.TagInfo],
-                         result: Dict[str, Sequence], listing: Mapping, out: Dict[str, metrics.MetricTable],
-                         walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> None:
-        """One chunk of tags read (`result`, emptied) into `out` (or `unreadable`) and the tag cache.
+                         result: Dict[str, Sequence], listing: Mapping, found: "_Found") -> None:
+        """One chunk of tags read (`result`, emptied) into `found` and the tag cache.
 
         The decoded samples are dropped as soon as their metrics are computed,
         so that one chunk's worth is the most held at a time.
@@ -668,7 +711,7 @@ class Reader:
             datums = result.pop(info.tag, [])
             why = runs.not_numbers(datums) or runs.not_histograms(datums)
             if why is not None:
-                unreadable[info.tag] = why
+                found.unreadable[info.tag] = why
                 # Remembered like a table: an unchanged tag is not read again to find the same.
                 self.tag_cache.put(key, (ts.max_step, ts.max_wall_time), _Unreadable(why), len(why))
                 continue
@@ -680,8 +723,7 @@ class Reader:
         del result
         for read, entry in zip(reads, tables.compute(reads)):
             self.tag_cache.put(read.key, read.version, entry, entry.nbytes)
-            out[read.key[-1]] = entry.table
-            walls[("histograms", read.key[-1])] = entry.wall_times
+            found.add(read.key[-1], entry)
 
     def histogram_at(self, ctx, experiment_id: str, run: str, tag: str, step: int) -> Optional[np.ndarray]:
         """The ``[k, 3]`` buckets of one histogram at one step (None if the tag has no such step).

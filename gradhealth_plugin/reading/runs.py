@@ -149,6 +149,8 @@ class RunData:
     scalar_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
     # Tags left out because what they hold cannot be read: tag -> why, for a person.
     unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Histogram tags read but for some steps, no data there since they hold no histogram: tag -> which.
+    unreadable_steps: Dict[str, UnreadableSteps] = dataclasses.field(default_factory=dict)
     # Where an integration's stop_on stopped training, and why: {"step", "message"}; None if it did not.
     stopped: Optional[dict] = None
     # Per tag of `scalar_series`: whether it counts steps as the layers' rows do (False: Keras'
@@ -314,14 +316,6 @@ def not_numbers(datums: Sequence) -> Optional[str]:
     return None
 
 
-def _buckets_problem(shape: Sequence[int]) -> Optional[str]:
-    """Why a tensor of this shape holds no histogram buckets, or None: ``[k, 3]`` buckets, or 3k numbers in a row,
-    as `metrics.as_buckets` reads them."""
-    if (len(shape) == 2 and shape[1] == 3) or (len(shape) == 1 and shape[0] % 3 == 0):
-        return None
-    return f"has shape {list(shape)}, not [k, 3] histogram buckets"
-
-
 def _no_step_readable(datums: Sequence, problem: Callable[[Sequence[int]], Optional[str]]) -> Optional[str]:
     """The first step's problem (`problem` of a tensor's shape) when every step has one; None when a step
     has none: a tag with some readable steps is read, its other steps being no data."""
@@ -339,7 +333,31 @@ def _no_step_readable(datums: Sequence, problem: Callable[[Sequence[int]], Optio
 
 def not_histograms(datums: Sequence) -> Optional[str]:
     """Why a histogram tag's tensors are no histograms at any step (a scalar, a cube), or None when one is."""
-    return _no_step_readable(datums, _buckets_problem)
+    return _no_step_readable(datums, metrics.buckets_problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreadableSteps:
+    """A histogram tag read but for some of its steps, whose tensors are no histograms: no data there."""
+
+    steps: int  # how many of its steps are no histograms
+    of: int  # its steps read
+    first_step: int
+    why: str  # what is wrong at the first of them, with its step: "negative counts at step 40"
+
+    def to_json(self, tag: str) -> dict:
+        return {"tag": tag, "steps": self.steps, "of": self.of, "first_step": self.first_step, "why": self.why}
+
+
+def histogram_tag_read(bad: Sequence[Tuple[int, str]], steps: int) -> Tuple[Optional[str], Optional[UnreadableSteps]]:
+    """(why the tag is unreadable, its unreadable steps) from the (step, why) of its `steps` read that are
+    no histograms (`tables.TagMetrics.bad`): a tag with no histogram at any step is unreadable, saying what
+    is wrong at its first; one with some is read, its other steps said; (None, None) when all are fine."""
+    if not bad:
+        return None, None
+    if len(bad) >= steps:
+        return bad[0][1], None
+    return None, UnreadableSteps(steps=len(bad), of=steps, first_step=bad[0][0], why=bad[0][1])
 
 
 def not_vectors(datums: Sequence) -> Optional[str]:
@@ -361,6 +379,8 @@ class RunReads:
     walls: Dict[tuple, np.ndarray] = dataclasses.field(default_factory=dict)
     # Tags read but left out, their values not being numbers: tag -> why.
     unreadable: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # Histogram tags read but for some steps, which are no histograms: tag -> what those are.
+    unreadable_steps: Dict[str, UnreadableSteps] = dataclasses.field(default_factory=dict)
 
     def kept_steps(self) -> Dict[tuple, np.ndarray]:
         """(plugin, tag) -> the steps TensorBoard kept, for every tag read."""
@@ -530,14 +550,15 @@ def _doubt_shared_names(infos: List[tags_lib.TagInfo], reads: RunReads) -> List[
     Two tags naming one parameter cannot both be its weights, and which one is goes unsaid: a weight
     rule would judge a gradient's first histogram as an initialisation. A tag stays a weight when a
     rule or a role word decides it, or when its histograms hold another number of values than every
-    other tag of that name: a weight and its gradient hold as many.
+    other tag of that name: a weight and its gradient hold as many. Rows of repeated blocks
+    (``block_0/ln_1/gamma``, ``block_1/ln_1/gamma``) are not views of one parameter and doubt no one.
     """
     doubted = set()
     for group in tags_lib.weights_sharing_a_name(infos):
         counts = {i.tag: _one_count(reads.histograms.get(i.tag, metrics.empty_table())) for i in group}
         for info in filter(tags_lib.weight_by_parameter_word_alone, group):
             mine = counts[info.tag]
-            if any(other.layer != info.layer and (np.isnan(mine) or np.isnan(counts[other.tag])
+            if any(tags_lib.views_of_one_parameter(info, other) and (np.isnan(mine) or np.isnan(counts[other.tag])
                                                   or mine == counts[other.tag]) for other in group):
                 doubted.add(info.tag)
     return [tags_lib.with_role(i, tags_lib.OTHER, tags_lib.BY_SHARED_NAME) if i.tag in doubted else i
@@ -609,6 +630,8 @@ def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[
         scalars_sampling=series_sampling(reads),
         unreadable={tag: why for tag, why in sorted({**run_tags.unreadable, **reads.unreadable}.items(),
                                                     key=lambda item: tags_lib.natural_key(item[0]))},
+        unreadable_steps={tag: reads.unreadable_steps[tag]
+                          for tag in sorted(reads.unreadable_steps, key=tags_lib.natural_key)},
         scalar_axes=found_axes,
         scalar_row_steps=scalar_row_steps(reads, found_axes),
         scalar_walls={tag: np.asarray(reads.walls[("scalars", tag)], dtype=np.float64)

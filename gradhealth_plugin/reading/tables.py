@@ -18,7 +18,7 @@ import collections
 import collections.abc
 import dataclasses
 import itertools
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tensorboard.data import provider
@@ -49,12 +49,14 @@ class TagMetrics:
     # Bytes per row, where the batch that computed the table knows them: summing
     # the columns of 20,000 tables one by one costs more than computing them.
     row_bytes: Optional[int] = None
+    # (step, why) of each row whose tensor is no histogram (`bad_rows`), by step: no data in the table.
+    bad: Tuple[Tuple[int, str], ...] = ()
 
     @property
     def nbytes(self) -> int:
-        if self.row_bytes is not None:
-            return self.row_bytes * len(self.wall_times)
-        return _table_nbytes(self.table) + int(self.wall_times.nbytes)
+        rows = (self.row_bytes * len(self.wall_times) if self.row_bytes is not None
+                else _table_nbytes(self.table) + int(self.wall_times.nbytes))
+        return rows + sum(64 + len(why) for _, why in self.bad)
 
 
 class Samples(collections.abc.Sequence):
@@ -250,18 +252,43 @@ def _per_tag(columns: Sequence[np.ndarray], lengths: np.ndarray) -> List[tuple]:
     return [tuple(c[s:e] for c in columns) for s, e in bounds]
 
 
+def bad_rows(h: metrics.Histograms, arrays) -> Dict[int, str]:
+    """Row -> why its tensor is no histogram, for the rows of `h` (stacked from `arrays`) whose is not: a
+    tensor of another shape than buckets, or buckets `metrics.malformed` refuses. Empty in the usual case.
+
+    Said with the row's step, for a person: "negative counts at step 40".
+    """
+    codes = metrics.malformed(h.left, h.right, h.count)
+    out = {int(r): f"{metrics.MALFORMED[codes[r]]} at step {int(h.steps[r])}" for r in np.flatnonzero(codes)}
+    if not isinstance(arrays, np.ndarray):  # one array per row: they may differ in shape
+        shapes = [np.shape(a) for a in arrays]
+        if len(set(shapes)) > 1 or (shapes and metrics.buckets_problem(shapes[0]) is not None):
+            for r, shape in enumerate(shapes):
+                why = metrics.buckets_problem(shape)
+                if why is not None:
+                    out[r] = f"the tensor at step {int(h.steps[r])} {why}"
+    return out
+
+
 def _fresh_tables(rows: _Rows, index: np.ndarray, lengths: np.ndarray, bimodal: List[bool]) -> List[tuple]:
     """Metrics of the fresh rows of several tags (`index`: theirs, tag after tag, `lengths` of each), computed
     in one pass; each tag's table a view of its rows.
 
-    Returns (table, bytes per row) per tag.
+    Returns (table, bytes per row, `TagMetrics.bad`) per tag. A row whose tensor is no
+    histogram (`bad_rows`) is no data in every column.
 
     Views, not copies: the tags of a batch are cached together, so they hold no
     more than their own rows but for the few tags evicted before their batch-mates.
     """
     arrays = rows.stacked[index] if rows.stacked is not None else [rows.arrays[r] for r in index.tolist()]
     h = metrics.stack_histograms(rows.steps[index], rows.walls[index], arrays)
-    table = metrics.histogram_metrics(h)
+    bad = bad_rows(h, arrays)
+    no_data = None
+    if bad:
+        no_data = np.zeros(len(h.steps), dtype=bool)
+        no_data[list(bad)] = True
+        h = metrics.emptied(h, no_data)  # the weight columns below read it too
+    table = metrics.histogram_metrics(h, no_data)
     weight_values, weight_quality = {}, {}
     if any(bimodal):
         weight_values, weight_quality = _weight_columns(h, np.repeat(np.asarray(bimodal, dtype=bool), lengths))
@@ -274,6 +301,11 @@ def _fresh_tables(rows: _Rows, index: np.ndarray, lengths: np.ndarray, bimodal: 
                             + [weight_quality[name] for name in _WEIGHT_COLUMNS[1:]],
                             lengths[np.asarray(bimodal, dtype=bool)]) if weight_values else [])
     firsts = np.minimum(np.cumsum(lengths) - lengths, max(len(h.wall_times) - 1, 0))
+    # Each tag's bad rows, by its range of the batch's rows (they lie tag after tag, in step order).
+    bad_of: Dict[int, list] = collections.defaultdict(list)
+    ends = np.cumsum(lengths)
+    for r in sorted(bad):
+        bad_of[int(np.searchsorted(ends, r, side="right"))].append((int(h.steps[r]), bad[r]))
     first_walls = h.wall_times[firsts].tolist() if len(h.wall_times) else [None] * len(lengths)
     out = []
     for i, (columns, bimodal_tag) in enumerate(zip(own, bimodal)):
@@ -285,19 +317,22 @@ def _fresh_tables(rows: _Rows, index: np.ndarray, lengths: np.ndarray, bimodal: 
             quality["bimodal_dip"] = quality["std"]
             quality.update(zip(_WEIGHT_COLUMNS[1:], extra[len(_WEIGHT_COLUMNS):]))
         out.append((metrics.MetricTable(steps=columns[0], values=values, quality=quality,
-                                        first_wall=first_walls[i] if lengths[i] else None), row_bytes[bimodal_tag]))
+                                        first_wall=first_walls[i] if lengths[i] else None), row_bytes[bimodal_tag],
+                    tuple(bad_of.get(i, ()))))
     return out
 
 
 def _assemble(steps: np.ndarray, walls: np.ndarray, source: np.ndarray, previous: Optional[TagMetrics],
-              fresh: metrics.MetricTable) -> TagMetrics:
+              fresh: metrics.MetricTable, fresh_bad: Tuple[Tuple[int, str], ...]) -> TagMetrics:
     """The tag's full table: the fresh rows' metrics with the reused rows (`source` >= 0) of its previous table."""
     n = len(steps)
     new = np.flatnonzero(source < 0)
     if len(new) == n:
-        return TagMetrics(table=fresh, wall_times=walls)
+        return TagMetrics(table=fresh, wall_times=walls, bad=fresh_bad)
     old = previous.table
     kept = np.flatnonzero(source >= 0)
+    kept_steps = set(steps[kept].tolist())
+    bad = tuple(sorted([b for b in previous.bad if b[0] in kept_steps] + list(fresh_bad)))
     values, quality = {}, {}
     for name, v_new in fresh.values.items():
         v = np.empty(n, dtype=v_new.dtype)
@@ -306,7 +341,7 @@ def _assemble(steps: np.ndarray, walls: np.ndarray, source: np.ndarray, previous
         q[new], q[kept] = fresh.quality[name], old.quality[name][source[kept]]
         values[name], quality[name] = v, q
     table = metrics.MetricTable(steps=steps, values=values, quality=quality, first_wall=float(walls[0]))
-    return TagMetrics(table=table, wall_times=walls)
+    return TagMetrics(table=table, wall_times=walls, bad=bad)
 
 
 def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
@@ -343,13 +378,13 @@ def compute(reads: Sequence[TagRead]) -> List[TagMetrics]:
         for i, table in zip(batch, computed):
             tables[i] = table
     out = []
-    for i, (read, (table, row_bytes)) in enumerate(zip(reads, tables)):
+    for i, (read, (table, row_bytes, bad)) in enumerate(zip(reads, tables)):
         walls = rows.walls[starts[i]:ends[i]]
         if read_whole[i]:
-            out.append(TagMetrics(table=table, wall_times=walls, row_bytes=row_bytes))
+            out.append(TagMetrics(table=table, wall_times=walls, row_bytes=row_bytes, bad=bad))
         else:
             out.append(_assemble(rows.steps[starts[i]:ends[i]], walls, source[starts[i]:ends[i]], read.previous,
-                                 table))
+                                 table, bad))
     return out
 
 

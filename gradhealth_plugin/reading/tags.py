@@ -16,7 +16,8 @@ library):
   (Keras 3). Weights only.
 * PyTorch tutorials: ``weights/<name>``, ``grads/<name>``,
   ``activations/<module>``; ``<name>.grad`` next to ``<name>``;
-  tensorboardX's ``<name>/grad`` next to ``<name>/data``.
+  tensorboardX's ``<name>/grad`` next to ``<name>/data``; any tag one word away
+  from a gradient's (``<name>/value`` beside ``<name>/gradient``, see `pair_values`).
 * PyTorch Lightning scalars: ``grad_2.0_norm/<param>`` and
   ``grad_2.0_norm_total``.
 * TF1 tutorials: ``<layer>/weights/summaries/histogram`` with scalars
@@ -76,7 +77,7 @@ OWN_SUMMARY = "*"
 # How a tag's role was decided (`TagInfo.decided_by`), most certain first.
 BY_RULE = "rule"  # the user's tag rule
 BY_CONVENTION = "convention"  # a known writer's naming (or gradhealth's own metadata)
-BY_PAIRING = "pairing"  # a bare name next to its logged gradient
+BY_PAIRING = "pairing"  # a name next to its logged gradient, one word apart
 BY_NAME = "name"  # the words of the name
 BY_DATA = "data"  # the histograms themselves (see `data_roles`)
 BY_FALLBACK = "fallback"  # nothing told: role OTHER
@@ -424,16 +425,90 @@ def _pairing_key(layer: str) -> str:
     return "/".join(parts)
 
 
+# Words naming an optimizer's state of a parameter (Adam's ``exp_avg``/``exp_avg_sq``, ``m``/``v``,
+# momentum buffers): a tensor per parameter logged beside its gradient that is not its value.
+_OPTIMIZER_STATE_WORDS = {"m", "v", "exp", "avg", "sq", "momentum", "momentums", "mom", "velocity", "moment",
+                          "moments", "accumulator", "accumulators", "accum", "slot", "slots", "ema", "adam", "rms"}
+_SEPARATORS = ("/", ".", "_")
+
+
+def _gradient_frame(tag: str) -> Optional[tuple]:
+    """Where a gradient tag's marker sits: (``"prefix"``, what follows it) for ``grads/fc1.weight``,
+    (separator, what precedes it) for ``fc1.weight/gradient`` or ``fc1.weight.grad``; None otherwise."""
+    m = _ROLE_PREFIXES[0][0].match(tag)
+    if m:
+        return "prefix", m.group(1)
+    m = _ROLE_SUFFIXES[0][0].match(tag)
+    return (tag[len(m.group(1))], m.group(1)) if m else None
+
+
+def _frames_of(tag: str) -> List[tuple]:
+    """Every (frame, differing word) a gradient tag one word away from `tag` would have: its first path
+    component swapped (``params/fc1.weight``), or its last word after one separator (``fc1.weight/value``)."""
+    frames = []
+    if "/" in tag:
+        word, rest = tag.split("/", 1)
+        frames.append((("prefix", rest), word))
+    for sep in _SEPARATORS:
+        head, _, word = tag.rpartition(sep)
+        if head and word and "/" not in word:
+            frames.append(((sep, head), word))
+    return frames
+
+
+def _may_be_a_value(word: str) -> bool:
+    """Whether the word that sets a tag apart from a gradient's leaves it the parameter's value: no role
+    word other than a weight's (``value``, ``data``, ``params``; not ``activation``) and no optimizer state."""
+    found = _role_from_words(word)
+    return ((found is None or found[0] == WEIGHT)
+            and not any(w.lower() in _OPTIMIZER_STATE_WORDS for w in _name_words(word)))
+
+
+def pair_values(infos: Sequence[TagInfo]) -> List[TagInfo]:
+    """Makes a tag the weight of a parameter, on its gradient's row, where the two differ in one word only.
+
+    One sentence: where a tag and a gradient named by a writer's convention (``grads/<p>``, ``<p>/gradient``,
+    ``<p>.grad``) differ only in the word that marks the gradient, and that word of the tag names no other
+    role (``activation``) nor an optimizer's state (``exp_avg``), the tag is the parameter's value:
+    ``conv1.weight/value`` beside ``conv1.weight/gradient``, ``params/fc1`` beside ``grads/fc1``. The row is
+    the name they share. Only where the match is unique both ways, and the gradient has no weight yet.
+    """
+    weights = {i.layer for i in infos if i.metric is None and i.role == WEIGHT}
+    gradients: Dict[tuple, List[TagInfo]] = collections.defaultdict(list)
+    for info in infos:
+        frame = _gradient_frame(info.tag) if (info.metric is None and info.role == GRADIENT
+                                              and info.decided_by == BY_CONVENTION) else None
+        if frame is not None and info.layer not in weights:
+            gradients[frame].append(info)
+    matches: Dict[str, List[TagInfo]] = {}
+    for info in infos:
+        if info.metric is None and info.role in (WEIGHT, OTHER) and info.decided_by != BY_RULE:
+            matches[info.tag] = [g for frame, word in _frames_of(info.tag) if _may_be_a_value(word)
+                                 for g in gradients.get(frame, ())]
+    claims = collections.Counter(g.tag for found in matches.values() for g in found)
+    out = []
+    for info in infos:
+        found = matches.get(info.tag, [])
+        if len(found) == 1 and claims[found[0].tag] == 1:
+            layer = found[0].layer
+            info = dataclasses.replace(info, layer=layer, role=WEIGHT, group=_group_of(layer, WEIGHT),
+                                       kind=_kind_of(layer, WEIGHT), decided_by=BY_PAIRING)
+        out.append(info)
+    return out
+
+
 def pair_rows(infos: Sequence[TagInfo]) -> List[TagInfo]:
     """Puts the gradient (and update) of a parameter on its weight's row where the names differ.
 
-    Two rules, each a writer's habit rather than a guess:
+    Three rules, each a writer's habit rather than a guess:
+    * a tag one word away from a gradient's is its parameter's value (see `pair_values`);
     * TF1 renames a summary named like its variable's op to ``<name>_1``: a weight row
       ``X_<n>`` joins the gradient row ``X`` when no weight row ``X`` exists;
     * otherwise a gradient and a weight whose names are equal once gradient, update and
       filing words and a leading ``d_`` are set aside share the weight's row
       (``model_params/W_fc1`` and ``model_grads/d_W_fc1``), where that match is unique.
     """
+    infos = pair_values(infos)
     rows = {(i.layer, i.role) for i in infos if i.metric is None}
     out = []
     for info in infos:
@@ -478,20 +553,32 @@ def _parameter_name(layer: str) -> Optional[str]:
     return "/".join(parts[-2:]) if len(parts) > 1 else None
 
 
+_NUMBER_RE = re.compile(r"\d+")
+
+
+def views_of_one_parameter(a: TagInfo, b: TagInfo) -> bool:
+    """Whether two rows naming one parameter can be two views of it: only where their names differ in
+    more than numbers. ``block_0/ln_1/gamma`` beside ``block_1/ln_1/gamma`` (``h/3/`` beside ``h/4/``)
+    is one parameter of two repeated blocks, each block's own weights."""
+    return _NUMBER_RE.sub("#", a.layer) != _NUMBER_RE.sub("#", b.layer)
+
+
 def weights_sharing_a_name(infos: Sequence[TagInfo]) -> List[List[TagInfo]]:
     """Weight histograms on different rows that name one parameter, one list per parameter.
 
     ``net/fc1.weight`` and ``net_g/fc1.weight`` both read as weights by their parameter word,
     yet both cannot be fc1.weight's weights: one of them is something else of it (its gradient,
     perhaps). Which one goes unsaid unless a rule or a role word (``weights/``) decides it
-    (see `weight_by_parameter_word_alone`).
+    (see `weight_by_parameter_word_alone`). Rows of repeated blocks, whose names differ only in
+    numbers, share no name (see `views_of_one_parameter`).
     """
     by_name: Dict[str, List[TagInfo]] = collections.defaultdict(list)
     for info in infos:
         name = _parameter_name(info.layer) if info.metric is None and info.role == WEIGHT else None
         if name is not None:
             by_name[name].append(info)
-    return [group for group in by_name.values() if len({i.layer for i in group}) > 1]
+    return [group for group in by_name.values()
+            if any(views_of_one_parameter(a, b) for a in group for b in group)]
 
 
 def join_output_scalars(scalars: Sequence[TagInfo], histograms: Sequence[TagInfo]) -> List[TagInfo]:

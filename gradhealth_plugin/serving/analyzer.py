@@ -288,11 +288,7 @@ class Analyzer:
         folder's only runs; None where no single such run is beside it."""
         if listings is None:
             listings = self.listings(ctx, experiment_id)
-        sibling = responses.layers_in(run, provider_lib.layer_runs(listings))
-        if sibling is None:
-            return None
-        parent = responses.parent_run(run)
-        return sibling, sum(responses.parent_run(r) == parent for r in provider_lib.run_names(listings)) == 2
+        return responses.beside(run, provider_lib.layer_runs(listings), provider_lib.run_names(listings))
 
     def training_of(self, rd: RunData) -> Optional[trainings_lib.Training]:
         """The training `rd` is a rank of, as `run` last judged it: its name groups it with other runs

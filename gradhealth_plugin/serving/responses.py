@@ -18,7 +18,7 @@ from ..analysis import blocks as blocks_lib
 from ..analysis import distribution as distribution_lib
 from ..analysis import findings as findings_lib
 from ..analysis import sweep as sweep_lib
-from ..reading.runs import Layer, RoleData, RunData, equal_arrays, role_union_steps
+from ..reading.runs import Layer, RoleData, RunData, UnreadableSteps, equal_arrays, role_union_steps
 from ..reading import tags as tags_lib
 from ..reading import trainings as trainings_lib
 from . import jsontext
@@ -145,6 +145,21 @@ def layers_in(run: str, runs_with_layers: Sequence[str]) -> Optional[str]:
     return beside[0] if len(beside) == 1 else None
 
 
+def beside(run: str, runs_with_layers: Sequence[str], runs: Sequence[str]) -> Optional[Tuple[str, bool]]:
+    """(the run beside ``run`` that holds its layers, `layers_in`; whether the two are their folder's only
+    runs among ``runs``, the runs with data), or None where no single such run is beside it."""
+    sibling = layers_in(run, runs_with_layers)
+    if sibling is None:
+        return None
+    parent = parent_run(run)
+    return sibling, sum(parent_run(r) == parent for r in runs) == 2
+
+
+def holds_layer_steps(rd: RunData) -> bool:
+    """Whether any of the run's layer rows holds a step (a Keras validation half's hold none)."""
+    return any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
+
+
 def beside_text(run: str, sibling: str, halves: bool) -> str:
     """'the validation half of sigmoid10_sgd; its layers are in sigmoid10_sgd/train' (``halves``: the two
     are the parent's only runs; "run" otherwise)."""
@@ -154,9 +169,18 @@ def beside_text(run: str, sibling: str, halves: bool) -> str:
     return f"the {leaf} {'half' if halves else 'run'}{of}; its layers are in {sibling}"
 
 
+def _unknown_roles_text(unknown_roles: int) -> str:
+    """'6 histogram tags of unknown role'."""
+    return f"{unknown_roles:,} histogram tag{'' if unknown_roles == 1 else 's'} of unknown role"
+
+
+# How a verdict that names tags of unknown role says to set their roles (as `shared_name_note` and the tab do).
+_SET_ROLES = "a tag rule in gradhealth.json sets a tag's role"
+
+
 def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,
             sampling: Optional[Mapping] = None, scalars_sampling: Optional[Mapping] = None,
-            word: Optional[str] = None, beside: Optional[str] = None) -> str:
+            word: Optional[str] = None, beside: Optional[str] = None, unknown_roles: int = 0) -> str:
     """The verdict on one run in words: its `verdict_word` (``word``; from the findings and
     ``gradients_judged`` alone when not given) and why, for the CLI's line and the ``runs`` route.
 
@@ -165,16 +189,24 @@ def verdict(found: Sequence[finding.Finding], gradients_judged: bool = True,
     (``sampling``, `RunData.sampling`) or points of the loss and other run-level scalars
     (``scalars_sampling``, `RunData.scalars_sampling`), "no warnings" is all the logs read can say.
     ``beside``: `beside_text`, for a run of scalars only whose layers another run holds.
+    ``unknown_roles``: how many of the run's histogram tags have no known role (`unknown_role_tags`):
+    where there are any, gradients missing were not recognised among them, not "not logged".
     """
     worst = worst_severity(found)
     if word is None:
         word = verdict_word(worst, [] if gradients_judged else sorted(_GRADIENT_KINDS), True,
                             sampling, scalars_sampling)
     notes = _NOTES if worst else ""
+    if word.startswith(NOT_JUDGED) and unknown_roles:
+        return (f"{word} (no gradient, weight, activation or loss recognised;"
+                f" {_unknown_roles_text(unknown_roles)}: {_SET_ROLES})")
     if word.startswith(NOT_JUDGED):
         return word + " (no gradient, weight, activation or loss data logged)"
     if word.startswith(SCALARS_ONLY):
         return f"{word}: {beside or 'no layers logged, only the loss and other scalars are judged'}"
+    if word.startswith(NO_WARNINGS) and not gradients_judged and unknown_roles:
+        return (f"no warnings (gradients not recognised among {_unknown_roles_text(unknown_roles)}: exploding and"
+                f" vanishing gradients not judged; {_SET_ROLES})" + notes)
     if word.startswith(NO_WARNINGS) and not gradients_judged:
         return "no warnings (no gradients logged: exploding and vanishing gradients not judged)" + notes
     if word.startswith(NO_WARNINGS) and sampling is not None:
@@ -213,10 +245,27 @@ def coverage_note(kinds: Sequence[str]) -> Optional[str]:
     return note
 
 
+# How a row's role was decided when it was not found: nothing told it, or another tag names the same parameter.
+_UNKNOWN_ROLE = (tags_lib.BY_FALLBACK, tags_lib.BY_SHARED_NAME)
+
+
+def _rows_decided_by(rd: RunData, ways: Sequence[str]) -> List[RoleData]:
+    """The run's rows whose role was decided in one of ``ways`` (`TagInfo.decided_by`), in row order."""
+    return [r for layer in rd.layers for r in layer.roles.values() if r.decided_by in ways]
+
+
+def unknown_role_tags(rd: RunData) -> List[str]:
+    """The run's histogram tags whose role was not found (rows of role other by fallback or a shared name).
+
+    Gradients may be among them, under a name nothing recognises; a tag a user's rule sets to
+    ``other`` or ``ignore`` was decided, and is not one of them.
+    """
+    return [tag for r in _rows_decided_by(rd, _UNKNOWN_ROLE) for tag in r.tags]
+
+
 def shared_name_note(rd: RunData) -> Optional[str]:
     """A sentence on the rows whose role is unknown because another tag names the same parameter, or None."""
-    shared = [r.tags[0] for layer in rd.layers for r in layer.roles.values()
-              if r.decided_by == tags_lib.BY_SHARED_NAME]
+    shared = [r.tags[0] for r in _rows_decided_by(rd, (tags_lib.BY_SHARED_NAME,))]
     if not shared:
         return None
     many = len(shared) > 1
@@ -252,7 +301,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
     from `Analyzer.layers_in`; said only of a run whose own layer rows hold no step.
     """
     worst = worst_severity(found)
-    has_data = any(len(r.table.steps) for layer in rd.layers for r in layer.roles.values())
+    has_data = holds_layer_steps(rd)
     counts = {sev: sum(1 for f in found if f.severity == sev) for sev in finding.SEVERITY_RANK}
     unjudged = not_judged(rd)
     word = verdict_word(worst, unjudged, has_data, rd.sampling, rd.scalars_sampling)
@@ -271,6 +320,8 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
         "unclassified": rd.unclassified,
         # Tags left out because what they hold cannot be read; the rest of the run is served.
         "unreadable": unreadable(rd),
+        # Histogram tags read but for some steps, which hold no histogram (no data there): how many, the first.
+        "unreadable_steps": unreadable_steps(rd),
         "steps_kept": rd.steps_kept,
         "steps_logged": rd.steps_logged,
         "sampling": rd.sampling,
@@ -295,7 +346,7 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
         # every logged step was read; then the same in words, with why.
         "verdict_word": word,
         "verdict": verdict(found, not set(unjudged) & _GRADIENT_KINDS, rd.sampling, rd.scalars_sampling,
-                           word, beside_note),
+                           word, beside_note, len(unknown_role_tags(rd))),
         # Why an integration's stop_on stopped training ({"step", "message"}), or None.
         "stopped": rd.stopped,
         "training": training(training_of, rd.run),
@@ -305,6 +356,28 @@ def run_summary(rd: RunData, found: Sequence[finding.Finding],
 def unreadable(rd: RunData) -> List[dict]:
     """The run's tags that could not be read, each with why, in tag order."""
     return [{"tag": tag, "why": why} for tag, why in rd.unreadable.items()]
+
+
+def unreadable_steps(rd: RunData) -> List[dict]:
+    """The run's histogram tags with steps that hold no histogram: {"tag", "steps", "of", "first_step", "why"}."""
+    return [some.to_json(tag) for tag, some in rd.unreadable_steps.items()]
+
+
+def unreadable_line(tag: str, why: str) -> str:
+    """A tag left out, as every command says it."""
+    return f"unreadable tag {tag}: {why}"
+
+
+def unreadable_steps_line(tag: str, some: UnreadableSteps) -> str:
+    """A histogram tag with steps that hold no histogram, as every command says it."""
+    return (f"unreadable steps of tag {tag}: {some.steps:,} of {some.of:,} steps read hold no histogram and are"
+            f" no data; the first: {some.why}")
+
+
+def unreadable_lines(rd: RunData) -> List[str]:
+    """What of the run could not be read, a line per tag: the tags left out, then those read but for some steps."""
+    return ([unreadable_line(tag, why) for tag, why in rd.unreadable.items()]
+            + [unreadable_steps_line(tag, some) for tag, some in rd.unreadable_steps.items()])
 
 
 def failed_run(run: str, error: str) -> dict:
@@ -466,6 +539,15 @@ TOP24_NULL, TOP24_NAN, TOP24_MAX_FINITE = 0xFFFFFF, 0x7FF800, 0x7FEFFF
 # Rows or blocks asked for: inclusive (first, last) index spans, as the `rows` and `blocks` parameters give them.
 Spans = Sequence[Tuple[int, int]]
 
+# The most cells one heatmap answer carries, per layout, so that an answer stays within the product's
+# 2 MB for any run. A compact cell is at most 13 bytes (2 of kind, 3 of value, 8 of step offset) in
+# base64, 17.3: 100,000 of them 1.73 MB; measured, 5.3-5.5 on the demo and wild runs and 6.7 on the
+# big-run bench's binned `l2`. A rows-layout cell measured 11-25 bytes, 32 where every cell names a rule
+# (the demo's unclipped explosion), about 3 more binned: 25,000 of them under 1 MB. An answer of more
+# sends the first rows that fit and names the rest (`page`); a row of more cells than this (a run of
+# that many steps asked for without a column budget) still goes whole.
+MAX_CELLS = {LAYOUT_ROWS: 25_000, LAYOUT_COMPACT: 100_000}
+
 
 @dataclasses.dataclass
 class HeatmapCells:
@@ -504,11 +586,29 @@ def heatmap(rd: RunData, role: str, metric: str, start: Optional[int] = None, en
 
 def heatmap_answer(cells: HeatmapCells, layout: str = LAYOUT_ROWS, rows: Optional[Spans] = None,
                    blocks: Optional[Spans] = None) -> dict:
-    """A heatmap answer in `layout`, of every row, or with `rows` or `blocks` of those only (`row_window`)."""
+    """A heatmap answer in `layout`, of every row, or with `rows` or `blocks` of those only (`row_window`).
+    Every row that fits `MAX_CELLS` is sent as it always was; more is a row window of the first rows that
+    fit, whose `page` names the rows to ask for next."""
     c = cells
     if rows is None and blocks is None:
-        return {**c.head, **_cells(c.values, c.status, c.rules, c.quality, c.offsets, layout)}
+        n_rows, n_cols = c.status.shape
+        if n_rows <= page_rows(n_cols, layout):
+            return {**c.head, **_cells(c.values, c.status, c.rules, c.quality, c.offsets, layout)}
+        rows = [(0, n_rows - 1)]
     return {**c.head, **row_window(c, layout, rows or (), blocks or ())}
+
+
+def page_rows(columns: int, layout: str) -> int:
+    """How many rows (or folded blocks) of `columns` cells one answer in `layout` carries: `MAX_CELLS`
+    of them, and at least one, so that asking for the next rows always gets on."""
+    return max(1, MAX_CELLS[layout] // max(1, columns))
+
+
+def spans_text(numbers: np.ndarray) -> str:
+    """Ascending distinct numbers as the `rows` and `blocks` parameters take them: [0, 1, 2, 5] -> "0:2,5"."""
+    named = np.zeros(int(numbers[-1]) + 1 if len(numbers) else 0, dtype=bool)
+    named[numbers] = True
+    return ",".join(str(a) if a == b else f"{a}:{b}" for a, b in step_spans(np.arange(len(named)), named))
 
 
 def heatmap_cells(rd: RunData, role: str, metric: str, start: Optional[int] = None, end: Optional[int] = None,
@@ -750,7 +850,8 @@ def row_window(cells: HeatmapCells, layout: str, rows: Spans, blocks: Spans) -> 
     The matrices hold the rows `rows_sent` names, then the blocks `blocks_sent` names (block
     numbers index `block_names`); a row of a block sent is not sent itself. A block's cell is its
     worst member's there (`fold_pick`), the member named in `block_members` by row number, its step
-    offset that member's.
+    offset that member's. More rows and blocks than `page_rows` fit: the first that do, and `page`
+    says what to ask for next (`rows` and `blocks` as the parameters take them).
     """
     c, summary = cells, cells.summary(layout)
     n_rows, n_cols = c.status.shape
@@ -760,6 +861,15 @@ def row_window(cells: HeatmapCells, layout: str, rows: Spans, blocks: Spans) -> 
     # blocks, asks for a screenful of both and gets each row once, folded where it folds.
     folded = {names[k] for k in block_ids}
     row_ids = np.array([i for i in _span_indices(rows, n_rows) if row_blocks[i] not in folded], dtype=np.int64)
+    fit = page_rows(n_cols, layout)
+    page = None
+    if len(row_ids) + len(block_ids) > fit:
+        # Rows first, then blocks, as the matrices hold them: what is left is the next answer's ask.
+        blocks_fit = max(0, fit - len(row_ids))
+        page = {"max_cells": MAX_CELLS[layout], "rows_total": n_rows,
+                "rows_span": [int(row_ids[0]), int(row_ids[min(fit, len(row_ids)) - 1])] if len(row_ids) else None,
+                "next": {"rows": spans_text(row_ids[fit:]), "blocks": spans_text(block_ids[blocks_fit:])}}
+        row_ids, block_ids = row_ids[:fit], block_ids[:blocks_fit]
     # Per matrix row and column, the row whose cell it shows: a row's own, then each block's worst member.
     picked = [np.repeat(row_ids[:, None], n_cols, axis=1)]
     for k in block_ids:
@@ -774,6 +884,7 @@ def row_window(cells: HeatmapCells, layout: str, rows: Spans, blocks: Spans) -> 
         **_cells(c.values[at], c.status[at], c.rules[at], c.quality[at], None if c.offsets is None else c.offsets[at],
                  layout),
         "block_members": (chosen_members.ravel() if layout == LAYOUT_COMPACT else chosen_members).tolist(),
+        **({"page": page} if page else {}),
     }
 
 
@@ -1074,11 +1185,17 @@ def rows_at(roles: Mapping[str, RoleData], step: int) -> Dict[str, int]:
 UNDRAWABLE_HISTOGRAM = ("A histogram was logged at this step, but it cannot be drawn: its bucket edges are NaN or"
                         " Inf (the tensor held NaN or Inf values when it was summarised).")
 PARTLY_DRAWABLE_HISTOGRAM = "Some of this histogram's buckets have NaN or Inf edges and are not drawn."
+MALFORMED_HISTOGRAM = ("A tensor was logged at this step, but it is no histogram: {why}. It is not drawn, and the"
+                       " step is no data.")
 
 
 def _histogram(buckets: np.ndarray) -> Tuple[list, Optional[str]]:
     """A histogram's buckets as the metrics see them, for the detail panel to draw, and a note when
-    buckets holding data (or every bucket) have NaN or Inf edges, which cannot be drawn."""
+    buckets holding data (or every bucket) have NaN or Inf edges, which cannot be drawn, or when they
+    are no histogram at all (`metrics.malformed`), which is not drawn either."""
+    code = int(metrics.malformed(buckets[None, :, 0], buckets[None, :, 1], buckets[None, :, 2])[0])
+    if code:
+        return [], MALFORMED_HISTOGRAM.format(why=metrics.MALFORMED[code])
     # Empty, padded and degenerate buckets carry no data.
     keep = np.isfinite(buckets[:, 2]) & (buckets[:, 2] != 0)
     if len(buckets):
@@ -1134,7 +1251,8 @@ def role_cell(rdata: RoleData, index: int, buckets: Optional[np.ndarray],
             for name in names
         },
         "histogram": histogram,
-        # Why a histogram that was logged is not (or not wholly) drawn: NaN or Inf bucket edges; else None.
+        # Why a histogram that was logged is not (or not wholly) drawn: NaN or Inf bucket edges, or buckets
+        # that are no histogram (negative counts, ...); else None.
         "histogram_note": histogram_note,
         # "octaves": gradhealth's own buckets of |x|, each a factor of 2 wide (the tab spreads them onto
         # equal bins to draw them); "linear": a logged histogram's own buckets.
@@ -1206,6 +1324,8 @@ def role_distribution(rdata: RoleData, by_step: Mapping[int, np.ndarray], own: b
     if len(steps):
         h = metrics.stack_histograms(steps, np.zeros(len(steps)), [by_step[int(s)] for s in steps])
         values = distribution_lib.percentiles(h)
+        # A step whose buckets are no histogram has no distribution, as it has no metrics.
+        values[metrics.malformed(h.left, h.right, h.count) > 0] = np.nan
     source = None if not len(steps) else "gradhealth" if own else "histogram"
     axis = "other" if source == "histogram" and rdata.histogram_other_axis else "row"
     bad, count = _nonfinite_at(rdata, steps) if axis == "row" else (np.full(len(steps), np.nan),) * 2
@@ -1277,7 +1397,7 @@ def cli_run(summary: dict) -> dict:
             "last_step": summary["last_step"], "sampling": cli_sampling(summary["sampling"]),
             "scalars_sampling": cli_scalars_sampling(summary["scalars_sampling"]),
             "unclassified": summary["unclassified"], "unreadable": summary["unreadable"],
-            "not_judged": summary["not_judged"],
+            "unreadable_steps": summary["unreadable_steps"], "not_judged": summary["not_judged"],
             "coverage_note": summary["coverage_note"], "stopped": summary["stopped"],
             # As in the `runs` route: the training many workers logged this run is a rank of, or None.
             "training": summary["training"]}
@@ -1335,9 +1455,17 @@ def _role_of(f: finding.Finding) -> Optional[str]:
     return f.role or next(iter(f.role_points), None)
 
 
+def _onset(f: finding.Finding) -> dict:
+    """Where a sweep line says a finding starts: its first step on the layers' axis (which orders the
+    line's kinds) and, for one told in its own step axis (an epoch's loss), that axis with its steps,
+    as the finding's JSON has it, and the onset in its words ("epoch 3", else "step 120")."""
+    return {"first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
+            "axis": None if f.axis is None else with_step_texts(f.axis.to_json()),
+            "onset_text": f"step {int(f.first_step)}" if f.axis is None else f.axis.at(f.axis.first_step)}
+
+
 def _kind_entry(f: finding.Finding, count: int) -> dict:
-    return {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity,
-            "first_step": int(f.first_step), "first_step_text": step_text(f.first_step),
+    return {"kind": f.kind, "label": KIND_LABELS.get(f.kind, f.kind), "severity": f.severity, **_onset(f),
             "layer": _first_layer(f), "count": count}
 
 
@@ -1366,8 +1494,7 @@ def sweep_row(rd: RunData, found: Sequence[finding.Finding]) -> dict:
         "worst_status": summary_status["worst_status"],
         "worst": None if worst is None else {
             "kind": worst.kind, "label": KIND_LABELS.get(worst.kind, worst.kind), "severity": worst.severity,
-            "message": worst.message, "first_step": int(worst.first_step),
-            "first_step_text": step_text(worst.first_step), "layer": _first_layer(worst), "role": role},
+            "message": worst.message, **_onset(worst), "layer": _first_layer(worst), "role": role},
         # Most severe first, then by onset.
         "kinds": sorted(kinds.values(), key=_by_severity_then_onset),
         "not_judged": summary_status["not_judged"],

@@ -6,7 +6,10 @@ logged step (still up, vanished, NaN, or the log ends). A one-off outlier that
 comes back at the next logged step (a corrupted batch) is a `spike`, and so is a
 jump of a gradient that was once larger: noise at a tiny scale, not an explosion, and so
 is a jump within the series' own batch-to-batch swings (under `spike_z` times their
-robust spread in decades, as a spike is judged).
+robust spread in decades, as a spike is judged). An explosion found by jumps alone counts only
+where, at one of its jumps, the layer's max |g| is also above the median of the other layers' max |g|
+at that step (`exploding_peer_factor` times it): a parameter whose gradient is tiny by construction
+(an attention key bias, a branch faded in) moves by factors at a scale that moves nothing.
 An explosion after a calm span of a median window (`spike_window` logged steps)
 is a new one, with its own onset and finding.
 """
@@ -42,14 +45,16 @@ THRESHOLDS = (Line(tags_lib.GRADIENT, "max_abs", "exploding_max_abs", "above"),)
 
 
 def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
-    limit, jump = limits["exploding_max_abs"], limits["exploding_jump"]
+    limit, jump, peers = limits["exploding_max_abs"], limits["exploding_jump"], limits["exploding_peer_factor"]
     window, lasting = int(limits["spike_window"]), int(limits["exploding_steps"])
     scalars = _scalar_hits(rd, limit, jump, window, lasting)
     # A gradient-norm scalar is held to the limit itself: say so where one is in the finding.
     over = f"max |g| or the gradient norm above {limit:g}," if scalars else f"max |g| above {limit:g}"
+    large = "" if not peers else (", a layer's max |g| above the other layers' median" if peers == 1 else
+                                  f", a layer's max |g| above {peers:g}x the other layers' median")
     what = (f"explode ({over} or the norm jumps {jump:g}x its running median to above its earlier "
-            "calm levels)")
-    hits = _layer_hits(rd, limit, jump, window, lasting, limits["spike_z"]) + scalars
+            f"calm levels{large})")
+    hits = _layer_hits(rd, limit, jump, window, lasting, limits["spike_z"], peers) + scalars
     return [group(rd, KIND, SEVERITY, tags_lib.GRADIENT, part, limit, what, ADVICE)
             for part in _separate(rd, hits, window)]
 
@@ -190,8 +195,10 @@ def _mask(n: int, span: tuple) -> np.ndarray:
     return keep
 
 
-def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: float) -> List[Hit]:
+def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: float,
+                peers: float) -> List[Hit]:
     layers = list(role_tables(rd, tags_lib.GRADIENT))
+    others = _others_max_abs([table for _, table in layers])
     found = {}
     # Layers of equal length are screened together, a row each; only the rows past a limit are
     # then followed step by step (`_lasting`) and build a hit.
@@ -202,6 +209,9 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: f
         jumps = gt(ratio, jump)
         jumps &= _past_noise(ratio, jumps, z)
         over, jumped = gt(max_abs, limit), jumps & _above_calm(l2, jumps)
+        other = stack(rows.tolist(), lambda i: others[i])
+        # No other layer at a step (alone, or the rest non-finite): nothing shows the gradient is small.
+        large = ~(max_abs <= peers * other)
         hit = np.nonzero((over | jumped).any(axis=1))[0]
         peak_median = np.zeros_like(max_abs)
         peak_median[hit] = series_lib.trailing_median(max_abs[hit], window)
@@ -210,8 +220,11 @@ def _layer_hits(rd, limit: float, jump: float, window: int, min_steps: int, z: f
             finite = np.isfinite(max_abs[r]) & ~gt(table.get("nonfinite"), 0)
             for span in _lasting(over[r] | jumped[r], max_abs[r], peak_median[r], finite, min_steps, jump, window):
                 keep = _mask(len(finite), span)
+                # Judged per explosion, not per step: one hovering about the others' median stays one.
+                if not (over[r] & keep).any() and not (jumped[r] & keep & large[r]).any():
+                    continue
                 found.setdefault(int(rows[r]), []).append(
-                    _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r],
+                    _layer_hit(layers[rows[r]], max_abs[r], l2[r], baseline[r], ratio[r], other[r],
                                over[r] & keep, jumped[r] & keep, limit, jump))
     return [h for i in sorted(found) for h in found[i]]
 
@@ -233,12 +246,13 @@ def _past_noise(ratio: np.ndarray, jumps: np.ndarray, z: float) -> np.ndarray:
         return np.nan_to_num(decades / noise[..., None], nan=-np.inf) > z
 
 
-def _layer_hit(layer_table, max_abs, l2, baseline, ratio, over, jumped, limit: float, jump: float) -> Hit:
+def _layer_hit(layer_table, max_abs, l2, baseline, ratio, other, over, jumped, limit: float, jump: float) -> Hit:
     layer, table = layer_table
     idx = np.nonzero(over | jumped)[0]
     j, value, threshold = _evidence(max_abs, ratio, over, jumped, limit, jump)
     detail = {"metric": "max_abs"} if over.any() else {
-        "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j])}
+        "metric": "l2 / running median", "l2": float(l2[j]), "running_median_l2": float(baseline[j]),
+        "max_abs": float(max_abs[j]), "others_median_max_abs": float(other[j])}
     return Hit(layer.name, int(table.steps[idx[0]]), int(table.steps[idx[-1]]), value,
                int(table.steps[j]), detail, table.steps[idx], threshold=threshold,
                after=kept_before(table.steps, int(idx[0])))
@@ -273,3 +287,36 @@ def _evidence(peak, ratio, over, jumped, limit, jump) -> tuple:
         return j, float(peak[j]), limit
     j = int(np.argmax(np.where(jumped, ratio, -np.inf)))
     return j, float(ratio[j]), jump
+
+
+def _others_max_abs(tables: List) -> List[np.ndarray]:
+    """Per gradient table, at each of its steps, the median of the other tables' max |g| at that step
+    (NaN where no other has a finite one)."""
+    if not tables:
+        return []
+    distinct = {t.steps.tobytes(): t.steps for t in tables}
+    steps = np.unique(np.concatenate(list(distinct.values())))
+    at = [np.searchsorted(steps, t.steps) for t in tables]
+    grid = np.full((len(tables), len(steps)), np.nan)
+    for i, t in enumerate(tables):
+        grid[i, at[i]] = t.get("max_abs")
+    others = median_of_others(grid)
+    return [others[i, at[i]] for i in range(len(tables))]
+
+
+def median_of_others(values: np.ndarray) -> np.ndarray:
+    """For each cell of a 2-D array, the median of the other rows' values in its column, NaN ignored
+    (NaN where no other value is). One sort per column: leaving out the cell's own rank shifts the
+    indices of the middle values past it by one."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, axis=0)  # NaN last
+    ranked = np.take_along_axis(values, order, axis=0)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(len(values))[:, None], order.shape), axis=0)
+    n = np.count_nonzero(~np.isnan(values), axis=0) - ~np.isnan(values)  # how many others per cell
+    lo, hi = (n - 1) // 2, n // 2
+    lo, hi = lo + (lo >= rank), hi + (hi >= rank)
+    last = max(len(values) - 1, 0)
+    pick = [np.take_along_axis(ranked, np.clip(i, 0, last), axis=0) for i in (lo, hi)]
+    with np.errstate(invalid="ignore"):
+        return np.where(n > 0, (pick[0] + pick[1]) / 2, np.nan)

@@ -6,14 +6,18 @@ first value guards against a loss a learning rate too high blew up right away: i
 is the blow-up's, and a loss that ends far above where it began would seem to improve on it. A first
 value lower only by the loss's noise is no start of its own. Against a first value that is one, the loss
 gets worse also where its last tenth lies above it in so many values that a sign test puts the chance of
-that, for a loss no higher than its start, under 1%: a blown-up loss bounces by about its own level. Every loss tag must fail: a
+that, for a loss no higher than its start, under 1%: a blown-up loss bounces by about its own level. A
+tenth of fewer than three values (under 30 logged) proves nothing either way, since one stray value
+moves its median: the loss's progress is not judged, as in the first steps of a healthy run whose loss
+has barely begun to fall. Every loss tag must fail: a
 training loss that improves while a validation loss does not is overfitting,
 not a stalled run. A loss is judged for progress up to its first NaN or Inf (what follows is the
 `nonfinite` finding's): a loss stuck for most of a run before it blew up made no progress either.
 
 A loss that fell and then settled at chance has stalled there, and is told as a stall at chance level,
 a warning as any stall: every loss series, up to its first NaN or Inf, stays within 1% of one ln k
-(k = 2..10) over at least its last third. Loss series on different step axes (Keras' per-epoch
+(k = 2..10) over at least its last third, a third of at least 8 values that does not fall at more of its
+steps than the sign test allows by chance (a healthy classifier starts at ln k). Loss series on different step axes (Keras' per-epoch
 `epoch_loss` beside per-iteration series) get one finding each, told at their own steps and naming
 their axis ("per epoch", "per iteration": `Finding.axis`).
 """
@@ -68,11 +72,6 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
             mine = _judge(np.asarray(own), np.asarray(values, dtype=np.float64), points)
             verdict.update(axis="other", own_first_step=mine["first_step"], own_last_step=mine["last_step"],
                            own_lowest_step=mine["lowest_step"], own_nonfinite_step=mine["nonfinite_step"])
-        if verdict is not None and verdict["k"] == 1 and verdict["spread"] > needed:
-            # With under 20 values each tenth is one value: only a flat loss (every value within
-            # the improvement asked for of their median) proves a stall; a few early per-batch
-            # losses that have not fallen yet prove nothing.
-            verdict = None
         if verdict is not None:
             judged[tag] = verdict
     # Stalled only when even the noise cannot hide an improvement: a per-batch loss early in
@@ -194,6 +193,15 @@ def _settled(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dic
         steps, values = steps[:bad[0]], values[:bad[0]]
     n = len(values)
     third = n - (2 * n) // 3
+    if third - 1 < _LEAST_VALUES:
+        # A healthy classifier starts at ln k: a few values there are its first steps, no proof of a stall,
+        # and too few steps to tell whether it is still falling.
+        return None
+    # A loss that falls at more of its last third's steps than a sign test allows by chance is still
+    # falling (a healthy classifier leaving ln k slowly), not settled there.
+    steps_taken = np.diff(values[-third:])
+    if _sign_test(int(np.count_nonzero(steps_taken < 0)), int(np.count_nonzero(steps_taken))):
+        return None
     for k in _GUESS_CLASSES:
         inside = np.abs(values / math.log(k) - 1) <= _GUESS_TOLERANCE
         if not inside[-third:].all():
@@ -239,7 +247,9 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
         steps, values = steps[:bad[0]], values[:bad[0]]
         if len(values) < 2 * k:  # the two tenths would overlap: it blew up too early to tell
             return None
-    if len(values) < max(points, 2):
+    if len(values) < max(points, 2) or k < _LEAST_TENTH:
+        # A median withstands one stray value only from three values on: tenths of fewer prove nothing
+        # either way (the first steps of a healthy run are not yet a stall), and progress is not judged.
         return None
     # The start is the lower of the first tenth's median and the first value: a loss that rose right away
     # (blown up by a learning rate too high) is judged against where it began, not its blow-up.
@@ -264,9 +274,8 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
     return {"first_median": head, "last_median": tail, "improvement": improvement,
             "noise_margin": float(margin), "k": int(k), "from_first": from_first, "above": above,
             # Worse by more than the noise allows: the loss rose, which says more than "stalled".
-            "worse": bool(improvement + margin < 0 or (from_first and _mostly_above(above, k))),
+            "worse": bool(improvement + margin < 0 or (from_first and _sign_test(above, k))),
             "nonfinite_step": nonfinite_step, "logged": int(logged),
-            "spread": float(np.max(np.abs(values - np.median(values))) / abs(head)),
             "points": int(len(values)), "first_step": int(steps[0]), "last_step": int(steps[-1]),
             "lowest": float(values.min()), "lowest_step": int(steps[int(np.argmin(values))])}
 
@@ -276,9 +285,18 @@ def _judge(steps: np.ndarray, values: np.ndarray, points: int) -> Optional[dict]
 _SIGN_LEVEL = 0.01
 
 
-def _mostly_above(above: int, k: int) -> bool:
-    """Whether `above` of `k` values above a start pass a one-sided sign test at `_SIGN_LEVEL`."""
-    return math.fsum(math.comb(k, i) for i in range(above, k + 1)) / 2.0 ** k < _SIGN_LEVEL
+# The fewest signs a sign test at `_SIGN_LEVEL` can decide on: n all on one side come up by chance 2**-n of
+# the time, under 1% from 7 on. The last third holds at least that many steps (each a fall or not), or it is
+# not judged as settled at chance.
+_LEAST_VALUES = next(n for n in range(1, 64) if 0.5 ** n < _SIGN_LEVEL)
+# The fewest values a tenth holds for its median to be read: three (one stray value cannot move it).
+_LEAST_TENTH = 3
+
+
+def _sign_test(hits: int, k: int) -> bool:
+    """Whether `hits` of `k` values on one side (above a start, falls among steps) pass a one-sided sign test
+    at `_SIGN_LEVEL`."""
+    return math.fsum(math.comb(k, i) for i in range(hits, k + 1)) / 2.0 ** k < _SIGN_LEVEL
 
 
 # A classifier that learns nothing predicts the classes' frequencies: with k balanced classes its

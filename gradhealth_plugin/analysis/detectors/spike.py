@@ -1,8 +1,8 @@
 """A one-off outlier in a layer's norm series or the loss: a robust z-score
-against a rolling median (seed 004).
+against the rolling medians of the values before and after (seed 004).
 
 A spike is a note, but a norm's spike that jumps `spike_warn_jump` (100x) or
-more above the median of its neighbours is a warning: far past the several-fold
+more above the medians of the values on both sides is a warning: far past the several-fold
 swings of healthy gradient norms between batches. A loss is left at info
 whatever its jump: near its floor it moves by factors without harm.
 
@@ -68,10 +68,10 @@ def _finding(rd: RunData, role: Optional[str], severity: str, part: List[Hit], z
         kinds.setdefault(_advice(rd, h.layer) if role is None else ADVICE, []).append(h)
     for advice, hits in kinds.items():
         plural = "s" if len(hits) == 1 and role is None else ""
-        what = f"spike{plural} (robust z-score above {z:g} against the rolling median)"
+        what = f"spike{plural} (robust z-score above {z:g} against the medians of the values before and after)"
         if severity == WARN:
             top = max(h.detail["jump"] for h in hits)
-            what = (f"spike{plural} {top:.0f}x above the median of their neighbours (at least {jump:g}x)")
+            what = (f"spike{plural} {top:.0f}x above the values before and after them (at least {jump:g}x)")
         f = group(rd, KIND, severity, role, hits, z, what, advice)
         if severity == WARN:
             f.evidence["jump_threshold"] = jump
@@ -122,7 +122,7 @@ def _advice(rd: RunData, tag: str) -> str:
 
 def _large(rd: RunData, h: Hit, role: Optional[str], jump: float) -> bool:
     """Whether a series' spike is a warning: a norm (a row's, or a gradient-norm scalar) jumping `jump`
-    times or more above its neighbours' median."""
+    times or more above the medians of the values on both sides."""
     if role is None and rd.scalar_kinds.get(h.layer) != tags_lib.SCALAR_GRAD_NORM:
         return False
     return h.detail.get("jump", 0.0) >= jump

@@ -256,10 +256,14 @@ class GradHealthPlugin(base_plugin.TBPlugin):
             return http_util.Respond(request, f.read(), "text/javascript")
 
     def _analysis(self, request):
-        """The requested run's data and findings (``run=``)."""
+        """The requested run's data and findings (``run=``): as of ``version=`` (a run's ``version`` in
+        ``runs``) where the server still holds that data version of the run, else as the provider has it now."""
         ctx = plugin_util.context(request.environ)
         eid = plugin_util.experiment_id(request.environ)
-        return self._analyzer.run(ctx, eid, _param(request, "run"))
+        run = _param(request, "run")
+        version = request.args.get("version")
+        pinned = self._analyzer.pinned(eid, run, version) if version else None
+        return pinned if pinned is not None else self._analyzer.run(ctx, eid, run)
 
     # Route wrappers: parameters are parsed in the order their errors are reported (the run first).
 
@@ -334,6 +338,8 @@ class GradHealthPlugin(base_plugin.TBPlugin):
                 # With the training many workers logged that the run is a rank of (None: it is none).
                 summary = responses.run_summary(rd, found, self._analyzer.training_of(rd),
                                                 self._analyzer.layers_in(ctx, experiment, run, listings))
+                # Named back by the tab's requests about the run (`_analysis`).
+                summary["version"] = self._analyzer.version_text(rd)
                 summaries.append(summary)
             except errors.NotFoundError:
                 continue

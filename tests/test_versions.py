@@ -231,3 +231,36 @@ def test_what_is_held_is_read_from_the_reservoirs_without_copying_their_events(t
         count, last = provider._kept_count_and_last(acc, tag)
         assert (count, last) == (len(copied[tag]), copied[tag][-1])
         assert last is copied[tag][-1]
+
+
+def test_a_request_naming_the_held_version_is_cut_from_it_without_listing(tmp_path, loader_client, tmp_path_factory):
+    """``version=`` (a run's ``version`` in ``runs``): a zoom or a page of the data the tab shows."""
+    rng = np.random.default_rng(12)
+    logdir = _logdir(tmp_path, rng)
+    client = loader_client(logdir)
+    versions = {r["run"]: r["version"] for r in client.ok("/runs")["runs"]}
+    held = versions["run"]
+    # Named by the data: `other` was written with the same tags, steps and wall times.
+    assert isinstance(held, str) and held == versions["other"]
+    whole = dict(run="run", role="gradient", metric="std")
+    zoom = dict(whole, start=2, end=5)
+    shown = [client.ok("/heatmap", **whole), client.ok("/heatmap", **zoom), client.ok("/track", run="run"),
+             client.ok("/findings", run="run")]
+
+    def append(root):
+        append_events(_event_file(root / "run"), [event(s, *_values(rng, s)) for s in (STEPS, STEPS + 1)])
+
+    _change(loader_client, client, logdir, tmp_path_factory, append)
+    recorder = _record(client)
+    pinned = [client.ok("/heatmap", **whole, version=held), client.ok("/heatmap", **zoom, version=held),
+              client.ok("/track", run="run", version=held), client.ok("/findings", run="run", version=held)]
+    assert pinned == shown
+    assert recorder.calls == [], "a request naming the version held listed or read the provider"
+    # A version not held (an older one, a made-up one) is answered from the data as it is now.
+    now = client.ok("/heatmap", **whole, version="0")
+    assert now["steps"][-1] == STEPS + 1 and recorder.named("list_")
+    # The run list names the new version; the old one is no longer held, and gets the new data too.
+    newer = next(r["version"] for r in client.ok("/runs")["runs"] if r["run"] == "run")
+    assert newer != held
+    assert client.ok("/heatmap", **whole, version=held) == now
+    assert client.ok("/heatmap", **whole, version=newer) == now

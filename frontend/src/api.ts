@@ -75,6 +75,8 @@ export interface RunInfo {
   layers_in: string | null;
   /** Why the server could not analyse the run, in its words; null when it could. A failed run has nothing else. */
   error: string | null;
+  /** The run's data version (`pinVersions`); null from a server that names none. */
+  version: string | null;
   /** Tags left out because what they hold cannot be read, each with why. */
   unreadable: { tag: string; why: string }[];
   /** Histogram tags read but for some steps, which hold no histogram (no data there), with how many and the first. */
@@ -413,6 +415,19 @@ export function buildUrl(path: string, params: Record<string, string> = {}): str
   return query ? `${path}?${query}` : path;
 }
 
+// Each run's data version as the last run list named it.
+const runVersions = new Map<string, string>();
+
+/**
+ * Makes every later request about one of these runs name its data version (`version=`): a zoom, the
+ * next rows or a cell is then cut from the data the tab shows, and the server lists nothing to tell
+ * whether the run changed (a poll of the run list brings new data, and new versions).
+ */
+export function pinVersions(runs: readonly RunInfo[]): void {
+  runVersions.clear();
+  for (const r of runs) if (r.version !== null) runVersions.set(r.run, r.version);
+}
+
 /**
  * GET a JSON route. Any failure becomes an ApiError carrying the server's
  * {"error": "..."} message when there is one, so the page can show it verbatim.
@@ -422,7 +437,8 @@ export async function getJson(
   params: Record<string, string> = {},
   fetchFn: FetchLike = (url, init) => fetch(url, init),
 ): Promise<unknown> {
-  const url = buildUrl(path, params);
+  const version = params.run === undefined ? undefined : runVersions.get(params.run);
+  const url = buildUrl(path, version === undefined || "version" in params ? params : { ...params, version });
   let resp: Response;
   try {
     resp = await fetchFn(url, { headers: { Accept: "application/json" }, cache: "no-store" });
@@ -508,6 +524,7 @@ export function parseRuns(body: unknown): RunsResponse {
       verdict: typeof r.verdict === "string" ? r.verdict : null,
       layers_in: typeof r.layers_in === "string" ? r.layers_in : null,
       error: typeof r.error === "string" ? r.error : null,
+      version: typeof r.version === "string" ? r.version : null,
       training: parseTraining(r.training),
       unreadable: Array.isArray(r.unreadable)
         ? r.unreadable

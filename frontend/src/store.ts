@@ -2,7 +2,7 @@
 // that tells a poll whether anything changed, the findings of the open run, the
 // heatmaps shown, and the detail panel's cells and series.
 
-import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary } from "./api";
+import { fetchCell, fetchFindings, fetchHeatmap, fetchRuns, fetchSeries, fetchTrack, fetchVocabulary, pinVersions } from "./api";
 import type { Cell, Finding, Heatmap, HeatmapWindow, RunInfo, Series, Track } from "./api";
 import { sortFindings } from "./findings";
 import { growingRuns } from "./panels";
@@ -56,6 +56,7 @@ export class Store {
     const growing = growingRuns(this.runs, runs);
     for (const r of runs) r.growing = growing.has(r.run);
     this.runs = runs;
+    pinVersions(runs);
     this.configProblems = config_problems;
     this.runsSignature = JSON.stringify(
       runs.map((r) => [r.run, String(r.last_step), r.steps_kept, r.finding_counts, r.roles, r.error]),

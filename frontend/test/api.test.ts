@@ -15,6 +15,7 @@ import {
   parseRuns,
   parseSeries,
   parseTrack,
+  pinVersions,
 } from "../src/api";
 import type { FetchLike } from "../src/api";
 
@@ -55,6 +56,25 @@ describe("getJson", () => {
     await getJson("heatmap", { run: "a b/c&d", role: "gradient" }, respond(200, "{}", seen));
     expect(seen).toEqual(["heatmap?run=a+b%2Fc%26d&role=gradient"]);
     expect(buildUrl("runs")).toBe("runs");
+  });
+
+  it("names the data version the last run list gave for the run asked about, and no other", async () => {
+    const seen: string[] = [];
+    const { runs } = parseRuns({ runs: [{ run: "a", version: "f00d.3" }, { run: "b" }] });
+    expect(runs.map((r) => r.version)).toEqual(["f00d.3", null]);
+    pinVersions(runs);
+    try {
+      await getJson("heatmap", { run: "a", start: "10" }, respond(200, "{}", seen));
+      await getJson("heatmap", { run: "b" }, respond(200, "{}", seen));
+      await getJson("sweep", {}, respond(200, "{}", seen));
+      pinVersions(parseRuns({ runs: [{ run: "a", version: "f00d.4" }] }).runs);
+      await fetchFindings("a", respond(200, '{"findings": []}', seen));
+    } finally {
+      pinVersions([]);
+    }
+    await getJson("heatmap", { run: "a" }, respond(200, "{}", seen));
+    expect(seen).toEqual(["heatmap?run=a&start=10&version=f00d.3", "heatmap?run=b", "sweep",
+      "findings?run=a&version=f00d.4", "heatmap?run=a"]);
   });
 
   it("surfaces the server's error message", async () => {
@@ -140,6 +160,7 @@ describe("parseRuns", () => {
       verdict: null,
       layers_in: null,
       error: null,
+      version: null,
       training: null,
     });
   });

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import hashlib
 import threading
 import weakref
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -449,6 +450,8 @@ class Reader:
                          if count is not None}
         self._lock = threading.Lock()
         self._cache: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+        # Per model built, the version of the data it was built from (`version`).
+        self._versions: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         # (experiment, run) -> (its tags in write order, how they were classified).
         self._classified: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         self.tag_cache = TagCache()
@@ -502,9 +505,24 @@ class Reader:
                 return cached[1]
         with collector_paused:
             data = self._build(ctx, experiment_id, run, listings)
+        version = hashlib.blake2b(repr(fingerprint).encode(), digest_size=8).hexdigest()
         with self._lock:
             _keep(self._cache, key, (fingerprint, data), _CACHE_RUNS)
+            self._versions[data] = version
         return data
+
+    def held(self, experiment_id: str, run: str) -> Optional[runs.RunData]:
+        """The run's model as `run_data` last gave it, not asking whether it changed since; None if not held."""
+        with self._lock:
+            cached = self._cache.get((experiment_id, run))
+        return None if cached is None else cached[1]
+
+    def version(self, data: runs.RunData) -> Optional[str]:
+        """Names the data `data` was built from (what the provider listed of its run: every tag's last
+        step and wall time), the same in any process that reads the same data; None for a model this
+        reader did not build."""
+        with self._lock:
+            return self._versions.get(data)
 
     def versions(self, ctx, experiment_id: str) -> Dict[str, tuple]:
         """Every run's data version, from one listing: equal while what `run_data` would read is unchanged."""

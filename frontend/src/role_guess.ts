@@ -7,9 +7,11 @@ import { button, el } from "./dom";
 export type DecidedBy = string;
 
 /** A guess is a role read from name words or from the data, or no role at all (the row is "other"): nothing
- * told it, or another tag names the same parameter ("shared_name") so which one is the weight goes unsaid. */
+ * told it, another tag names the same parameter ("shared_name") so which one is the weight goes unsaid, or
+ * the name says an optimizer's state ("optimizer_state"). */
 export function isGuessed(decidedBy: DecidedBy | undefined): boolean {
-  return decidedBy === "name" || decidedBy === "data" || decidedBy === "fallback" || decidedBy === "shared_name";
+  return decidedBy === "name" || decidedBy === "data" || decidedBy === "fallback" || decidedBy === "shared_name"
+    || decidedBy === "optimizer_state";
 }
 
 /** One sentence on how the role was found, for a guessed row; null otherwise. */
@@ -22,6 +24,10 @@ export function guessNote(decidedBy: DecidedBy | undefined, role: string): strin
   if (decidedBy === "shared_name") {
     return "Role unknown: another tag names the same parameter under another prefix, and both cannot be its "
       + "weights (one may be its gradient), so only NaN/Inf values and spikes are judged here.";
+  }
+  if (decidedBy === "optimizer_state") {
+    return "An optimizer's state, by its name (Adam's moments, a momentum buffer): it has a parameter's shape but "
+      + "not its values, so it is no weight, and only NaN/Inf values and spikes are judged here.";
   }
   if (decidedBy === "fallback") {
     return "Role unknown: nothing in the tag's name tells it, so only NaN/Inf values and spikes are judged here.";
@@ -45,7 +51,7 @@ export function guessLegend(decidedBy: readonly (DecidedBy | undefined)[]): { la
     label: "name ? = role guessed",
     title: "A \"?\" after a row's name: its role (gradient, weight, activation) was guessed from the words of the tag's "
       + "name or from its values, or not found, because the writer's naming says nothing of it or two tags name one "
-      + "parameter. Hover the name for how.",
+      + "parameter; or its name says it is an optimizer's state, no weight. Hover the name for how.",
   };
 }
 

@@ -22,6 +22,13 @@ describe("guessed roles", () => {
     expect(guessLegend(["convention", "shared_name"])?.title).toContain("two tags name one parameter");
   });
 
+  it("include an optimizer's state, told by its name", () => {
+    expect(isGuessed("optimizer_state")).toBe(true);
+    expect(guessNote("optimizer_state", "other")).toContain("An optimizer's state");
+    expect(guessLine("optimizer_state", "other")?.[1]).toContain("so it is no weight");
+    expect(guessLegend(["convention", "optimizer_state"])?.title).toContain("an optimizer's state");
+  });
+
   it("offer a rule that matches the tag alone", () => {
     const tag = "model_params/W_fc1.weight:0 (x)";
     const pattern = exactPattern(tag);

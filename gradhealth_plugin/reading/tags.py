@@ -82,6 +82,7 @@ BY_NAME = "name"  # the words of the name
 BY_DATA = "data"  # the histograms themselves (see `data_roles`)
 BY_FALLBACK = "fallback"  # nothing told: role OTHER
 BY_SHARED_NAME = "shared_name"  # another tag names the same parameter: role OTHER (see `weights_sharing_a_name`)
+BY_OPTIMIZER_STATE = "optimizer_state"  # an optimizer's own variable: role OTHER (see `optimizer_state`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,6 +366,28 @@ def _from_name_words(tag: str, name: str) -> Optional[TagInfo]:
     return dataclasses.replace(info, kind=kind) if kind and role != ACTIVATION and info.kind == KIND_OTHER else info
 
 
+# An optimizer's own variables, which a loop over every variable logs beside the model's (TF1's
+# `tf.global_variables()`, Keras' `optimizer.variables`, PyTorch's `optimizer.state`): a name part that is
+# the optimizer's name (TF1's slots `<var>/Adam`, `<var>/Adam_1`; Keras 2's `Adam/<var>/m`; Keras 3's
+# `adam/<var>_velocity`) or a PyTorch slot's (`exp_avg`), or a last part ending in a slot's name
+# (`_momentum`, `_velocity`, TF1's `beta1_power`): `velocity` alone may name a model's module.
+_OPTIMIZER_PART_RE = re.compile(
+    r"^(?:adam|adamw|adamax|nadam|amsgrad|momentum|rmsprop|adagrad|adadelta|ftrl|proximaladagrad|lamb|lars|lion|"
+    r"adafactor|sgd|exp_avg|exp_avg_sq|max_exp_avg_sq|momentum_buffer|square_avg|acc_delta)(?:_\d+)?$", re.I)
+_OPTIMIZER_SLOT_RE = re.compile(
+    r"(?:^|[_.])(?:exp_avg|exp_avg_sq|max_exp_avg_sq|momentum_buffer|square_avg|acc_delta|momentum|velocity|"
+    r"accumulator|beta[12]_power)$", re.I)
+
+
+def optimizer_state(name: str) -> bool:
+    """Whether a tag names an optimizer's state rather than a parameter: one sentence, a name part that is
+    an optimizer's or a slot's name (`dense/kernel/Adam_1`, `adam/dense_kernel_momentum`, `exp_avg/fc1.weight`)
+    or a last part that ends in a slot's name (`fc1_weight_velocity`, `beta1_power`). Adam's moments and momentum buffers hold a
+    parameter's shape but not its values: judged as weights, they would be wrong about every weight rule."""
+    parts = _strip_decorations(name).split("/")
+    return any(_OPTIMIZER_PART_RE.match(p) for p in parts) or bool(_OPTIMIZER_SLOT_RE.search(parts[-1]))
+
+
 def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequence[UserRule] = ()) -> Optional[TagInfo]:
     """Classifies a histogram tag: every tag gets a row (role OTHER where nothing tells the
     role); None only where the user's rule says to ignore it.
@@ -377,6 +400,8 @@ def classify_histogram(tag: str, sibling_tags: Iterable[str] = (), rules: Sequen
         return None
     if user is not None:
         return user  # type: ignore[return-value]
+    if optimizer_state(tag):
+        return dataclasses.replace(_make(tag, tag, OTHER), decided_by=BY_OPTIMIZER_STATE)
     for regex, role, kind in _FLAX_COLLECTIONS:
         m = regex.match(tag)
         if m:
@@ -482,7 +507,8 @@ def pair_values(infos: Sequence[TagInfo]) -> List[TagInfo]:
             gradients[frame].append(info)
     matches: Dict[str, List[TagInfo]] = {}
     for info in infos:
-        if info.metric is None and info.role in (WEIGHT, OTHER) and info.decided_by != BY_RULE:
+        if info.metric is None and info.role in (WEIGHT, OTHER) and info.decided_by not in (BY_RULE,
+                                                                                           BY_OPTIMIZER_STATE):
             matches[info.tag] = [g for frame, word in _frames_of(info.tag) if _may_be_a_value(word)
                                  for g in gradients.get(frame, ())]
     claims = collections.Counter(g.tag for found in matches.values() for g in found)

@@ -407,3 +407,21 @@ def torch_nan_loss_logdir(tmp_path_factory):
 def torch_two_writers_logdir(tmp_path_factory):
     """Runs ``flushed`` and ``buffering``: torch's SummaryWriter (``train/loss``) and watch() in one folder."""
     return _written_logdir(tmp_path_factory, "torch_two_writers")
+
+
+@pytest.fixture(scope="session")
+def keras_optimizer_variables_logdir(tmp_path_factory):
+    """Run ``.``: ``gradients/<v.path>`` and ``<v.path>`` of the model's weights and Adam's variables."""
+    return _written_logdir(tmp_path_factory, "keras_optimizer_variables")
+
+
+@pytest.fixture(scope="session")
+def torch_optimizer_state_logdir(tmp_path_factory):
+    """Run ``.``: ``weights/<name>``, ``grads/<name>``, ``<name>/exp_avg`` and ``<name>/exp_avg_sq``."""
+    return _written_logdir(tmp_path_factory, "torch_optimizer_state")
+
+
+@pytest.fixture(scope="session")
+def torch_gelu_dropout_logdir(tmp_path_factory):
+    """Run ``.``: ``activations/drop1`` (GELU then dropout: zeros and negatives), ``activations/relu2``."""
+    return _written_logdir(tmp_path_factory, "torch_gelu_dropout")

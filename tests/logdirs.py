@@ -963,3 +963,89 @@ def torch_scaled_down(logdir):
         if step != SCALED_BAD_BATCH:
             optimizer.step()
     writer.close()
+
+
+def keras_optimizer_variables(logdir):
+    """A TF2 loop logging ``gradients/<v.path>`` and a histogram of every variable it holds, the model's
+    and Adam's (``optimizer.variables``: ``adam/<path>_momentum``, ``_velocity``, ``adam/iteration``),
+    each under its path, as a loop over every variable does."""
+    tf, keras = _keras()
+    model = keras.Sequential([
+        keras.Input((N_IN,)),
+        keras.layers.Dense(N_HIDDEN, activation="relu"),
+        keras.layers.Dense(N_OUT),
+    ])
+    optimizer = keras.optimizers.Adam(1e-2)
+    optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    x, y = _xy()
+    writer = tf.summary.create_file_writer(str(logdir))
+    for step in range(STEPS):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        with writer.as_default(step=step):
+            tf.summary.scalar("loss", loss)
+            for g, v in zip(grads, model.trainable_variables):
+                tf.summary.histogram(f"gradients/{v.path}", g)
+            for v in model.weights + optimizer.variables:
+                tf.summary.histogram(v.path, v)
+    writer.close()
+
+
+def torch_optimizer_state(logdir):
+    """PyTorch ``weights/<name>``, ``grads/<name>`` and Adam's state of each parameter as
+    ``<name>/exp_avg`` and ``<name>/exp_avg_sq`` (``optimizer.state``), logged after each update."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch, model, optimizer, x, y = _torch_mlp()
+    writer = SummaryWriter(str(logdir))
+    for step in range(STEPS):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, step)
+            writer.add_histogram(f"grads/{name}", p.grad, step)
+            for slot in ("exp_avg", "exp_avg_sq"):
+                writer.add_histogram(f"{name}/{slot}", optimizer.state[p][slot], step)
+    writer.close()
+
+
+def torch_gelu_dropout(logdir):
+    """PyTorch ``activations/<module>`` by forward hooks on an MLP whose first block is Linear -> GELU ->
+    Dropout(0.5) (its output logged after the dropout: half exact zeros, and negative values) and whose second
+    is Linear -> ReLU (about half zeros, never negative); ``weights/<name>``, ``grads/<name>``, ``loss``."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    model = nn.Sequential()
+    model.add_module("fc1", nn.Linear(N_IN, 64))
+    model.add_module("gelu1", nn.GELU())
+    model.add_module("drop1", nn.Dropout(0.5))
+    model.add_module("fc2", nn.Linear(64, 64))
+    model.add_module("relu2", nn.ReLU())
+    model.add_module("out", nn.Linear(64, N_OUT))
+    x, y = (torch.from_numpy(a) for a in _xy(256))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    writer = SummaryWriter(str(logdir))
+    outputs = {}
+    for name in ("drop1", "relu2"):
+        getattr(model, name).register_forward_hook(lambda m, inp, out, name=name: outputs.__setitem__(name, out.detach()))
+    for step in range(STEPS):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, step)
+            writer.add_histogram(f"grads/{name}", p.grad, step)
+        for name, out in outputs.items():
+            writer.add_histogram(f"activations/{name}", out, step)
+        optimizer.step()
+    writer.close()

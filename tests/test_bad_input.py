@@ -779,8 +779,29 @@ def test_a_step_whose_vector_is_not_the_formats_is_no_data_in_every_route(tmp_pa
     vectors[2] = np.concatenate([vectors[2]] * 3)  # three vectors in one: its fields are not where they belong
     write_run(tmp_path / "run", [event(step, _own_value("w", v)) for step, v in enumerate(vectors)])
     client = loader_client(tmp_path)
-    assert client.ok("/runs")["runs"][0]["unreadable"] == []
+    summary = client.ok("/runs")["runs"][0]
+    assert summary["unreadable"] == []
+    # Said, as a histogram tag's steps that hold no histogram are.
+    [some] = summary["unreadable_steps"]
+    shape = list(np.shape(vectors[2]))
+    assert some == {"tag": "gradhealth/weight/w", "steps": 1, "of": 4, "first_step": 2,
+                    "why": f"the tensor at step 2 has shape {shape}, not a vector of 15 or 56 statistics"}
     weight = client.ok("/cell", run="run", layer="w", step=2)["roles"]["weight"]
     assert weight["status"] == "no_data" and weight["histogram"] is None
     assert client.ok("/distribution", run="run", layer="w")["distributions"]["weight"]["steps"] == [0, 1, 3]
     assert client.ok("/cell", run="run", layer="w", step=3)["roles"]["weight"]["histogram"]
+
+
+def test_the_report_says_a_summarys_steps_that_hold_no_vector(tmp_path, capsys):
+    from gradhealth_plugin import cli
+    from gradhealth_plugin.writing.reference import stats_numpy
+
+    rng = np.random.default_rng(5)
+    vectors = [stats_numpy(rng.normal(size=256)) for _ in range(5)]
+    vectors[1] = vectors[1][:5]
+    vectors[3] = vectors[3][:5]
+    write_run(tmp_path / "run", [event(step, _own_value("w", v)) for step, v in enumerate(vectors)])
+    assert cli.main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("unreadable steps of tag gradhealth/weight/w: 2 of 5 steps read hold no statistics vector and are no"
+            " data; the first: the tensor at step 1 has shape [5], not a vector of 15 or 56 statistics") in out, out

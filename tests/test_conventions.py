@@ -465,3 +465,29 @@ def test_dead_units_on_a_written_zero_fraction_say_it_is_exact(plugin_client, tf
     for f in dead:
         for layer, evidence in f["evidence"]["layers"].items():
             assert evidence["quality"] == "exact", (layer, evidence)
+
+
+KERAS_ADAM_PARAMS = [f"sequential/{d}/{w}" for d in ("dense", "dense_1") for w in ("kernel", "bias")]
+
+
+@pytest.mark.parametrize("fixture, params, states", [
+    ("keras_optimizer_variables_logdir", KERAS_ADAM_PARAMS,
+     ["adam/iteration", "adam/learning_rate"] + [f"adam/{p.replace('/', '_')}_{slot}" for p in KERAS_ADAM_PARAMS
+                                                 for slot in ("momentum", "velocity")]),
+    ("torch_optimizer_state_logdir", TORCH_PARAMS, [f"{p}/{slot}" for p in TORCH_PARAMS
+                                                    for slot in ("exp_avg", "exp_avg_sq")]),
+])
+def test_an_optimizers_state_is_no_weight(request, plugin_client, fixture, params, states):
+    """Adam's moments logged beside the model's variables hold a parameter's shape but not its values."""
+    client = plugin_client(request.getfixturevalue(fixture))
+    run = only_run(client, ".")
+    rows = by_name(run)
+    assert sorted(n for n, layer in rows.items() if "weight" in layer["roles"]) == sorted(params)
+    assert all(set(rows[p]["roles"]) == {"gradient", "weight"} for p in params)
+    for tag in states:
+        assert {role: r["decided_by"] for role, r in rows[tag]["roles"].items()} == {"other": "optimizer_state"}
+    # Only the rules that need no role speak of them; nor are they tags whose role went unrecognised.
+    about_states = [f["kind"] for f in client.ok("/findings", run=".")["findings"]
+                    if set(f["layers"]) & set(states)]
+    assert set(about_states) <= {"nonfinite", "spike", "periodic_spikes"}, about_states
+    assert "unknown role" not in (run["verdict"] or "") and "not recognised" not in (run["verdict"] or "")

@@ -622,3 +622,16 @@ def test_bimodal_weights_are_two_clusters_not_a_noisy_uniform(request, plugin_cl
     found = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "bimodal_weights"]
     # Only the kernel of two clusters: the uniform ones (1024 weights in 30 noisy buckets) have no valley.
     assert [f["layers"] for f in found] == [[two_clusters]], [_key(f) for f in found]
+
+
+def test_zeros_are_normal_for_a_relu_only_where_the_layer_never_goes_negative(torch_gelu_dropout_logdir,
+                                                                              plugin_client):
+    """Half of a ReLU's outputs are 0 as a rule; a GELU's after dropout are half 0 too, but not for that reason."""
+    client = plugin_client(torch_gelu_dropout_logdir)
+    zeros = [f for f in client.ok("/findings", run=".")["findings"] if f["kind"] == "dead_units"]
+    assert all(f["severity"] == "info" for f in zeros), zeros
+    relu = [f for f in zeros if "normal for ReLU" in f["message"]]
+    signed = [f for f in zeros if "taking negative values too" in f["message"]]
+    assert [f["layers"] for f in relu] == [["relu2"]], zeros
+    assert [f["layers"] for f in signed] == [["drop1"]], zeros
+    assert "dropout" in signed[0]["advice"] and "normal" not in signed[0]["message"]

@@ -10,15 +10,17 @@ import pytest
 from tensorboard.data import provider
 
 from gradhealth_plugin.reading import provider as provider_lib
+from gradhealth_plugin.reading.runs import UnreadableSteps
 from gradhealth_plugin.writing import format as fmt
 
 WIDTH = len(fmt.FIELDS)
 
 
-def _read(datums) -> tuple:
+def _read(datums, unreadable_steps=None) -> tuple:
     out, walls, unreadable = {}, {}, {}
     # The method reads nothing of its reader: no data provider needed.
-    provider_lib.Reader._own_tables(provider_lib.Reader.__new__(provider_lib.Reader), {"t": datums}, out, walls, unreadable)
+    provider_lib.Reader._own_tables(provider_lib.Reader.__new__(provider_lib.Reader), {"t": datums}, out, walls,
+                                    unreadable, {} if unreadable_steps is None else unreadable_steps)
     return out.get("t"), walls.get((fmt.PLUGIN_NAME, "t")), unreadable
 
 
@@ -67,8 +69,13 @@ def test_a_tensor_of_another_shape_at_every_step_is_unreadable(tensor, shape):
 @pytest.mark.parametrize("case", sorted(OTHER))
 def test_other_datums_read_step_by_step(case):
     datums, std, mean_abs = OTHER[case]
-    (steps, values), walls, unreadable = _read(datums)
+    some = {}
+    (steps, values), walls, unreadable = _read(datums, some)
     assert steps.tolist() == [0, 3] and not unreadable
+    # The step whose vector is not the format's is said, as a histogram tag's unreadable steps are.
+    assert some == ({"t": UnreadableSteps(
+        steps=1, of=2, first_step=3, why="the tensor at step 3 has shape [5], not a vector of "
+        f"{WIDTH} or {fmt.VECTOR_WIDTH} statistics", holds="statistics vector")} if case == "ragged" else {})
     np.testing.assert_array_equal(values["std"], std)
     np.testing.assert_array_equal(values["mean_abs"], mean_abs)
     if case == "repeated_step":

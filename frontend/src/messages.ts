@@ -105,13 +105,13 @@ export function noRolesMessage(run: RunInfo, open: (run: string) => void = () =>
   return out;
 }
 
-/** One sentence on the histogram tags read but for some steps, which are no data, naming a few; null when none. */
+/** One sentence on the tags read but for some steps, which are no data, naming a few; null when none. */
 export function unreadableStepsNote(tags: readonly UnreadableSteps[], named = 3): string | null {
   if (tags.length === 0) return null;
   const shown = tags.slice(0, named).map((u) => `${u.tag} (${u.steps} of ${u.of} steps; the first: ${u.why})`);
   const more = tags.length - shown.length;
   const n = tags.length;
-  return `No data at some steps of ${n} tag${n === 1 ? "" : "s"}, whose tensors there are no histograms: ${shown.join("; ")}${more > 0 ? `; and ${more} more` : ""}.`;
+  return `No data at some steps of ${n} tag${n === 1 ? "" : "s"}, whose tensors there cannot be read: ${shown.join("; ")}${more > 0 ? `; and ${more} more` : ""}.`;
 }
 
 /** One sentence on the tags the server could not read, naming a few; null when it read them all. */

@@ -30,7 +30,7 @@ describe("unreadableStepsNote", () => {
   it("names the tags, how many of their steps and the first, a few of them", () => {
     const tags = ["a", "b", "c", "d"].map((tag) => ({ tag, steps: 2, of: 40, why: "negative counts at step 8" }));
     expect(unreadableStepsNote(tags.slice(0, 1))).toBe(
-      "No data at some steps of 1 tag, whose tensors there are no histograms: a (2 of 40 steps; the first: negative counts at step 8).",
+      "No data at some steps of 1 tag, whose tensors there cannot be read: a (2 of 40 steps; the first: negative counts at step 8).",
     );
     expect(unreadableStepsNote(tags)).toMatch(/^No data at some steps of 4 tags, .*; c \(2 of 40 steps; .*\); and 1 more\.$/);
   });

@@ -614,8 +614,8 @@ class Reader:
         """Reads what the run's classified tags need, and how much of it TensorBoard's sampling dropped."""
         walls: Dict[tuple, np.ndarray] = {}
         unreadable: Dict[str, str] = {}
-        own = self._read_own(ctx, experiment_id, run, run_tags.own, walls, unreadable)
         unreadable_steps: Dict[str, runs.UnreadableSteps] = {}
+        own = self._read_own(ctx, experiment_id, run, run_tags.own, walls, unreadable, unreadable_steps)
         histograms = self._histogram_tables(ctx, experiment_id, run, run_tags.histograms,
                                             listings["histograms"].get(run, {}), walls, unreadable, unreadable_steps)
         diagnosed = run_tags.diagnosed()
@@ -804,9 +804,11 @@ class Reader:
         return {step: metrics.as_buckets(b) for step, b in by_step.items()}
 
     def _read_own(self, ctx, experiment_id: str, run: str, infos: List[tags_lib.TagInfo],
-                  walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str]) -> Dict[str, tuple]:
+                  walls: Dict[tuple, np.ndarray], unreadable: Dict[str, str],
+                  unreadable_steps: Dict[str, runs.UnreadableSteps]) -> Dict[str, tuple]:
         """gradhealth summaries: tag -> (steps, {metric: exact values}); wall times into `walls`;
-        tags whose tensors are not numbers go to `unreadable` (tag -> why)."""
+        tags whose tensors are not numbers go to `unreadable` (tag -> why), those read but for
+        some steps to `unreadable_steps`."""
         if not infos:
             return {}
         out: Dict[str, tuple] = {}
@@ -814,13 +816,14 @@ class Reader:
         # message, refused past 256 MB (1,000 tags of 2,500 steps each are 1.2 GB).
         for _, result in self._chunks(ctx, experiment_id, metadata.PLUGIN_NAME, run, [i.tag for i in infos],
                                       _vector_values):
-            self._own_tables(result, out, walls, unreadable)
+            self._own_tables(result, out, walls, unreadable, unreadable_steps)
             del result
         return _shared_steps(out)
 
     def _own_tables(self, result: Mapping[str, list], out: Dict[str, tuple], walls: Dict[tuple, np.ndarray],
-                    unreadable: Dict[str, str]) -> None:
-        """One read of gradhealth summaries into `out`, `walls` and `unreadable` (see `_read_own`)."""
+                    unreadable: Dict[str, str], unreadable_steps: Dict[str, runs.UnreadableSteps]) -> None:
+        """One read of gradhealth summaries into `out`, `walls`, `unreadable` and `unreadable_steps`
+        (see `_read_own`)."""
         width = len(metadata.FIELDS)
         for tag, datums in result.items():
             steps = (datums.steps if isinstance(datums, tables.Samples)
@@ -834,10 +837,17 @@ class Reader:
                 datums = _by_step(datums)
                 steps = np.array([d.step for d in datums], dtype=np.int64)
                 vectors = np.full((len(datums), width), np.nan)
+                bad = []
                 for i, d in enumerate(datums):  # one small vector per step; one of another length is no data
                     vector = np.asarray(d.numpy, dtype=np.float64)
-                    if metadata.vector_problem(vector.shape) is None:
+                    problem = metadata.vector_problem(vector.shape)
+                    if problem is None:
                         vectors[i] = vector[:width]
+                    else:
+                        bad.append((d.step, f"the tensor at step {d.step} {problem}"))
+                if bad:  # some steps, not all (those are unreadable above): said as a histogram tag's are
+                    unreadable_steps[tag] = runs.UnreadableSteps(
+                        steps=len(bad), of=len(datums), first_step=bad[0][0], why=bad[0][1], holds="statistics vector")
             out[tag] = (steps, metadata.vectors_to_table_values(vectors))
             walls[(metadata.PLUGIN_NAME, tag)] = (
                 datums.wall_times if isinstance(datums, tables.Samples)

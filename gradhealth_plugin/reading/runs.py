@@ -338,12 +338,14 @@ def not_histograms(datums: Sequence) -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class UnreadableSteps:
-    """A histogram tag read but for some of its steps, whose tensors are no histograms: no data there."""
+    """A tag read but for some of its steps, whose tensors are no histograms (a histogram tag) or no
+    statistics vectors (a gradhealth summary): no data there."""
 
-    steps: int  # how many of its steps are no histograms
+    steps: int  # how many of its steps are unreadable
     of: int  # its steps read
     first_step: int
     why: str  # what is wrong at the first of them, with its step: "negative counts at step 40"
+    holds: str = "histogram"  # what each of its steps should hold
 
     def to_json(self, tag: str) -> dict:
         return {"tag": tag, "steps": self.steps, "of": self.of, "first_step": self.first_step, "why": self.why}

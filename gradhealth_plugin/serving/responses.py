@@ -359,7 +359,8 @@ def unreadable(rd: RunData) -> List[dict]:
 
 
 def unreadable_steps(rd: RunData) -> List[dict]:
-    """The run's histogram tags with steps that hold no histogram: {"tag", "steps", "of", "first_step", "why"}."""
+    """The run's tags with steps that hold no histogram or no statistics vector (a gradhealth summary's):
+    {"tag", "steps", "of", "first_step", "why"}."""
     return [some.to_json(tag) for tag, some in rd.unreadable_steps.items()]
 
 
@@ -369,8 +370,8 @@ def unreadable_line(tag: str, why: str) -> str:
 
 
 def unreadable_steps_line(tag: str, some: UnreadableSteps) -> str:
-    """A histogram tag with steps that hold no histogram, as every command says it."""
-    return (f"unreadable steps of tag {tag}: {some.steps:,} of {some.of:,} steps read hold no histogram and are"
+    """A tag with steps that hold no histogram (or no statistics vector), as every command says it."""
+    return (f"unreadable steps of tag {tag}: {some.steps:,} of {some.of:,} steps read hold no {some.holds} and are"
             f" no data; the first: {some.why}")
 
 

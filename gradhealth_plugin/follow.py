@@ -78,8 +78,18 @@ class Follower:
     def poll(self, only: Optional[str] = None) -> Iterator[Tuple[str, object, Optional[list], Optional[str]]]:
         """(run, run data, findings, None) per run, or (run, None, None, why) for a run that failed."""
         from tensorboard import errors
+        from tensorboard.backend.event_processing import io_wrapper
 
-        self._multiplexer.AddRunsFromDirectory(self.logdir)
+        if only is None:
+            self._multiplexer.AddRunsFromDirectory(self.logdir)
+        else:
+            # Only what the run's findings read is loaded: the run, and the other ranks of the training its
+            # name makes it a rank of (judged together); a logdir of many runs is not read whole at each poll.
+            # Runs are found and named as `AddRunsFromDirectory` finds and names them.
+            for subdir in io_wrapper.GetLogdirSubdirectories(self.logdir):
+                name = os.path.relpath(subdir, self.logdir)
+                if _read_with(name, only):
+                    self._multiplexer.AddRun(subdir, name=name)
         self._multiplexer.Reload()
         for name in self._analyzer.list_runs(self._ctx, ""):
             if only is not None and name != only:
@@ -92,6 +102,16 @@ class Follower:
                 yield name, None, None, str(e)
                 continue
             yield name, rd, found, None
+
+
+def _read_with(name: str, run: str) -> bool:
+    """Whether `run`'s findings read run `name`: it is `run`, or a rank of the same training."""
+    from .reading import trainings as trainings_lib
+
+    if name == run:
+        return True
+    mine, other = trainings_lib.rank_name(run), trainings_lib.rank_name(name)
+    return mine is not None and other is not None and mine.training == other.training
 
 
 def _exists(logdir: str) -> bool:

@@ -322,3 +322,21 @@ def test_each_tag_that_cannot_be_read_is_said_once_however_often_the_run_grows(t
         "run: unreadable tag gradients/fc2: negative counts at step 0",
         "run: unreadable steps of tag gradients/fc3: 1 of 5 steps read hold no histogram and are no data;"
         " the first: bucket edges decrease at step 0"]
+
+
+def test_watching_one_run_loads_it_and_its_training_alone(tmp_path):
+    from gradhealth_plugin import follow
+    from tests.test_bad_input import event, hist_value, normal_buckets, write_run
+
+    rng = np.random.default_rng(3)
+    for name in ("exp/rank0", "exp/rank1", "other", "exp2/rank1"):
+        write_run(tmp_path / name, [event(s, hist_value("gradients/fc1", normal_buckets(rng))) for s in range(3)])
+    loaded = {}
+    for run in ("exp/rank1", "other", None):
+        follower = follow.Follower(str(tmp_path))
+        for _ in range(2):  # the first poll and a later one
+            polled = [name for name, *_ in follower.poll(run)]
+        loaded[run] = (sorted(polled), sorted(follower._multiplexer.Runs()))
+    assert loaded == {"exp/rank1": (["exp/rank1"], ["exp/rank0", "exp/rank1"]), "other": (["other"], ["other"]),
+                      None: (["exp/rank0", "exp/rank1", "exp2/rank1", "other"],
+                             ["exp/rank0", "exp/rank1", "exp2/rank1", "other"])}

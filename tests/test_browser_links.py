@@ -9,9 +9,11 @@ learning rate: about gradients), and "growing", healthy gradients to which the t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -122,3 +124,21 @@ def test_a_run_whose_steps_grew_since_the_last_look_is_badged_so_far(server, log
     assert "still growing" in badge.locator("xpath=..").get_attribute("title")
     # Nothing more read since: the verdict stands.
     reload_until("healthy")
+
+
+def test_a_link_followed_in_the_open_page_is_shown(server, page):
+    """A link pasted into the address bar of a TensorBoard page already open on the tab changes TensorBoard's
+    URL, not the tab's: the tab shows what the link names, and keeps it in the URL when clicked further."""
+    tab = Tab(page, server)
+    tab.open(f"gradhealth&p.gradhealth.run={GROWING}")
+    assert tab.frame.evaluate("window.__gradhealth.viewState.run") == GROWING
+    drawn = tab.drawn()
+    page.evaluate("h => { location.hash = h; }",
+                  f"#gradhealth&p.gradhealth.run={LR}&p.gradhealth.role=weight&p.gradhealth.zoom=0~100")
+    tab.frame.wait_for_function(f"window.__gradhealth.viewState.run === {json.dumps(LR)}", timeout=30_000)
+    tab.frame.wait_for_function(f"Number(document.documentElement.dataset.ghDrawn || 0) > {drawn}", timeout=60_000)
+    shown = tab.frame.evaluate("(() => { const s = window.__gradhealth.viewState;"
+                               " return {role: s.role, zoom: s.zoom && s.zoom.map(String)}; })()")
+    assert shown == {"role": "weight", "zoom": ["0", "100"]}, tab.state()
+    assert _selected_runs(tab) == [LR]
+    assert "p.gradhealth.zoom=0~100" in urllib.parse.unquote(page.evaluate("location.hash"))

@@ -14,14 +14,14 @@ import { fromFragment, openRun } from "./hash";
 import type { ViewState } from "./hash";
 import { heatmapDomain, HeatmapView, maxViewHeight } from "./heatmap";
 import { ROW_MIN_H, unionSpans } from "./layout";
-import { connectHost, hostDarkMode, watchHostDarkMode } from "./host";
+import { connectHost, hostDarkMode, watchHostDarkMode, watchHostHash } from "./host";
 import { errorText } from "./json";
 import { buildLegend, legendMarks } from "./legend";
 import { code, howToLog, noRolesMessage, paragraph, setMessage, unreadableNote, unreadableStepsNote } from "./messages";
 import { FindingsList, roleToOpen, RunList, runToShow, worstRun } from "./panels";
 import { matchesFilter, orderRows, rowSeverity } from "./rows";
 import { keptLayers, summaryText } from "./summary";
-import { persistState, readState, sameState } from "./state";
+import { linkedState, persistState, readState, sameState } from "./state";
 import { parseStep, stepsUnion } from "./steps";
 import type { Step } from "./steps";
 import { Store } from "./store";
@@ -236,7 +236,12 @@ export class App {
       cancelAnimationFrame(pending);
       pending = requestAnimationFrame(() => this.relayout());
     });
-    window.addEventListener("hashchange", () => this.onHashChange());
+    window.addEventListener("hashchange", () => this.applyState(fromFragment(location.hash)));
+    // Inside TensorBoard a link changes TensorBoard's URL, not the tab's own.
+    watchHostHash(() => {
+      const linked = linkedState();
+      if (linked) this.applyState(linked);
+    });
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible" && Date.now() - this.lastRefresh > POLL_MS) void this.refresh(false);
     });
@@ -278,8 +283,8 @@ export class App {
     persistState(this.state);
   }
 
-  private onHashChange(): void {
-    const next = fromFragment(location.hash);
+  /** A state from a link (the page's URL or TensorBoard's): shown in place of the current one. */
+  private applyState(next: ViewState): void {
     if (sameState(next, this.state)) return;
     const runChanged = next.run !== this.state.run;
     const viewChanged = next.view !== this.state.view;

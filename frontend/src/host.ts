@@ -27,6 +27,24 @@ export function hostStorage(): TfStorage | null {
   return storage && typeof storage.getString === "function" && typeof storage.setString === "function" ? storage : null;
 }
 
+/** TensorBoard's own URL fragment, if the tab sits in a same-origin TensorBoard page; null otherwise. */
+export function hostHash(): string | null {
+  try {
+    return parentWindow()?.location.hash ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Calls `cb` whenever TensorBoard's own URL fragment changes (a link followed or pasted in its page). */
+export function watchHostHash(cb: () => void): void {
+  try {
+    parentWindow()?.addEventListener("hashchange", cb);
+  } catch {
+    // A host that refuses listeners: the tab keeps its own state until reloaded.
+  }
+}
+
 /** Whether TensorBoard itself is in dark mode; null when that cannot be seen. */
 export function hostDarkMode(): boolean | null {
   const p = parentWindow();

@@ -112,6 +112,7 @@ def _dense(*indices) -> Tuple[str, ...]:
 
 LR_PARAMS = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "out.weight", "out.bias")
 LR_CAUSE = {"cause": "learning_rate_too_high"}
+AFTER_EXPLOSION = {"cause": "exploding_gradients"}
 
 # run -> (intended findings, consequences allowed at warn or above).
 BROKEN: Dict[str, Tuple[Tuple[Expected, ...], Tuple[Consequence, ...]]] = {
@@ -120,9 +121,10 @@ BROKEN: Dict[str, Tuple[Tuple[Expected, ...], Tuple[Consequence, ...]]] = {
     "exploding/unclipped": (
         (Expected("exploding_gradients", "critical", (3, 10),
                   layers=("train/global_gradient_norm",) + _layer_i(*range(14))),),
-        # The explosion saturates the tanh units: the early layers' gradients then vanish; the loss ends far
-        # above its first value (it gets worse).
-        (Consequence("vanishing_gradients", 6), Consequence("depth_vanishing", 6), Consequence("no_progress", 0)),
+        # The explosion saturates the tanh units: the early layers' gradients then vanish, which their
+        # findings name as its consequence; the loss ends far above its first value (it gets worse).
+        (Consequence("vanishing_gradients", 6, fields=AFTER_EXPLOSION),
+         Consequence("depth_vanishing", 6, fields=AFTER_EXPLOSION), Consequence("no_progress", 0)),
     ),
     # The first six of twelve sigmoid layers, from the first logged step on.
     "vanishing/sigmoid": (
@@ -246,7 +248,8 @@ def test_broken_run_gets_its_diagnosis_and_nothing_else(shipped, run):
 
 # What a finding that names a cause is first advised to do: fix the cause, whatever its kind.
 CAUSE_LEADS = {"learning_rate_too_high": "Lower the learning rate (3-10x is a usual first try) or warm it up",
-               "dead_relu": "Dead ReLU units stop the gradient: Use LeakyReLU/ELU"}
+               "dead_relu": "Dead ReLU units stop the gradient: Use LeakyReLU/ELU",
+               "exploding_gradients": "Fix the explosion first (see exploding gradients): clip gradients"}
 
 
 def test_a_finding_that_names_its_cause_is_advised_to_fix_that_cause_first(shipped):
@@ -255,7 +258,7 @@ def test_a_finding_that_names_its_cause_is_advised_to_fix_that_cause_first(shipp
     for f in named:
         assert f["advice"].startswith(CAUSE_LEADS[f["cause"]]), (_describe(f), f["advice"])
     # Gradients that vanish behind dead ReLUs are not told to switch to ReLU first.
-    (behind,) = [f for f in named if f["kind"] == "vanishing_gradients"]
+    (behind,) = [f for f in named if f["kind"] == "vanishing_gradients" and f["cause"] == "dead_relu"]
     assert behind["advice"].index("LeakyReLU") < behind["advice"].index("ReLU-family"), behind["advice"]
 
 
@@ -418,3 +421,15 @@ def test_the_tutorials_fixed_learning_rate_run_updates_as_it_says(shipped, plugi
     tutorial = _prose(TUTORIAL)
     assert f"is {largest:.1%} of its weights, under the update-ratio rule's 10%" in tutorial
     assert f"Its largest update ratio is {largest:.3f}" in tutorial
+
+
+def test_gradients_that_vanish_after_they_exploded_are_told_as_the_explosions_aftermath(shipped):
+    found = _findings(shipped, "exploding/unclipped")
+    (explosion,) = [f for f in found if f["kind"] == "exploding_gradients"]
+    (vanished,) = [f for f in found if f["kind"] == "vanishing_gradients"]
+    assert vanished["first_step"] > explosion["first_step"]
+    assert vanished["evidence"]["after_explosion"] == vanished["layers"]
+    # From the first step a layer of theirs exploded (the global norm scalar may have begun before).
+    began = min(explosion["covers"][layer][0][0] for layer in vanished["layers"])
+    assert f"; they exploded first (from step {began}, see exploding gradients)" in vanished["message"]
+    assert vanished["cause"] == "exploding_gradients" and vanished["advice"].startswith("Fix the explosion first")

@@ -152,6 +152,7 @@ export const CAUSE_LABELS: Readonly<Record<string, string>> = {
   learning_rate_too_high: "learning rate too high",
   learning_rate_jump: "learning-rate jump",
   dead_relu: "dying ReLUs",
+  exploding_gradients: "the explosion before it",
 };
 
 /** "Likely cause: dying ReLUs", from the cause's name (dead_relu); a cause this tab does not know yet

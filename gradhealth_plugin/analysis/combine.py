@@ -170,6 +170,47 @@ def link_growth_to_fast_updates(findings: List[Finding]) -> None:
             f.cause = "learning_rate_too_high"
 
 
+# What an explosion leaves behind in the layers it blew up: units saturated or silenced pass no gradient.
+_AFTER_EXPLOSION = ("vanishing_gradients", "depth_vanishing")
+
+
+def link_vanishing_to_explosion(findings: List[Finding]) -> None:
+    """Names the explosion as the cause of gradients that vanish after it in the layers that exploded.
+
+    One sentence: a layer whose gradients vanish only after they exploded vanished because of the
+    explosion (its blown-up weights saturate or silence the units that pass the gradient). The
+    finding's message says so, its evidence lists those layers (`after_explosion`), and where that
+    holds for every layer it takes the explosion's cause, or the explosion itself as its cause.
+    """
+    exploded: Dict[str, int] = {}
+    named: Optional[Finding] = None  # the explosion that names a cause, if one does
+    for f in findings:
+        if f.kind == "exploding_gradients" and f.severity != INFO:
+            for layer in f.layers:
+                first = f.spans.get(layer, (f.first_step, f.last_step))[0]
+                exploded[layer] = min(exploded.get(layer, first), first)
+            named = named or (f if f.cause is not None else None)
+    if not exploded:
+        return
+    for f in findings:
+        if f.kind not in _AFTER_EXPLOSION or f.severity == INFO:
+            continue
+        # A depth finding names the layer whose gradients vanish, then the deep one it is held against.
+        vanished = f.layers[:1] if f.kind == "depth_vanishing" else f.layers
+        after = [layer for layer in vanished
+                 if layer in exploded and exploded[layer] < f.spans.get(layer, (f.first_step, f.last_step))[0]]
+        if not after:
+            continue
+        who = "it" if len(vanished) == 1 else "they" if len(after) == len(vanished) else f"{len(after)} of them"
+        f.message += (f"; {who} exploded first (from step {min(exploded[layer] for layer in after)}, see exploding "
+                      f"gradients): the blow-up left {'it' if who == 'it' else 'them'} without gradient")
+        f.evidence["after_explosion"] = after
+        if f.cause is None and len(after) == len(vanished):
+            f.cause = named.cause if named is not None else "exploding_gradients"
+            if named is not None and "learning_rate_jump" in named.evidence:  # what its advice names
+                f.evidence["learning_rate_jump"] = named.evidence["learning_rate_jump"]
+
+
 def _overshoot(f: Finding) -> bool:
     # Updates too small, or none at all, are the opposite of an overshoot.
     return f.kind in _OVERSHOOT and f.evidence.get("direction") in (None, "too_high")
@@ -355,6 +396,10 @@ def _cause_advice(f: Finding) -> Optional[Tuple[str, str]]:
     if f.cause == "learning_rate_too_high":
         return ("Lower the learning rate (3-10x is a usual first try) or warm it up from a small value; clipping "
                 "gradients by global norm bounds each overshoot.", "Should it persist at a lower rate")
+    if f.cause == "exploding_gradients":
+        return ("Fix the explosion first (see exploding gradients): clip gradients by global norm or lower the "
+                "learning rate; gradients that vanish after it were silenced by its blow-up.",
+                "Should they vanish without the explosion")
     if f.cause == "dead_relu":
         return (f"Dead ReLU units stop the gradient: {dead_units.ADVICE}", "Should it persist with the units alive")
     return None

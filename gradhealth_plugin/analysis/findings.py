@@ -36,6 +36,7 @@ def find(rd: RunData, limits: Mapping[str, float], only: Optional[Sequence] = No
     combine.name_causes(found, since=combine.first_jump(jumps))
     combine.name_learning_rate_jumps(found, jumps, limits["lr_jump"])
     combine.link_growth_to_fast_updates(found)
+    combine.link_vanishing_to_explosion(found)
     combine.advise_causes(found)
     return ordered(found)
 

@@ -394,15 +394,18 @@ def _static_shape(tensor) -> Optional[List[int]]:
 
 
 def _activation_items(activations: Activations) -> List[Tuple[object, object]]:
-    """(key, tensor) pairs; a key is a name or a layer."""
+    """(key, tensor) pairs; a key is a name or a layer. An activation keyed by None (an unnamed output,
+    a layer's ``name`` left unset) goes by its position, ``activation_<i>``, as an unkeyed one does."""
     if activations is None:
         return []
     if isinstance(activations, Mapping):
-        return list(activations.items())
+        return [(f"activation_{i}" if key is None else key, a) for i, (key, a) in enumerate(activations.items())]
     items = []
     for i, a in enumerate(activations):
         if isinstance(a, tuple) and len(a) == 2 and (isinstance(a[0], str) or _is_layer(a[0])):
             items.append(a)
+        elif isinstance(a, tuple) and len(a) == 2 and a[0] is None:
+            items.append((f"activation_{i}", a[1]))
         else:
             items.append((f"activation_{i}", a))
     return items

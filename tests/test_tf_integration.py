@@ -483,3 +483,17 @@ def test_record_if_false_writes_nothing_and_is_no_error(tmp_path, compiled):
     gh.close()
     assert gh.errors == 0, gh.problems
     assert read_vectors(tmp_path) == {}
+
+
+@pytest.mark.parametrize("keyed", ["mapping", "pairs"])
+def test_an_activation_keyed_by_none_goes_by_its_position(tmp_path, keyed):
+    """An output keyed by None (an unnamed one) is ``activation_<i>``, never a row called "None"."""
+    x = tf.constant(np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32))
+    outputs = [tf.nn.relu(x), tf.tanh(x)]
+    gh = GradientHealthLogger(str(tmp_path), every_n_steps=1, first_steps=0)
+    acts = {None: outputs[0], "tanh_out": outputs[1]} if keyed == "mapping" else [(None, outputs[0]), ("tanh_out", outputs[1])]
+    gh.log(0, activations=acts)
+    gh.flush()
+    vectors = read_vectors(tmp_path)
+    assert {k[1] for k in vectors if k[0] == "activation"} == {"activation_0", "tanh_out"}
+    assert_stats(vectors[("activation", "activation_0", 0)][0], stats_numpy(outputs[0].numpy()))

@@ -107,6 +107,25 @@ def test_median_of_others_is_the_median_of_the_rest_of_each_column():
         np.testing.assert_array_equal(exploding.median_of_others(values), want)
 
 
+def test_the_others_median_taken_a_few_columns_at_a_time_is_the_whole_grids(monkeypatch):
+    """Tables of different steps, as rows of a run: the median over a chunk of steps at a time, as over all."""
+    from gradhealth_plugin.analysis import metrics
+
+    rng = np.random.default_rng(1)
+    tables = []
+    for i in range(7):
+        steps = np.sort(rng.choice(200, size=150, replace=False)).astype(np.int64)
+        max_abs = rng.lognormal(size=len(steps)) * np.where(rng.random(len(steps)) < 0.05, np.nan, 1.0)
+        tables.append(metrics.MetricTable(steps=steps, values={"max_abs": max_abs},
+                                          quality={"max_abs": np.ones(len(steps), dtype=np.uint8)}))
+    whole = exploding._others_max_abs(tables)
+    monkeypatch.setattr(exploding, "_OTHERS_CELLS", 7 * 3)  # three steps a chunk: many chunks
+    chunked = exploding._others_max_abs(tables)
+    for a, b in zip(whole, chunked):
+        np.testing.assert_array_equal(a, b)
+    assert any(np.isfinite(a).any() for a in whole)
+
+
 def _exploding(client, run):
     return [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "exploding_gradients"]
 

@@ -289,6 +289,10 @@ def _evidence(peak, ratio, over, jumped, limit, jump) -> tuple:
     return j, float(ratio[j]), jump
 
 
+# Cells `_others_max_abs` takes the median of at once.
+_OTHERS_CELLS = 1 << 18
+
+
 def _others_max_abs(tables: List) -> List[np.ndarray]:
     """Per gradient table, at each of its steps, the median of the other tables' max |g| at that step
     (NaN where no other has a finite one)."""
@@ -300,8 +304,12 @@ def _others_max_abs(tables: List) -> List[np.ndarray]:
     grid = np.full((len(tables), len(steps)), np.nan)
     for i, t in enumerate(tables):
         grid[i, at[i]] = t.get("max_abs")
-    others = median_of_others(grid)
-    return [others[i, at[i]] for i in range(len(tables))]
+    # A few columns at a time: the median's sort, ranks and picks are each as large as what they sort
+    # (1,000 layers x 5,000 steps: 40 MB apiece, ten of them at once).
+    width = max(1, _OTHERS_CELLS // max(len(tables), 1))
+    for start in range(0, len(steps), width):
+        grid[:, start:start + width] = median_of_others(grid[:, start:start + width])
+    return [grid[i, at[i]] for i in range(len(tables))]
 
 
 def median_of_others(values: np.ndarray) -> np.ndarray:

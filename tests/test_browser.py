@@ -18,6 +18,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import tempfile
 import struct
 import subprocess
@@ -1066,7 +1067,9 @@ def test_a_findings_outlines_hold_no_healthy_cell(demo_tab):
             # The detail panel gives each finding's steps on the layer clicked, not the union over its layers.
             x, y = tab.cell_point("layer_0", 30)
             tab.page.mouse.click(x, y)
-            spans = tab.ui.locator(".gh-detail .gh-detail-finding", has_text="Exploding gradients").locator(".gh-layer-spans")
+            # Other findings on the layer may name exploding gradients as their cause; pick by the heading.
+            heading = tab.ui.locator(".gh-finding-head strong", has_text=re.compile("^Exploding gradients$"))
+            spans = tab.ui.locator(".gh-detail .gh-detail-finding", has=heading).locator(".gh-layer-spans")
             spans.wait_for(timeout=10_000)
             assert spans.text_content() == "On this layer: steps 7 to 8, 15, 17 and 30."
             tab.ui.locator(".gh-detail rect.gh-bar").first.wait_for(timeout=10_000)

@@ -422,6 +422,12 @@ def torch_optimizer_state_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def torch_attention_key_bias_logdir(tmp_path_factory):
+    """Run ``.``: ``grads/key.bias`` tiny at every step (softmax cancels it), ``grads/query.*`` and the rest healthy."""
+    return _written_logdir(tmp_path_factory, "torch_attention_key_bias")
+
+
+@pytest.fixture(scope="session")
 def torch_gelu_dropout_logdir(tmp_path_factory):
     """Run ``.``: ``activations/drop1`` (GELU then dropout: zeros and negatives), ``activations/relu2``."""
     return _written_logdir(tmp_path_factory, "torch_gelu_dropout")

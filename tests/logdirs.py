@@ -1015,6 +1015,44 @@ def torch_optimizer_state(logdir):
     writer.close()
 
 
+def torch_attention_key_bias(logdir):
+    """PyTorch self-attention with its own ``query``, ``key`` and ``value`` Linear modules, then a head:
+    softmax cancels whatever the key bias adds to every key alike, so its gradient is tiny (float rounding)
+    at every step. ``weights/<name>``, ``grads/<name>`` and ``loss``, for 12 steps."""
+    import torch
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    width, tokens = 16, 6
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query, self.key, self.value = (nn.Linear(width, width) for _ in range(3))
+            self.head = nn.Linear(width, N_OUT)
+
+        def forward(self, x):
+            scores = self.query(x) @ self.key(x).transpose(1, 2) / width ** 0.5
+            return self.head((torch.softmax(scores, dim=-1) @ self.value(x)).mean(dim=1))
+
+    model = Attention()
+    x = torch.randn(32, tokens, width)
+    y = torch.randint(0, N_OUT, (32,))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    writer = SummaryWriter(str(logdir))
+    for step in range(12):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        writer.add_scalar("loss", loss.item(), step)
+        for name, p in model.named_parameters():
+            writer.add_histogram(f"weights/{name}", p, step)
+            writer.add_histogram(f"grads/{name}", p.grad, step)
+        optimizer.step()
+    writer.close()
+
+
 def torch_gelu_dropout(logdir):
     """PyTorch ``activations/<module>`` by forward hooks on an MLP whose first block is Linear -> GELU ->
     Dropout(0.5) (its output logged after the dropout: half exact zeros, and negative values) and whose second

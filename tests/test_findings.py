@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gradhealth_plugin.analysis import combine, findings, health, metrics
-from gradhealth_plugin.analysis.detectors import no_progress
+from gradhealth_plugin.analysis.detectors import no_progress, vanishing_gradients
 from gradhealth_plugin.analysis import limits as rules
 from gradhealth_plugin.reading import runs
 from gradhealth_plugin.reading import tags as T
@@ -437,6 +437,45 @@ def test_vanishing_everywhere_is_critical():
     gs = {i: grad(i, mean_abs=1e-8, small_fraction=0.99) for i in range(3)}
     f = one(find(run(*three_kernels(g=gs))), "vanishing_gradients")
     assert f.severity == findings.CRITICAL and len(f.layers) == 3
+
+
+def _key_bias_run(before=("attn_q/bias", T.KIND_BIAS), from_step=0, quality=metrics.EXACT):
+    """A healthy tensor, then one of another module whose gradient is tiny (from `from_step`), then a healthy kernel."""
+    tiny = grad(1, mean_abs=at(grad(1).get("mean_abs"), slice(from_step // 10, None), 1e-9),
+                small_fraction=at(np.full(N, 1e-3), slice(from_step // 10, None), 1.0))
+    first = grad(0)
+    first.quality["mean_abs"] = np.full(N, quality, dtype=np.uint8)
+    return run(layer(before[0], kind=before[1], gradient=first), layer("attn_k/bias", kind=T.KIND_BIAS, gradient=tiny),
+               layer("out/kernel", gradient=grad(2)))
+
+
+def test_a_gradient_tiny_from_the_start_behind_a_layer_that_gets_gradients_is_a_note():
+    rd = _key_bias_run()
+    found = find(rd)
+    f = one(found, "vanishing_gradients")
+    assert f.severity == findings.INFO and f.layers == ["attn_k/bias"]
+    assert f.evidence["signal_reaches"] == {"attn_k/bias": "attn_q/bias"}
+    assert "layers before it get gradients (`attn_q/bias`)" in f.message and "reaches past it" in f.message
+    assert f.advice.startswith("Layers before it get gradients")
+    findings.decide_cells(rd, found, LIMITS)
+    assert (rd.layer("attn_k/bias").roles[T.GRADIENT].health.status == health.OK).all()
+
+
+@pytest.mark.parametrize("why, build", [
+    ("only its own module before it", lambda: _key_bias_run(before=("attn_k/kernel", T.KIND_KERNEL))),
+    ("it was healthy before", lambda: _key_bias_run(from_step=100)),
+    ("the layer before it is only bounded from above", lambda: _key_bias_run(quality=metrics.UPPER_BOUND)),
+])
+def test_a_gradient_tiny_where_no_earlier_layer_proves_the_signal_passed_stays_vanishing(why, build):
+    f = one(find(build()), "vanishing_gradients")
+    assert f.severity == findings.WARN and "signal_reaches" not in f.evidence, why
+
+
+def test_the_first_layers_gradients_tiny_from_the_start_stay_vanishing():
+    tiny = grad(0, mean_abs=1e-9, small_fraction=1.0)
+    f = one(find(run(layer("dense_0/kernel", gradient=tiny), layer("dense_1/kernel", gradient=grad(1)),
+                     layer("dense_2/kernel", gradient=grad(2)))), "vanishing_gradients")
+    assert f.severity == findings.WARN and f.layers == ["dense_0/kernel"]
 
 
 # --- dead_units ------------------------------------------------------------------------------------
@@ -1135,6 +1174,8 @@ def test_detectors_judge_each_layer_of_many_as_if_alone(monkeypatch, seed):
     monkeypatch.setattr(combine, "fold_after_nonfinite", lambda found: found)
     # So is an explosion's comparison with the other layers' max |g| (exploding_peer_factor): off here.
     alike = rules.thresholds({"exploding_peer_factor": 0})
+    # And vanishing gradients' look at the layers before (the signal reaching past a layer): off here.
+    monkeypatch.setattr(vanishing_gradients, "_bypassed", lambda *args: {})
     rd = _mixed_run(seed)
     found = find(rd, alike)
     assert len({f.kind for f in found}) >= 5, [f.kind for f in found]

@@ -635,3 +635,16 @@ def test_zeros_are_normal_for_a_relu_only_where_the_layer_never_goes_negative(to
     assert [f["layers"] for f in relu] == [["relu2"]], zeros
     assert [f["layers"] for f in signed] == [["drop1"]], zeros
     assert "dropout" in signed[0]["advice"] and "normal" not in signed[0]["message"]
+
+
+def test_an_attention_key_bias_the_loss_ignores_is_a_note_not_vanishing(torch_attention_key_bias_logdir,
+                                                                        plugin_client):
+    """Softmax is blind to what the key bias adds to every key alike: its gradient is rounding noise from
+    the first step while the query before it gets gradients, so depth is not the cause."""
+    client = plugin_client(torch_attention_key_bias_logdir)
+    vanishing = [f for f in client.ok("/findings", run=".")["findings"] if f["kind"] == "vanishing_gradients"]
+    assert [(f["layers"], f["severity"]) for f in vanishing] == [(["key.bias"], "info")], vanishing
+    assert vanishing[0]["evidence"]["signal_reaches"]["key.bias"].startswith("query.")
+    cells = client.ok("/heatmap", run=".", role="gradient")
+    row = cells["layers"].index("key.bias")
+    assert set(cells["status"][row]) == {1}, cells["status"][row]  # ok at every step

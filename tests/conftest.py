@@ -428,6 +428,12 @@ def torch_attention_key_bias_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def torch_watch_embedding_logdir(tmp_path_factory):
+    """Run ``.``: gradhealth summaries of ``embed.weight`` (nn.Embedding, N(0, 1)) and ``fc.weight`` (N(0, 1))."""
+    return _written_logdir(tmp_path_factory, "torch_watch_embedding")
+
+
+@pytest.fixture(scope="session")
 def torch_gelu_dropout_logdir(tmp_path_factory):
     """Run ``.``: ``activations/drop1`` (GELU then dropout: zeros and negatives), ``activations/relu2``."""
     return _written_logdir(tmp_path_factory, "torch_gelu_dropout")

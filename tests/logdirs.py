@@ -432,6 +432,39 @@ def keras_high_lr(logdir):
                       lambda keras: keras.optimizers.Adam(0.5))
 
 
+def torch_watch_embedding(logdir):
+    """gradhealth's torch watch() on ``embed`` (nn.Embedding(1000, 64): N(0, 1), PyTorch's default) ->
+    mean over 12 tokens -> ``fc`` (Linear(64, 64) re-initialised N(0, 1): 11x He's std) -> ReLU -> ``head``."""
+    import torch
+    from torch import nn
+
+    from gradhealth_plugin.torch import unwatch, watch
+
+    torch.manual_seed(0)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(1000, 64)
+            self.fc = nn.Linear(64, 64)
+            self.head = nn.Linear(64, N_OUT)
+            nn.init.normal_(self.fc.weight, std=1.0)
+
+        def forward(self, tokens):
+            return self.head(torch.relu(self.fc(self.embed(tokens).mean(dim=1))))
+
+    model = Model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    tokens, y = torch.randint(0, 1000, (32, 12)), torch.randint(0, N_OUT, (32,))
+    handle = watch(model, str(logdir), optimizer=optimizer, every_n_steps=1, first_steps=0)
+    for _ in range(STEPS):
+        loss = nn.functional.cross_entropy(model(tokens), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    unwatch(handle)
+
+
 def torch_watch_blocks(logdir):
     """gradhealth's torch watch() on a tiny transformer-like model: ``embed``, ``blocks.<i>.attn.qkv``,
     ``blocks.<i>.mlp.0`` ... in a ModuleList of nested blocks, ``norm`` and ``head``."""

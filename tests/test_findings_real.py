@@ -376,6 +376,15 @@ def test_std_one_on_fan_in_256_is_found_at_step_0(proven, framework):
     assert "standard normal" in f["message"]
 
 
+def test_an_embedding_table_is_no_kernel_to_judge_by_fan_in(torch_watch_embedding_logdir, plugin_client):
+    """nn.Embedding starts at N(0, 1) by design: a lookup table has no fan-in for He or Glorot to name a
+    scale by. The Linear after it, re-initialised N(0, 1) on fan-in 64, is still found."""
+    found = plugin_client(torch_watch_embedding_logdir).ok("/findings", run=".")["findings"]
+    (f,) = [f for f in found if f["kind"] == "init_scale"]
+    assert f["layers"] == ["fc.weight"] and f["severity"] == "warn", f
+    assert f["evidence"]["layers"]["fc.weight"]["matches"] == "standard_normal"
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_stuck_loss_is_no_progress(proven, framework):
     p = proven(framework)

@@ -15,6 +15,10 @@ and judges no initialiser. The shape comes from gradhealth's summaries; where on
 the element counts give the fans when the layer's bias is logged too: fan_out
 is the bias count and fan_in the kernel count over it (Dense, Linear and
 convolution kernels alike).
+
+A lookup table (PyTorch's nn.Embedding, Keras' Embedding) is not judged: each of its rows is read
+alone, never summed over a fan-in, so neither He nor Glorot says what its scale should be (PyTorch
+starts it at N(0, 1)). It is known by "embed" in its module's name with no bias logged beside it.
 """
 
 from __future__ import annotations
@@ -143,10 +147,17 @@ def epoch_ended(rd: RunData, rdata, step: int) -> Optional[dict]:
     return None
 
 
+# An "embed" word in a module's name (embed, embedding, word_embeddings, embed_tokens): a lookup table
+# where no bias is logged beside it, a projection that only carries the name where one is.
+_LOOKUP_MODULE = re.compile(r"embed", re.IGNORECASE)
+
+
 def _hit(layer, factor: float, bias_count: Optional[int], n_blocks: int = 0) -> Optional[Hit]:
     shape = getattr(layer, "shape", None)
     rdata = layer.roles.get(tags_lib.WEIGHT)
     if rdata is None or layer.kind != tags_lib.KIND_KERNEL:
+        return None
+    if bias_count is None and _LOOKUP_MODULE.search(layer.group) and (not shape or len(shape) == 2):
         return None
     std = metrics.judged(rdata.table).get("std")
     known = np.nonzero(np.isfinite(std))[0]

@@ -51,7 +51,7 @@ def measure(logdir: pathlib.Path, writers, args, logs: pathlib.Path, load_fast: 
             kept = {run: server.json(f"/data/plugin/{bench_scale.PROBE}/floor", run=run, chunk=64)["datums"]
                     for run in tags}
             for run in tags:
-                server.timed("/data/plugin/gradhealth/heatmap", run=run, role="gradient", metric="health")
+                server.timed_answer("/data/plugin/gradhealth/heatmap", run=run, role="gradient", metric="health")
                 server.timed("/data/plugin/gradhealth/findings", run=run)
             served = server.memory()
         finally:

@@ -488,6 +488,7 @@ class Server:
                  extra_flags: List[str] = ()):
         self.load_fast, self.with_plugin = load_fast, with_plugin
         self.port = _free_port()
+        self.pages = 0
         self.log_path = log_path
         self._log = open(log_path, "wb")
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO))
@@ -522,6 +523,21 @@ class Server:
         if status != 200:
             raise RuntimeError(f"GET {path} {params} -> {status}: {body[:300]!r}\n{self.log_tail()}")
         return seconds, len(body)
+
+    def timed_answer(self, path: str, **params) -> tuple:
+        """(seconds, response bytes) of a whole heatmap answer: its first request and each page its `page.next`
+        names, all of which must succeed. An answer past the plugin's cell cap comes in pages and the tab asks
+        for every one; `pages` keeps how many the last answer took."""
+        seconds, size, self.pages = 0.0, 0, 0
+        while True:
+            status, body, s = self.get(path, **params)
+            if status != 200:
+                raise RuntimeError(f"GET {path} {params} -> {status}: {body[:300]!r}\n{self.log_tail()}")
+            seconds, size, self.pages = seconds + s, size + len(body), self.pages + 1
+            page = json.loads(body).get("page")
+            if not page:
+                return seconds, size
+            params = {**params, **page["next"]}
 
     def wait_loaded(self, expected: Dict[str, tuple], timeout: float) -> float:
         """Until every run has its tags up to its last step; returns seconds since launch."""
@@ -627,15 +643,16 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, writers: Dict[str, RunW
             r[f"hist_route_s_{run}"], r[f"hist_route_bytes_{run}"] = _histogram_route_all(server, run, tags[run])
         gh = "/data/plugin/gradhealth/"
         for run in tags:
-            r[f"heatmap_cold_{run}"], r[f"heatmap_bytes_{run}"] = server.timed(
+            r[f"heatmap_cold_{run}"], r[f"heatmap_bytes_{run}"] = server.timed_answer(
                 gh + "heatmap", run=run, role="gradient", metric="health")
+            r[f"heatmap_pages_{run}"] = server.pages
             r[f"heatmap_warm_{run}"] = _median(
-                [server.timed(gh + "heatmap", run=run, role="gradient", metric="health")[0]
+                [server.timed_answer(gh + "heatmap", run=run, role="gradient", metric="health")[0]
                  for _ in range(args.repeats)])
             r[f"findings_warm_{run}"] = _median([server.timed(gh + "findings", run=run)[0]
                                                  for _ in range(args.repeats)])
             r[f"heatmap_other_warm_{run}"] = _median(
-                [server.timed(gh + "heatmap", run=run, role=role, metric=metric)[0]
+                [server.timed_answer(gh + "heatmap", run=run, role=role, metric=metric)[0]
                  for role, metric in (("weight", "std"), ("activation", "zero_fraction"), ("gradient", "l2"))])
         r["runs_route_warm"] = _median([server.timed(gh + "runs")[0] for _ in range(args.repeats)])
 
@@ -644,12 +661,12 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, writers: Dict[str, RunW
         _append(writers, TF2_RUN, steps[TF2_RUN], extra, rng)
         server.wait_loaded({TF2_RUN: (len(tags[TF2_RUN]), steps[TF2_RUN] + extra - 1)}, args.ready_timeout)
         r["reload_s"] = time.monotonic() - t_append
-        r["heatmap_after_append"], _ = server.timed(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")
+        r["heatmap_after_append"], _ = server.timed_answer(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")
         r["visible_s"] = time.monotonic() - t_append
         heatmap = server.json(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")
         r["append_visible"] = heatmap["steps"][-1] == steps[TF2_RUN] + extra - 1
         r["heatmap_warm_after_append"] = _median(
-            [server.timed(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")[0]
+            [server.timed_answer(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")[0]
              for _ in range(args.repeats)])
         r["mem_with"] = server.memory()
 
@@ -665,7 +682,7 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, writers: Dict[str, RunW
             r[f"list_{run}"] = min(whole["list_s"], chunked["list_s"])
             r[f"datums_{run}"] = whole["datums"]
             server.json(f"/data/plugin/{PROBE}/reset")
-            r[f"heatmap_cold_again_{run}"] = server.timed(gh + "heatmap", run=run, role="gradient", metric="health")[0]
+            r[f"heatmap_cold_again_{run}"] = server.timed_answer(gh + "heatmap", run=run, role="gradient", metric="health")[0]
             server.json(f"/data/plugin/{PROBE}/reset")
             r[f"findings_cold_{run}"] = server.timed(gh + "findings", run=run)[0]
     finally:
@@ -715,7 +732,8 @@ def report(results: List[dict], args) -> None:
             cells = [fmt.format(r[key.format(run)]) if key.format(run) in r else f"{'-':>12}"
                      for run in (TF2_RUN, TORCH_RUN)]
             print(f"  {label:<44} {cells[0]} {cells[1]}")
-        print(f"  heatmap response {r[f'heatmap_bytes_{TF2_RUN}'] / 1e6:.2f} MB; histograms route responses "
+        print(f"  heatmap response {r[f'heatmap_bytes_{TF2_RUN}'] / 1e6:.2f} MB in {r[f'heatmap_pages_{TF2_RUN}']} "
+              f"page(s), every heatmap figure over all its pages; histograms route responses "
               f"{r[f'hist_route_bytes_{TF2_RUN}'] / 1e6:.1f} MB ({TF2_RUN})")
         print(f"  runs route warm: {r['runs_route_warm']:.3f} s")
         print(f"  append 1% steps to {TF2_RUN}: loader shows them after {r['reload_s']:.1f} s; next heatmap "

@@ -434,6 +434,12 @@ def torch_watch_embedding_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def torch_sequential_conv_bn_logdir(tmp_path_factory):
+    """Run ``.``: ``0.*`` a conv with its bias, ``1.*`` the BatchNorm after it, ``4.*`` a Linear head."""
+    return _written_logdir(tmp_path_factory, "torch_sequential_conv_bn")
+
+
+@pytest.fixture(scope="session")
 def torch_gelu_dropout_logdir(tmp_path_factory):
     """Run ``.``: ``activations/drop1`` (GELU then dropout: zeros and negatives), ``activations/relu2``."""
     return _written_logdir(tmp_path_factory, "torch_gelu_dropout")

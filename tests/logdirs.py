@@ -1054,7 +1054,6 @@ def torch_attention_key_bias(logdir):
     at every step. ``weights/<name>``, ``grads/<name>`` and ``loss``, for 12 steps."""
     import torch
     from torch import nn
-    from torch.utils.tensorboard import SummaryWriter
 
     torch.manual_seed(0)
     width, tokens = 16, 6
@@ -1072,17 +1071,45 @@ def torch_attention_key_bias(logdir):
     model = Attention()
     x = torch.randn(32, tokens, width)
     y = torch.randint(0, N_OUT, (32,))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    _train_logging_parameters(logdir, model, x, y, torch.optim.Adam(model.parameters(), lr=1e-3), 12)
+
+
+def torch_sequential_conv_bn(logdir):
+    """PyTorch ``nn.Sequential(Conv2d (with its bias), BatchNorm2d, ReLU, Flatten, Linear)``: the
+    BatchNorm's weight is ``1.weight``, a name that says nothing of it, and it starts at all ones; BatchNorm
+    subtracts the conv bias away, so ``0.bias`` gets no gradient but rounding. ``grads/<name>``, then
+    ``weights/<name>`` after each SGD step (the first a step away from all ones), and ``loss``, for 30 steps."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 8 * 8, N_OUT))
+    x = torch.randn(32, 3, 8, 8)
+    y = torch.randint(0, N_OUT, (32,))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _train_logging_parameters(logdir, model, x, y, optimizer, 30, weights_after_step=True)
+
+
+def _train_logging_parameters(logdir, model, x, y, optimizer, steps: int, weights_after_step: bool = False) -> None:
+    """Full-batch cross-entropy training with PyTorch's SummaryWriter: ``loss``, ``grads/<name>`` and
+    ``weights/<name>`` at every step, the weights before the step or after it."""
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
     writer = SummaryWriter(str(logdir))
-    for step in range(12):
+    for step in range(steps):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         writer.add_scalar("loss", loss.item(), step)
+        if weights_after_step:
+            optimizer.step()
         for name, p in model.named_parameters():
             writer.add_histogram(f"weights/{name}", p, step)
             writer.add_histogram(f"grads/{name}", p.grad, step)
-        optimizer.step()
+        if not weights_after_step:
+            optimizer.step()
     writer.close()
 
 

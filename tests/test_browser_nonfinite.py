@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from tests.test_browser import CHROMIUM, Tab, _open_cell, _serve, browser  # noqa: F401 - browser is a fixture
+from tests.test_browser import CHROMIUM, Tab, _open_cell, _serve, browser, sync_api  # noqa: F401 - browser is a fixture
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium")
 torch = pytest.importorskip("torch")
@@ -98,7 +98,8 @@ def test_the_distribution_marks_the_steps_that_held_nan(tab):
     chart = detail.locator("svg", has=tab.ui.locator("title", has_text="distribution over steps"))
     chart.wait_for()
     marks = chart.locator(".gh-dist-nonfinite rect")
-    assert marks.count() == STEPS - BREAK
+    # The chart may be drawn again as the rest of the row's steps arrive: wait for the whole row's marks.
+    sync_api.expect(marks).to_have_count(STEPS - BREAK, timeout=10_000)
     first = chart.locator(f".gh-dist-nonfinite rect[data-step='{BREAK}']")
     assert first.locator("title").text_content().startswith(f"step {BREAK}: NaN/Inf: 64 of 128; finite values only: ")
     # The hover names the count where the pointer is (tried again should the chart be drawn anew meanwhile).

@@ -462,13 +462,30 @@ def test_a_gradient_tiny_from_the_start_behind_a_layer_that_gets_gradients_is_a_
 
 
 @pytest.mark.parametrize("why, build", [
-    ("only its own module before it", lambda: _key_bias_run(before=("attn_k/kernel", T.KIND_KERNEL))),
+    ("only its own module, and no kernel of it, before it", lambda: _key_bias_run(before=("attn_k/scale", T.KIND_OTHER))),
     ("it was healthy before", lambda: _key_bias_run(from_step=100)),
     ("the layer before it is only bounded from above", lambda: _key_bias_run(quality=metrics.UPPER_BOUND)),
 ])
 def test_a_gradient_tiny_where_no_earlier_layer_proves_the_signal_passed_stays_vanishing(why, build):
     f = one(find(build()), "vanishing_gradients")
     assert f.severity == findings.WARN and "signal_reaches" not in f.evidence, why
+
+
+@pytest.mark.parametrize("kernel_mean_abs, cancelled", [(1e-2, True), (1e-4, False)])
+def test_a_bias_tiny_beside_its_own_kernels_gradients_is_cancelled_not_vanishing(kernel_mean_abs, cancelled):
+    # A bias 5e-7 against its kernel's 1e-2: the signal reaches the module and sums to zero over the bias.
+    # Against 1e-4 (200x) inputs of some scale could make the difference: vanishing, as the rule says.
+    rd = run(layer("conv/kernel", gradient=grad(0, mean_abs=kernel_mean_abs)),
+             layer("conv/bias", kind=T.KIND_BIAS, gradient=grad(1, mean_abs=5e-7, small_fraction=1.0)),
+             layer("out/kernel", gradient=grad(2)))
+    f = one(find(rd), "vanishing_gradients")
+    assert f.layers == ["conv/bias"]
+    if cancelled:
+        assert f.severity == findings.INFO and f.evidence["signal_reaches"] == {"conv/bias": "conv/kernel"}
+        assert "its own kernel gets gradients over 1,000x larger (`conv/kernel`)" in f.message
+        assert "bias=False" in f.advice
+    else:
+        assert f.severity == findings.WARN and "signal_reaches" not in f.evidence
 
 
 def test_the_first_layers_gradients_tiny_from_the_start_stay_vanishing():

@@ -657,3 +657,16 @@ def test_an_attention_key_bias_the_loss_ignores_is_a_note_not_vanishing(torch_at
     cells = client.ok("/heatmap", run=".", role="gradient")
     row = cells["layers"].index("key.bias")
     assert set(cells["status"][row]) == {1}, cells["status"][row]  # ok at every step
+
+
+def test_a_batchnorm_in_a_sequential_is_known_by_its_values(torch_sequential_conv_bn_logdir, plugin_client):
+    """``1.weight`` says nothing of the BatchNorm it is; its first logged values, all above zero around one,
+    do: a scale, whose spread is no kernel's growth. The conv bias BatchNorm subtracts away gets only
+    rounding for gradient while its own kernel gets gradients: a note saying why, not vanishing."""
+    found = plugin_client(torch_sequential_conv_bn_logdir).ok("/findings", run=".")["findings"]
+    assert not [f for f in found if "1.weight" in f["layers"] and f["severity"] != "info"], found
+    assert [f["layers"] for f in found if f["kind"] == "weight_growth"] == [["4.weight"]], found
+    (vanishing,) = [f for f in found if f["kind"] == "vanishing_gradients"]
+    assert vanishing["layers"] == ["0.bias"] and vanishing["severity"] == "info", vanishing
+    assert vanishing["evidence"]["signal_reaches"] == {"0.bias": "0.weight"}
+    assert "own kernel gets gradients" in vanishing["message"] and "bias=False" in vanishing["advice"]

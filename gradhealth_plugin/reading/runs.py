@@ -587,6 +587,22 @@ def _layers(run_tags: RunTags, reads: RunReads) -> List[Layer]:
     return list(layers.values())
 
 
+def mark_scales(layers: Iterable[Layer]) -> None:
+    """Gives a kernel whose first logged weights are all above zero the kind of a normalisation parameter.
+
+    Kernels start symmetric around zero; a scale starts at one (BatchNorm's and LayerNorm's weight, a
+    weight norm's magnitude). In an ``nn.Sequential`` the name says neither (``features.1.weight``):
+    the values do. A scale's spread and |mean| are no kernel's to judge (weight growth, initialisation)."""
+    for layer in layers:
+        weight = layer.roles.get(tags_lib.WEIGHT)
+        if layer.kind != tags_lib.KIND_KERNEL or weight is None or "min" not in weight.table.values:
+            continue
+        low = weight.table.get("min")
+        known = np.flatnonzero(np.isfinite(low))
+        if len(known) and low[known[0]] > 0 and metrics.proves(weight.table.quality_of("min")[known[0]], True):
+            layer.kind = tags_lib.KIND_NORM
+
+
 def add_update_ratios(layers: Iterable[Layer]) -> None:
     """The update-to-weight ratio of layers logging their weights: estimated from their updates where
     those are logged too, else, for kernels, the lower bound the weights' own norms prove (other
@@ -616,6 +632,7 @@ def add_update_ratios(layers: Iterable[Layer]) -> None:
 def build_run(run: str, run_tags: RunTags, reads: RunReads, last_step: Optional[int]) -> RunData:
     """The run model from its classified tags and what was read for them."""
     layers = _layers(run_tags, reads)
+    mark_scales(layers)
     add_update_ratios(layers)
     ordered = model_order(layers)
     all_steps = [layer_role.table.steps for layer in ordered for layer_role in layer.roles.values()]

@@ -10,12 +10,14 @@ The layers whose gradients fell much further keep the finding, which says so.
 A tensor whose gradient is tiny from its first logged step while a layer of another module before it
 in the model gets gradients is not starved by depth: the backward signal reached past it, so the loss
 barely depends on this tensor (an attention key bias, which softmax cancels; an unused or zeroed
-parameter). That is a note of its own, with its own advice, not vanishing gradients.
+parameter). So is a bias tiny from its first logged step beside its own kernel's gradients a thousand
+times larger: the signal reaches the module and sums to zero over the bias, as a normalisation right
+after the layer makes it. Each is a note of its own, with its own advice, not vanishing gradients.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -38,6 +40,14 @@ ADVICE = ("Use ReLU-family activations with He init instead of sigmoid/tanh, add
 BYPASSED_ADVICE = ("Layers before it get gradients, so the signal is not lost on its way to the input. Expected "
                    "for an attention key bias (softmax cancels it); otherwise check that the tensor takes part in "
                    "the forward pass, is not multiplied by zero, and that the branch it sits on does not saturate.")
+CANCELLED_ADVICE = ("Its own kernel gets gradients, so the signal reaches the module and sums to zero over the "
+                    "bias: a normalisation right after the layer (BatchNorm) subtracts the bias away, and it learns "
+                    "nothing. Drop it (use_bias=False, bias=False); otherwise check that it takes part in the "
+                    "forward pass.")
+# A bias's gradient is the signal at its module's output summed; its kernel's, the same signal weighted by
+# the module's inputs. Inputs of ordinary scale leave the two within a few decades of each other: a kernel's
+# mean |g| this many times its bias's says the signal itself is alive and sums to zero over the bias.
+CANCELLED_RATIO = 1e3
 STEPS_NEEDED = "vanishing_steps"
 CELL_RULES = (
     health.CellRule(KIND, (tags_lib.GRADIENT,), "small_fraction", True, "vanishing_fraction", health.WARN, False),
@@ -65,17 +75,14 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     if len(kept) == total and total > 1:
         for f in out:  # every gradient vanishes: a level up, whether or not long enough to be sure
             f.severity = CRITICAL if f.severity == WARN else WARN
-    passed = [h for h in hits if h.layer in bypassed]
-    for f in group_sustained(rd, KIND, INFO, tags_lib.GRADIENT, passed, small, what, BYPASSED_ADVICE,
-                             steps_needed, stated):
-        past = {name: bypassed[name] for name in f.layers}
-        f.evidence["signal_reaches"] = past
-        many = len(past) > 1
-        f.message += (f"; tiny from {'their' if many else 'its'} first logged step while layers before "
-                      f"{'them' if many else 'it'} get gradients ({layers_text(sorted(set(past.values())))}), "
-                      f"so the backward signal reaches past {'them' if many else 'it'} and the loss barely "
-                      f"depends on {'these tensors' if many else 'this tensor'}")
-        out.append(f)
+    for how, advice in (("before", BYPASSED_ADVICE), ("own_kernel", CANCELLED_ADVICE)):
+        passed = [h for h in hits if bypassed.get(h.layer, ("", ""))[1] == how]
+        for f in group_sustained(rd, KIND, INFO, tags_lib.GRADIENT, passed, small, what, advice,
+                                 steps_needed, stated):
+            past = {name: bypassed[name][0] for name in f.layers}
+            f.evidence["signal_reaches"] = past
+            f.message += _bypassed_text(how, past)
+            out.append(f)
     # The loss's fall explains these: a note per loss tag, apart from the layers it does not explain.
     for tag in dict.fromkeys(fits[h.layer]["tag"] for h in fitted):
         out += group_sustained(rd, KIND, INFO, tags_lib.GRADIENT, [h for h in fitted if fits[h.layer]["tag"] == tag],
@@ -86,17 +93,19 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
 
 
 
-def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_needed: int) -> Dict[str, str]:
-    """The hits tiny from their layer's first logged step that a layer of another module before them in
-    model order outlives: its gradients pass no test, provably, at every step of theirs it logged (and
-    at least `steps_needed` of them, or all). Each such hit's layer -> the nearest such earlier layer."""
+def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_needed: int) -> Dict[str, Tuple[str, str]]:
+    """The hits tiny from their layer's first logged step whose signal provably reached past them, each hit's
+    layer -> (the layer that proves it, how): "before", the nearest layer of another module before it in
+    model order whose gradients pass no test at every step of the hit's it logged (at least `steps_needed`
+    of them, or all); else "own_kernel", for a bias, its module's kernel passing no test with a mean |g|
+    `CANCELLED_RATIO` times the bias's or more at each of those steps."""
     rows = rd.role_rows(tags_lib.GRADIENT)
     position: Dict[str, int] = {}
     for i, (layer, _) in enumerate(rows):
         position.setdefault(layer.name, i)
     tiny = {h.layer for h in hits}
     healthy = [i for i, (layer, _) in enumerate(rows) if layer.name not in tiny]
-    out: Dict[str, str] = {}
+    out: Dict[str, Tuple[str, str]] = {}
     for h in hits:
         i = position[h.layer]
         layer, table = rows[i]
@@ -105,9 +114,46 @@ def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_nee
         for j in reversed([j for j in healthy if j < i]):
             other, other_table = rows[j]
             if other.group != layer.group and _passes_no_test(other_table, h.points, tests, steps_needed):
-                out[h.layer] = other.name
+                out[h.layer] = (other.name, "before")
+                break
+        if h.layer in out or layer.kind != tags_lib.KIND_BIAS:
+            continue
+        for j in healthy:
+            other, other_table = rows[j]
+            if (other.group == layer.group and other.kind == tags_lib.KIND_KERNEL
+                    and _passes_no_test(other_table, h.points, tests, steps_needed)
+                    and _dwarfs(other_table, table, h.points, CANCELLED_RATIO)):
+                out[h.layer] = (other.name, "own_kernel")
                 break
     return out
+
+
+def _dwarfs(big: metrics.MetricTable, small: metrics.MetricTable, steps: np.ndarray, ratio: float) -> bool:
+    """Whether `big`'s mean |g| is known at least `ratio` times `small`'s at each of `steps` both logged: a lower
+    bound or better for `big`, an upper bound or better for `small`."""
+    common = np.intersect1d(np.intersect1d(steps, big.steps), small.steps)
+    if not len(common):
+        return False
+    a, b = np.searchsorted(big.steps, common), np.searchsorted(small.steps, common)
+    hi, lo = big.get("mean_abs")[a], small.get("mean_abs")[b]
+    known = (metrics.proves(big.quality_of("mean_abs")[a], True) & metrics.proves(small.quality_of("mean_abs")[b], False)
+             & np.isfinite(hi) & np.isfinite(lo))
+    with np.errstate(invalid="ignore"):
+        return bool((known & (hi >= ratio * lo)).all())
+
+
+def _bypassed_text(how: str, past: Mapping[str, str]) -> str:
+    """What the message adds for layers the signal reached past, `how` as `_bypassed` tells it."""
+    many = len(past) > 1
+    them, proof = ("them" if many else "it"), layers_text(sorted(set(past.values())))
+    tensors = "these tensors" if many else "this tensor"
+    if how == "before":
+        return (f"; tiny from {'their' if many else 'its'} first logged step while layers before {them} get gradients "
+                f"({proof}), so the backward signal reaches past {them} and the loss barely depends on {tensors}")
+    return (f"; tiny from {'their' if many else 'its'} first logged step while {'their' if many else 'its'} own "
+            f"kernel{'s get' if many else ' gets'} gradients over {CANCELLED_RATIO:,.0f}x larger ({proof}): the "
+            f"signal reaches {'their modules' if many else 'the module'} and sums to zero over {tensors}, as a "
+            "normalisation right after the layer makes it")
 
 
 def _passes_no_test(table: metrics.MetricTable, steps: np.ndarray, tests: Sequence[Test], needed: int) -> bool:

@@ -440,6 +440,12 @@ def torch_sequential_conv_bn_logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def keras_conv_batchnorm_logdir(tmp_path_factory):
+    """Run ``train``: gradhealth summaries of two Conv2D layers, each before a BatchNormalization."""
+    return _written_logdir(tmp_path_factory, "keras_conv_batchnorm")
+
+
+@pytest.fixture(scope="session")
 def torch_gelu_dropout_logdir(tmp_path_factory):
     """Run ``.``: ``activations/drop1`` (GELU then dropout: zeros and negatives), ``activations/relu2``."""
     return _written_logdir(tmp_path_factory, "torch_gelu_dropout")

@@ -411,6 +411,26 @@ def _keras_fit_binary(logdir, layers, optimizer) -> None:
               callbacks=[keras.callbacks.TensorBoard(str(logdir), histogram_freq=1)])
 
 
+def keras_conv_batchnorm(logdir):
+    """Keras 3 ``Conv2D`` (its bias on, Keras' default) -> ``BatchNormalization`` -> ReLU, twice, then a
+    global average and a Dense head, fit for 2 epochs with `GradientHealthCallback` at every step:
+    BatchNormalization subtracts each conv bias away, so their gradients are rounding."""
+    _, keras = _keras()
+    from gradhealth_plugin.keras import GradientHealthCallback
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 8, 8, 3)).astype(np.float32)
+    y = (x.mean(axis=(1, 2, 3)) > 0).astype(np.int64)
+    keras.utils.set_random_seed(0)
+    convs = [layer for _ in range(2) for layer in (keras.layers.Conv2D(8, 3, padding="same"),
+                                                     keras.layers.BatchNormalization(), keras.layers.ReLU())]
+    model = keras.Sequential([keras.Input((8, 8, 3)), *convs, keras.layers.GlobalAveragePooling2D(),
+                              keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0,
+              callbacks=[GradientHealthCallback(str(logdir), every_n_steps=1, probe_data=(x[:32], y[:32]))])
+
+
 def keras_sigmoid_at_chance(logdir):
     """Ten sigmoid layers under plain SGD (0.01): the loss falls from about 0.8 to ln 2 in a dozen epochs
     and stays there, predicting the majority class. The first kernels' updates round away in float32 (their

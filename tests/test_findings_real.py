@@ -649,11 +649,13 @@ def test_zeros_are_normal_for_a_relu_only_where_the_layer_never_goes_negative(to
 def test_an_attention_key_bias_the_loss_ignores_is_a_note_not_vanishing(torch_attention_key_bias_logdir,
                                                                         plugin_client):
     """Softmax is blind to what the key bias adds to every key alike: its gradient is rounding noise from
-    the first step while the query before it gets gradients, so depth is not the cause."""
+    the first step while its own kernel gets gradients, so depth is not the cause."""
     client = plugin_client(torch_attention_key_bias_logdir)
     vanishing = [f for f in client.ok("/findings", run=".")["findings"] if f["kind"] == "vanishing_gradients"]
     assert [(f["layers"], f["severity"]) for f in vanishing] == [(["key.bias"], "info")], vanishing
-    assert vanishing[0]["evidence"]["signal_reaches"]["key.bias"].startswith("query.")
+    # Its own kernel gets gradients a thousand times its own and more: the signal reached the module.
+    assert vanishing[0]["evidence"]["signal_reaches"] == {"key.bias": "key.weight"}
+    assert "softmax" in vanishing[0]["advice"] and "bias=False" in vanishing[0]["advice"]
     cells = client.ok("/heatmap", run=".", role="gradient")
     row = cells["layers"].index("key.bias")
     assert set(cells["status"][row]) == {1}, cells["status"][row]  # ok at every step
@@ -670,3 +672,14 @@ def test_a_batchnorm_in_a_sequential_is_known_by_its_values(torch_sequential_con
     assert vanishing["layers"] == ["0.bias"] and vanishing["severity"] == "info", vanishing
     assert vanishing["evidence"]["signal_reaches"] == {"0.bias": "0.weight"}
     assert "own kernel gets gradients" in vanishing["message"] and "bias=False" in vanishing["advice"]
+
+
+def test_keras_conv_biases_before_batchnorm_are_cancelled_not_vanishing(keras_conv_batchnorm_logdir,
+                                                                         plugin_client):
+    """Keras' Conv2D keeps its bias by default; the BatchNormalization after it subtracts the bias away."""
+    client = plugin_client(keras_conv_batchnorm_logdir)
+    (run,) = [r["run"] for r in client.ok("/runs")["runs"]]
+    vanishing = [f for f in client.ok("/findings", run=run)["findings"] if f["kind"] == "vanishing_gradients"]
+    assert [(f["severity"], sorted(f["evidence"].get("signal_reaches", {}).items())) for f in vanishing] == [
+        ("info", [("sequential/conv2d/bias", "sequential/conv2d/kernel"),
+                  ("sequential/conv2d_1/bias", "sequential/conv2d_1/kernel")])], vanishing

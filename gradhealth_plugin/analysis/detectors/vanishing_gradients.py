@@ -11,8 +11,9 @@ A tensor whose gradient is tiny from its first logged step while a layer of anot
 in the model gets gradients is not starved by depth: the backward signal reached past it, so the loss
 barely depends on this tensor (an attention key bias, which softmax cancels; an unused or zeroed
 parameter). So is a bias tiny from its first logged step beside its own kernel's gradients a thousand
-times larger: the signal reaches the module and sums to zero over the bias, as a normalisation right
-after the layer makes it. Each is a note of its own, with its own advice, not vanishing gradients.
+times larger: the signal reaches the module and sums to zero over the bias, as a normalisation or a
+softmax right after the layer makes it. Each is a note of its own, with its own advice, not vanishing
+gradients.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ BYPASSED_ADVICE = ("Layers before it get gradients, so the signal is not lost on
                    "for an attention key bias (softmax cancels it); otherwise check that the tensor takes part in "
                    "the forward pass, is not multiplied by zero, and that the branch it sits on does not saturate.")
 CANCELLED_ADVICE = ("Its own kernel gets gradients, so the signal reaches the module and sums to zero over the "
-                    "bias: a normalisation right after the layer (BatchNorm) subtracts the bias away, and it learns "
-                    "nothing. Drop it (use_bias=False, bias=False); otherwise check that it takes part in the "
-                    "forward pass.")
+                    "bias: what comes right after the layer removes any shift common to its outputs (a "
+                    "normalisation such as BatchNorm; a softmax over attention keys), and the bias learns nothing. "
+                    "Drop it (use_bias=False, bias=False); otherwise check that it takes part in the forward pass.")
 # A bias's gradient is the signal at its module's output summed; its kernel's, the same signal weighted by
 # the module's inputs. Inputs of ordinary scale leave the two within a few decades of each other: a kernel's
 # mean |g| this many times its bias's says the signal itself is alive and sums to zero over the bias.
@@ -95,10 +96,10 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
 
 def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_needed: int) -> Dict[str, Tuple[str, str]]:
     """The hits tiny from their layer's first logged step whose signal provably reached past them, each hit's
-    layer -> (the layer that proves it, how): "before", the nearest layer of another module before it in
-    model order whose gradients pass no test at every step of the hit's it logged (at least `steps_needed`
-    of them, or all); else "own_kernel", for a bias, its module's kernel passing no test with a mean |g|
-    `CANCELLED_RATIO` times the bias's or more at each of those steps."""
+    layer -> (the layer that proves it, how): "own_kernel", for a bias, its module's kernel passing no test
+    at every step of the hit's it logged (at least `steps_needed` of them, or all) with a mean |g|
+    `CANCELLED_RATIO` times the bias's or more at each; else "before", the nearest layer of another module
+    before it in model order whose gradients pass no test at those steps."""
     rows = rd.role_rows(tags_lib.GRADIENT)
     position: Dict[str, int] = {}
     for i, (layer, _) in enumerate(rows):
@@ -111,19 +112,20 @@ def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_nee
         layer, table = rows[i]
         if h.points is None or not len(table.steps) or h.first != int(table.steps[0]):
             continue
-        for j in reversed([j for j in healthy if j < i]):
-            other, other_table = rows[j]
-            if other.group != layer.group and _passes_no_test(other_table, h.points, tests, steps_needed):
-                out[h.layer] = (other.name, "before")
-                break
-        if h.layer in out or layer.kind != tags_lib.KIND_BIAS:
-            continue
-        for j in healthy:
+        # A bias's own kernel tells the more about it: the signal reached this very module.
+        for j in healthy if layer.kind == tags_lib.KIND_BIAS else ():
             other, other_table = rows[j]
             if (other.group == layer.group and other.kind == tags_lib.KIND_KERNEL
                     and _passes_no_test(other_table, h.points, tests, steps_needed)
                     and _dwarfs(other_table, table, h.points, CANCELLED_RATIO)):
                 out[h.layer] = (other.name, "own_kernel")
+                break
+        if h.layer in out:
+            continue
+        for j in reversed([j for j in healthy if j < i]):
+            other, other_table = rows[j]
+            if other.group != layer.group and _passes_no_test(other_table, h.points, tests, steps_needed):
+                out[h.layer] = (other.name, "before")
                 break
     return out
 
@@ -153,7 +155,7 @@ def _bypassed_text(how: str, past: Mapping[str, str]) -> str:
     return (f"; tiny from {'their' if many else 'its'} first logged step while {'their' if many else 'its'} own "
             f"kernel{'s get' if many else ' gets'} gradients over {CANCELLED_RATIO:,.0f}x larger ({proof}): the "
             f"signal reaches {'their modules' if many else 'the module'} and sums to zero over {tensors}, as a "
-            "normalisation right after the layer makes it")
+            f"normalisation or a softmax right after {'the layers' if many else 'the layer'} makes it")
 
 
 def _passes_no_test(table: metrics.MetricTable, steps: np.ndarray, tests: Sequence[Test], needed: int) -> bool:

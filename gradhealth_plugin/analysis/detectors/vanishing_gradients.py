@@ -93,7 +93,6 @@ def detect(rd: RunData, limits: Mapping[str, float]) -> List[Finding]:
     return out
 
 
-
 def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_needed: int) -> Dict[str, Tuple[str, str]]:
     """The hits tiny from their layer's first logged step whose signal provably reached past them, each hit's
     layer -> (the layer that proves it, how): "own_kernel", for a bias, its module's kernel passing no test

@@ -7,13 +7,13 @@ a loss fallen `fitting_loss_drop` times or more, the gradients at most `fitting_
 times further) are a note, a finding of their own: a loss near zero has gradients near zero.
 The layers whose gradients fell much further keep the finding, which says so.
 
-A tensor whose gradient is tiny from its first logged step while a layer of another module before it
-in the model gets gradients is not starved by depth: the backward signal reached past it, so the loss
-barely depends on this tensor (an attention key bias, which softmax cancels; an unused or zeroed
-parameter). So is a bias tiny from its first logged step beside its own kernel's gradients a thousand
-times larger: the signal reaches the module and sums to zero over the bias, as a normalisation or a
-softmax right after the layer makes it. Each is a note of its own, with its own advice, not vanishing
-gradients.
+A tensor whose gradient is tiny from its first logged step while the nearest layer of another module
+before it in the model gets gradients is not starved by depth: the backward signal reached past it,
+so the loss barely depends on this tensor (an attention key bias, which softmax cancels; an unused
+or zeroed parameter). So is a bias tiny from its first logged step beside its own kernel's gradients
+a thousand times larger: the signal reaches the module and sums to zero over the bias, as a
+normalisation or a softmax right after the layer makes it. Each is a note of its own, with its own
+advice, not vanishing gradients.
 """
 
 from __future__ import annotations
@@ -98,13 +98,18 @@ def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_nee
     layer -> (the layer that proves it, how): "own_kernel", for a bias, its module's kernel passing no test
     at every step of the hit's it logged (at least `steps_needed` of them, or all) with a mean |g|
     `CANCELLED_RATIO` times the bias's or more at each; else "before", the nearest layer of another module
-    before it in model order whose gradients pass no test at those steps."""
+    before it in model order, if it is no hit and passes no test at those steps.
+
+    One candidate of each sort a hit: the cost stays a few table lookups a hit on runs of many layers."""
     rows = rd.role_rows(tags_lib.GRADIENT)
     position: Dict[str, int] = {}
     for i, (layer, _) in enumerate(rows):
         position.setdefault(layer.name, i)
     tiny = {h.layer for h in hits}
-    healthy = [i for i, (layer, _) in enumerate(rows) if layer.name not in tiny]
+    kernels: Dict[str, int] = {}
+    for j, (layer, _) in enumerate(rows):
+        if layer.kind == tags_lib.KIND_KERNEL and layer.name not in tiny:
+            kernels.setdefault(layer.group, j)
     out: Dict[str, Tuple[str, str]] = {}
     for h in hits:
         i = position[h.layer]
@@ -112,20 +117,18 @@ def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_nee
         if h.points is None or not len(table.steps) or h.first != int(table.steps[0]):
             continue
         # A bias's own kernel tells the more about it: the signal reached this very module.
-        for j in healthy if layer.kind == tags_lib.KIND_BIAS else ():
-            other, other_table = rows[j]
-            if (other.group == layer.group and other.kind == tags_lib.KIND_KERNEL
-                    and _passes_no_test(other_table, h.points, tests, steps_needed)
-                    and _dwarfs(other_table, table, h.points, CANCELLED_RATIO)):
-                out[h.layer] = (other.name, "own_kernel")
-                break
-        if h.layer in out:
-            continue
-        for j in reversed([j for j in healthy if j < i]):
-            other, other_table = rows[j]
-            if other.group != layer.group and _passes_no_test(other_table, h.points, tests, steps_needed):
-                out[h.layer] = (other.name, "before")
-                break
+        j = kernels.get(layer.group) if layer.kind == tags_lib.KIND_BIAS else None
+        if j is not None:
+            kernel, kernel_table = rows[j]
+            if (_passes_no_test(kernel_table, h.points, tests, steps_needed)
+                    and _dwarfs(kernel_table, table, h.points, CANCELLED_RATIO)):
+                out[h.layer] = (kernel.name, "own_kernel")
+                continue
+        j = i - 1
+        while j >= 0 and rows[j][0].group == layer.group:
+            j -= 1
+        if j >= 0 and rows[j][0].name not in tiny and _passes_no_test(rows[j][1], h.points, tests, steps_needed):
+            out[h.layer] = (rows[j][0].name, "before")
     return out
 
 

@@ -488,6 +488,16 @@ def test_a_bias_tiny_beside_its_own_kernels_gradients_is_cancelled_not_vanishing
         assert f.severity == findings.WARN and "signal_reaches" not in f.evidence
 
 
+@pytest.mark.parametrize("kernel_steps, cancelled", [(STEPS[::2], True), (STEPS[1:4], False)])
+def test_a_kernel_logged_at_fewer_steps_speaks_for_its_bias_only_at_enough_of_them(kernel_steps, cancelled):
+    # Every other step (20) are steps enough to prove the signal reached the module; 3 are not (5 needed).
+    rd = run(layer("conv/kernel", gradient=grad(0, steps=kernel_steps)),
+             layer("conv/bias", kind=T.KIND_BIAS, gradient=grad(1, mean_abs=5e-7, small_fraction=1.0)))
+    f = one(find(rd), "vanishing_gradients")
+    assert (f.severity, f.evidence.get("signal_reaches")) == (
+        (findings.INFO, {"conv/bias": "conv/kernel"}) if cancelled else (findings.WARN, None))
+
+
 def test_the_first_layers_gradients_tiny_from_the_start_stay_vanishing():
     tiny = grad(0, mean_abs=1e-9, small_fraction=1.0)
     f = one(find(run(layer("dense_0/kernel", gradient=tiny), layer("dense_1/kernel", gradient=grad(1)),

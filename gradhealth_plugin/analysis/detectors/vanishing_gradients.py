@@ -135,15 +135,23 @@ def _bypassed(rd: RunData, hits: Sequence[Hit], tests: Sequence[Test], steps_nee
 def _dwarfs(big: metrics.MetricTable, small: metrics.MetricTable, steps: np.ndarray, ratio: float) -> bool:
     """Whether `big`'s mean |g| is known at least `ratio` times `small`'s at each of `steps` both logged: a lower
     bound or better for `big`, an upper bound or better for `small`."""
-    common = np.intersect1d(np.intersect1d(steps, big.steps), small.steps)
-    if not len(common):
+    a, b = _where_logged(steps, big.steps, small.steps)
+    if not len(a):
         return False
-    a, b = np.searchsorted(big.steps, common), np.searchsorted(small.steps, common)
     hi, lo = big.get("mean_abs")[a], small.get("mean_abs")[b]
     known = (metrics.proves(big.quality_of("mean_abs")[a], True) & metrics.proves(small.quality_of("mean_abs")[b], False)
              & np.isfinite(hi) & np.isfinite(lo))
     with np.errstate(invalid="ignore"):
         return bool((known & (hi >= ratio * lo)).all())
+
+
+def _where_logged(steps: np.ndarray, *logged: np.ndarray) -> List[np.ndarray]:
+    """For each of `logged` (sorted step arrays), the indices of the `steps` that every one of them holds."""
+    found = [np.minimum(np.searchsorted(table_steps, steps), max(len(table_steps) - 1, 0)) for table_steps in logged]
+    held = np.ones(len(steps), dtype=bool)
+    for table_steps, at in zip(logged, found):
+        held &= (table_steps[at] == steps) if len(table_steps) else False
+    return [at[held] for at in found]
 
 
 def _bypassed_text(how: str, past: Mapping[str, str]) -> str:
@@ -163,10 +171,9 @@ def _bypassed_text(how: str, past: Mapping[str, str]) -> str:
 def _passes_no_test(table: metrics.MetricTable, steps: np.ndarray, tests: Sequence[Test], needed: int) -> bool:
     """Whether `table` logged at least `needed` of `steps` (or all of them) and, at each it logged, every
     test's metric is known on its healthy side."""
-    common = np.intersect1d(steps, table.steps)
-    if len(common) < min(needed, len(steps)):
+    (at,) = _where_logged(steps, table.steps)
+    if len(at) < min(needed, len(steps)):
         return False
-    at = np.searchsorted(table.steps, common)
     for t in tests:
         values = table.get(t.metric)[at]
         values = np.abs(values) if t.use_abs else values

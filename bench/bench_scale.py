@@ -488,7 +488,6 @@ class Server:
                  extra_flags: List[str] = ()):
         self.load_fast, self.with_plugin = load_fast, with_plugin
         self.port = _free_port()
-        self.pages = 0
         self.log_path = log_path
         self._log = open(log_path, "wb")
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO))
@@ -525,18 +524,18 @@ class Server:
         return seconds, len(body)
 
     def timed_answer(self, path: str, **params) -> tuple:
-        """(seconds, response bytes) of a whole heatmap answer: its first request and each page its `page.next`
-        names, all of which must succeed. An answer past the plugin's cell cap comes in pages and the tab asks
-        for every one; `pages` keeps how many the last answer took."""
-        seconds, size, self.pages = 0.0, 0, 0
+        """(seconds, response bytes, pages) of a whole heatmap answer: its first request and each page its
+        `page.next` names, all of which must succeed. An answer past the plugin's cell cap comes in pages and
+        the tab asks for every one."""
+        seconds, size, pages = 0.0, 0, 0
         while True:
             status, body, s = self.get(path, **params)
             if status != 200:
                 raise RuntimeError(f"GET {path} {params} -> {status}: {body[:300]!r}\n{self.log_tail()}")
-            seconds, size, self.pages = seconds + s, size + len(body), self.pages + 1
+            seconds, size, pages = seconds + s, size + len(body), pages + 1
             page = json.loads(body).get("page")
             if not page:
-                return seconds, size
+                return seconds, size, pages
             params = {**params, **page["next"]}
 
     def wait_loaded(self, expected: Dict[str, tuple], timeout: float) -> float:
@@ -643,9 +642,8 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, writers: Dict[str, RunW
             r[f"hist_route_s_{run}"], r[f"hist_route_bytes_{run}"] = _histogram_route_all(server, run, tags[run])
         gh = "/data/plugin/gradhealth/"
         for run in tags:
-            r[f"heatmap_cold_{run}"], r[f"heatmap_bytes_{run}"] = server.timed_answer(
+            r[f"heatmap_cold_{run}"], r[f"heatmap_bytes_{run}"], r[f"heatmap_pages_{run}"] = server.timed_answer(
                 gh + "heatmap", run=run, role="gradient", metric="health")
-            r[f"heatmap_pages_{run}"] = server.pages
             r[f"heatmap_warm_{run}"] = _median(
                 [server.timed_answer(gh + "heatmap", run=run, role="gradient", metric="health")[0]
                  for _ in range(args.repeats)])
@@ -661,7 +659,8 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, writers: Dict[str, RunW
         _append(writers, TF2_RUN, steps[TF2_RUN], extra, rng)
         server.wait_loaded({TF2_RUN: (len(tags[TF2_RUN]), steps[TF2_RUN] + extra - 1)}, args.ready_timeout)
         r["reload_s"] = time.monotonic() - t_append
-        r["heatmap_after_append"], _ = server.timed_answer(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")
+        r["heatmap_after_append"] = server.timed_answer(gh + "heatmap", run=TF2_RUN, role="gradient",
+                                                        metric="health")[0]
         r["visible_s"] = time.monotonic() - t_append
         heatmap = server.json(gh + "heatmap", run=TF2_RUN, role="gradient", metric="health")
         r["append_visible"] = heatmap["steps"][-1] == steps[TF2_RUN] + extra - 1

@@ -681,7 +681,8 @@ def measure_loader(load_fast: str, logdir: pathlib.Path, writers: Dict[str, RunW
             r[f"list_{run}"] = min(whole["list_s"], chunked["list_s"])
             r[f"datums_{run}"] = whole["datums"]
             server.json(f"/data/plugin/{PROBE}/reset")
-            r[f"heatmap_cold_again_{run}"] = server.timed_answer(gh + "heatmap", run=run, role="gradient", metric="health")[0]
+            r[f"heatmap_cold_again_{run}"] = server.timed_answer(gh + "heatmap", run=run, role="gradient",
+                                                                 metric="health")[0]
             server.json(f"/data/plugin/{PROBE}/reset")
             r[f"findings_cold_{run}"] = server.timed(gh + "findings", run=run)[0]
     finally:

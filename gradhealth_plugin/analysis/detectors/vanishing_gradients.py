@@ -139,8 +139,8 @@ def _dwarfs(big: metrics.MetricTable, small: metrics.MetricTable, steps: np.ndar
     if not len(a):
         return False
     hi, lo = big.get("mean_abs")[a], small.get("mean_abs")[b]
-    known = (metrics.proves(big.quality_of("mean_abs")[a], True) & metrics.proves(small.quality_of("mean_abs")[b], False)
-             & np.isfinite(hi) & np.isfinite(lo))
+    known = (metrics.proves(big.quality_of("mean_abs")[a], True)
+             & metrics.proves(small.quality_of("mean_abs")[b], False) & np.isfinite(hi) & np.isfinite(lo))
     with np.errstate(invalid="ignore"):
         return bool((known & (hi >= ratio * lo)).all())
 
